@@ -1,0 +1,104 @@
+"""Kafka activities: model in, a KafkaAdmin call, model out. They block, so the worker runs them on a thread pool.
+
+Failure types a workflow can match on (raised non-retryable):
+- ``StaleState``: Kafka shows a replica list the step did not expect; someone else changed the partition.
+- ``UnknownPartition``: the topic or partition does not exist.
+"""
+
+import time
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+from models import ClusterDescription, PartitionState, StepRequest, TopicPartition
+
+# How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
+# stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
+STALE_GRACE_S = 10.0
+POLL_MIN_S = 0.25
+POLL_MAX_S = 2.0
+
+
+class StaleStateError(ApplicationError):
+    def __init__(self, message: str):
+        super().__init__(message, type="StaleState", non_retryable=True)
+
+
+class KafkaActivities:
+    def __init__(self, admin: KafkaAdmin):
+        self.admin = admin
+
+    @activity.defn(name="describe_cluster")
+    def describe_cluster(self) -> ClusterDescription:
+        return self.admin.describe_cluster()
+
+    @activity.defn(name="describe_partition")
+    def describe_partition(self, tp: TopicPartition) -> PartitionState:
+        return self._partition(tp)
+
+    @activity.defn(name="alter_step")
+    def alter_step(self, req: StepRequest) -> None:
+        """Issue one step, fenced: only if Kafka still shows ``req.expected``.
+
+        A retry after the step was already issued (a worker that died after the call) finds Kafka reassigning to,
+        or already at, ``req.target`` and does nothing, so no step is applied twice.
+        """
+        ongoing = self.admin.list_reassignments([req.ref])
+        if ongoing:
+            if ongoing[0].target == req.target:
+                return
+            raise StaleStateError(
+                f"{req.ref} is being reassigned to {ongoing[0].target} by someone else; expected no reassignment"
+            )
+        state = self._partition(req.ref)
+        if state.replicas == req.target:
+            return
+        if state.replicas != req.expected:
+            raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
+        activity.logger.info("alter step %s: %s -> %s", req.ref, req.expected, req.target)
+        self.admin.alter_reassignments({req.ref: req.target})
+
+    @activity.defn(name="wait_step")
+    def wait_step(self, req: StepRequest) -> PartitionState:
+        """Poll until Kafka has finished the step: no reassignment left, replicas equal the target, all in sync."""
+        delay = POLL_MIN_S
+        stale_since: float | None = None
+        while True:
+            ongoing = self.admin.list_reassignments([req.ref])
+            state = self._partition(req.ref)
+            activity.heartbeat(state.model_dump())
+            if not ongoing:
+                if state.replicas == req.target and set(req.target) <= set(state.isr):
+                    return state
+                if state.replicas != req.target:
+                    stale_since = stale_since or time.monotonic()
+                    if time.monotonic() - stale_since > STALE_GRACE_S:
+                        raise StaleStateError(
+                            f"{req.ref} stopped reassigning at {state.replicas}, not at the step's {req.target}; "
+                            f"someone else cancelled or changed it"
+                        )
+            else:
+                stale_since = None
+            time.sleep(delay)
+            delay = min(POLL_MAX_S, delay * 2)
+
+    @activity.defn(name="elect_leader")
+    def elect_leader(self, tp: TopicPartition) -> PartitionState:
+        """Elect the preferred leader and wait until Kafka reports it leading."""
+        self.admin.elect_preferred_leaders([tp])
+        deadline = time.monotonic() + 30
+        while True:
+            state = self._partition(tp)
+            if state.leader == state.replicas[0] or time.monotonic() > deadline:
+                return state
+            activity.heartbeat()
+            time.sleep(POLL_MIN_S)
+
+    def _partition(self, tp: TopicPartition) -> PartitionState:
+        try:
+            return self.admin.describe_partition(tp)
+        except KafkaAdminError as e:
+            if "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper():
+                raise ApplicationError(str(e), type="UnknownPartition", non_retryable=True) from e
+            raise

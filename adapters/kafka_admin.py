@@ -1,0 +1,289 @@
+"""KafkaAdmin: the one port Drover uses to read and change a Kafka cluster.
+
+confluent-kafka serves every call its AdminClient has; kafka-python 3.x serves AlterPartitionReassignments,
+ListPartitionReassignments, DescribeLogDirs and DescribeQuorum, which librdkafka lacks. Callers never see which.
+All methods block; activities run them on a thread pool.
+"""
+
+import threading
+from collections.abc import Iterable, Mapping
+
+import structlog
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
+from kafka import TopicPartition as KpTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaError as KpKafkaError
+
+from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
+from settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class KafkaAdminError(Exception):
+    """A Kafka admin call failed; the message names the call and what Kafka said."""
+
+
+def client_configs(settings: Settings) -> tuple[dict, dict]:
+    """librdkafka and kafka-python configurations for the same cluster and credentials."""
+    ck: dict = {
+        "bootstrap.servers": settings.kafka_bootstrap,
+        "security.protocol": settings.kafka_security_protocol,
+        "socket.timeout.ms": int(settings.kafka_request_timeout_s * 1000),
+    }
+    kp: dict = {
+        "bootstrap_servers": settings.kafka_bootstrap.split(","),
+        "security_protocol": settings.kafka_security_protocol,
+        "request_timeout_ms": int(settings.kafka_request_timeout_s * 1000),
+        "client_id": "drover",
+    }
+    if settings.kafka_sasl_mechanism:
+        password = settings.kafka_sasl_password.get_secret_value() if settings.kafka_sasl_password else None
+        ck |= {
+            "sasl.mechanism": settings.kafka_sasl_mechanism,
+            "sasl.username": settings.kafka_sasl_username,
+            "sasl.password": password,
+        }
+        kp |= {
+            "sasl_mechanism": settings.kafka_sasl_mechanism,
+            "sasl_plain_username": settings.kafka_sasl_username,
+            "sasl_plain_password": password,
+        }
+    if settings.kafka_ssl_cafile:
+        ck["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
+        kp["ssl_cafile"] = str(settings.kafka_ssl_cafile)
+    return ck, kp
+
+
+class KafkaAdmin:
+    def __init__(self, settings: Settings):
+        self._ck_config, self._kp_config = client_configs(settings)
+        self._timeout = settings.kafka_request_timeout_s
+        # librdkafka's own log lines go through structlog instead of raw stderr.
+        self._ck = AdminClient(self._ck_config, logger=rdkafka_logger())
+        self._kp: KafkaAdminClient | None = None
+        # kafka-python's client is not thread-safe; activities call in from a thread pool.
+        self._kp_lock = threading.Lock()
+
+    def _kafka_python(self) -> KafkaAdminClient:
+        if self._kp is None:
+            try:
+                self._kp = KafkaAdminClient(**self._kp_config)
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {e}") from e
+        return self._kp
+
+    def close(self) -> None:
+        with self._kp_lock:
+            if self._kp is not None:
+                self._kp.close()
+                self._kp = None
+
+    # -- cluster and topics ------------------------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        result = self._wait(self._ck.describe_cluster(request_timeout=self._timeout), "describe cluster")
+        brokers = sorted(
+            (BrokerInfo(id=n.id, rack=n.rack, host=n.host, port=n.port) for n in result.nodes), key=lambda b: b.id
+        )
+        controller = result.controller.id if result.controller else None
+        with self._kp_lock:
+            try:
+                quorum = self._kafka_python().describe_metadata_quorum()
+                controller = _quorum_leader(quorum, controller)
+            except (KpKafkaError, KafkaAdminError) as e:
+                log.debug("describe_quorum_unavailable", error=str(e))
+        return ClusterDescription(cluster_id=result.cluster_id, controller_id=controller, brokers=brokers)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        metadata = self._ck.list_topics(timeout=self._timeout)
+        return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
+        """Replicas, ISR and leader of every partition of ``topics`` (all non-internal topics when None)."""
+        names = sorted(set(topics)) if topics is not None else self.list_topics()
+        if not names:
+            return []
+        futures = self._ck.describe_topics(TopicCollection(names), request_timeout=self._timeout)
+        states = []
+        for name in names:
+            description = self._wait(futures[name], f"describe topic {name}")
+            for p in description.partitions:
+                states.append(
+                    PartitionState(
+                        topic=name,
+                        partition=p.id,
+                        replicas=[n.id for n in p.replicas],
+                        isr=[n.id for n in p.isr],
+                        leader=p.leader.id if p.leader else None,
+                    )
+                )
+        return sorted(states, key=lambda s: (s.topic, s.partition))
+
+    def describe_partition(self, tp: TopicPartition) -> PartitionState:
+        for state in self.describe_topics([tp.topic]):
+            if state.partition == tp.partition:
+                return state
+        raise KafkaAdminError(f"partition {tp} does not exist")
+
+    def create_topic(
+        self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None
+    ) -> None:
+        """Create ``name`` with an explicit replica list per partition."""
+        topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))
+        futures = self._ck.create_topics([topic], request_timeout=self._timeout)
+        self._wait(futures[name], f"create topic {name}")
+
+    def delete_topics(self, names: list[str]) -> None:
+        if not names:
+            return
+        futures = self._ck.delete_topics(sorted(names), request_timeout=self._timeout)
+        for name, future in sorted(futures.items()):
+            self._wait(future, f"delete topic {name}")
+
+    # -- reassignments -----------------------------------------------------------------------------------------
+
+    def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> list[OngoingReassignment]:
+        wanted = None if partitions is None else [KpTopicPartition(p.topic, p.partition) for p in partitions]
+        with self._kp_lock:
+            try:
+                ongoing = self._kafka_python().list_partition_reassignments(wanted)
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"list partition reassignments failed: {e}") from e
+        found = [
+            OngoingReassignment(
+                topic=tp.topic,
+                partition=tp.partition,
+                replicas=list(r["replicas"]),
+                adding=list(r["adding_replicas"]),
+                removing=list(r["removing_replicas"]),
+            )
+            for tp, r in ongoing.items()
+        ]
+        return sorted(found, key=lambda r: (r.topic, r.partition))
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]) -> None:
+        """Start (a list) or cancel (None) the reassignment of each partition; raises on any partition's error."""
+        request = {KpTopicPartition(tp.topic, tp.partition): replicas for tp, replicas in targets.items()}
+        with self._kp_lock:
+            try:
+                errors = self._kafka_python().alter_partition_reassignments(request)
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"alter partition reassignments failed: {e}") from e
+        failed = sorted(f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in errors.items() if err is not None)
+        if failed:
+            raise KafkaAdminError("alter partition reassignments refused: " + "; ".join(failed))
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        """Elect each partition's preferred leader; a partition already led by it is not an error."""
+        tps = [CkTopicPartition(p.topic, p.partition) for p in sorted(partitions, key=lambda p: (p.topic, p.partition))]
+        if not tps:
+            return
+        # No timeout keyword: confluent-kafka 2.16 fails on it (SystemError); socket.timeout.ms bounds the call.
+        future = self._ck.elect_leaders(ElectionType.PREFERRED, tps)
+        results = self._wait(future, "elect preferred leaders")
+        failed = sorted(
+            f"{tp.topic}-{tp.partition}: {err.str()}"
+            for tp, err in results.items()
+            if err is not None and err.code() != KafkaError.ELECTION_NOT_NEEDED
+        )
+        if failed:
+            raise KafkaAdminError("preferred leader election failed: " + "; ".join(failed))
+
+    # -- log dirs ----------------------------------------------------------------------------------------------
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
+        """Size on disk of every partition replica on ``brokers`` (all brokers when None)."""
+        with self._kp_lock:
+            try:
+                answer = self._kafka_python().describe_log_dirs(brokers=sorted(brokers) if brokers else None)
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"describe log dirs failed: {e}") from e
+        sizes = [
+            ReplicaSize(
+                broker=entry["broker"],
+                topic=topic["name"],
+                partition=p["partition_index"],
+                size_bytes=p["partition_size"],
+                offset_lag=p["offset_lag"],
+                is_future=p["is_future_key"],
+            )
+            for entry in answer
+            for log_dir in entry["log_dirs"]
+            for topic in log_dir["topics"]
+            for p in topic["partitions"]
+        ]
+        return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
+
+    # -- configs -----------------------------------------------------------------------------------------------
+
+    def describe_broker_configs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, str]]:
+        return {
+            int(name): values
+            for name, values in self._describe_configs(ResourceType.BROKER, [str(b) for b in broker_ids]).items()
+        }
+
+    def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
+        return self._describe_configs(ResourceType.TOPIC, list(topics))
+
+    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        self._alter_config(ResourceType.BROKER, str(broker_id), set_, delete)
+
+    def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        self._alter_config(ResourceType.TOPIC, topic, set_, delete)
+
+    def _describe_configs(self, kind: ResourceType, names: list[str]) -> dict[str, dict[str, str]]:
+        out: dict[str, dict[str, str]] = {}
+        for name in sorted(set(names)):
+            resource = ConfigResource(kind, name)
+            future = self._ck.describe_configs([resource], request_timeout=self._timeout)[resource]
+            entries = self._wait(future, f"describe configs of {kind.name.lower()} {name}")
+            out[name] = {k: e.value for k, e in sorted(entries.items()) if e.value is not None}
+        return out
+
+    def _alter_config(self, kind: ResourceType, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
+        entries = [
+            ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in sorted(set_.items())
+        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(set(delete))]
+        if not entries:
+            return
+        resource = ConfigResource(kind, name, incremental_configs=entries)
+        futures = self._ck.incremental_alter_configs([resource], request_timeout=self._timeout)
+        self._wait(futures[resource], f"alter configs of {kind.name.lower()} {name}")
+
+    def _wait(self, future, what: str):
+        try:
+            return future.result(timeout=self._timeout + 5)
+        except KafkaException as e:
+            raise KafkaAdminError(f"{what} failed: {e.args[0].str() if e.args else e}") from e
+        except TimeoutError as e:
+            raise KafkaAdminError(f"{what} timed out after {self._timeout:.0f} s") from e
+
+
+def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
+    for topic in quorum.get("topics", []):
+        for partition in topic.get("partitions", []):
+            if partition.get("leader_id", -1) >= 0:
+                return partition["leader_id"]
+    return fallback
+
+
+class _RdkafkaLog:
+    """A logging.Logger look-alike for librdkafka: its connection chatter becomes debug events."""
+
+    def log(self, level: int, fmt: str, *args) -> None:
+        log.debug("librdkafka", message=fmt % args if args else fmt)
+
+
+def rdkafka_logger() -> _RdkafkaLog:
+    """The logger to give every confluent-kafka client, so librdkafka never writes raw lines to stderr."""
+    return _RdkafkaLog()

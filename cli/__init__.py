@@ -1,0 +1,1 @@
+"""The drover command line: one module per command group, output through cli.output.Output."""

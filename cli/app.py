@@ -1,0 +1,84 @@
+"""drover: move Kafka partition replicas between brokers, durably, on Temporal."""
+
+import os
+import sys
+import traceback
+
+import click
+import typer
+
+from adapters.kafka_admin import KafkaAdminError
+from adapters.temporal import TemporalUnavailable
+from cli import demo as demo_cmd
+from cli import sandbox as sandbox_cmd
+from cli.errors import DroverError
+from cli.output import Output
+from sandbox import SandboxError, SandboxSettings
+from settings import ENV_PREFIX, Settings, env_help
+from settings.logs import configure_logging
+
+
+def _sandbox_env_help() -> str:
+    return "\n".join(
+        f"DROVER_SANDBOX_{name.upper()}: {field.description} (default: {field.default})"
+        for name, field in SandboxSettings.model_fields.items()
+        if name not in ("state_dir", "cache_dir")
+    )
+
+
+app = typer.Typer(
+    help="Drover moves Kafka partition replicas between brokers in small, durable steps on Temporal.",
+    epilog="Every setting is also an environment variable:\n\n"
+    + env_help().replace("\n", "\n\n")
+    + "\n\n"
+    + _sandbox_env_help().replace("\n", "\n\n"),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+app.add_typer(sandbox_cmd.app, name="sandbox")
+app.command("demo")(demo_cmd.demo)
+
+
+@app.callback()
+def root(ctx: typer.Context) -> None:
+    try:
+        settings = Settings()
+    except ValueError as e:
+        raise DroverError(f"bad setting in the {ENV_PREFIX}* environment: {e}", exit_code=2) from e
+    configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
+    ctx.obj = settings
+
+
+def main() -> None:
+    command = typer.main.get_command(app)
+    out = Output()
+    try:
+        code = command.main(prog_name="drover", standalone_mode=False)
+    except click.exceptions.NoArgsIsHelpError as e:
+        out.info(e.ctx.get_help() if e.ctx else str(e))
+        code = 2
+    except click.ClickException as e:
+        out.error(e.format_message().replace("\n", " "))
+        code = e.exit_code
+    except click.exceptions.Abort:
+        out.error("interrupted")
+        code = 130
+    except DroverError as e:
+        out.error(str(e))
+        code = e.exit_code
+    except (SandboxError, KafkaAdminError, TemporalUnavailable) as e:
+        out.error(str(e))
+        code = 1
+    except Exception as e:
+        # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
+        if os.environ.get("DROVER_LOG_LEVEL") == "debug":
+            traceback.print_exc()
+        out.error(f"unexpected {type(e).__name__}: {e} (DROVER_LOG_LEVEL=debug shows the traceback)")
+        code = 1
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+if __name__ == "__main__":
+    main()

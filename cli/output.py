@@ -1,0 +1,44 @@
+"""All CLI output goes through here: human lines on stderr, machine output (--json) on stdout."""
+
+import json
+import sys
+
+from pydantic import BaseModel
+from rich.console import Console
+from rich.table import Table
+
+
+class Output:
+    def __init__(self, as_json: bool = False):
+        self.as_json = as_json
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
+        self.out = Console(highlight=False, soft_wrap=True)
+
+    def info(self, message: str) -> None:
+        self.err.print(message, markup=False)
+
+    def success(self, message: str) -> None:
+        self.err.print(f"[green]✓[/green] {message}" if self.err.is_terminal else f"ok: {message}")
+
+    def warning(self, message: str) -> None:
+        self.err.print(f"warning: {message}", style="yellow", markup=False)
+
+    def error(self, message: str) -> None:
+        self.err.print(f"error: {message}", style="red", markup=False)
+
+    def table(self, title: str, columns: list[str], rows: list[list[object]]) -> None:
+        table = Table(title=title, title_justify="left")
+        for column in columns:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*("-" if v is None else str(v) for v in row))
+        self.err.print(table)
+
+    def data(self, value: BaseModel | dict | list) -> None:
+        """The machine-readable result, printed on stdout only with --json."""
+        if not self.as_json:
+            return
+        if isinstance(value, BaseModel):
+            sys.stdout.write(value.model_dump_json(indent=2) + "\n")
+        else:
+            sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")

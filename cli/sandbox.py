@@ -1,0 +1,65 @@
+"""drover sandbox up | down | status: the local Kafka, Temporal and worker."""
+
+import typer
+
+from cli.output import Output
+from sandbox import Sandbox, SandboxSettings
+from sandbox.stack import SandboxStatus
+
+app = typer.Typer(
+    help="Run a local stack on this machine: a KRaft Kafka cluster (one controller, brokers with racks), the "
+    "Temporal dev server with its Web UI, and the Drover worker. State lives in .drover/sandbox (DROVER_SANDBOX_*).",
+    no_args_is_help=True,
+)
+
+
+def _sandbox(brokers: int | None = None, racks: int | None = None) -> Sandbox:
+    overrides = {k: v for k, v in {"brokers": brokers, "racks": racks}.items() if v is not None}
+    return Sandbox(SandboxSettings(**overrides))
+
+
+def show_status(out: Output, status: SandboxStatus) -> None:
+    rows = []
+    for node in status.nodes:
+        alive = "up" if node.pid else "down"
+        if node.registered is False and node.pid:
+            alive = "starting"
+        controller = " (quorum leader)" if node.name == "controller" and status.controller_id is not None else ""
+        rows.append([node.name + controller, node.rack, node.address, alive, node.pid])
+    out.table("Drover sandbox", ["node", "rack", "address", "state", "pid"], rows)
+    out.info(f"Kafka bootstrap: {status.bootstrap}")
+    out.info(f"Temporal: {status.temporal_address}   Web UI: {status.ui_url}")
+    out.data(status)
+
+
+@app.command()
+def up(
+    brokers: int = typer.Option(None, "--brokers", min=1, max=20, help="Number of brokers [env: DROVER_SANDBOX_BROKERS; default 4]"),
+    racks: int = typer.Option(None, "--racks", min=1, max=20, help="Racks to spread them over [env: DROVER_SANDBOX_RACKS; default 2]"),
+    worker: bool = typer.Option(True, "--worker/--no-worker", help="Also start the Drover worker"),
+    as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout"),
+) -> None:
+    """Start the stack (or what is missing of it) and wait until every broker is registered and Temporal answers.
+    Kafka jars are resolved with Maven on first use into .cache/."""
+    out = Output(as_json)
+    status = _sandbox(brokers, racks).up(worker=worker, say=out.info)
+    show_status(out, status)
+
+
+@app.command()
+def down(
+    wipe: bool = typer.Option(False, "--wipe", help="Also delete the data: Kafka logs and the Temporal database"),
+) -> None:
+    """Stop what `up` started, by PID (brokers before the controller), and nothing else."""
+    out = Output()
+    sandbox = _sandbox()
+    stopped = sandbox.down(wipe=wipe)
+    out.info(f"stopped: {', '.join(stopped)}" if stopped else "nothing was running")
+    if wipe:
+        out.info(f"deleted {sandbox.state}")
+
+
+@app.command()
+def status(as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout")) -> None:
+    """Show each broker (id, rack, alive), the controller, Temporal and the worker."""
+    show_status(Output(as_json), _sandbox().status())

@@ -1,0 +1,25 @@
+"""Pydantic models: the only types that cross a boundary (workflow, activity, query, CLI JSON, files)."""
+
+from models.cluster import (
+    BrokerInfo,
+    ClusterDescription,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaSize,
+    TopicPartition,
+)
+from models.moves import MoveInput, MoveProgress, MoveResult, Step, StepRequest
+
+__all__ = [
+    "BrokerInfo",
+    "ClusterDescription",
+    "MoveInput",
+    "MoveProgress",
+    "MoveResult",
+    "OngoingReassignment",
+    "PartitionState",
+    "ReplicaSize",
+    "Step",
+    "StepRequest",
+    "TopicPartition",
+]

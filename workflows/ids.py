@@ -1,0 +1,12 @@
+"""Workflow IDs and search attributes. A move's ID is derived from cluster, topic and partition, so Temporal
+itself refuses a second concurrent move of the same partition, whichever migration asks."""
+
+from temporalio.common import SearchAttributeKey
+
+CLUSTER_ATTR = SearchAttributeKey.for_keyword("DroverCluster")
+STATUS_ATTR = SearchAttributeKey.for_keyword("DroverStatus")
+
+
+def move_workflow_id(cluster: str, topic: str, partition: int) -> str:
+    # Kafka topic names cannot contain ':', so the ID is unambiguous; nor does it need escaping in a UI link.
+    return f"move:{cluster}:{topic}:{partition}"

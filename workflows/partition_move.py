@@ -1,0 +1,60 @@
+"""PartitionMoveWorkflow: one partition, stepped from its replica list to its target a few replicas at a time."""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from activities.kafka import KafkaActivities
+    from models import MoveInput, MoveProgress, MoveResult, StepRequest, TopicPartition
+    from steps import next_step
+    from workflows.policies import QUICK_CALL, STEP_WAIT
+
+
+@workflow.defn
+class PartitionMoveWorkflow:
+    """Moves one partition with KIP-435 steps until Kafka shows exactly the target list, then returns every step.
+
+    Each step is fenced (it carries the list it expects Kafka to show) and is waited for until Kafka reports the
+    partition no longer reassigning with every new replica in sync; the preferred leader is elected whenever a
+    step changes it.
+
+    Queries: ``progress`` (original, current, step and final replica lists, steps done).
+    """
+
+    def __init__(self) -> None:
+        self._progress: MoveProgress | None = None
+
+    @workflow.run
+    async def run(self, move: MoveInput) -> MoveResult:
+        tp = TopicPartition(topic=move.topic, partition=move.partition)
+        state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
+        original = state.replicas
+        steps: list[list[int]] = []
+        self._set_progress(move, original, state.replicas, None, steps)
+        while step := next_step(state.replicas, move.target, state.isr, move.replicas_per_step, move.min_insync):
+            self._set_progress(move, original, state.replicas, step.replicas, steps)
+            request = StepRequest(topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas)
+            workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
+            await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
+            state = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+            if step.elect_leader:
+                state = await workflow.execute_activity_method(KafkaActivities.elect_leader, tp, **QUICK_CALL)
+            steps.append(step.replicas)
+        self._set_progress(move, original, state.replicas, None, steps)
+        return MoveResult(topic=move.topic, partition=move.partition, original=original, final=state.replicas, steps=steps)
+
+    @workflow.query
+    def progress(self) -> MoveProgress | None:
+        return self._progress
+
+    def _set_progress(
+        self, move: MoveInput, original: list[int], current: list[int], step: list[int] | None, steps: list[list[int]]
+    ) -> None:
+        self._progress = MoveProgress(
+            topic=move.topic,
+            partition=move.partition,
+            original=original,
+            current=current,
+            step_target=step,
+            final=move.target,
+            steps_done=len(steps),
+        )

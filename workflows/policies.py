@@ -1,0 +1,31 @@
+"""Timeouts and retry policies, each with the reason for its value."""
+
+from datetime import timedelta
+
+from temporalio.common import RetryPolicy
+
+# Kafka admin calls that answer at once. A minute covers a slow controller; retries with backoff ride out a
+# broker restart, and give up after about ten minutes so a dead cluster surfaces as a failed workflow.
+QUICK_CALL = dict(
+    start_to_close_timeout=timedelta(seconds=60),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=12,
+        non_retryable_error_types=["StaleState", "UnknownPartition"],
+    ),
+)
+
+# Waiting for Kafka to finish a step copies data and can take hours under a throttle, so the bound is the
+# heartbeat: a worker that dies is noticed within a minute and the wait resumes on another.
+STEP_WAIT = dict(
+    start_to_close_timeout=timedelta(days=7),
+    heartbeat_timeout=timedelta(seconds=60),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=30),
+        non_retryable_error_types=["StaleState", "UnknownPartition"],
+    ),
+)
