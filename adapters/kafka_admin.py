@@ -16,6 +16,7 @@ from confluent_kafka.admin import (
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
+    ConfigSource,
     NewTopic,
     ResourceType,
 )
@@ -27,6 +28,13 @@ from models import BrokerInfo, ClusterDescription, OngoingReassignment, Partitio
 from settings import Settings
 
 log = structlog.get_logger(__name__)
+
+# Where a config set on the resource itself comes from (not a static file or Kafka's default).
+_OVERRIDE_SOURCES = {
+    ConfigSource.DYNAMIC_TOPIC_CONFIG,
+    ConfigSource.DYNAMIC_BROKER_CONFIG,
+    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+}
 
 
 class KafkaAdminError(Exception):
@@ -226,14 +234,16 @@ class KafkaAdmin:
 
     # -- configs -----------------------------------------------------------------------------------------------
 
-    def describe_broker_configs(self, broker_ids: Iterable[int]) -> dict[int, dict[str, str]]:
-        return {
-            int(name): values
-            for name, values in self._describe_configs(ResourceType.BROKER, [str(b) for b in broker_ids]).items()
-        }
+    def describe_broker_configs(
+        self, broker_ids: Iterable[int], overrides_only: bool = False
+    ) -> dict[int, dict[str, str]]:
+        """Effective configs per broker; with ``overrides_only``, just those set dynamically (as throttles are)."""
+        described = self._describe_configs(ResourceType.BROKER, [str(b) for b in broker_ids], overrides_only)
+        return {int(name): values for name, values in described.items()}
 
-    def describe_topic_configs(self, topics: Iterable[str]) -> dict[str, dict[str, str]]:
-        return self._describe_configs(ResourceType.TOPIC, list(topics))
+    def describe_topic_configs(self, topics: Iterable[str], overrides_only: bool = False) -> dict[str, dict[str, str]]:
+        """Effective configs per topic; with ``overrides_only``, just those set on the topic itself."""
+        return self._describe_configs(ResourceType.TOPIC, list(topics), overrides_only)
 
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._alter_config(ResourceType.BROKER, str(broker_id), set_, delete)
@@ -241,13 +251,17 @@ class KafkaAdmin:
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._alter_config(ResourceType.TOPIC, topic, set_, delete)
 
-    def _describe_configs(self, kind: ResourceType, names: list[str]) -> dict[str, dict[str, str]]:
+    def _describe_configs(self, kind: ResourceType, names: list[str], overrides_only: bool) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for name in sorted(set(names)):
             resource = ConfigResource(kind, name)
             future = self._ck.describe_configs([resource], request_timeout=self._timeout)[resource]
             entries = self._wait(future, f"describe configs of {kind.name.lower()} {name}")
-            out[name] = {k: e.value for k, e in sorted(entries.items()) if e.value is not None}
+            out[name] = {
+                k: e.value
+                for k, e in sorted(entries.items())
+                if e.value is not None and (not overrides_only or e.source in _OVERRIDE_SOURCES)
+            }
         return out
 
     def _alter_config(self, kind: ResourceType, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
