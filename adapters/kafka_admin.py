@@ -6,6 +6,7 @@ All methods block; activities run them on a thread pool.
 """
 
 import threading
+import time
 from collections.abc import Iterable, Mapping
 
 import structlog
@@ -29,11 +30,11 @@ from settings import Settings
 
 log = structlog.get_logger(__name__)
 
-# Where a config set on the resource itself comes from (not a static file or Kafka's default).
-_OVERRIDE_SOURCES = {
-    ConfigSource.DYNAMIC_TOPIC_CONFIG,
-    ConfigSource.DYNAMIC_BROKER_CONFIG,
-    ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG,
+# Where a config set on the resource itself comes from (ConfigEntry.source holds the enum's integer value). The
+# cluster-wide dynamic defaults (KRaft formats one for min.insync.replicas) belong to neither a topic nor a broker.
+_OVERRIDE_SOURCE = {
+    ResourceType.TOPIC: ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
+    ResourceType.BROKER: ConfigSource.DYNAMIC_BROKER_CONFIG.value,
 }
 
 
@@ -146,10 +147,22 @@ class KafkaAdmin:
     def create_topic(
         self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None
     ) -> None:
-        """Create ``name`` with an explicit replica list per partition."""
+        """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader."""
         topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))
         futures = self._ck.create_topics([topic], request_timeout=self._timeout)
         self._wait(futures[name], f"create topic {name}")
+        # The controller has accepted the topic; brokers learn of it a moment later.
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                states = self.describe_topics([name])
+                if len(states) == len(assignment) and all(s.leader is not None for s in states):
+                    return
+            except KafkaAdminError:
+                pass
+            if time.monotonic() > deadline:
+                raise KafkaAdminError(f"topic {name} was created but has no leader on every partition after {self._timeout:.0f} s")
+            time.sleep(0.2)
 
     def delete_topics(self, names: list[str]) -> None:
         if not names:
@@ -237,7 +250,7 @@ class KafkaAdmin:
     def describe_broker_configs(
         self, broker_ids: Iterable[int], overrides_only: bool = False
     ) -> dict[int, dict[str, str]]:
-        """Effective configs per broker; with ``overrides_only``, just those set dynamically (as throttles are)."""
+        """Effective configs per broker; with ``overrides_only``, just those set on that broker (as throttles are)."""
         described = self._describe_configs(ResourceType.BROKER, [str(b) for b in broker_ids], overrides_only)
         return {int(name): values for name, values in described.items()}
 
@@ -260,7 +273,7 @@ class KafkaAdmin:
             out[name] = {
                 k: e.value
                 for k, e in sorted(entries.items())
-                if e.value is not None and (not overrides_only or e.source in _OVERRIDE_SOURCES)
+                if e.value is not None and (not overrides_only or int(e.source) == _OVERRIDE_SOURCE[kind])
             }
         return out
 
@@ -272,7 +285,18 @@ class KafkaAdmin:
             return
         resource = ConfigResource(kind, name, incremental_configs=entries)
         futures = self._ck.incremental_alter_configs([resource], request_timeout=self._timeout)
-        self._wait(futures[resource], f"alter configs of {kind.name.lower()} {name}")
+        what = f"alter configs of {kind.name.lower()} {name}"
+        self._wait(futures[resource], what)
+        # The controller has accepted the change; wait until the resource shows it, so callers read their writes.
+        wanted = {k: str(v) for k, v in set_.items()}
+        deadline = time.monotonic() + self._timeout
+        while True:
+            now = self._describe_configs(kind, [name], overrides_only=True)[name]
+            if all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
+                return
+            if time.monotonic() > deadline:
+                raise KafkaAdminError(f"{what}: accepted but not visible after {self._timeout:.0f} s")
+            time.sleep(0.1)
 
     def _wait(self, future, what: str):
         try:

@@ -1,7 +1,6 @@
 """The local stack Drover runs against: one KRaft controller and N brokers over K racks, the Temporal dev server
 with a SQLite file, and the Drover worker. Everything lives under one state folder; jars under a cache folder."""
 
-import asyncio
 import base64
 import os
 import re
@@ -336,16 +335,14 @@ class Sandbox:
         raise SandboxError(f"the worker did not start within 60 s; see {log_path}")
 
     def _temporal_healthy(self) -> bool:
-        from temporalio.client import Client
-
-        async def check() -> bool:
-            try:
-                client = await asyncio.wait_for(Client.connect(self.s.temporal_address), timeout=3)
-                return await asyncio.wait_for(client.service_client.check_health(), timeout=3)
-            except Exception:  # any failure to connect means "not yet"
-                return False
-
-        return asyncio.run(check())
+        """Ask the dev server's health endpoint through the temporal CLI (no SDK runtime left behind in this process)."""
+        argv = [str(self.temporal_binary), "operator", "cluster", "health",
+                "--address", self.s.temporal_address, "--command-timeout", "3s"]  # fmt: skip
+        try:
+            done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        except subprocess.TimeoutExpired:
+            return False
+        return done.returncode == 0 and "SERVING" in done.stdout
 
     # -- status and down ---------------------------------------------------------------------------------------
 

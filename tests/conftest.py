@@ -1,0 +1,94 @@
+"""Shared fixtures.
+
+The real local stack (Kafka and Temporal) is started once per test session, on ports of its own so a running
+`drover sandbox` is left alone, and wiped at the end (DROVER_TEST_KEEP_STACK=1 keeps it for the next run).
+"""
+
+import os
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+from temporalio.worker import Worker
+
+from adapters.kafka_admin import KafkaAdmin
+from adapters.temporal import connect
+from sandbox import Sandbox, SandboxSettings
+from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
+from settings import Settings
+from workflows import WORKFLOWS
+
+ROOT = Path(__file__).resolve().parent.parent
+
+TEST_SANDBOX = SandboxSettings(
+    state_dir=ROOT / ".drover" / "test-sandbox",
+    port_base=29092,
+    temporal_port=17233,
+    ui_port=18233,
+    brokers=4,
+    racks=2,
+)
+
+
+@pytest.fixture(scope="session")
+def stack() -> Sandbox:
+    sandbox = Sandbox(TEST_SANDBOX)
+    already = all(sandbox.procs.pid(n) for n in [*sandbox.kafka_names(), "temporal"])
+    sandbox.up(worker=False)
+    yield sandbox
+    if not already and not os.environ.get("DROVER_TEST_KEEP_STACK"):
+        sandbox.down(wipe=True)
+
+
+@pytest.fixture(scope="session")
+def real_settings(stack: Sandbox) -> Settings:
+    return Settings(
+        cluster_name="test",
+        kafka_bootstrap=stack.s.bootstrap,
+        temporal_address=stack.s.temporal_address,
+        temporal_ui_url=stack.s.ui_url,
+    )
+
+
+@pytest.fixture(scope="session")
+def admin(real_settings: Settings) -> KafkaAdmin:
+    admin = KafkaAdmin(real_settings)
+    yield admin
+    admin.close()
+
+
+@pytest.fixture(scope="session")
+async def real_client(real_settings: Settings):
+    return await connect(real_settings)
+
+
+@pytest.fixture(scope="session")
+async def local_env():
+    """A Temporal dev server of its own, for workflow tests against the in-memory Kafka."""
+    args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(_find_temporal()),
+        dev_server_extra_args=args,
+    )
+    yield env
+    await env.shutdown()
+
+
+@pytest.fixture
+def topic_name() -> str:
+    return f"t-{uuid.uuid4().hex[:10]}"
+
+
+def worker_for(client, activities: list, workflows: list | None = None) -> Worker:
+    """An in-process worker on a task queue of its own."""
+    return Worker(
+        client,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        workflows=workflows or WORKFLOWS,
+        activities=activities,
+        activity_executor=ThreadPoolExecutor(8),
+    )

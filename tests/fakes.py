@@ -1,0 +1,93 @@
+"""An in-memory Kafka behind the KafkaAdmin port, for fast workflow tests.
+
+A reassignment finishes after ``ticks`` ListPartitionReassignments calls; then the partition has exactly the
+target list, every replica in sync, and keeps its leader if the leader is still a replica.
+"""
+
+import threading
+
+from adapters.kafka_admin import KafkaAdminError
+from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, TopicPartition
+
+
+class FakeKafka:
+    def __init__(self, brokers: dict[int, str | None], assignment: dict[tuple[str, int], list[int]], ticks: int = 2):
+        self.brokers = brokers
+        self.replicas = {k: list(v) for k, v in assignment.items()}
+        self.leaders = {k: v[0] for k, v in assignment.items()}
+        self.ongoing: dict[tuple[str, int], tuple[list[int], int]] = {}
+        self.ticks = ticks
+        self.altered: list[tuple[tuple[str, int], list[int] | None]] = []
+        self.max_replicas_seen: dict[tuple[str, int], int] = {}
+        self._lock = threading.Lock()
+
+    def describe_cluster(self) -> ClusterDescription:
+        return ClusterDescription(
+            cluster_id="fake",
+            controller_id=100,
+            brokers=[BrokerInfo(id=b, rack=r) for b, r in sorted(self.brokers.items())],
+        )
+
+    def describe_partition(self, tp: TopicPartition) -> PartitionState:
+        with self._lock:
+            key = (tp.topic, tp.partition)
+            if key not in self.replicas:
+                raise KafkaAdminError(f"partition {tp} does not exist")
+            replicas = self.replicas[key]
+            adding = set(self.ongoing[key][0]) - set(replicas) if key in self.ongoing else set()
+            return PartitionState(
+                topic=tp.topic,
+                partition=tp.partition,
+                replicas=replicas + sorted(adding),
+                isr=list(replicas),
+                leader=self.leaders[key],
+            )
+
+    def list_reassignments(self, partitions=None) -> list[OngoingReassignment]:
+        with self._lock:
+            for key, (target, left) in list(self.ongoing.items()):
+                if left <= 1:
+                    self._finish(key, target)
+                else:
+                    self.ongoing[key] = (target, left - 1)
+            wanted = None if partitions is None else {(p.topic, p.partition) for p in partitions}
+            return [
+                OngoingReassignment(
+                    topic=key[0],
+                    partition=key[1],
+                    replicas=target + [b for b in self.replicas[key] if b not in target],
+                    adding=[b for b in target if b not in self.replicas[key]],
+                    removing=[b for b in self.replicas[key] if b not in target],
+                )
+                for key, (target, _) in sorted(self.ongoing.items())
+                if wanted is None or key in wanted
+            ]
+
+    def alter_reassignments(self, targets) -> None:
+        with self._lock:
+            for tp, target in targets.items():
+                key = (tp.topic, tp.partition)
+                self.altered.append((key, target))
+                if target is None:
+                    self.ongoing.pop(key, None)
+                    continue
+                union = set(target) | set(self.replicas[key])
+                self.max_replicas_seen[key] = max(self.max_replicas_seen.get(key, 0), len(union))
+                self.ongoing[key] = (list(target), self.ticks)
+
+    def elect_preferred_leaders(self, partitions) -> None:
+        with self._lock:
+            for tp in partitions:
+                key = (tp.topic, tp.partition)
+                self.leaders[key] = self.replicas[key][0]
+
+    def set_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
+        """Someone else changes the partition, as kafka-reassign-partitions would."""
+        with self._lock:
+            self._finish((tp.topic, tp.partition), replicas)
+
+    def _finish(self, key, target) -> None:
+        self.ongoing.pop(key, None)
+        self.replicas[key] = list(target)
+        if self.leaders[key] not in target:
+            self.leaders[key] = target[0]

@@ -1,0 +1,81 @@
+"""The KafkaAdmin adapter against the real local KRaft cluster."""
+
+import pytest
+
+from adapters.kafka_admin import KafkaAdminError
+from models import TopicPartition
+from tests.integration.helpers import consume_all, produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+
+def test_describe_cluster_shows_brokers_racks_and_quorum_leader(admin, stack):
+    cluster = admin.describe_cluster()
+    assert cluster.broker_ids == [1, 2, 3, 4]
+    assert {b.id: b.rack for b in cluster.brokers} == {1: "rack-a", 2: "rack-b", 3: "rack-a", 4: "rack-b"}
+    assert cluster.controller_id == 100
+
+
+def test_move_a_partition_with_data_to_another_broker(admin, real_settings, topic_name):
+    admin.create_topic(topic_name, [[1, 2]])
+    tp = TopicPartition(topic=topic_name, partition=0)
+    wait_until(lambda: admin.describe_partition(tp).isr == [1, 2], what="topic in sync")
+    written = produce(real_settings, topic_name, 0, 500)
+    assert len(written) == 500
+
+    admin.alter_reassignments({tp: [3, 2]})
+    state = wait_until(
+        lambda: (s := admin.describe_partition(tp)).replicas == [3, 2] and set(s.isr) == {2, 3} and s,
+        what="broker 3 in sync and broker 1 gone",
+    )
+    assert admin.list_reassignments([tp]) == []
+    assert 1 not in state.replicas
+    sizes = {s.broker: s.size_bytes for s in admin.describe_log_dirs() if s.topic == topic_name}
+    assert set(sizes) == {2, 3} and sizes[3] > 0
+
+    admin.elect_preferred_leaders([tp])
+    wait_until(lambda: admin.describe_partition(tp).leader == 3, what="broker 3 leading")
+    assert consume_all(real_settings, topic_name, 0) == written
+
+
+def test_list_and_cancel_an_ongoing_reassignment(admin, real_settings, topic_name):
+    admin.create_topic(topic_name, [[1]])
+    tp = TopicPartition(topic=topic_name, partition=0)
+    # A throttle of 1 byte/s on the leader keeps the new replica from catching up, so the move stays ongoing.
+    admin.alter_topic_config(topic_name, {"leader.replication.throttled.replicas": "*"})
+    admin.alter_broker_config(1, {"leader.replication.throttled.rate": "1"})
+    try:
+        produce(real_settings, topic_name, 0, 200)
+        admin.alter_reassignments({tp: [4]})
+        ongoing = admin.list_reassignments([tp])
+        assert len(ongoing) == 1 and ongoing[0].adding == [4] and ongoing[0].removing == [1]
+        assert ongoing[0].target == [4]
+        admin.alter_reassignments({tp: None})
+        wait_until(lambda: admin.list_reassignments([tp]) == [], what="reassignment cancelled")
+        assert admin.describe_partition(tp).replicas == [1]
+    finally:
+        admin.alter_broker_config(1, {}, delete=["leader.replication.throttled.rate"])
+        admin.alter_topic_config(topic_name, {}, delete=["leader.replication.throttled.replicas"])
+    assert "leader.replication.throttled.rate" not in admin.describe_broker_configs([1], overrides_only=True)[1]
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
+
+
+def test_broker_and_topic_configs_round_trip(admin, topic_name):
+    admin.create_topic(topic_name, [[2, 3]], {"min.insync.replicas": "2"})
+    assert admin.describe_topic_configs([topic_name])[topic_name]["min.insync.replicas"] == "2"
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {"min.insync.replicas": "2"}
+    admin.alter_broker_config(2, {"follower.replication.throttled.rate": "1048576"})
+    try:
+        overrides = admin.describe_broker_configs([2], overrides_only=True)[2]
+        assert overrides["follower.replication.throttled.rate"] == "1048576"
+    finally:
+        admin.alter_broker_config(2, {}, delete=["follower.replication.throttled.rate"])
+    assert "follower.replication.throttled.rate" not in admin.describe_broker_configs([2], overrides_only=True)[2]
+
+
+def test_errors_name_the_partition(admin, topic_name):
+    with pytest.raises(KafkaAdminError, match=topic_name):
+        admin.describe_partition(TopicPartition(topic=topic_name, partition=0))
+    admin.create_topic(topic_name, [[1]])
+    with pytest.raises(KafkaAdminError, match=f"{topic_name}-0"):
+        admin.alter_reassignments({TopicPartition(topic=topic_name, partition=0): [99]})

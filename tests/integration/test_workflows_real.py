@@ -1,0 +1,43 @@
+"""Workflows whose activities call the adapter against the real local cluster, through the real Temporal."""
+
+import pytest
+
+from models import MoveInput, TopicPartition
+from tests.conftest import worker_for
+from tests.integration.probe_workflow import DescribeClusterWorkflow
+from tests.integration.helpers import consume_all, produce, wait_until
+from worker import activities_for
+from workflows import PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
+
+pytestmark = pytest.mark.integration
+
+
+async def test_trivial_workflow_reads_the_real_cluster(real_client, admin):
+    async with worker_for(real_client, activities_for(admin), [DescribeClusterWorkflow]) as worker:
+        cluster = await real_client.execute_workflow(
+            DescribeClusterWorkflow.run, id=f"describe-{worker.task_queue}", task_queue=worker.task_queue
+        )
+    assert cluster.broker_ids == [1, 2, 3, 4]
+    assert [b.rack for b in cluster.brokers] == ["rack-a", "rack-b", "rack-a", "rack-b"]
+
+
+async def test_partition_move_steps_on_real_kafka(real_client, admin, real_settings, topic_name):
+    admin.create_topic(topic_name, [[1, 2, 3]])
+    tp = TopicPartition(topic=topic_name, partition=0)
+    wait_until(lambda: len(admin.describe_partition(tp).isr) == 3, what="topic in sync")
+    written = produce(real_settings, topic_name, 0, 1000)
+
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        result = await real_client.execute_workflow(
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster="test", topic=topic_name, partition=0, target=[4, 3, 2], replicas_per_step=1),
+            id=move_workflow_id("test", topic_name, 0),
+            task_queue=worker.task_queue,
+        )
+    # The new preferred leader 4 joins first and is elected; then 1 leaves, which is the target in its order.
+    assert result.steps == [[4, 1, 2, 3], [4, 3, 2]]
+    state = admin.describe_partition(tp)
+    assert state.replicas == [4, 3, 2] and state.leader == 4 and set(state.isr) == {2, 3, 4}
+    assert admin.list_reassignments([tp]) == []
+    assert consume_all(real_settings, topic_name, 0) == written

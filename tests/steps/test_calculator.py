@@ -1,0 +1,88 @@
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from steps import next_step
+
+
+def walk(current, target, replicas_per_step, min_insync=1):
+    """Every step from current to target, with every replica in sync after each step (as Kafka finishes it)."""
+    steps = []
+    while step := next_step(current, target, current, replicas_per_step, min_insync):
+        steps.append(step)
+        current = step.replicas
+        assert len(steps) <= 4 * len(target) + 2, "no progress"
+    return steps
+
+
+def test_kip_435_example_takes_the_seed_steps():
+    steps = walk([0, 1, 2, 3, 4], [5, 6, 7, 8, 9], replicas_per_step=2)
+    assert [s.replicas for s in steps] == [[5, 0, 1, 2, 3, 4], [5, 6, 2, 3, 4], [5, 6, 7, 8, 4], [5, 6, 7, 8, 9]]
+    assert [s.elect_leader for s in steps] == [True, False, False, False]
+    assert [s.dropped for s in steps] == [[], [0, 1], [2, 3], [4]]
+    assert steps[-1].final and not any(s.final for s in steps[:-1])
+
+
+def test_one_replica_at_a_time():
+    steps = walk([1, 2], [3, 4], replicas_per_step=1)
+    assert [s.replicas for s in steps] == [[3, 1, 2], [3, 2], [3, 4]]
+
+
+def test_reorder_only_is_one_final_leader_step():
+    step = next_step([1, 2, 3], [2, 1, 3], [1, 2, 3], 1, 2)
+    assert step.replicas == [2, 1, 3] and step.elect_leader and step.final and not step.added and not step.dropped
+
+
+def test_at_target_there_is_no_step():
+    assert next_step([1, 2, 3], [1, 2, 3], [1], 1, 2) is None
+
+
+def test_out_of_sync_replicas_are_dropped_first():
+    step = next_step([1, 2, 3, 4], [1, 5, 6, 7], isr=[1, 2, 4], replicas_per_step=1, min_insync=1)
+    assert step.dropped == [3]
+
+
+def test_never_drops_below_min_insync():
+    # Only 1 and 2 are in sync and 2 must go: dropping it would leave one in-sync replica, fewer than 2.
+    step = next_step([1, 2, 3], [1, 3, 4], isr=[1, 2], replicas_per_step=1, min_insync=2)
+    assert 2 not in step.dropped
+    assert step.added == [4]
+
+
+def test_restores_min_insync_beyond_the_step_size():
+    # One in-sync replica of three with min.insync.replicas 3: add two at once so producers can continue.
+    step = next_step([1, 2, 3], [4, 5, 6], isr=[1], replicas_per_step=1, min_insync=3)
+    assert step.added == [4, 5]
+    assert step.replicas[0] == 4
+
+
+brokers = st.lists(st.integers(0, 12), min_size=1, max_size=6, unique=True)
+
+
+@settings(max_examples=300, deadline=None)
+@given(current=brokers, data=st.data(), replicas_per_step=st.integers(1, 4), min_insync=st.integers(1, 3))
+def test_any_move_reaches_its_target_in_bounded_steps(current, data, replicas_per_step, min_insync):
+    target = data.draw(st.lists(st.integers(0, 12), min_size=len(current), max_size=len(current), unique=True))
+    steps = walk(current, target, replicas_per_step, min_insync)
+    if current == target:
+        assert steps == []
+        return
+    assert steps[-1].replicas == target and steps[-1].final
+    rf = len(target)
+    for before, step in zip([current] + [s.replicas for s in steps], steps):
+        assert len(set(step.replicas)) == len(step.replicas)
+        assert len(step.added) <= max(replicas_per_step, min_insync)
+        assert len(step.dropped) <= replicas_per_step
+        # Never more than RF + R replicas at once (all are in sync here, so min.insync never forces more).
+        assert len(step.replicas) <= rf + replicas_per_step
+        assert step.replicas != before
+        assert set(step.replicas) == (set(before) | set(step.added)) - set(step.dropped)
+
+
+@settings(max_examples=200, deadline=None)
+@given(current=brokers, data=st.data(), replicas_per_step=st.integers(1, 4))
+def test_rollback_is_the_same_walk_back(current, data, replicas_per_step):
+    target = data.draw(st.lists(st.integers(0, 12), min_size=len(current), max_size=len(current), unique=True))
+    forward = walk(current, target, replicas_per_step)
+    midway = forward[len(forward) // 2].replicas if forward else current
+    back = walk(midway, current, replicas_per_step)
+    assert (back[-1].replicas if back else midway) == current

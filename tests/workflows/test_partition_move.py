@@ -1,0 +1,63 @@
+"""PartitionMoveWorkflow on the real Temporal dev server, with the in-memory Kafka."""
+
+import pytest
+from temporalio.client import WorkflowFailureError
+from temporalio.exceptions import ApplicationError
+
+from models import MoveInput, TopicPartition
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from worker import activities_for
+from workflows import PartitionMoveWorkflow
+
+TP = TopicPartition(topic="orders", partition=0)
+
+
+async def run_move(env, fake, target, replicas_per_step, min_insync=1):
+    async with worker_for(env.client, activities_for(fake)) as worker:
+        return await env.client.execute_workflow(
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster="c", topic=TP.topic, partition=TP.partition, target=target,
+                      replicas_per_step=replicas_per_step, min_insync=min_insync),  # fmt: skip
+            id=f"move-{worker.task_queue}",
+            task_queue=worker.task_queue,
+        )
+
+
+async def test_kip_435_example_steps_and_leader(local_env):
+    fake = FakeKafka({b: None for b in range(10)}, {("orders", 0): [0, 1, 2, 3, 4]})
+    result = await run_move(local_env, fake, [5, 6, 7, 8, 9], replicas_per_step=2)
+    assert result.steps == [[5, 0, 1, 2, 3, 4], [5, 6, 2, 3, 4], [5, 6, 7, 8, 4], [5, 6, 7, 8, 9]]
+    assert result.original == [0, 1, 2, 3, 4] and result.final == [5, 6, 7, 8, 9]
+    assert fake.leaders[("orders", 0)] == 5
+    assert fake.max_replicas_seen[("orders", 0)] <= 5 + 2
+    assert [target for _, target in fake.altered] == result.steps
+
+
+async def test_stale_replicas_fail_the_move_without_acting(local_env):
+    fake = FakeKafka({b: None for b in range(6)}, {("orders", 0): [0, 1, 2]})
+    first_read = fake.describe_partition
+
+    def read_then_someone_else_moves_it(tp):
+        # Another tool changes the partition right after Drover has read it, before Drover's first step.
+        state = first_read(tp)
+        fake.describe_partition = first_read
+        fake.set_replicas(TP, [3, 4, 5])
+        return state
+
+    fake.describe_partition = read_then_someone_else_moves_it
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_move(local_env, fake, [0, 1, 5], replicas_per_step=1)
+    cause = failure.value.cause.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "StaleState"
+    assert "expected [0, 1, 2]" in cause.message
+    assert fake.altered == []
+    assert fake.replicas[("orders", 0)] == [3, 4, 5]
+
+
+async def test_unknown_partition_fails_at_once(local_env):
+    fake = FakeKafka({1: None, 2: None}, {("other", 0): [1]})
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_move(local_env, fake, [2], replicas_per_step=1)
+    assert failure.value.cause.cause.type == "UnknownPartition"
+    assert fake.altered == []
