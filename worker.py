@@ -6,6 +6,7 @@ lets running activities finish for a grace period, and exits; Temporal hands unf
 
 import asyncio
 import signal
+import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 
@@ -15,7 +16,7 @@ from temporalio.worker import Worker
 from activities import KafkaActivities
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
-from settings import Settings
+from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
 from workflows import WORKFLOWS
 
@@ -52,7 +53,10 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
 
 
 def main() -> None:
-    settings = Settings()
+    try:
+        settings = load_settings()
+    except SettingsError as e:
+        sys.exit(f"error: {e}")
     configure_logging(settings.log_format, settings.log_level)
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()

@@ -14,7 +14,7 @@ from cli import sandbox as sandbox_cmd
 from cli.errors import DroverError
 from cli.output import Output
 from sandbox import SandboxError, SandboxSettings
-from settings import ENV_PREFIX, Settings, env_help
+from settings import SettingsError, env_help, load_settings
 from settings.logs import configure_logging
 
 
@@ -44,9 +44,9 @@ app.command("demo")(demo_cmd.demo)
 @app.callback()
 def root(ctx: typer.Context) -> None:
     try:
-        settings = Settings()
-    except ValueError as e:
-        raise DroverError(f"bad setting in the {ENV_PREFIX}* environment: {e}", exit_code=2) from e
+        settings = load_settings()
+    except SettingsError as e:
+        raise DroverError(str(e), exit_code=2) from None
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
 
@@ -75,7 +75,8 @@ def main() -> None:
         # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
         if os.environ.get("DROVER_LOG_LEVEL") == "debug":
             traceback.print_exc()
-        out.error(f"unexpected {type(e).__name__}: {e} (DROVER_LOG_LEVEL=debug shows the traceback)")
+        summary = " ".join(str(e).split())
+        out.error(f"unexpected {type(e).__name__}: {summary} (DROVER_LOG_LEVEL=debug shows the traceback)")
         code = 1
     sys.exit(code if isinstance(code, int) else 0)
 

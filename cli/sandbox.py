@@ -1,10 +1,14 @@
 """drover sandbox up | down | status: the local Kafka, Temporal and worker."""
 
 import typer
+from pydantic import ValidationError
+
+from cli.errors import DroverError
 
 from cli.output import Output
 from sandbox import Sandbox, SandboxSettings
 from sandbox.stack import SandboxStatus
+from settings import describe_validation_error
 
 app = typer.Typer(
     help="Run a local stack on this machine: a KRaft Kafka cluster (one controller, brokers with racks), the "
@@ -15,7 +19,10 @@ app = typer.Typer(
 
 def _sandbox(brokers: int | None = None, racks: int | None = None) -> Sandbox:
     overrides = {k: v for k, v in {"brokers": brokers, "racks": racks}.items() if v is not None}
-    return Sandbox(SandboxSettings(**overrides))
+    try:
+        return Sandbox(SandboxSettings(**overrides))
+    except ValidationError as e:
+        raise DroverError(f"bad setting: {describe_validation_error(e, 'DROVER_SANDBOX_')}", exit_code=2) from None
 
 
 def show_status(out: Output, status: SandboxStatus) -> None:

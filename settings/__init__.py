@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import quote
 from typing import Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ENV_PREFIX = "DROVER_"
@@ -51,3 +51,26 @@ def env_help() -> str:
         default = field.default if field.default is not None else "unset"
         lines.append(f"{ENV_PREFIX}{name.upper()}: {field.description} (default: {default})")
     return "\n".join(lines)
+
+
+class SettingsError(Exception):
+    """An environment variable holds a value Drover cannot use; the message names the variable."""
+
+
+def describe_validation_error(error: ValidationError, prefix: str = ENV_PREFIX) -> str:
+    """One line naming each bad variable, its value and what is wrong with it (for settings read from the env)."""
+    problems = []
+    for item in error.errors():
+        name = prefix + "_".join(str(part) for part in item["loc"]).upper()
+        value = item.get("input")
+        shown = f"={value!r}" if isinstance(value, str | int | float) and "password" not in name.lower() else ""
+        problems.append(f"{name}{shown}: {item['msg']}")
+    return "; ".join(problems)
+
+
+def load_settings() -> Settings:
+    """The settings from the environment; a bad value raises SettingsError with one line naming the variable."""
+    try:
+        return Settings()
+    except ValidationError as e:
+        raise SettingsError(f"bad setting: {describe_validation_error(e)}") from None

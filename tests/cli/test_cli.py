@@ -1,0 +1,96 @@
+"""The drover command as a user runs it: one-line errors, exit codes, a --help that teaches."""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
+
+
+def drover(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [*DROVER, *args], capture_output=True, text=True, cwd=ROOT, env=env or os.environ.copy(), timeout=timeout
+    )
+
+
+def assert_one_line_error(done: subprocess.CompletedProcess, code: int, *needles: str) -> None:
+    assert done.returncode == code, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith("error: ") and "Traceback" not in done.stderr
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+
+
+def test_help_lists_the_settings_and_commands():
+    done = drover("--help")
+    assert done.returncode == 0
+    for text in ("DROVER_KAFKA_BOOTSTRAP", "DROVER_TEMPORAL_ADDRESS", "DROVER_SANDBOX_BROKERS", "sandbox", "demo"):
+        assert text in done.stdout
+
+
+def test_unknown_option_is_one_line_and_exit_2():
+    assert_one_line_error(drover("sandbox", "up", "--bogus"), 2, "--bogus")
+
+
+def test_out_of_range_broker_count_is_refused():
+    assert_one_line_error(drover("sandbox", "up", "--brokers", "0"), 2, "--brokers")
+
+
+def test_bad_setting_in_the_environment_is_one_line():
+    env = os.environ | {"DROVER_CLUSTER_NAME": "not a name!"}
+    assert_one_line_error(drover("sandbox", "status", env=env), 2, "DROVER_CLUSTER_NAME='not a name!'")
+
+
+def test_missing_java_is_named(tmp_path):
+    # A PATH holding only the tools up needs besides Java.
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("mvn",):
+        if found := shutil.which(tool):
+            (bin_dir / tool).symlink_to(found)
+    env = os.environ | {"PATH": str(bin_dir), "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state")}
+    assert_one_line_error(drover("sandbox", "up", env=env), 1, "Java")
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.integration
+def test_port_in_use_is_named_and_nothing_starts(stack, tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = os.environ | {
+            "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state"),
+            "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
+            "DROVER_SANDBOX_PORT_BASE": str(port),
+            "DROVER_SANDBOX_TEMPORAL_PORT": str(free_port()),
+            "DROVER_SANDBOX_UI_PORT": str(free_port()),
+        }
+        done = drover("sandbox", "up", env=env)
+    assert_one_line_error(done, 1, f"port {port}", "broker-1", "already in use")
+    assert not (tmp_path / "state").exists()
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def test_status_of_a_stopped_sandbox_says_down(tmp_path):
+    env = os.environ | {"DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state"), "DROVER_SANDBOX_PORT_BASE": "39092"}
+    done = drover("sandbox", "status", "--json", env=env)
+    assert done.returncode == 0, done.stderr
+    assert '"pid": null' in done.stdout and "39092" in done.stdout
+
+
+def test_bad_sandbox_setting_is_one_line():
+    env = os.environ | {"DROVER_SANDBOX_BROKERS": "many"}
+    assert_one_line_error(drover("sandbox", "status", env=env), 2, "DROVER_SANDBOX_BROKERS='many'")
