@@ -1,0 +1,40 @@
+# Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the test suite.
+# Both install what they need first: a virtual environment in .venv (pip), Kafka jars from Maven Central on first
+# use (into .cache/), and for the tests the docker-compose checker (Debian package).
+
+PYTHON ?= python3.11
+VENV := .venv
+STAMP := $(VENV)/.installed
+DROVER := $(VENV)/bin/drover
+PYTEST_ARGS ?=
+
+.PHONY: demo test install docker-compose stack-down clean
+
+demo: $(STAMP)
+	$(DROVER) sandbox up
+	$(DROVER) demo
+
+test: $(STAMP) docker-compose
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -e ".[test]"
+	touch $(STAMP)
+
+docker-compose:
+	@command -v docker-compose >/dev/null || { \
+		echo "installing docker-compose (Debian package) for the compose-file check"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y -q docker-compose >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q docker-compose >/dev/null; }; }
+
+stack-down:
+	$(DROVER) sandbox down
+
+clean:
+	-test -x $(DROVER) && $(DROVER) sandbox down --wipe
+	rm -rf $(VENV) .cache
