@@ -10,6 +10,7 @@ import typer
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
 from cli import demo as demo_cmd
+from cli import plan as plan_cmd
 from cli import sandbox as sandbox_cmd
 from cli.errors import DroverError
 from cli.output import Output
@@ -38,6 +39,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(sandbox_cmd.app, name="sandbox")
+app.command("plan")(plan_cmd.plan)
 app.command("demo")(demo_cmd.demo)
 
 

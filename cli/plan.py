@@ -1,0 +1,254 @@
+"""drover plan: compute a balanced, rack-aware target assignment with the fewest replica moves."""
+
+import json
+import re
+from pathlib import Path
+
+import typer
+from pydantic import TypeAdapter, ValidationError
+
+from adapters.kafka_admin import KafkaAdmin
+from cli.errors import DroverError
+from cli.output import Output
+from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
+from planner import PlanError, make_plan
+from settings import Settings
+
+
+def plan(
+    ctx: typer.Context,
+    current: Path = typer.Option(None, "--current", help="Current assignment, Kafka's reassignment JSON format"),
+    brokers: Path = typer.Option(None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'),
+    bootstrap: str = typer.Option(None, "--bootstrap", help="Read assignment, brokers and sizes from this live cluster"),
+    remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8"),
+    sizes: Path = typer.Option(None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'),
+    topics: str = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex"),
+    max_moves: int = typer.Option(None, "--max-moves", min=0, help="Best plan reachable within N replica moves"),
+    out: Path = typer.Option(..., "--out", help="Plan file to write (a rollback file is written beside it)"),
+    as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
+) -> None:
+    """Plan where every replica should live: no replica on removed brokers, at most ceil(RF/racks) replicas of a
+    partition per rack, replicas and preferred leaders per broker within one of each other, and the fewest moves.
+
+    The plan holds only the partitions whose list changes (a reorder is a leader change) and works as-is with
+    `kafka-reassign-partitions --execute` or `drover start`. The same input always gives the same file.
+
+    Examples:
+
+      drover plan --current current.json --brokers brokers.json --out plan.json
+
+      drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --out plan.json
+    """
+    output = Output(as_json)
+    pattern = _topic_pattern(topics)
+    remove = _broker_ids(remove_brokers)
+    if bootstrap and (current or brokers or sizes):
+        raise DroverError("give --bootstrap, or --current with --brokers (and --sizes), not both", exit_code=2)
+    if bootstrap:
+        partitions, broker_specs, size_map = _read_cluster(ctx.obj, bootstrap)
+    elif current and brokers:
+        partitions = _load(current, ReassignmentFile, _partition_label).partitions
+        broker_specs = _load(brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
+        size_map = _sizes(sizes) if sizes else {}
+        _no_repeats(current, brokers, partitions, broker_specs)
+    else:
+        raise DroverError("give --current and --brokers, or --bootstrap", exit_code=2)
+    if pattern is not None:
+        partitions = [p for p in partitions if pattern.fullmatch(p.topic)]
+    if not partitions:
+        raise DroverError("no partition to plan" + (f": no topic matches --topics {topics!r}" if topics else ""), exit_code=2)
+
+    request = PlanRequest(
+        partitions=partitions, brokers=broker_specs, remove_brokers=remove, sizes=size_map, max_moves=max_moves
+    )
+    try:
+        result = make_plan(request)
+    except PlanError as e:
+        raise DroverError(str(e), exit_code=2) from None
+    rollback_path = rollback_file(out)
+    _write(out, result.changes)
+    _write(rollback_path, result.rollback)
+    _show(output, result, out, rollback_path)
+
+
+def rollback_file(out: Path) -> Path:
+    """plan.json -> plan.rollback.json, beside it."""
+    return out.with_name(f"{out.stem}.rollback{out.suffix or '.json'}")
+
+
+def reassignment_json(partitions: list[PartitionReplicas]) -> str:
+    """Kafka's reassignment format, one partition per line; the same lists always give the same bytes."""
+    lines = [
+        json.dumps({"topic": p.topic, "partition": p.partition, "replicas": p.replicas}, separators=(",", ":"))
+        for p in partitions
+    ]
+    return '{"version":1,"partitions":[\n' + ",\n".join(lines) + "\n]}\n"
+
+
+def _write(path: Path, partitions: list[PartitionReplicas]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(reassignment_json(partitions))
+    except OSError as e:
+        raise DroverError(f"cannot write {path}: {e.strerror}") from None
+
+
+# -- reading input -------------------------------------------------------------------------------------------------
+
+
+def _topic_pattern(topics: str | None) -> re.Pattern | None:
+    if topics is None:
+        return None
+    try:
+        return re.compile(topics)
+    except re.error as e:
+        raise DroverError(f"--topics {topics!r} is not a valid regular expression: {e}", exit_code=2) from None
+
+
+def _broker_ids(text: str) -> list[int]:
+    ids = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if not re.fullmatch(r"\d+", part):
+            raise DroverError(f"--remove-brokers: {part!r} is not a broker id (a whole number)", exit_code=2)
+        ids.append(int(part))
+    return sorted(set(ids))
+
+
+def _partition_label(raw, index: int) -> str:
+    try:
+        entry = raw["partitions"][index]
+        return f"partition {entry['topic']}-{entry['partition']}"
+    except (KeyError, IndexError, TypeError):
+        return f"partition entry {index}"
+
+
+def _load(path: Path, model, label):
+    """Parse ``path`` into ``model``; any problem is one line naming the file and the entry."""
+    return _validate(path, _read_json(path), model, label)
+
+
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DroverError(f"{path}: not valid JSON: {getattr(e, 'msg', e)}" + (
+            f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""), exit_code=2) from None
+
+
+def _validate(path: Path, raw, model, label):
+    try:
+        return TypeAdapter(model).validate_python(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = list(first["loc"])
+        index = next((x for x in loc if isinstance(x, int)), None)
+        where = f"{label(raw, index)}: " if index is not None else ""
+        field = ".".join(str(x) for x in loc if not isinstance(x, int)) or "top level"
+        raise DroverError(f"{path}: {where}{field}: {first['msg']}", exit_code=2) from None
+
+
+def _sizes(path: Path) -> dict[tuple[str, int], int]:
+    raw = _read_json(path)
+    # A list of entries, or {"partitions": [...]} like the other files.
+    entries = raw["partitions"] if isinstance(raw, dict) and "partitions" in raw else raw
+
+    def label(_, index: int) -> str:
+        try:
+            return f"partition {entries[index]['topic']}-{entries[index]['partition']}"
+        except (KeyError, IndexError, TypeError):
+            return f"size entry {index}"
+
+    out: dict[tuple[str, int], int] = {}
+    for entry in _validate(path, entries, list[PartitionSize], label):
+        key = (entry.topic, entry.partition)
+        if key in out:
+            raise DroverError(f"{path}: partition {entry.topic}-{entry.partition} is listed twice", exit_code=2)
+        out[key] = entry.size_bytes
+    return out
+
+
+def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas], specs: list[BrokerSpec]) -> None:
+    seen: set[tuple[str, int]] = set()
+    for p in partitions:
+        if (p.topic, p.partition) in seen:
+            raise DroverError(f"{current}: partition {p.topic}-{p.partition} is listed twice", exit_code=2)
+        seen.add((p.topic, p.partition))
+    ids: set[int] = set()
+    for b in specs:
+        if b.id in ids:
+            raise DroverError(f"{brokers}: broker {b.id} is listed twice", exit_code=2)
+        ids.add(b.id)
+    if not ids:
+        raise DroverError(f"{brokers}: no broker listed", exit_code=2)
+
+
+def _read_cluster(settings: Settings, bootstrap: str):
+    admin = KafkaAdmin(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
+    try:
+        cluster = admin.describe_cluster()
+        states = admin.describe_topics()
+        replica_sizes = admin.describe_log_dirs()
+    finally:
+        admin.close()
+    leader_of = {(s.topic, s.partition): s.leader for s in states}
+    sizes: dict[tuple[str, int], int] = {}
+    for r in replica_sizes:
+        key = (r.topic, r.partition)
+        # The leader's replica is the complete one; without a leader, the largest copy.
+        if r.broker == leader_of.get(key) or key not in sizes:
+            sizes[key] = r.size_bytes if r.broker == leader_of.get(key) else max(sizes.get(key, 0), r.size_bytes)
+    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
+    brokers = [BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers]
+    return partitions, brokers, sizes
+
+
+# -- output --------------------------------------------------------------------------------------------------------
+
+
+def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> None:
+    s = result.summary
+    with_bytes = s.bytes_to_move is not None
+    rows = []
+    for b in s.brokers:
+        row = [
+            f"{b.broker}{' (removed)' if b.removed else ''}",
+            b.rack,
+            f"{b.replicas_before} -> {b.replicas_after}",
+            f"{b.leaders_before} -> {b.leaders_after}",
+        ]
+        if with_bytes:
+            row.append(f"{_human(b.bytes_before)} -> {_human(b.bytes_after)}")
+        rows.append(row)
+    columns = ["broker", "rack", "replicas", "leaders", *(["bytes"] if with_bytes else [])]
+    out.table("Replicas and preferred leaders per broker", columns, rows)
+    bound = f"lower bound {s.lower_bound}"
+    out.info(
+        f"replica moves: {s.replica_moves} ({bound}) in {s.partitions_changed} of {s.partitions} partitions; "
+        f"{s.leader_only_changes} only change their leader"
+        + (f"; bytes to move: {_human(s.bytes_to_move)}" if with_bytes else "")
+    )
+    for name, spread in (("before", s.before), ("after", s.after)):
+        out.info(
+            f"{name}: replicas per broker {spread.replicas_min}-{spread.replicas_max}, leaders "
+            f"{spread.leaders_min}-{spread.leaders_max}, partitions over their rack limit {spread.rack_violations}, "
+            f"replicas on removed or unknown brokers {spread.on_removed_or_unknown}"
+        )
+    if s.balance == "per-rack":
+        out.warning("racks of unequal size make one global balance impossible; each rack is balanced within itself")
+    if s.max_moves_reached:
+        out.warning("--max-moves reached: this plan is one round; plan again after it runs")
+    out.info(f"wrote {plan_path} ({s.partitions_changed} partitions) and {rollback_path}")
+    out.data(s)
+
+
+def _human(n: int | None) -> str:
+    if n is None:
+        return "-"
+    value = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if value < 1024 or unit == "TiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{n} B"

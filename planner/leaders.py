@@ -1,0 +1,73 @@
+"""Preferred leaders: balanced by reordering replica lists, which moves no data.
+
+With P partitions over B brokers, every broker should lead floor(P / B) or ceil(P / B). Each partition keeps its
+leader unless a hand-over is needed (leader stability): first every broker over ceil hands leaderships on, then every
+broker under floor receives them, each along the shortest chain of hand-overs ("a leads a partition b also holds"),
+found breadth-first. A partition of one replica cannot change leader; the balance is then as close as it allows.
+"""
+
+from collections import deque
+
+
+def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
+    """The chosen leader of every partition; ``replicas[i][0]`` is its preferred leader now.
+
+    ``brokers`` are the kept brokers; any other broker still in a list (a plan cut short by a move budget) should
+    lead nothing and hands its leaderships over where it can.
+    """
+    leader = [r[0] for r in replicas]
+    kept = set(brokers)
+    led: dict[int, set[int]] = {b: set() for r in replicas for b in r} | {b: set() for b in brokers}
+    for i, b in enumerate(leader):
+        led[b].add(i)
+    floor, extra = divmod(len(replicas), len(brokers))
+    ceil = floor + (1 if extra else 0)
+
+    def over(b: int) -> bool:
+        return len(led[b]) > (ceil if b in kept else 0)
+
+    def under_ceil(b: int) -> bool:
+        return b in kept and len(led[b]) < ceil
+
+    def above_floor(b: int) -> bool:
+        return len(led[b]) > (floor if b in kept else 0)
+
+    def under_floor(b: int) -> bool:
+        return b in kept and len(led[b]) < floor
+
+    for b in sorted(led):
+        while over(b) and _hand_over({b}, under_ceil, replicas, leader, led):
+            pass
+    for b in sorted(led):
+        while under_floor(b) and _hand_over({c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b,
+                                             replicas, leader, led):  # fmt: skip
+            pass
+    return leader
+
+
+def _hand_over(sources: set[int], is_target, replicas, leader, led) -> bool:
+    """Move one leadership from a source to a target along the shortest chain; False when none exists."""
+    came_from: dict[int, tuple[int, int] | None] = dict.fromkeys(sources)
+    queue = deque(sorted(sources))
+    while queue:
+        b = queue.popleft()
+        for i in sorted(led[b]):
+            for c in replicas[i]:
+                if c in came_from:
+                    continue
+                came_from[c] = (i, b)
+                if is_target(c):
+                    while came_from[c] is not None:
+                        i, prev = came_from[c]
+                        led[prev].discard(i)
+                        led[c].add(i)
+                        leader[i] = c
+                        c = prev
+                    return True
+                queue.append(c)
+    return False
+
+
+def reorder(replicas: list[int], leader: int) -> list[int]:
+    """The list with ``leader`` first and the others in their order."""
+    return [leader, *(b for b in replicas if b != leader)]

@@ -1,0 +1,194 @@
+"""make_plan: from the current assignment and the brokers to the target assignment, in the objectives' order.
+
+1. no replica on a removed or unknown broker, replication factors unchanged, no broker twice in a list;
+2. at most ceil(RF / racks) replicas of a partition in one rack;
+3. replicas per broker within one of each other (per rack when racks of unequal size make that impossible);
+4. preferred leaders per broker within one, by reordering lists, keeping current leaders where balance allows;
+5. the fewest replica moves; 6. with sizes, fewer bytes; 7. each topic spread over the brokers.
+Same input, same output: partitions and brokers are sorted first, and every choice breaks ties by id.
+"""
+
+from collections import Counter
+
+from models.plan import BrokerLoad, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
+from planner.leaders import balance_leaders, reorder
+from planner.quotas import broker_quotas, rack_limit
+from planner.replicas import Placement, evict_for_balance, evict_mandatory, fill, rebalance
+
+
+class PlanError(ValueError):
+    """The request cannot be planned; the message names the broker or partition at fault, in one line."""
+
+
+def make_plan(request: PlanRequest) -> Plan:
+    brokers = sorted(request.brokers, key=lambda b: b.id)
+    rack_of_all = {b.id: b.rack for b in brokers}
+    kept = _kept_brokers(request, rack_of_all)
+    rack_of = {b: rack_of_all[b] for b in kept}
+    parts = sorted(request.partitions, key=lambda p: (p.topic, p.partition))
+    _check_partitions(parts, len(kept))
+
+    racks = sorted({r for r in rack_of.values() if r is not None})
+    rack_sizes = [sum(1 for b in kept if rack_of[b] == r) for r in racks]
+    racked = len(racks) > 1
+    limits = [rack_limit(len(p.replicas), rack_sizes) if racked else len(p.replicas) for p in parts]
+    original = [list(p.replicas) for p in parts]
+    sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts]
+    topics = [p.topic for p in parts]
+
+    current = Counter(b for replicas in original for b in replicas if b in rack_of)
+    quotas = broker_quotas([len(r) for r in original], rack_of, current)
+    placement = Placement(
+        replicas=[list(r) for r in original], topics=topics, sizes=sizes, rack_of=rack_of, limits=limits,
+        quota=dict(quotas.per_broker), racked=racked,
+        group={b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept},
+    )  # fmt: skip
+    mandatory = evict_mandatory(placement)
+    must_move = {h.partition for h in mandatory}
+    lower_bound = _lower_bound(original, rack_of, quotas.per_broker, limits, racked)
+    fill(placement, mandatory + evict_for_balance(placement))
+    rebalance(placement)
+
+    targets = placement.replicas
+    budget_hit = False
+    if request.max_moves is not None:
+        targets, budget_hit = _within_budget(original, targets, must_move, request.max_moves)
+    leaders = balance_leaders(targets, kept)
+    final = [reorder(replicas, leader) for replicas, leader in zip(targets, leaders, strict=True)]
+
+    changed = [i for i in range(len(parts)) if final[i] != original[i]]
+    moves = sum(_moves(original[i], final[i]) for i in changed)
+    summary = PlanSummary(
+        partitions=len(parts),
+        replicas=sum(len(r) for r in original),
+        replica_moves=moves,
+        lower_bound=lower_bound,
+        partitions_changed=len(changed),
+        leader_only_changes=sum(1 for i in changed if set(original[i]) == set(final[i])),
+        bytes_to_move=sum(_moves(original[i], final[i]) * sizes[i] for i in changed) if request.sizes else None,
+        before=_spread(original, rack_of, rack_of_all, limits),
+        after=_spread(final, rack_of, rack_of_all, limits),
+        brokers=_broker_loads(original, final, sizes, rack_of_all, kept, bool(request.sizes)),
+        balance=quotas.balance if racked else "global",
+        max_moves_reached=budget_hit,
+    )
+    return Plan(
+        changes=[PartitionReplicas(topic=parts[i].topic, partition=parts[i].partition, replicas=final[i]) for i in changed],
+        rollback=[parts[i] for i in changed],
+        summary=summary,
+    )
+
+
+def _kept_brokers(request: PlanRequest, rack_of: dict[int, str | None]) -> list[int]:
+    ids = [b.id for b in request.brokers]
+    repeated = sorted({b for b in ids if ids.count(b) > 1})
+    if repeated:
+        raise PlanError(f"broker {repeated[0]} is listed twice in the broker list")
+    unknown = sorted(set(request.remove_brokers) - set(ids))
+    if unknown:
+        raise PlanError(f"broker {unknown[0]} to remove is not in the broker list")
+    kept = sorted(set(ids) - set(request.remove_brokers))
+    if not kept:
+        raise PlanError("every broker would be removed; keep at least as many as the largest replication factor")
+    without = [b for b in kept if rack_of[b] is None]
+    if without and len(without) < len(kept):
+        raise PlanError(
+            f"broker {without[0]} has no rack while others do; give every broker a rack, or none (as Kafka requires)"
+        )
+    return kept
+
+
+def _check_partitions(parts: list[PartitionReplicas], brokers_left: int) -> None:
+    seen: set[tuple[str, int]] = set()
+    for p in parts:
+        key = (p.topic, p.partition)
+        if key in seen:
+            raise PlanError(f"partition {p.topic}-{p.partition} is listed twice")
+        seen.add(key)
+        if len(p.replicas) > brokers_left:
+            raise PlanError(
+                f"partition {p.topic}-{p.partition} has {len(p.replicas)} replicas but only {brokers_left} "
+                f"brokers would remain"
+            )
+
+
+def _moves(before: list[int], after: list[int]) -> int:
+    return len(set(after) - set(before))
+
+
+def _rack_excess(replicas: list[int], rack_of: dict[int, str | None], limit: int) -> int:
+    per_rack = Counter(rack_of[b] for b in replicas if b in rack_of)
+    return sum(max(0, n - limit) for n in per_rack.values())
+
+
+def _lower_bound(original, rack_of, quota, limits, racked) -> int:
+    """Replicas off removed or unknown brokers, plus the larger of: replicas over quota, replicas over rack limits."""
+    off = sum(1 for replicas in original for b in replicas if b not in rack_of)
+    load = Counter(b for replicas in original for b in replicas if b in rack_of)
+    over_quota = sum(max(0, load[b] - quota[b]) for b in quota)
+    over_rack = sum(_rack_excess(r, rack_of, lim) for r, lim in zip(original, limits, strict=True)) if racked else 0
+    return off + max(over_quota, over_rack)
+
+
+def _within_budget(original, targets, must_move: set[int], budget: int) -> tuple[list[list[int]], bool]:
+    """Keep whole partition moves, those that must happen first, then the cheapest, until the budget is spent."""
+    cost = {i: _moves(original[i], targets[i]) for i in range(len(original))}
+    order = sorted((i for i in cost if cost[i]), key=lambda i: (i not in must_move, cost[i], i))
+    kept, spent = set(), 0
+    for i in order:
+        if spent + cost[i] <= budget:
+            kept.add(i)
+            spent += cost[i]
+    hit = len(kept) < len(order)
+    return [targets[i] if i in kept or not cost[i] else list(original[i]) for i in range(len(original))], hit
+
+
+def _spread(assignment, rack_of, rack_of_all, limits) -> Spread:
+    load = Counter(b for r in assignment for b in r)
+    leaders = Counter(r[0] for r in assignment)
+    kept_loads = [load[b] for b in rack_of]
+    kept_leaders = [leaders[b] for b in rack_of]
+    racked = len({r for r in rack_of.values() if r is not None}) > 1
+    violations = (
+        sum(1 for r, lim in zip(assignment, limits, strict=True) if _rack_excess(r, rack_of_all, lim))
+        if racked
+        else 0
+    )
+    return Spread(
+        replicas_min=min(kept_loads),
+        replicas_max=max(kept_loads),
+        leaders_min=min(kept_leaders),
+        leaders_max=max(kept_leaders),
+        rack_violations=violations,
+        on_removed_or_unknown=sum(1 for r in assignment for b in r if b not in rack_of),
+    )
+
+
+def _broker_loads(original, final, sizes, rack_of_all, kept, with_bytes: bool) -> list[BrokerLoad]:
+    everyone = sorted(set(rack_of_all) | {b for r in original for b in r})
+    kept_set = set(kept)
+
+    def tally(assignment):
+        replicas, leaders, size = Counter(), Counter(), Counter()
+        for r, s in zip(assignment, sizes, strict=True):
+            leaders[r[0]] += 1
+            for b in r:
+                replicas[b] += 1
+                size[b] += s
+        return replicas, leaders, size
+
+    (rb, lb, sb), (ra, la, sa) = tally(original), tally(final)
+    return [
+        BrokerLoad(
+            broker=b,
+            rack=rack_of_all.get(b),
+            removed=b not in kept_set,
+            replicas_before=rb[b],
+            replicas_after=ra[b],
+            leaders_before=lb[b],
+            leaders_after=la[b],
+            bytes_before=sb[b] if with_bytes else None,
+            bytes_after=sa[b] if with_bytes else None,
+        )
+        for b in everyone
+    ]

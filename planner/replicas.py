@@ -1,0 +1,312 @@
+"""Where replicas go: evict what must move, then place it with the fewest moves.
+
+A replica must move when it sits on a removed or unknown broker, when its rack holds more replicas of its partition
+than the rack limit, or when its broker holds more than its quota. Every evicted replica leaves a hole in its
+partition's list, in place, so the list keeps its order; a hole is filled with a broker below its quota that does
+not hold the partition and whose rack has room for it. When the greedy choice finds no such broker:
+
+1. a full broker that fits trades quotas with an open broker whose extra replica it takes (no extra move);
+2. another evicted replica already placed on a suitable broker moves on to a free one (no extra move);
+3. a replica evicted only for balance goes back, and its broker gives up a different replica instead (no extra move);
+4. a replica that stays where it is makes room: it moves to a free broker and the hole takes its place. This is the
+   two-move chain that a method which never makes a step worse cannot find (seed 001's limitation).
+"""
+
+from collections import Counter, deque
+from dataclasses import dataclass, field
+
+HOLE = -1
+
+
+@dataclass
+class Hole:
+    partition: int  # index into Placement.replicas
+    slot: int
+    source: int  # the broker the replica left
+    mandatory: bool  # removed/unknown broker or rack limit: may not go back
+
+
+@dataclass
+class Placement:
+    replicas: list[list[int]]
+    topics: list[str]
+    sizes: list[int]
+    rack_of: dict[int, str | None]  # kept brokers only
+    limits: list[int]  # rack limit per partition
+    quota: dict[int, int]
+    racked: bool
+    group: dict[int, str | None]  # brokers whose quotas may trade: one rack when balancing per rack, else all
+    load: dict[int, int] = field(default_factory=dict)
+    hosted: dict[int, set[int]] = field(default_factory=dict)
+    topic_load: Counter = field(default_factory=Counter)
+    bytes_load: Counter = field(default_factory=Counter)
+    open: set[int] = field(default_factory=set)  # brokers below their quota
+
+    def __post_init__(self) -> None:
+        self.load = {b: 0 for b in self.rack_of}
+        self.hosted = {b: set() for b in self.rack_of}
+        self.open = {b for b in self.rack_of if self.quota[b] > 0}
+        for i, replicas in enumerate(self.replicas):
+            for b in replicas:
+                if b in self.load:
+                    self._count(i, b, +1)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------------
+
+    def _count(self, i: int, b: int, sign: int) -> None:
+        self.load[b] += sign
+        self.topic_load[(self.topics[i], b)] += sign
+        self.bytes_load[b] += sign * self.sizes[i]
+        if sign > 0:
+            self.hosted[b].add(i)
+        else:
+            self.hosted[b].discard(i)
+        if self.load[b] < self.quota[b]:
+            self.open.add(b)
+        else:
+            self.open.discard(b)
+
+    def take_out(self, i: int, slot: int) -> int:
+        b = self.replicas[i][slot]
+        self.replicas[i][slot] = HOLE
+        if b in self.load:
+            self._count(i, b, -1)
+        return b
+
+    def put_in(self, i: int, slot: int, b: int) -> None:
+        assert self.replicas[i][slot] == HOLE
+        self.replicas[i][slot] = b
+        self._count(i, b, +1)
+
+    def set_quota(self, b: int, quota: int) -> None:
+        self.quota[b] = quota
+        if self.load[b] < quota:
+            self.open.add(b)
+        else:
+            self.open.discard(b)
+
+    def room(self, b: int) -> int:
+        return self.quota[b] - self.load[b]
+
+    def fits(self, i: int, b: int) -> bool:
+        """Broker ``b`` may hold a replica of partition ``i``: not there yet, and its rack is under the limit."""
+        return bool(self.fitting(i, (b,)))
+
+    def fitting(self, i: int, brokers) -> list[int]:
+        """The brokers of ``brokers`` that may hold a replica of partition ``i``."""
+        replicas = self.replicas[i]
+        if not self.racked:
+            return [b for b in brokers if b not in replicas]
+        in_rack = Counter(self.rack_of[b] for b in replicas if b != HOLE)
+        limit = self.limits[i]
+        return [b for b in brokers if b not in replicas and in_rack[self.rack_of[b]] < limit]
+
+    def preference(self, i: int, b: int) -> tuple:
+        """Among fitting brokers: most room, then fewest replicas of this topic, fewest bytes, lowest id."""
+        return (-self.room(b), self.topic_load[(self.topics[i], b)], self.bytes_load[b], b)
+
+
+def evict_mandatory(p: Placement) -> list[Hole]:
+    """Holes for replicas on removed or unknown brokers, and for replicas over their rack's limit."""
+    holes = []
+    for i, replicas in enumerate(p.replicas):
+        for slot, b in enumerate(replicas):
+            if b not in p.rack_of:
+                p.take_out(i, slot)
+                holes.append(Hole(i, slot, b, mandatory=True))
+        if not p.racked:
+            continue
+        by_rack: dict[str | None, list[int]] = {}
+        for slot, b in enumerate(replicas):
+            if b != HOLE:
+                by_rack.setdefault(p.rack_of[b], []).append(slot)
+        for rack in sorted(by_rack, key=str):
+            slots = by_rack[rack]
+            # Evict from the fullest brokers, followers before the leader.
+            slots.sort(key=lambda s: (-(p.load[replicas[s]] - p.quota[replicas[s]]), s == 0, replicas[s]))
+            for slot in slots[: max(0, len(slots) - p.limits[i])]:
+                holes.append(Hole(i, slot, p.take_out(i, slot), mandatory=True))
+    return holes
+
+
+def evict_for_balance(p: Placement) -> list[Hole]:
+    """Holes for the replicas each broker holds over its quota: small partitions of its most repeated topics first."""
+    holes = []
+    for b in sorted(p.rack_of):
+        excess = p.load[b] - p.quota[b]
+        if excess <= 0:
+            continue
+        candidates = sorted(p.hosted[b], key=lambda i: (p.sizes[i], -p.topic_load[(p.topics[i], b)], i))
+        for i in candidates[:excess]:
+            slot = p.replicas[i].index(b)
+            holes.append(Hole(i, slot, p.take_out(i, slot), mandatory=False))
+    return holes
+
+
+def fill(p: Placement, holes: list[Hole]) -> int:
+    """Fill every hole; returns the number of extra moves the chains of step 4 cost."""
+    extra = 0
+    placed: dict[int, list[Hole]] = {b: [] for b in p.rack_of}  # holes filled on each broker, for step 2
+    # Holes that must be filled first, the larger partitions first (their bytes are spread before the small ones').
+    pending = deque(sorted(holes, key=lambda h: (not h.mandatory, -p.sizes[h.partition], h.partition, h.slot)))
+    while pending:
+        hole = pending.popleft()
+        i = hole.partition
+        free = p.fitting(i, p.open)
+        if free:
+            b = min(free, key=lambda b: p.preference(i, b))
+            p.put_in(i, hole.slot, b)
+            placed[b].append(hole)
+            continue
+        if _shift_quota(p, hole, placed):
+            continue
+        if _pass_along(p, hole, placed):
+            continue
+        if not hole.mandatory and _swap_evictee(p, hole, pending):
+            continue
+        if _make_room(p, hole, placed):
+            extra += 1
+            continue
+        _place_anyway(p, hole, placed)
+    return extra
+
+
+def _shift_quota(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
+    """A full broker that fits takes the extra replica an open broker of its group was to take (quotas trade).
+
+    Both quotas stay within one of each other, and neither broker ends over its quota, so this costs no move: it
+    only picks other brokers for the extra replicas R / B leaves over, which the lower bound does not depend on.
+    """
+    i = hole.partition
+    for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
+        if p.room(b) != 0:
+            continue
+        giver = [c for c in p.open if p.group[c] == p.group[b] and p.quota[c] == p.quota[b] + 1]
+        if giver:
+            c = min(giver)
+            p.set_quota(c, p.quota[c] - 1)
+            p.set_quota(b, p.quota[b] + 1)
+            p.put_in(i, hole.slot, b)
+            placed[b].append(hole)
+            return True
+    return False
+
+
+def _pass_along(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
+    """Step 2: a broker that fits takes this hole, and a replica placed there earlier moves on to a free broker."""
+    i = hole.partition
+    for b in sorted(p.rack_of, key=lambda b: p.preference(i, b)):
+        if not p.fits(i, b):
+            continue
+        for other in placed[b]:
+            j = other.partition
+            p.take_out(j, other.slot)
+            free = [c for c in p.fitting(j, p.open) if c != b]
+            if free:
+                c = min(free, key=lambda c: p.preference(j, c))
+                p.put_in(j, other.slot, c)
+                placed[b].remove(other)
+                placed[c].append(other)
+                p.put_in(i, hole.slot, b)
+                placed[b].append(hole)
+                return True
+            p.put_in(j, other.slot, b)
+    return False
+
+
+def _swap_evictee(p: Placement, hole: Hole, pending: deque[Hole]) -> bool:
+    """Step 3: put the replica back on its broker and evict another replica of that broker that can be placed."""
+    i, source = hole.partition, hole.source
+    # Going back is only possible while the partition's other replicas leave room in the source's rack.
+    if not p.fits(i, source):
+        return False
+    p.put_in(i, hole.slot, source)
+    for j in sorted(p.hosted[source], key=lambda j: (p.sizes[j], j)):
+        if j == i:
+            continue
+        slot = p.replicas[j].index(source)
+        p.take_out(j, slot)
+        if [b for b in p.fitting(j, p.open) if b != source]:
+            pending.appendleft(Hole(j, slot, source, mandatory=False))
+            return True
+        p.put_in(j, slot, source)
+    p.take_out(i, hole.slot)
+    return False
+
+
+def _make_room(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
+    """Step 4: a broker that fits takes the hole, and a replica that was staying moves to an open broker (one extra
+    move). The replica leaves the same broker, or another full broker of the group that then trades quotas with it.
+    """
+    i = hole.partition
+    for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
+        traders = [a for a in sorted(p.rack_of) if a != b and p.group[a] == p.group[b]
+                   and p.quota[a] == p.quota[b] + 1 and p.room(a) == 0]  # fmt: skip
+        for a in [b, *traders]:
+            for j in sorted(p.hosted[a], key=lambda j: (p.sizes[j], j)):
+                if j == i:
+                    continue
+                slot = p.replicas[j].index(a)
+                p.take_out(j, slot)
+                free = [c for c in p.fitting(j, p.open) if c not in (a, b)]
+                if free:
+                    c = min(free, key=lambda c: p.preference(j, c))
+                    p.put_in(j, slot, c)
+                    placed[c].append(Hole(j, slot, a, mandatory=False))
+                    if a != b:
+                        p.set_quota(a, p.quota[a] - 1)
+                        p.set_quota(b, p.quota[b] + 1)
+                    p.put_in(i, hole.slot, b)
+                    placed[b].append(hole)
+                    return True
+                p.put_in(j, slot, a)
+    return False
+
+
+def _place_anyway(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> None:
+    """No balanced place exists: go back (balance evictions) or to the best broker that fits, over its quota."""
+    i = hole.partition
+    if not hole.mandatory and p.fits(i, hole.source):
+        p.put_in(i, hole.slot, hole.source)
+        return
+    candidates = p.fitting(i, p.rack_of) or [b for b in p.rack_of if b not in p.replicas[i]]
+    b = min(candidates, key=lambda b: p.preference(i, b))
+    p.put_in(i, hole.slot, b)
+    placed[b].append(hole)
+
+
+def rebalance(p: Placement) -> int:
+    """Last resort for clusters too constrained for the steps above: while a broker is over its quota and another
+    under, move a replica from the first to the second, directly or through a third broker that passes one of its
+    own replicas on. Balance outranks the move count, so these moves are worth their cost. Returns the moves made.
+    """
+    moves = 0
+    while True:
+        over = sorted((b for b in p.rack_of if p.load[b] > p.quota[b]), key=lambda b: (p.quota[b] - p.load[b], b))
+        if not over or not p.open or not any(_relieve(p, a) for a in over):
+            return moves
+        moves += 1
+
+
+def _relieve(p: Placement, a: int) -> bool:
+    for i in sorted(p.hosted[a], key=lambda i: (p.sizes[i], i)):
+        slot = p.replicas[i].index(a)
+        p.take_out(i, slot)
+        direct = [c for c in p.fitting(i, p.open) if c != a]
+        if direct:
+            p.put_in(i, slot, min(direct, key=lambda c: p.preference(i, c)))
+            return True
+        for m in sorted(c for c in p.fitting(i, p.rack_of) if c != a):
+            for j in sorted(p.hosted[m], key=lambda j: (p.sizes[j], j)):
+                if j == i:
+                    continue
+                j_slot = p.replicas[j].index(m)
+                p.take_out(j, j_slot)
+                onward = [c for c in p.fitting(j, p.open) if c not in (a, m)]
+                if onward and p.fits(i, m):
+                    p.put_in(j, j_slot, min(onward, key=lambda c: p.preference(j, c)))
+                    p.put_in(i, slot, m)
+                    return True
+                p.put_in(j, j_slot, m)
+        p.put_in(i, slot, a)
+    return False

@@ -1,0 +1,91 @@
+"""drover plan refuses bad input with one line naming the file, topic or partition, exit code 2, and no plan file."""
+
+import json
+
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error, drover
+
+BROKERS = [{"id": 1, "rack": None}, {"id": 2, "rack": None}, {"id": 3, "rack": None}]
+
+
+def current(*partitions) -> dict:
+    return {"version": 1, "partitions": [{"topic": t, "partition": p, "replicas": r} for t, p, r in partitions]}
+
+
+GOOD = current(("t", 0, [1, 2]), ("t", 1, [2, 3]))
+
+
+def write(tmp_path, name, content) -> str:
+    path = tmp_path / name
+    path.write_text(content if isinstance(content, str) else json.dumps(content))
+    return str(path)
+
+
+@pytest.mark.parametrize(
+    ("current_json", "brokers_json", "extra", "needles"),
+    [
+        ("{not json", BROKERS, [], ["current.json", "not valid JSON", "line 1"]),
+        ({"version": 1}, BROKERS, [], ["current.json", "partitions", "Field required"]),
+        ({"partitions": [{"topic": "t", "replicas": [1]}]}, BROKERS, [], ["current.json", "partition", "required"]),
+        (current(("t", "zero", [1])), BROKERS, [], ["current.json", "partition t-zero", "integer"]),
+        (current(("t", -1, [1])), BROKERS, [], ["current.json", "partition t--1", "greater than or equal to 0"]),
+        (current(("t", 0, [1]), ("t", 0, [2])), BROKERS, [], ["current.json", "partition t-0 is listed twice"]),
+        (current(("t", 3, [1, 1])), BROKERS, [], ["current.json", "partition t-3", "broker 1 appears twice"]),
+        (current(("t", 4, [])), BROKERS, [], ["current.json", "partition t-4", "at least 1 item"]),
+        (current(("t", 0, ["a"])), BROKERS, [], ["current.json", "partition t-0", "integer"]),
+        (GOOD, {"id": 1}, [], ["brokers.json", "valid list"]),
+        (GOOD, [{"id": 1}, {"id": 1}], [], ["brokers.json", "broker 1 is listed twice"]),
+        (GOOD, [{"rack": "a"}], [], ["brokers.json", "broker entry 0", "id"]),
+        (GOOD, BROKERS, ["--remove-brokers", "2,x"], ["--remove-brokers", "'x' is not a broker id"]),
+        (GOOD, BROKERS, ["--remove-brokers", "9"], ["broker 9 to remove is not in the broker list"]),
+        (GOOD, BROKERS, ["--remove-brokers", "1,2,3"], ["every broker would be removed"]),
+        (GOOD, BROKERS, ["--remove-brokers", "1,2"], ["partition t-0 has 2 replicas but only 1 brokers would remain"]),
+        (GOOD, [{"id": 1, "rack": "a"}, {"id": 2}, {"id": 3, "rack": "b"}], [], ["broker 2 has no rack"]),
+        (GOOD, BROKERS, ["--topics", "("], ["--topics", "not a valid regular expression"]),
+        (GOOD, BROKERS, ["--topics", "nothing"], ["no topic matches --topics"]),
+        (GOOD, BROKERS, ["--max-moves", "-1"], ["--max-moves"]),
+    ],
+)
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json, brokers_json, extra, needles):
+    args = [
+        "plan", "--current", write(tmp_path, "current.json", current_json),
+        "--brokers", write(tmp_path, "brokers.json", brokers_json), "--out", str(tmp_path / "plan.json"), *extra,
+    ]  # fmt: skip
+    assert_one_line_error(drover(*args), 2, *needles)
+    assert not (tmp_path / "plan.json").exists() and not (tmp_path / "plan.rollback.json").exists()
+
+
+def test_bad_sizes_file_names_the_partition(tmp_path):
+    sizes = [{"topic": "t", "partition": 0, "size_bytes": -5}]
+    args = [
+        "plan", "--current", write(tmp_path, "current.json", GOOD), "--brokers", write(tmp_path, "brokers.json", BROKERS),
+        "--sizes", write(tmp_path, "sizes.json", sizes), "--out", str(tmp_path / "plan.json"),
+    ]  # fmt: skip
+    assert_one_line_error(drover(*args), 2, "sizes.json", "partition t-0", "size_bytes")
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_missing_input_files_and_modes(tmp_path):
+    assert_one_line_error(drover("plan", "--out", str(tmp_path / "p.json")), 2, "--current and --brokers, or --bootstrap")
+    missing = str(tmp_path / "missing.json")
+    done = drover("plan", "--current", missing, "--brokers", missing, "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(done, 2, "missing.json", "cannot read")
+    done = drover("plan", "--bootstrap", "h:1", "--current", missing, "--out", str(tmp_path / "p.json"))
+    assert_one_line_error(done, 2, "not both")
+
+
+def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
+    skewed = current(*[("t", p, [1, 2]) for p in range(6)])
+    args = [
+        "plan", "--current", write(tmp_path, "current.json", skewed), "--brokers", write(tmp_path, "brokers.json", BROKERS),
+        "--out", str(tmp_path / "out" / "plan.json"),
+    ]  # fmt: skip
+    done = drover(*args)
+    assert done.returncode == 0, done.stderr
+    assert "replica moves: 4 (lower bound 4)" in done.stderr
+    assert "before: replicas per broker 0-6" in done.stderr and "after: replicas per broker 4-4" in done.stderr
+    plan = json.loads((tmp_path / "out" / "plan.json").read_text())
+    rollback = json.loads((tmp_path / "out" / "plan.rollback.json").read_text())
+    assert [p["partition"] for p in plan["partitions"]] == [p["partition"] for p in rollback["partitions"]]
+    assert all(p["replicas"] == [1, 2] for p in rollback["partitions"])
