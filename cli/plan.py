@@ -30,8 +30,9 @@ def plan(
     """Plan where every replica should live: no replica on removed brokers, at most ceil(RF/racks) replicas of a
     partition per rack, replicas and preferred leaders per broker within one of each other, and the fewest moves.
 
-    The plan holds only the partitions whose list changes (a reorder is a leader change) and works as-is with
-    `kafka-reassign-partitions --execute` or `drover start`. The same input always gives the same file.
+    The plan holds only the partitions whose list changes (a reorder is a leader change), in Kafka's reassignment
+    format: it works as-is with `kafka-reassign-partitions --execute`. The rollback file beside it holds the
+    original lists of the same partitions. The same input always gives the same files.
 
     Examples:
 

@@ -147,8 +147,11 @@ def fill(p: Placement, holes: list[Hole]) -> int:
     """Fill every hole; returns the number of extra moves the chains of step 4 cost."""
     extra = 0
     placed: dict[int, list[Hole]] = {b: [] for b in p.rack_of}  # holes filled on each broker, for step 2
-    # Holes that must be filled first, the larger partitions first (their bytes are spread before the small ones').
-    pending = deque(sorted(holes, key=lambda h: (not h.mandatory, -p.sizes[h.partition], h.partition, h.slot)))
+    # Holes that must be filled first; then those of partitions with most replicas in place (fewest brokers fit
+    # them); then the larger partitions, whose bytes are spread before the small ones'.
+    in_place = {h.partition: sum(1 for b in p.replicas[h.partition] if b != HOLE) for h in holes}
+    pending = deque(sorted(holes, key=lambda h: (
+        not h.mandatory, -in_place[h.partition], -p.sizes[h.partition], h.partition, h.slot)))  # fmt: skip
     while pending:
         hole = pending.popleft()
         i = hole.partition
@@ -172,28 +175,37 @@ def fill(p: Placement, holes: list[Hole]) -> int:
 
 
 def _shift_quota(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
-    """A full broker that fits takes the extra replica an open broker of its group was to take (quotas trade).
+    """Step 1: a full broker that fits takes the extra replica an open broker of its group was to take."""
+    b = _trade_quota(p, hole.partition, exclude=())
+    if b is None:
+        return False
+    p.put_in(hole.partition, hole.slot, b)
+    placed[b].append(hole)
+    return True
+
+
+def _trade_quota(p: Placement, i: int, exclude) -> int | None:
+    """Find a full broker that fits partition ``i`` and give it the quota of one more replica, taken from an open
+    broker of its group that was to get the extra one; returns that broker (now with room for one), or None.
 
     Both quotas stay within one of each other, and neither broker ends over its quota, so this costs no move: it
     only picks other brokers for the extra replicas R / B leaves over, which the lower bound does not depend on.
     """
-    i = hole.partition
     for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
-        if p.room(b) != 0:
+        if p.room(b) != 0 or b in exclude:
             continue
-        giver = [c for c in p.open if p.group[c] == p.group[b] and p.quota[c] == p.quota[b] + 1]
+        giver = [c for c in p.open if c not in exclude and p.group[c] == p.group[b] and p.quota[c] == p.quota[b] + 1]
         if giver:
             c = min(giver)
             p.set_quota(c, p.quota[c] - 1)
             p.set_quota(b, p.quota[b] + 1)
-            p.put_in(i, hole.slot, b)
-            placed[b].append(hole)
-            return True
-    return False
+            return b
+    return None
 
 
 def _pass_along(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
-    """Step 2: a broker that fits takes this hole, and a replica placed there earlier moves on to a free broker."""
+    """Step 2: a broker that fits takes this hole, and a replica placed there earlier moves on to a free broker
+    (or to a full one that trades quotas with an open one)."""
     i = hole.partition
     for b in sorted(p.rack_of, key=lambda b: p.preference(i, b)):
         if not p.fits(i, b):
@@ -202,8 +214,8 @@ def _pass_along(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool
             j = other.partition
             p.take_out(j, other.slot)
             free = [c for c in p.fitting(j, p.open) if c != b]
-            if free:
-                c = min(free, key=lambda c: p.preference(j, c))
+            c = min(free, key=lambda c: p.preference(j, c)) if free else _trade_quota(p, j, exclude={b})
+            if c is not None:
                 p.put_in(j, other.slot, c)
                 placed[b].remove(other)
                 placed[c].append(other)
