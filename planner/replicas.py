@@ -152,6 +152,7 @@ def fill(p: Placement, holes: list[Hole]) -> int:
     in_place = {h.partition: sum(1 for b in p.replicas[h.partition] if b != HOLE) for h in holes}
     pending = deque(sorted(holes, key=lambda h: (
         not h.mandatory, -in_place[h.partition], -p.sizes[h.partition], h.partition, h.slot)))  # fmt: skip
+    deferred: set[tuple[int, int]] = set()
     while pending:
         hole = pending.popleft()
         i = hole.partition
@@ -160,6 +161,12 @@ def fill(p: Placement, holes: list[Hole]) -> int:
             b = min(free, key=lambda b: p.preference(i, b))
             p.put_in(i, hole.slot, b)
             placed[b].append(hole)
+            continue
+        # A hole no open broker fits waits until the easy ones are placed: the steps below then see every open
+        # broker that is really left, and do not take one another hole needs.
+        if (i, hole.slot) not in deferred:
+            deferred.add((i, hole.slot))
+            pending.append(hole)
             continue
         if _shift_quota(p, hole, placed):
             continue
@@ -256,23 +263,32 @@ def _make_room(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
                    and p.quota[a] == p.quota[b] + 1 and p.room(a) == 0]  # fmt: skip
         for a in [b, *traders]:
             for j in sorted(p.hosted[a], key=lambda j: (p.sizes[j], j)):
-                if j == i:
+                moved = _move_to_open(p, j, a, avoid=(a, b)) if j != i else None
+                if moved is None:
                     continue
-                slot = p.replicas[j].index(a)
-                p.take_out(j, slot)
-                free = [c for c in p.fitting(j, p.open) if c not in (a, b)]
-                if free:
-                    c = min(free, key=lambda c: p.preference(j, c))
-                    p.put_in(j, slot, c)
-                    placed[c].append(Hole(j, slot, a, mandatory=False))
-                    if a != b:
-                        p.set_quota(a, p.quota[a] - 1)
-                        p.set_quota(b, p.quota[b] + 1)
-                    p.put_in(i, hole.slot, b)
-                    placed[b].append(hole)
-                    return True
-                p.put_in(j, slot, a)
+                c, slot = moved
+                placed[c].append(Hole(j, slot, a, mandatory=False))
+                if a != b:
+                    p.set_quota(a, p.quota[a] - 1)
+                    p.set_quota(b, p.quota[b] + 1)
+                p.put_in(i, hole.slot, b)
+                placed[b].append(hole)
+                return True
     return False
+
+
+def _move_to_open(p: Placement, j: int, source: int, avoid) -> tuple[int, int] | None:
+    """Move partition ``j``'s replica from ``source`` to the best open broker not in ``avoid``; returns that broker
+    and the slot, or None (and nothing changed) when none fits."""
+    slot = p.replicas[j].index(source)
+    p.take_out(j, slot)
+    free = [c for c in p.fitting(j, p.open) if c not in avoid]
+    if not free:
+        p.put_in(j, slot, source)
+        return None
+    c = min(free, key=lambda c: p.preference(j, c))
+    p.put_in(j, slot, c)
+    return c, slot
 
 
 def _place_anyway(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> None:
@@ -310,15 +326,8 @@ def _relieve(p: Placement, a: int) -> bool:
             return True
         for m in sorted(c for c in p.fitting(i, p.rack_of) if c != a):
             for j in sorted(p.hosted[m], key=lambda j: (p.sizes[j], j)):
-                if j == i:
-                    continue
-                j_slot = p.replicas[j].index(m)
-                p.take_out(j, j_slot)
-                onward = [c for c in p.fitting(j, p.open) if c not in (a, m)]
-                if onward and p.fits(i, m):
-                    p.put_in(j, j_slot, min(onward, key=lambda c: p.preference(j, c)))
+                if j != i and _move_to_open(p, j, m, avoid=(a, m)) is not None:
                     p.put_in(i, slot, m)
                     return True
-                p.put_in(j, j_slot, m)
         p.put_in(i, slot, a)
     return False
