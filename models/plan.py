@@ -80,7 +80,10 @@ class PlanSummary(BaseModel):
     partitions: int
     replicas: int
     replica_moves: int
-    lower_bound: int = Field(description="no plan reaching the balance targets moves fewer replicas")
+    lower_bound: int = Field(
+        description="replicas on removed or unknown brokers plus the larger of those over a rack limit and those "
+        "over the fewest-moves quotas: no balanced plan moves fewer"
+    )
     partitions_changed: int
     leader_only_changes: int = Field(description="partitions whose list is only reordered: a leader change, no data")
     bytes_to_move: int | None

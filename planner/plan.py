@@ -12,7 +12,7 @@ from collections import Counter
 
 from models.plan import BrokerLoad, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
 from planner.leaders import balance_leaders, reorder
-from planner.quotas import broker_quotas, rack_limit
+from planner.quotas import broker_quotas, even_split, rack_limit
 from planner.replicas import Placement, evict_for_balance, evict_mandatory, fill, rebalance
 
 
@@ -36,16 +36,19 @@ def make_plan(request: PlanRequest) -> Plan:
     sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts]
     topics = [p.topic for p in parts]
 
-    current = Counter(b for replicas in original for b in replicas if b in rack_of)
-    quotas = broker_quotas([len(r) for r in original], rack_of, current)
     placement = Placement(
         replicas=[list(r) for r in original], topics=topics, sizes=sizes, rack_of=rack_of, limits=limits,
-        quota=dict(quotas.per_broker), racked=racked,
-        group={b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept},
+        quota=dict.fromkeys(kept, 0), racked=racked, group=dict.fromkeys(kept),
     )  # fmt: skip
+    # Replicas that must move whatever the quotas (removed or unknown broker, over a rack limit) leave first, the
+    # fullest brokers giving up the rack's extra ones; quotas then fit what stays, so those moves count once.
     mandatory = evict_mandatory(placement)
     must_move = {h.partition for h in mandatory}
-    lower_bound = _lower_bound(original, rack_of, quotas.per_broker, limits, racked)
+    quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
+    placement.reset_quotas(
+        quotas.per_broker, {b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept}
+    )
+    lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if quotas.balance == "per-rack" else None)
     fill(placement, mandatory + evict_for_balance(placement))
     rebalance(placement)
 
@@ -121,12 +124,15 @@ def _rack_excess(replicas: list[int], rack_of: dict[int, str | None], limit: int
     return sum(max(0, n - limit) for n in per_rack.values())
 
 
-def _lower_bound(original, rack_of, quota, limits, racked) -> int:
-    """Replicas off removed or unknown brokers, plus the larger of: replicas over quota, replicas over rack limits."""
+def _lower_bound(original, rack_of, limits, per_rack_quotas: dict[int, int] | None) -> int:
+    """Replicas on removed or unknown brokers, plus the larger of: replicas over a rack limit, and replicas over the
+    fewest-moves quotas (R / B each, the extra ones to the fullest brokers; with per-rack balance, the quotas of the
+    racks' totals). No globally balanced plan can move fewer; per rack, none that keeps those totals."""
     off = sum(1 for replicas in original for b in replicas if b not in rack_of)
     load = Counter(b for replicas in original for b in replicas if b in rack_of)
-    over_quota = sum(max(0, load[b] - quota[b]) for b in quota)
-    over_rack = sum(_rack_excess(r, rack_of, lim) for r, lim in zip(original, limits, strict=True)) if racked else 0
+    quota = per_rack_quotas or even_split(sum(len(r) for r in original), sorted(rack_of), load)
+    over_quota = sum(max(0, load[b] - quota[b]) for b in rack_of)
+    over_rack = sum(_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True))
     return off + max(over_quota, over_rack)
 
 

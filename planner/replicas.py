@@ -78,6 +78,11 @@ class Placement:
         self.replicas[i][slot] = b
         self._count(i, b, +1)
 
+    def reset_quotas(self, quota: dict[int, int], group: dict[int, str | None]) -> None:
+        self.group = group
+        for b, q in quota.items():
+            self.set_quota(b, q)
+
     def set_quota(self, b: int, quota: int) -> None:
         self.quota[b] = quota
         if self.load[b] < quota:
@@ -211,26 +216,46 @@ def _trade_quota(p: Placement, i: int, exclude) -> int | None:
 
 
 def _pass_along(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
-    """Step 2: a broker that fits takes this hole, and a replica placed there earlier moves on to a free broker
-    (or to a full one that trades quotas with an open one)."""
-    i = hole.partition
-    for b in sorted(p.rack_of, key=lambda b: p.preference(i, b)):
-        if not p.fits(i, b):
+    """Step 2: a broker that fits takes this hole, and replicas placed earlier move on along a chain that ends at an
+    open broker (or a full one that trades quotas with an open one): an augmenting path, no extra move."""
+    b = _augment(p, hole.partition, placed, visited=set(), depth=AUGMENT_DEPTH)
+    if b is None:
+        return False
+    p.put_in(hole.partition, hole.slot, b)
+    placed[b].append(hole)
+    return True
+
+
+# Chains longer than this are rare and costly to search; step 4 handles what is left at the price of one move.
+AUGMENT_DEPTH = 3
+
+
+def _augment(p: Placement, i: int, placed: dict[int, list[Hole]], visited: set[int], depth: int) -> int | None:
+    """A broker with room for partition ``i``, made by moving replicas placed earlier further along; or None."""
+    fitting = sorted((b for b in p.fitting(i, p.rack_of) if b not in visited), key=lambda b: p.preference(i, b))
+    for b in fitting:
+        if p.room(b) > 0:
+            return b
+    traded = _trade_quota(p, i, exclude=visited)
+    if traded is not None or depth == 0:
+        return traded
+    for b in fitting:
+        if b in visited:
             continue
-        for other in placed[b]:
+        visited.add(b)
+        for other in list(placed[b]):
             j = other.partition
+            if j == i:
+                continue
             p.take_out(j, other.slot)
-            free = [c for c in p.fitting(j, p.open) if c != b]
-            c = min(free, key=lambda c: p.preference(j, c)) if free else _trade_quota(p, j, exclude={b})
+            c = _augment(p, j, placed, visited, depth - 1)
             if c is not None:
                 p.put_in(j, other.slot, c)
                 placed[b].remove(other)
                 placed[c].append(other)
-                p.put_in(i, hole.slot, b)
-                placed[b].append(hole)
-                return True
+                return b
             p.put_in(j, other.slot, b)
-    return False
+    return None
 
 
 def _swap_evictee(p: Placement, hole: Hole, pending: deque[Hole]) -> bool:
