@@ -18,6 +18,7 @@ from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
+from settings.process import exit_now
 from workflows import WORKFLOWS
 
 log = structlog.get_logger("drover.worker")
@@ -67,6 +68,7 @@ def main() -> None:
     finally:
         loop.close()
     log.info("worker_stopped")
+    exit_now(0)
 
 
 if __name__ == "__main__":

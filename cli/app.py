@@ -1,7 +1,6 @@
 """drover: move Kafka partition replicas between brokers, durably, on Temporal."""
 
 import os
-import sys
 import traceback
 
 import click
@@ -17,6 +16,7 @@ from cli.output import Output
 from sandbox import SandboxError, SandboxSettings
 from settings import SettingsError, env_help, load_settings
 from settings.logs import configure_logging
+from settings.process import exit_now
 
 
 def _sandbox_env_help() -> str:
@@ -80,7 +80,7 @@ def main() -> None:
         summary = " ".join(str(e).split())
         out.error(f"unexpected {type(e).__name__}: {summary} (DROVER_LOG_LEVEL=debug shows the traceback)")
         code = 1
-    sys.exit(code if isinstance(code, int) else 0)
+    exit_now(code if isinstance(code, int) else 0)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ from adapters.temporal import connect
 from sandbox import Sandbox, SandboxSettings
 from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
 from settings import Settings
+from settings.process import exit_now
 from workflows import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -92,3 +93,18 @@ def worker_for(client, activities: list, workflows: list | None = None) -> Worke
         activities=activities,
         activity_executor=ThreadPoolExecutor(8),
     )
+
+
+_exit_status = 0
+
+
+def pytest_sessionfinish(session, exitstatus):
+    global _exit_status
+    _exit_status = int(exitstatus)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_unconfigure(config):
+    # The session is over and reported; leave without CPython's finalization, which the Temporal SDK's native
+    # threads can crash (settings/process.py), so the exit status is pytest's own.
+    exit_now(_exit_status)
