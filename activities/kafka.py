@@ -16,6 +16,9 @@ from models import ClusterDescription, PartitionState, StepRequest, TopicPartiti
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
 STALE_GRACE_S = 10.0
+# How long alter_step looks again at a partition whose list is neither the expected one nor the step's target before
+# refusing to act: long enough for a lagging broker to catch up, short enough to report real interference promptly.
+FENCE_GRACE_S = 5.0
 POLL_MIN_S = 0.25
 POLL_MAX_S = 2.0
 
@@ -52,6 +55,12 @@ class KafkaActivities:
                 f"{req.ref} is being reassigned to {ongoing[0].target} by someone else; expected no reassignment"
             )
         state = self._partition(req.ref)
+        # Brokers learn a finished step from the controller moments apart; a broker still showing the list before
+        # the last step is lagging, not evidence that someone else acted. Look again for a few seconds first.
+        deadline = time.monotonic() + FENCE_GRACE_S
+        while state.replicas not in (req.expected, req.target) and time.monotonic() < deadline:
+            time.sleep(POLL_MIN_S)
+            state = self._partition(req.ref)
         if state.replicas == req.target:
             return
         if state.replicas != req.expected:

@@ -52,7 +52,8 @@ def test_list_and_cancel_an_ongoing_reassignment(admin, real_settings, topic_nam
         assert ongoing[0].target == [4]
         admin.alter_reassignments({tp: None})
         wait_until(lambda: admin.list_reassignments([tp]) == [], what="reassignment cancelled")
-        assert admin.describe_partition(tp).replicas == [1]
+        # Brokers learn the reverted list from the controller a moment after it answers.
+        wait_until(lambda: admin.describe_partition(tp).replicas == [1], timeout_s=15, what="replicas back to [1]")
     finally:
         admin.alter_broker_config(1, {}, delete=["leader.replication.throttled.rate"])
         admin.alter_topic_config(topic_name, {}, delete=["leader.replication.throttled.replicas"])

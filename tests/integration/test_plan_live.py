@@ -4,7 +4,6 @@ import json
 
 import pytest
 
-from models import TopicPartition
 from sandbox.tools import reassign_partitions
 from tests.cli.test_cli import drover
 from tests.integration.helpers import produce, wait_until
@@ -38,6 +37,9 @@ def test_plan_from_the_live_cluster_runs_with_kafka_reassign_partitions(admin, r
         return verify.returncode == 0 and "is still in progress" not in verify.stdout
 
     wait_until(finished, timeout_s=90, interval_s=2, what="Kafka's tool finishing the plan")
-    for p in plan["partitions"]:
-        state = admin.describe_partition(TopicPartition(topic=topic_name, partition=p["partition"]))
-        assert state.replicas == p["replicas"]
+    wanted = {p["partition"]: p["replicas"] for p in plan["partitions"]}
+    wait_until(
+        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name]) if s.partition in wanted),
+        timeout_s=15,
+        what="every planned partition on its planned replicas",
+    )

@@ -37,7 +37,11 @@ async def test_partition_move_steps_on_real_kafka(real_client, admin, real_setti
         )
     # The new preferred leader 4 joins first and is elected; then 1 leaves, which is the target in its order.
     assert result.steps == [[4, 1, 2, 3], [4, 3, 2]]
-    state = admin.describe_partition(tp)
-    assert state.replicas == [4, 3, 2] and state.leader == 4 and set(state.isr) == {2, 3, 4}
+    # Every broker shows the final state within moments of the controller.
+    wait_until(
+        lambda: (s := admin.describe_partition(tp)).replicas == [4, 3, 2] and s.leader == 4 and set(s.isr) == {2, 3, 4},
+        timeout_s=15,
+        what="replicas [4, 3, 2] led by 4, all in sync",
+    )
     assert admin.list_reassignments([tp]) == []
     assert consume_all(real_settings, topic_name, 0) == written
