@@ -291,8 +291,11 @@ class KafkaAdmin:
         wanted = {k: str(v) for k, v in set_.items()}
         deadline = time.monotonic() + self._timeout
         while True:
-            now = self._describe_configs(kind, [name], overrides_only=True)[name]
-            if all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
+            try:
+                now = self._describe_configs(kind, [name], overrides_only=True)[name]
+            except KafkaAdminError:
+                now = None  # a broker that has not yet learnt of a new topic answers "unknown topic"
+            if now is not None and all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
                 return
             if time.monotonic() > deadline:
                 raise KafkaAdminError(f"{what}: accepted but not visible after {self._timeout:.0f} s")
