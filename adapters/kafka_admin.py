@@ -30,6 +30,9 @@ from settings import Settings
 
 log = structlog.get_logger(__name__)
 
+# How long a describe of a topic's configs retries "unknown topic": brokers learn of a new topic moments apart.
+NEW_TOPIC_GRACE_S = 5.0
+
 # Where a config set on the resource itself comes from (ConfigEntry.source holds the enum's integer value). The
 # cluster-wide dynamic defaults (KRaft formats one for min.insync.replicas) belong to neither a topic nor a broker.
 _OVERRIDE_SOURCE = {
@@ -267,15 +270,27 @@ class KafkaAdmin:
     def _describe_configs(self, kind: ResourceType, names: list[str], overrides_only: bool) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for name in sorted(set(names)):
-            resource = ConfigResource(kind, name)
-            future = self._ck.describe_configs([resource], request_timeout=self._timeout)[resource]
-            entries = self._wait(future, f"describe configs of {kind.name.lower()} {name}")
+            entries = self._describe_one(kind, name)
             out[name] = {
                 k: e.value
                 for k, e in sorted(entries.items())
                 if e.value is not None and (not overrides_only or int(e.source) == _OVERRIDE_SOURCE[kind])
             }
         return out
+
+    def _describe_one(self, kind: ResourceType, name: str) -> dict:
+        what = f"describe configs of {kind.name.lower()} {name}"
+        # Any broker may answer; one that has not yet learnt of a topic created a moment ago says it is unknown.
+        deadline = time.monotonic() + NEW_TOPIC_GRACE_S
+        while True:
+            resource = ConfigResource(kind, name)
+            future = self._ck.describe_configs([resource], request_timeout=self._timeout)[resource]
+            try:
+                return self._wait(future, what)
+            except KafkaAdminError as e:
+                if kind != ResourceType.TOPIC or not _unknown_topic(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
 
     def _alter_config(self, kind: ResourceType, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
         entries = [
@@ -291,11 +306,8 @@ class KafkaAdmin:
         wanted = {k: str(v) for k, v in set_.items()}
         deadline = time.monotonic() + self._timeout
         while True:
-            try:
-                now = self._describe_configs(kind, [name], overrides_only=True)[name]
-            except KafkaAdminError:
-                now = None  # a broker that has not yet learnt of a new topic answers "unknown topic"
-            if now is not None and all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
+            now = self._describe_configs(kind, [name], overrides_only=True)[name]
+            if all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
                 return
             if time.monotonic() > deadline:
                 raise KafkaAdminError(f"{what}: accepted but not visible after {self._timeout:.0f} s")
@@ -308,6 +320,11 @@ class KafkaAdmin:
             raise KafkaAdminError(f"{what} failed: {e.args[0].str() if e.args else e}") from e
         except TimeoutError as e:
             raise KafkaAdminError(f"{what} timed out after {self._timeout:.0f} s") from e
+
+
+def _unknown_topic(error: KafkaAdminError) -> bool:
+    cause = error.__cause__
+    return isinstance(cause, KafkaException) and bool(cause.args) and cause.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
 
 
 def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
