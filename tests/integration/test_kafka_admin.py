@@ -30,8 +30,13 @@ def test_move_a_partition_with_data_to_another_broker(admin, real_settings, topi
     )
     assert admin.list_reassignments([tp]) == []
     assert 1 not in state.replicas
-    sizes = {s.broker: s.size_bytes for s in admin.describe_log_dirs() if s.topic == topic_name}
-    assert set(sizes) == {2, 3} and sizes[3] > 0
+    # Broker 1 drops its copy of the log shortly after the move completes.
+    def sizes_on_2_and_3():
+        found = {s.broker: s.size_bytes for s in admin.describe_log_dirs() if s.topic == topic_name}
+        return found if set(found) == {2, 3} else None
+
+    sizes = wait_until(sizes_on_2_and_3, timeout_s=30, what="log dirs on brokers 2 and 3 only")
+    assert sizes[3] > 0
 
     admin.elect_preferred_leaders([tp])
     wait_until(lambda: admin.describe_partition(tp).leader == 3, what="broker 3 leading")
