@@ -131,17 +131,26 @@ class Sandbox:
         self._write_configs(layout)
         self._format(java, layout)
         started = time.monotonic()
-        for name in self.kafka_names():
-            if not self.procs.pid(name):
-                self.procs.start(name, self._java_argv(java, name))
-        if not self.procs.pid("temporal"):
-            self.procs.start("temporal", self._temporal_argv())
-        status = self.wait_ready()
-        if worker and not self.procs.pid("worker"):
-            self.procs.log_path("worker").unlink(missing_ok=True)
-            self.procs.start("worker", [sys.executable, str(ROOT / "worker.py")], env=self.worker_env(), cwd=ROOT)
-            self._wait_worker()
-            status = self.status()
+        launched: list[str] = []
+        try:
+            for name in self.kafka_names():
+                if not self.procs.pid(name):
+                    self.procs.start(name, self._java_argv(java, name))
+                    launched.append(name)
+            if not self.procs.pid("temporal"):
+                self.procs.start("temporal", self._temporal_argv())
+                launched.append("temporal")
+            status = self.wait_ready()
+            if worker and not self.procs.pid("worker"):
+                self.procs.log_path("worker").unlink(missing_ok=True)
+                self.procs.start("worker", [sys.executable, str(ROOT / "worker.py")], env=self.worker_env(), cwd=ROOT)
+                launched.append("worker")
+                self._wait_worker()
+                status = self.status()
+        except SandboxError as e:
+            # Leave nothing half-started: stop what this call launched (what ran before stays as it was).
+            self._stop_in_order(launched, timeout_s=10)
+            raise SandboxError(f"{e}; stopped what had started" if launched else str(e)) from None
         say(f"ready in {time.monotonic() - started:.1f} s")
         return status
 
@@ -308,10 +317,7 @@ class Sandbox:
         while True:
             for name in [*self.kafka_names(), "temporal"]:
                 if not self.procs.pid(name):
-                    raise SandboxError(
-                        f"{name} exited during start-up; its log {self.procs.log_path(name)} ends: "
-                        f"{self.procs.tail(name) or '(empty)'}"
-                    )
+                    raise SandboxError(f"{name} exited during start-up; {self._why(name)}")
             status = self.status()
             if status.services_ready and self._temporal_healthy():
                 return status
@@ -322,6 +328,16 @@ class Sandbox:
                     f"see the logs in {self.state / 'logs'}"
                 )
             time.sleep(1.0)
+
+    def _why(self, name: str) -> str:
+        """The line of a node's logs most likely to say why it stopped: Kafka's first ERROR (the cause; later ones
+        are its consequences), else the end of its output."""
+        kafka_log = self.state / "logs" / f"{name}.kafka.log"
+        if kafka_log.exists():
+            errors = [line for line in kafka_log.read_text(errors="replace").splitlines() if " ERROR " in line]
+            if errors:
+                return f"the first error in {kafka_log}: {errors[0][:300]}"
+        return f"its log {self.procs.log_path(name)} ends: {self.procs.tail(name) or '(empty)'}"
 
     def _wait_worker(self) -> None:
         deadline = time.monotonic() + 60
@@ -380,12 +396,17 @@ class Sandbox:
         )
 
     def down(self, wipe: bool = False) -> list[str]:
-        stopped = self.procs.stop(["worker"])
-        # Brokers before the controller: a broker's controlled shutdown needs the controller to answer.
-        stopped += self.procs.stop(self._all_broker_names())
-        stopped += self.procs.stop(["controller", "temporal"])
+        stopped = self._stop_in_order(["worker", *self._all_broker_names(), "controller", "temporal"])
         if wipe:
             shutil.rmtree(self.state, ignore_errors=True)
+        return stopped
+
+    def _stop_in_order(self, names: list[str], timeout_s: float = 30.0) -> list[str]:
+        wanted = set(names)
+        stopped = self.procs.stop([n for n in ["worker"] if n in wanted], timeout_s)
+        # Brokers before the controller: a broker's controlled shutdown needs the controller to answer.
+        stopped += self.procs.stop(sorted(n for n in wanted if n.startswith("broker-")), timeout_s)
+        stopped += self.procs.stop([n for n in ["controller", "temporal"] if n in wanted], timeout_s)
         return stopped
 
     def _all_broker_names(self) -> list[str]:

@@ -1,5 +1,6 @@
 """The drover command as a user runs it: one-line errors, exit codes, a --help that teaches."""
 
+import json
 import os
 import shutil
 import socket
@@ -94,3 +95,40 @@ def test_status_of_a_stopped_sandbox_says_down(tmp_path):
 def test_bad_sandbox_setting_is_one_line():
     env = os.environ | {"DROVER_SANDBOX_BROKERS": "many"}
     assert_one_line_error(drover("sandbox", "status", env=env), 2, "DROVER_SANDBOX_BROKERS='many'")
+
+
+def test_missing_maven_is_named(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "java").symlink_to(shutil.which("java"))
+    env = os.environ | {
+        "PATH": str(bin_dir),
+        "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state"),
+        "DROVER_SANDBOX_CACHE_DIR": str(tmp_path / "empty-cache"),
+    }
+    assert_one_line_error(drover("sandbox", "up", env=env), 1, "Maven (mvn) is not installed")
+    assert not (tmp_path / "state").exists()
+
+
+@pytest.mark.integration
+def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, tmp_path):
+    state = tmp_path / "state"
+    # broker-1's storage was formatted for another cluster: Kafka refuses to start it.
+    layout = {"cluster_id": "AAAAAAAAAAAAAAAAAAAAAA", "brokers": 4, "racks": 2, "port_base": 39092, "kafka_version": "4.4.0"}
+    (state / "data" / "broker-1").mkdir(parents=True)
+    (state / "layout.json").write_text(json.dumps(layout))
+    (state / "data" / "broker-1" / "meta.properties").write_text(
+        "node.id=1\ndirectory.id=CqbTb29A_eLOk2cZc_dGaw\nversion=1\ncluster.id=BBBBBBBBBBBBBBBBBBBBBB\n"
+    )
+    env = os.environ | {
+        "DROVER_SANDBOX_STATE_DIR": str(state),
+        "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
+        "DROVER_SANDBOX_PORT_BASE": "39092",
+        "DROVER_SANDBOX_TEMPORAL_PORT": str(free_port()),
+        "DROVER_SANDBOX_UI_PORT": str(free_port()),
+    }
+    done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
+    assert_one_line_error(
+        done, 1, "broker-1 exited during start-up", "broker-1.kafka.log", "INCONSISTENT_CLUSTER_ID", "stopped what had started"
+    )
+    assert list((state / "pids").glob("*.pid")) == []
