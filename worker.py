@@ -29,7 +29,10 @@ ACTIVITY_THREADS = 32
 
 def activities_for(admin: KafkaAdmin) -> list:
     kafka = KafkaActivities(admin)
-    return [kafka.describe_cluster, kafka.describe_partition, kafka.alter_step, kafka.wait_step, kafka.elect_leader]
+    return [
+        kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
+        kafka.elect_leader,
+    ]  # fmt: skip
 
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:

@@ -40,6 +40,15 @@ class KafkaActivities:
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         return self._partition(tp)
 
+    @activity.defn(name="min_insync")
+    def min_insync(self, topic: str) -> int:
+        """The topic's effective min.insync.replicas (its own setting, else the broker or cluster default)."""
+        try:
+            configs = self.admin.describe_topic_configs([topic])[topic]
+        except KafkaAdminError as e:
+            raise ApplicationError(str(e), type="UnknownPartition", non_retryable=True) from e
+        return int(configs.get("min.insync.replicas", "1"))
+
     @activity.defn(name="alter_step")
     def alter_step(self, req: StepRequest) -> None:
         """Issue one step, fenced: only if Kafka still shows ``req.expected``.

@@ -86,7 +86,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     workflow_id = move_workflow_id(settings.cluster_name, tp.topic, tp.partition)
     ui_url = settings.workflow_url(workflow_id)
     move = MoveInput(cluster=settings.cluster_name, topic=tp.topic, partition=tp.partition, target=target,
-                     replicas_per_step=1, min_insync=1)  # fmt: skip
+                     replicas_per_step=1)  # fmt: skip
     started = time.monotonic()
     try:
         handle = await client.start_workflow(
@@ -106,7 +106,12 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     steps = " -> ".join(str(s) for s in [result.original, *result.steps])
     out.info(f"steps taken: {steps}")
 
+    # Brokers learn the final list from the controller moments apart; give a lagging one a few seconds.
     final = admin.describe_partition(tp)
+    deadline = time.monotonic() + 10
+    while final.replicas != target and time.monotonic() < deadline:
+        await asyncio.sleep(0.5)
+        final = admin.describe_partition(tp)
     if final.replicas != target:
         raise DroverError(f"{tp} ended at {final.replicas}, not at the target {target}")
     consumed = _consume(settings, tp, run)

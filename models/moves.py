@@ -37,7 +37,8 @@ class MoveInput(BaseModel):
     partition: int = Field(ge=0)
     target: list[int] = Field(min_length=1)
     replicas_per_step: int = Field(1, ge=1)
-    min_insync: int = Field(1, ge=1)
+    # None: the topic's own min.insync.replicas, read from Kafka when the move starts.
+    min_insync: int | None = Field(None, ge=1)
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":

@@ -11,8 +11,15 @@ from models import BrokerInfo, ClusterDescription, OngoingReassignment, Partitio
 
 
 class FakeKafka:
-    def __init__(self, brokers: dict[int, str | None], assignment: dict[tuple[str, int], list[int]], ticks: int = 2):
+    def __init__(
+        self,
+        brokers: dict[int, str | None],
+        assignment: dict[tuple[str, int], list[int]],
+        ticks: int = 2,
+        min_insync: dict[str, int] | None = None,
+    ):
         self.brokers = brokers
+        self.min_insync = min_insync or {}
         self.replicas = {k: list(v) for k, v in assignment.items()}
         self.leaders = {k: v[0] for k, v in assignment.items()}
         self.ongoing: dict[tuple[str, int], tuple[list[int], int]] = {}
@@ -27,6 +34,13 @@ class FakeKafka:
             controller_id=100,
             brokers=[BrokerInfo(id=b, rack=r) for b, r in sorted(self.brokers.items())],
         )
+
+    def describe_topic_configs(self, topics, overrides_only: bool = False) -> dict[str, dict[str, str]]:
+        known = {topic for topic, _ in self.replicas}
+        missing = sorted(set(topics) - known)
+        if missing:
+            raise KafkaAdminError(f"describe configs of topic {missing[0]} failed: Broker: Unknown topic or partition")
+        return {t: {"min.insync.replicas": str(self.min_insync.get(t, 1))} for t in sorted(set(topics))}
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         with self._lock:

@@ -13,7 +13,8 @@ with workflow.unsafe.imports_passed_through():
 class PartitionMoveWorkflow:
     """Moves one partition with KIP-435 steps until Kafka shows exactly the target list, then returns every step.
 
-    Each step is fenced (it carries the list it expects Kafka to show) and is waited for until Kafka reports the
+    Steps never leave fewer in-sync replicas than ``min_insync`` (by default the topic's min.insync.replicas). Each
+    step is fenced (it carries the list it expects Kafka to show) and is waited for until Kafka reports the
     partition no longer reassigning with every new replica in sync; the preferred leader is elected whenever a
     step changes it.
 
@@ -28,9 +29,12 @@ class PartitionMoveWorkflow:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
         state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
         original = state.replicas
+        min_insync = move.min_insync
+        if min_insync is None:
+            min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
         steps: list[list[int]] = []
         self._set_progress(move, original, state.replicas, None, steps)
-        while step := next_step(state.replicas, move.target, state.isr, move.replicas_per_step, move.min_insync):
+        while step := next_step(state.replicas, move.target, state.isr, move.replicas_per_step, min_insync):
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             request = StepRequest(topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas)
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)

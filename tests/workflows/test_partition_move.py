@@ -24,6 +24,19 @@ async def run_move(env, fake, target, replicas_per_step, min_insync=1):
         )
 
 
+async def test_steps_keep_the_topics_min_insync_replicas_by_default(local_env):
+    # With R = 3 a move could swap all three followers at once; the topic's min.insync.replicas = 2 forbids a step
+    # that leaves only the new leader in sync, so one old replica stays until two new ones have joined.
+    fake = FakeKafka({b: None for b in range(1, 7)}, {("orders", 0): [1, 2, 3]}, min_insync={"orders": 2})
+    result = await run_move(local_env, fake, [4, 5, 6], replicas_per_step=3, min_insync=None)
+    assert result.steps == [[4, 1, 2, 3], [4, 5, 3], [4, 5, 6]]
+    unguarded = FakeKafka({b: None for b in range(1, 7)}, {("orders", 0): [1, 2, 3]}, min_insync={"orders": 1})
+    assert (await run_move(local_env, unguarded, [4, 5, 6], replicas_per_step=3, min_insync=None)).steps == [
+        [4, 1, 2, 3],
+        [4, 5, 6],
+    ]
+
+
 async def test_kip_435_example_steps_and_leader(local_env):
     fake = FakeKafka({b: None for b in range(10)}, {("orders", 0): [0, 1, 2, 3, 4]})
     result = await run_move(local_env, fake, [5, 6, 7, 8, 9], replicas_per_step=2)
