@@ -14,6 +14,7 @@ import structlog
 from temporalio.worker import Worker
 
 from activities import KafkaActivities
+from activities.migration import MigrationActivities
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from settings import Settings, SettingsError, load_settings
@@ -28,10 +29,10 @@ ACTIVITY_THREADS = 32
 
 
 def activities_for(admin: KafkaAdmin) -> list:
-    kafka = KafkaActivities(admin)
+    kafka, migration = KafkaActivities(admin), MigrationActivities(admin)
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
-        kafka.elect_leader,
+        kafka.elect_leader, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
     ]  # fmt: skip
 
 

@@ -7,7 +7,7 @@ target list, every replica in sync, and keeps its leader if the leader is still 
 import threading
 
 from adapters.kafka_admin import KafkaAdminError
-from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, TopicPartition
+from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 
 
 class FakeKafka:
@@ -26,6 +26,11 @@ class FakeKafka:
         self.ticks = ticks
         self.altered: list[tuple[tuple[str, int], list[int] | None]] = []
         self.max_replicas_seen: dict[tuple[str, int], int] = {}
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        self.broker_configs: dict[int, dict[str, str]] = {}
+        # The most reassignments Kafka saw at once, and per broker (of the adding and removing replicas).
+        self.peak_ongoing = 0
+        self.peak_per_broker = 0
         self._lock = threading.Lock()
 
     def describe_cluster(self) -> ClusterDescription:
@@ -40,7 +45,48 @@ class FakeKafka:
         missing = sorted(set(topics) - known)
         if missing:
             raise KafkaAdminError(f"describe configs of topic {missing[0]} failed: Broker: Unknown topic or partition")
-        return {t: {"min.insync.replicas": str(self.min_insync.get(t, 1))} for t in sorted(set(topics))}
+        defaults = {} if overrides_only else {"min.insync.replicas": "1"}
+        return {
+            t: defaults
+            | ({"min.insync.replicas": str(self.min_insync[t])} if t in self.min_insync else {})
+            | self.topic_configs.get(t, {})
+            for t in sorted(set(topics))
+        }
+
+    def describe_broker_configs(self, broker_ids, overrides_only: bool = False) -> dict[int, dict[str, str]]:
+        return {b: dict(self.broker_configs.get(b, {})) for b in sorted(set(broker_ids))}
+
+    def alter_topic_config(self, topic: str, set_, delete=()) -> None:
+        with self._lock:
+            configs = self.topic_configs.setdefault(topic, {})
+            configs.update(set_)
+            for key in delete:
+                configs.pop(key, None)
+
+    def alter_broker_config(self, broker_id: int, set_, delete=()) -> None:
+        with self._lock:
+            configs = self.broker_configs.setdefault(broker_id, {})
+            configs.update(set_)
+            for key in delete:
+                configs.pop(key, None)
+
+    def list_topics(self) -> list[str]:
+        return sorted({topic for topic, _ in self.replicas})
+
+    def describe_topics(self, topics=None) -> list[PartitionState]:
+        names = set(topics) if topics is not None else set(self.list_topics())
+        return [
+            self.describe_partition(TopicPartition(topic=t, partition=p))
+            for t, p in sorted(self.replicas)
+            if t in names
+        ]
+
+    def describe_log_dirs(self) -> list[ReplicaSize]:
+        return [
+            ReplicaSize(broker=b, topic=t, partition=p, size_bytes=1000 * (p + 1))
+            for (t, p), replicas in sorted(self.replicas.items())
+            for b in replicas
+        ]
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         with self._lock:
@@ -88,6 +134,12 @@ class FakeKafka:
                 union = set(target) | set(self.replicas[key])
                 self.max_replicas_seen[key] = max(self.max_replicas_seen.get(key, 0), len(union))
                 self.ongoing[key] = (list(target), self.ticks)
+            self.peak_ongoing = max(self.peak_ongoing, len(self.ongoing))
+            touched: dict[int, int] = {}
+            for k, (t, _) in self.ongoing.items():
+                for b in set(t) ^ set(self.replicas[k]):
+                    touched[b] = touched.get(b, 0) + 1
+            self.peak_per_broker = max([self.peak_per_broker, *touched.values()])
 
     def elect_preferred_leaders(self, partitions) -> None:
         with self._lock:

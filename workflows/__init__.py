@@ -1,7 +1,8 @@
 """Temporal workflows. They call the pure core directly (it is deterministic) and Kafka only through activities."""
 
+from workflows.migration import MigrationWorkflow
 from workflows.partition_move import PartitionMoveWorkflow
 
-WORKFLOWS = [PartitionMoveWorkflow]
+WORKFLOWS = [MigrationWorkflow, PartitionMoveWorkflow]
 
-__all__ = ["WORKFLOWS", "PartitionMoveWorkflow"]
+__all__ = ["WORKFLOWS", "MigrationWorkflow", "PartitionMoveWorkflow"]

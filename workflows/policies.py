@@ -29,3 +29,16 @@ STEP_WAIT = dict(
         non_retryable_error_types=["StaleState", "UnknownPartition"],
     ),
 )
+
+# Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once. A plan that
+# does not fit the cluster will not fit it on a retry either, so "Preflight" fails the migration at once.
+PREFLIGHT = dict(
+    start_to_close_timeout=timedelta(minutes=5),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=1),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=12,
+        non_retryable_error_types=["Preflight"],
+    ),
+)

@@ -1,0 +1,90 @@
+"""Which partition moves may start now, under the migration's limits (KIP-435's concurrency limits, and Cruise
+Control's per-broker one).
+
+A move in flight counts against every limit until it finishes:
+- partitions: one per move, cluster-wide;
+- per broker: one on every broker the move reads from or writes to (its original and target lists differ there);
+- replicas: the replicas it may be adding at once, min(replicas per step, replicas it adds in all);
+- leaders: one if its preferred leader changes.
+Moves are considered in order (partitions under-replicated or at their min.insync.replicas first, then by size) and
+admitted while every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding
+window). When nothing is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit
+lower than one move's needs slows a migration down rather than stopping it.
+"""
+
+from collections import Counter
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Limits(BaseModel):
+    """The migration's concurrency limits; changing them takes effect at the next admission."""
+
+    model_config = ConfigDict(frozen=True)
+
+    max_partitions: int = Field(5, ge=1, description="partition moves in flight in the cluster")
+    max_per_broker: int = Field(2, ge=1, description="moves in flight touching one broker (as source or destination)")
+    max_replicas: int = Field(10, ge=1, description="replicas being added at once in the cluster")
+    max_leaders: int = Field(5, ge=1, description="moves in flight that change a preferred leader")
+
+
+class MoveSpec(BaseModel):
+    """One partition's move as admission sees it."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topic: str
+    partition: int
+    original: list[int]
+    target: list[int]
+    size_bytes: int = 0
+    # Under-replicated or at its min.insync.replicas: moving it first shortens the time at risk.
+    urgent: bool = False
+
+    @property
+    def brokers(self) -> set[int]:
+        return set(self.original) ^ set(self.target)
+
+    @property
+    def adds(self) -> int:
+        return len(set(self.target) - set(self.original))
+
+    @property
+    def changes_leader(self) -> bool:
+        return self.original[0] != self.target[0]
+
+
+Order = Literal["small-first", "large-first"]
+
+
+def ordered(moves: list[MoveSpec], order: Order = "small-first") -> list[MoveSpec]:
+    """Urgent moves first, then by size as asked, then by topic and partition (so the order is always the same)."""
+    sign = 1 if order == "small-first" else -1
+    return sorted(moves, key=lambda m: (not m.urgent, sign * m.size_bytes, m.topic, m.partition))
+
+
+def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, replicas_per_step: int) -> list[MoveSpec]:
+    """The moves of ``waiting`` (already ordered) to start now, given what is ``in_flight``."""
+    partitions = len(in_flight)
+    per_broker = Counter(b for m in in_flight for b in m.brokers)
+    replicas = sum(min(replicas_per_step, m.adds) for m in in_flight)
+    leaders = sum(1 for m in in_flight if m.changes_leader)
+    started: list[MoveSpec] = []
+    for move in waiting:
+        if partitions >= limits.max_partitions:
+            break
+        adds = min(replicas_per_step, move.adds)
+        fits = (
+            all(per_broker[b] < limits.max_per_broker for b in move.brokers)
+            and replicas + adds <= limits.max_replicas
+            and leaders + move.changes_leader <= limits.max_leaders
+        )
+        if not fits and partitions > 0:
+            continue
+        started.append(move)
+        partitions += 1
+        per_broker.update(move.brokers)
+        replicas += adds
+        leaders += move.changes_leader
+    return started

@@ -1,0 +1,67 @@
+"""MigrationWorkflow on the real Temporal dev server, with the in-memory Kafka."""
+
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from steps.admission import Limits
+from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from worker import activities_for
+from workflows import MigrationWorkflow
+
+
+def cluster(partitions: int) -> FakeKafka:
+    """RF 3 over brokers 1-3, brokers 4 and 5 empty."""
+    assignment = {("orders", p): [1 + (p + k) % 3 for k in range(3)] for p in range(partitions)}
+    return FakeKafka({b: None for b in range(1, 6)}, assignment, ticks=3)
+
+
+def spread_plan(fake: FakeKafka) -> list[PartitionReplicas]:
+    """Move one replica of every partition onto broker 4 or 5."""
+    plan = []
+    for (topic, p), replicas in sorted(fake.replicas.items()):
+        plan.append(PartitionReplicas(topic=topic, partition=p, replicas=[replicas[0], replicas[1], 4 + p % 2]))
+    return plan
+
+
+async def run(env, fake, migration: MigrationInput):
+    async with worker_for(env.client, activities_for(fake)) as worker:
+        return await env.client.execute_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+
+
+async def test_moves_run_under_the_limits_and_end_on_the_plan(local_env):
+    fake = cluster(12)
+    plan = spread_plan(fake)
+    limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=10, max_leaders=5)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=limits, throttle_bytes_per_s=1000)
+    result = await run(local_env, fake, migration)
+    assert result.verified
+    assert {(m.topic, m.partition): m.replicas for m in plan} == {k: v for k, v in fake.replicas.items()}
+    # Kafka never saw more than the limits allow.
+    assert fake.peak_ongoing <= 4 and fake.peak_per_broker <= 2
+    assert result.peak_in_flight <= 4 and result.peak_per_broker <= 2
+    # The throttle was on while moves ran, and is gone at the end.
+    assert all(LEADER_REPLICAS not in c for c in fake.topic_configs.values())
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_preflight_lists_every_problem_and_changes_nothing(local_env):
+    fake = cluster(2)
+    plan = [
+        PartitionReplicas(topic="orders", partition=0, replicas=[1, 2, 9]),
+        PartitionReplicas(topic="orders", partition=7, replicas=[1, 2, 3]),
+        PartitionReplicas(topic="nope", partition=0, replicas=[1, 2, 3]),
+    ]
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster="c", moves=plan, throttle_bytes_per_s=1000))
+    message = str(failure.value.cause)
+    for problem in ("broker 9 is not a live broker", "partition orders-7 does not exist", "topic nope does not exist"):
+        assert problem in message
+    assert fake.altered == [] and fake.topic_configs == {} and fake.broker_configs == {}
