@@ -9,6 +9,7 @@ import typer
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
 from cli import demo as demo_cmd
+from cli import migrate as migrate_cmd
 from cli import plan as plan_cmd
 from cli import sandbox as sandbox_cmd
 from cli.errors import DroverError
@@ -40,6 +41,8 @@ app = typer.Typer(
 )
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("plan")(plan_cmd.plan)
+app.command("start")(migrate_cmd.start)
+app.command("status")(migrate_cmd.status)
 app.command("demo")(demo_cmd.demo)
 
 

@@ -48,8 +48,8 @@ def plan(
     if bootstrap:
         partitions, broker_specs, size_map = _read_cluster(ctx.obj, bootstrap)
     elif current and brokers:
-        partitions = _load(current, ReassignmentFile, _partition_label).partitions
-        broker_specs = _load(brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
+        partitions = load_model(current, ReassignmentFile, partition_label).partitions
+        broker_specs = load_model(brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
         size_map = _sizes(sizes) if sizes else {}
         _no_repeats(current, brokers, partitions, broker_specs)
     else:
@@ -115,7 +115,7 @@ def _broker_ids(text: str) -> list[int]:
     return sorted(set(ids))
 
 
-def _partition_label(raw, index: int) -> str:
+def partition_label(raw, index: int) -> str:
     try:
         entry = raw["partitions"][index]
         return f"partition {entry['topic']}-{entry['partition']}"
@@ -123,7 +123,7 @@ def _partition_label(raw, index: int) -> str:
         return f"partition entry {index}"
 
 
-def _load(path: Path, model, label):
+def load_model(path: Path, model, label):
     """Parse ``path`` into ``model``; any problem is one line naming the file and the entry."""
     return _validate(path, _read_json(path), model, label)
 

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from cli.rates import parse_rate
+
 ROOT = Path(__file__).resolve().parents[2]
 DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
 
@@ -132,3 +134,24 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
         done, 1, "broker-1 exited during start-up", "broker-1.kafka.log", "INCONSISTENT_CLUSTER_ID", "stopped what had started"
     )
     assert list((state / "pids").glob("*.pid")) == []
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("1048576", 1048576), ("50MB/s", 50_000_000), ("10MiB", 10 * 1024 * 1024), ("1.5 GB/s", 1_500_000_000),
+     ("512kib/s", 512 * 1024)],
+)  # fmt: skip
+def test_rates_accept_units(text, expected):
+    assert parse_rate(text) == expected
+
+
+@pytest.mark.parametrize("text", ["", "fast", "-5MB", "10 parsecs", "0"])
+def test_bad_rates_are_refused(text):
+    with pytest.raises(ValueError):
+        parse_rate(text)
+
+
+@pytest.mark.integration
+def test_status_of_an_unknown_migration_is_one_line(real_settings):
+    env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
+    assert_one_line_error(drover("status", "migration:test:nope", env=env), 1, "no migration migration:test:nope")

@@ -89,3 +89,24 @@ def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     rollback = json.loads((tmp_path / "out" / "plan.rollback.json").read_text())
     assert [p["partition"] for p in plan["partitions"]] == [p["partition"] for p in rollback["partitions"]]
     assert all(p["replicas"] == [1, 2] for p in rollback["partitions"])
+
+
+@pytest.mark.parametrize(
+    ("args", "needles"),
+    [
+        (["--throttle", "fast"], ["--throttle", "'fast' is not a rate"]),
+        (["--order", "random"], ["--order", "small-first or large-first"]),
+        (["--max-partitions", "0"], ["--max-partitions"]),
+        (["--replicas-per-step", "-1"], ["--replicas-per-step"]),
+        (["--cluster", "a b"], ["--cluster", "letters, digits"]),
+    ],
+)
+def test_start_refuses_bad_options_before_contacting_anything(tmp_path, args, needles):
+    plan = write(tmp_path, "plan.json", GOOD)
+    assert_one_line_error(drover("start", plan, *args), 2, *needles)
+
+
+def test_start_refuses_a_bad_plan_file(tmp_path):
+    assert_one_line_error(drover("start", write(tmp_path, "plan.json", "{oops")), 2, "plan.json", "not valid JSON")
+    empty = write(tmp_path, "empty.json", {"version": 1, "partitions": []})
+    assert_one_line_error(drover("start", empty), 2, "empty.json", "moves nothing")

@@ -1,0 +1,114 @@
+"""MigrationWorkflow on the real cluster: limits observed on Kafka while it runs, plan reached, throttle gone."""
+
+import asyncio
+import json
+import threading
+import uuid
+from asyncio.subprocess import PIPE
+from collections import Counter
+
+import pytest
+
+from models.migration import MigrationInput, MigrationResult
+from models.plan import PartitionReplicas
+from sandbox.stack import _find_temporal
+from steps.admission import Limits
+from tests.conftest import worker_for
+from tests.integration.helpers import consume_all, produce, wait_until
+from worker import activities_for
+from workflows import MigrationWorkflow
+
+pytestmark = pytest.mark.integration
+
+
+class ReassignmentSampler(threading.Thread):
+    """Samples ListPartitionReassignments and the partitions' lists while a migration runs."""
+
+    def __init__(self, admin, topic: str):
+        super().__init__(daemon=True)
+        self.admin, self.topic = admin, topic
+        self.peak_partitions = self.peak_per_broker = self.peak_replicas = 0
+        self.samples = 0
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            ongoing = [r for r in self.admin.list_reassignments() if r.topic == self.topic]
+            per_broker = Counter(b for r in ongoing for b in (*r.adding, *r.removing))
+            self.peak_partitions = max(self.peak_partitions, len(ongoing))
+            self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
+            self.peak_replicas = max([self.peak_replicas, *(len(r.replicas) for r in ongoing)])
+            self.samples += 1
+            self.stop.wait(0.1)
+
+
+async def test_migration_stays_within_limits_and_reaches_the_plan(real_client, admin, real_settings, topic_name):
+    # Twelve partitions at RF 3 on brokers 1-3; the plan moves one replica of each onto broker 4.
+    original = [[1 + (p + k) % 3 for k in range(3)] for p in range(12)]
+    admin.create_topic(topic_name, original, {"min.insync.replicas": "2"})
+    written = {p: produce(real_settings, topic_name, p, 50) for p in (0, 5, 11)}
+    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], r[1], 4]) for p, r in enumerate(original)]
+    limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
+    migration = MigrationInput(cluster="test", moves=plan, limits=limits, replicas_per_step=1,
+                               throttle_bytes_per_s=50_000_000)  # fmt: skip
+
+    sampler = ReassignmentSampler(admin, topic_name)
+    sampler.start()
+    try:
+        async with worker_for(real_client, activities_for(admin)) as worker:
+            result = await real_client.execute_workflow(
+                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+            )
+    finally:
+        sampler.stop.set()
+        sampler.join()
+
+    assert result.verified and all(m.error is None for m in result.moves)
+    assert sampler.samples > 0
+    # Kafka itself never showed more than the limits: partitions reassigning, moves per broker, RF + R replicas.
+    assert sampler.peak_partitions <= 4 and sampler.peak_per_broker <= 2 and sampler.peak_replicas <= 3 + 1
+    assert result.peak_in_flight <= 4 and result.peak_per_broker <= 2
+    wanted = {p.partition: p.replicas for p in plan}
+    wait_until(
+        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
+        timeout_s=15,
+        what="every partition on its planned list",
+    )
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("leader.replication.throttled.rate" not in c for c in overrides.values())
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {"min.insync.replicas": "2"}
+    for p, values in written.items():
+        assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == values
+
+
+async def test_migration_started_and_queried_with_the_temporal_cli(real_client, admin, real_settings, topic_name, tmp_path):
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    migration = {
+        "cluster": "test",
+        "moves": [
+            {"topic": topic_name, "partition": 0, "replicas": [3, 2]},
+            {"topic": topic_name, "partition": 1, "replicas": [4, 1]},
+        ],
+        "limits": {"max_partitions": 1},
+        "throttle_bytes_per_s": 10_000_000,
+    }
+    input_file = tmp_path / "migration.json"
+    input_file.write_text(json.dumps(migration))
+    workflow_id = f"migration:test:{uuid.uuid4().hex[:8]}"
+    temporal = [str(_find_temporal()), "--address", real_settings.temporal_address]
+
+    async def cli(*args: str) -> str:
+        proc = await asyncio.create_subprocess_exec(*temporal, *args, stdout=PIPE, stderr=PIPE)
+        out, err = await proc.communicate()
+        assert proc.returncode == 0, err.decode()
+        return out.decode()
+
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        await cli("workflow", "execute", "--task-queue", worker.task_queue, "--type", "MigrationWorkflow",
+                  "--workflow-id", workflow_id, "--input-file", str(input_file))  # fmt: skip
+        progress = json.loads(await cli("workflow", "query", "--workflow-id", workflow_id, "--type", "progress",
+                                        "--output", "json"))  # fmt: skip
+    result = await real_client.get_workflow_handle(workflow_id, result_type=MigrationResult).result()
+    assert result.verified and [m.final for m in result.moves] == [[3, 2], [4, 1]]
+    assert result.peak_in_flight == 1
+    assert progress["queryResult"][0]["done"] == 2
