@@ -1,13 +1,15 @@
-"""drover start | status: run a plan as a MigrationWorkflow, and see how it is doing."""
+"""drover start | status | pause | resume | limits | throttle: run a plan as a MigrationWorkflow and steer it."""
 
 import asyncio
+import getpass
 import re
+import socket
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
 
 import typer
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
@@ -16,7 +18,14 @@ from cli.errors import DroverError
 from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import parse_rate
-from models.migration import MigrationInput, MigrationProgress, MigrationResult
+from models.migration import (
+    LimitsChange,
+    MigrationInput,
+    MigrationProgress,
+    MigrationResult,
+    OperatorAction,
+    ThrottleChange,
+)
 from models.plan import ReassignmentFile
 from settings import Settings
 from steps.admission import Limits
@@ -115,7 +124,7 @@ def status(
 
 async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     client = await connect(settings)
-    handle = client.get_workflow_handle(migration_id)
+    handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     try:
         described = await handle.describe()
     except RPCError as e:
@@ -134,4 +143,109 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     rows = [[f"{m.topic}-{m.partition}", m.original, m.target] for m in progress.in_flight]
     if rows:
         out.table("In flight", ["partition", "original", "target"], rows)
+    out.data(progress)
+
+
+def _actor() -> str:
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
+ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")
+REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's history")
+
+
+def pause(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+) -> None:
+    """Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues."""
+    action = OperatorAction(actor=actor or _actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.pause_update, action, Output(as_json)))
+
+
+def resume(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+) -> None:
+    """Start admitting moves again after `drover pause`."""
+    action = OperatorAction(actor=actor or _actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.resume_update, action, Output(as_json)))
+
+
+def limits(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID"),
+    max_partitions: int = typer.Option(None, "--max-partitions", min=1, help="Partition moves in flight"),
+    max_per_broker: int = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker"),
+    max_replicas: int = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once"),
+    max_leaders: int = typer.Option(None, "--max-leaders", min=1, help="Moves in flight changing a leader"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+) -> None:
+    """Change the limits of a running migration; they apply when the next move is admitted (limits not given stay)."""
+    given = {k: v for k, v in {"max_partitions": max_partitions, "max_per_broker": max_per_broker,
+                               "max_replicas": max_replicas, "max_leaders": max_leaders}.items() if v is not None}  # fmt: skip
+    if not given:
+        raise DroverError("give at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders", 2)
+    asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or _actor(), reason, Output(as_json)))
+
+
+async def _change_limits(settings, migration_id, given, actor, reason, out) -> None:
+    client = await connect(settings)
+    progress: MigrationProgress = await _query(client, migration_id)
+    change = LimitsChange(limits=progress.limits.model_copy(update=given), actor=actor, reason=reason)
+    await _update(settings, migration_id, MigrationWorkflow.set_limits_update, change, out, client)
+
+
+def throttle(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID"),
+    rate: str = typer.Argument(..., help="New replication throttle (50MB/s, 10MiB/s) or none"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+) -> None:
+    """Change the replication throttle of a running migration; the brokers get it within seconds."""
+    try:
+        value = None if rate.strip().lower() == "none" else parse_rate(rate)
+    except ValueError as e:
+        raise DroverError(f"rate: {e}", exit_code=2) from None
+    change = ThrottleChange(rate_bytes_per_s=value, actor=actor or _actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
+
+
+async def _query(client, migration_id: str) -> MigrationProgress:
+    try:
+        return await client.get_workflow_handle(migration_id).query(MigrationWorkflow.progress)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise DroverError(f"no migration {migration_id}") from None
+        raise DroverError(f"{migration_id}: {e.message}") from None
+
+
+async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
+    client = client or await connect(settings)
+    handle = client.get_workflow_handle(migration_id)
+    try:
+        progress: MigrationProgress = await handle.execute_update(update, argument)
+    except WorkflowUpdateFailedError as e:
+        reason = getattr(e.cause, "message", None) or str(e.cause or e)
+        raise DroverError(f"{migration_id} refused: {reason}") from None
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND and "not found" in e.message.lower():
+            raise DroverError(f"no migration {migration_id}") from None
+        raise DroverError(f"{migration_id}: {e.message}") from None
+    limits_now = progress.limits
+    out.info(
+        f"{migration_id}: {'paused' if progress.paused else 'running'}; limits {limits_now.max_partitions} partitions, "
+        f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, {limits_now.max_leaders} leaders; "
+        f"throttle {progress.throttle_bytes_per_s or 'none'}"
+    )
     out.data(progress)

@@ -1,5 +1,6 @@
 """A migration: a set of partition moves on one cluster, run by one MigrationWorkflow under limits."""
 
+from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, Field
@@ -52,7 +53,33 @@ class MoveOutcome(BaseModel):
     error: str | None = None
 
 
+class OperatorAction(BaseModel):
+    """Who asks for a change to a running migration, and why; both are recorded in its history."""
+
+    actor: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class LimitsChange(OperatorAction):
+    limits: Limits
+
+
+class ThrottleChange(OperatorAction):
+    # None removes the throttle.
+    rate_bytes_per_s: int | None = Field(ge=1)
+
+
+class AuditEntry(BaseModel):
+    at: datetime
+    action: str
+    actor: str
+    reason: str
+    detail: str = ""
+
+
 class MigrationProgress(BaseModel):
+    paused: bool = False
+    actions: list[AuditEntry] = []
     waiting: int
     in_flight: list[MoveSpec]
     done: int

@@ -9,7 +9,7 @@ from collections import Counter
 
 import pytest
 
-from models.migration import MigrationInput, MigrationResult
+from models.migration import LimitsChange, MigrationInput, MigrationResult, OperatorAction, ThrottleChange
 from models.plan import PartitionReplicas
 from sandbox.stack import _find_temporal
 from steps.admission import Limits
@@ -112,3 +112,50 @@ async def test_migration_started_and_queried_with_the_temporal_cli(real_client, 
     assert result.verified and [m.final for m in result.moves] == [[3, 2], [4, 1]]
     assert result.peak_in_flight == 1
     assert progress["queryResult"][0]["done"] == 2
+
+
+async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(real_client, admin, real_settings, topic_name):
+    original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
+    admin.create_topic(topic_name, original)
+    for p in range(6):
+        produce(real_settings, topic_name, p, 2000)  # about 150 KB a partition
+    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)]
+    # 100 KB/s makes each move take a second or two: slow enough to act while one is in flight.
+    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=1, max_per_broker=3),
+                               throttle_bytes_per_s=100_000)  # fmt: skip
+    who = OperatorAction(actor="test", reason="integration")
+    sampler = ReassignmentSampler(admin, topic_name)
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        handle = await real_client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 30, 0.1, "a first reassignment")
+
+        def rate_on_brokers(rate: str) -> bool:
+            configs = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+            return any(c.get("follower.replication.throttled.rate") == rate for c in configs.values())
+
+        await asyncio.to_thread(wait_until, lambda: rate_on_brokers("100000"), 30, 0.1, "the throttle on the brokers")
+        paused = await handle.execute_update(MigrationWorkflow.pause_update, who)
+        assert paused.paused
+        # The move in flight ends; then nothing starts while paused.
+        await asyncio.to_thread(wait_until, lambda: not admin.list_reassignments(), 60, 0.2, "the move in flight ending")
+        await asyncio.sleep(3)
+        assert admin.list_reassignments() == []
+        progress = await handle.query(MigrationWorkflow.progress)
+        assert progress.in_flight == [] and progress.waiting == 6 - progress.done
+        more = LimitsChange(limits=Limits(max_partitions=3, max_per_broker=3), actor="test", reason="more")
+        await handle.execute_update(MigrationWorkflow.set_limits_update, more)
+        faster = ThrottleChange(rate_bytes_per_s=300_000, actor="test", reason="faster")
+        await handle.execute_update(MigrationWorkflow.set_throttle_update, faster)
+        sampler.start()
+        await handle.execute_update(MigrationWorkflow.resume_update, who)
+        await asyncio.to_thread(wait_until, lambda: rate_on_brokers("300000"), 30, 0.1, "the new throttle")
+        result = await handle.result()
+    sampler.stop.set()
+    sampler.join()
+    assert result.verified
+    # The new limit took effect: more than one move in flight at once, and Kafka never showed more than three.
+    assert 1 < result.peak_in_flight <= 3 and sampler.peak_partitions <= 3
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())

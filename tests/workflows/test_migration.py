@@ -1,11 +1,13 @@
 """MigrationWorkflow on the real Temporal dev server, with the in-memory Kafka."""
 
+import asyncio
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from pydantic import ValidationError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from models.migration import MigrationInput
+from models.migration import LimitsChange, MigrationInput, OperatorAction, ThrottleChange
 from models.plan import PartitionReplicas
 from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
@@ -65,3 +67,59 @@ async def test_preflight_lists_every_problem_and_changes_nothing(local_env):
     for problem in ("broker 9 is not a live broker", "partition orders-7 does not exist", "topic nope does not exist"):
         assert problem in message
     assert fake.altered == [] and fake.topic_configs == {} and fake.broker_configs == {}
+
+
+async def test_pause_resume_limits_and_throttle_while_running(local_env):
+    fake = cluster(8)
+    fake.ticks = 6  # slow enough to act while moves are in flight
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=1),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    who = {"actor": "alice", "reason": "peak hours"}
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for(lambda: fake.altered, "a first step")
+        paused = await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+        assert paused.paused and paused.waiting == 7
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+        assert "already paused" in str(refused.value.cause)
+        # The move in flight finishes; nothing new starts while paused.
+        await wait_for(lambda: fake.replicas[("orders", 0)] == plan[0].replicas, "the first move to finish")
+        await asyncio.sleep(2)
+        progress = await handle.query(MigrationWorkflow.progress)
+        assert progress.waiting == 7 and progress.in_flight == []
+        changed = await handle.execute_update(
+            MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who)
+        )
+        assert changed.throttle_bytes_per_s == 2000
+        await handle.execute_update(MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who))
+        await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+        await wait_for(lambda: any(c.get(FOLLOWER_RATE) == "2000" for c in fake.broker_configs.values()), "new rate")
+        result = await handle.result()
+        progress = await handle.query(MigrationWorkflow.progress)
+    assert result.verified and 1 < result.peak_in_flight <= 3
+    assert fake.peak_ongoing <= 3
+    assert [(a.action, a.actor) for a in progress.actions] == [
+        ("pause", "alice"), ("set_throttle", "alice"), ("set_limits", "alice"), ("resume", "bob"),
+    ]
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_invalid_control_values_are_refused(local_env):
+    with pytest.raises(ValidationError):
+        LimitsChange(limits=Limits(max_partitions=0), actor="a", reason="b")
+    with pytest.raises(ValidationError):
+        ThrottleChange(rate_bytes_per_s=-5, actor="a", reason="b")
+    with pytest.raises(ValidationError):
+        OperatorAction(actor="", reason="why")
+
+
+async def wait_for(predicate, what: str, timeout_s: float = 30) -> None:
+    for _ in range(int(timeout_s / 0.1)):
+        if predicate():
+            return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout_s} s")
