@@ -32,7 +32,7 @@ def activities_for(admin: KafkaAdmin) -> list:
     kafka, migration = KafkaActivities(admin), MigrationActivities(admin)
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
-        kafka.elect_leader, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
+        kafka.elect_leader, kafka.cancel_step, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
     ]  # fmt: skip
 
 

@@ -101,6 +101,19 @@ class KafkaActivities:
             time.sleep(delay)
             delay = min(POLL_MAX_S, delay * 2)
 
+    @activity.defn(name="cancel_step")
+    def cancel_step(self, req: StepRequest) -> PartitionState:
+        """Cancel the step if Kafka is still carrying it out (Kafka then reverts the partition to the list before
+        the step, KIP-236); a step that already finished stays. Returns the partition once it is settled."""
+        ongoing = self.admin.list_reassignments([req.ref])
+        if ongoing and ongoing[0].target == req.target:
+            activity.logger.info("cancel step %s: %s -> %s", req.ref, req.expected, req.target)
+            self.admin.alter_reassignments({req.ref: None})
+        while self.admin.list_reassignments([req.ref]):
+            activity.heartbeat()
+            time.sleep(POLL_MIN_S)
+        return self._partition(req.ref)
+
     @activity.defn(name="elect_leader")
     def elect_leader(self, tp: TopicPartition) -> PartitionState:
         """Elect the preferred leader and wait until Kafka reports it leading."""

@@ -43,7 +43,7 @@ app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("plan")(plan_cmd.plan)
 app.command("start")(migrate_cmd.start)
 app.command("status")(migrate_cmd.status)
-for _name in ("pause", "resume", "limits", "throttle"):
+for _name in ("pause", "resume", "cancel", "limits", "throttle"):
     app.command(_name)(getattr(migrate_cmd, _name))
 app.command("demo")(demo_cmd.demo)
 

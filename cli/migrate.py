@@ -1,4 +1,4 @@
-"""drover start | status | pause | resume | limits | throttle: run a plan as a MigrationWorkflow and steer it."""
+"""drover start | status | pause | resume | cancel | limits | throttle: run a plan as a MigrationWorkflow, steer it."""
 
 import asyncio
 import getpass
@@ -19,6 +19,7 @@ from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import parse_rate
 from models.migration import (
+    CancelRequest,
     LimitsChange,
     MigrationInput,
     MigrationProgress,
@@ -102,15 +103,21 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
 
 
 def _show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
-    failed = [m for m in result.moves if m.error]
     rows = [[f"{m.topic}-{m.partition}", m.original, m.final, len(m.steps), m.error or "ok"] for m in result.moves]
-    out.table(f"Migration {migration_id}", ["partition", "original", "final", "steps", "outcome"], rows)
+    out.table(f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows)
+    if result.rolled_back:
+        rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
+        out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
+    for name in result.skipped:
+        out.warning(f"{name} was not rolled back: all its original replicas are offline")
     out.info(f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker")
-    if result.verified:
-        out.success(f"every partition shows its target list ({len(result.moves)} partitions)")
     out.data(result)
-    if failed or not result.verified:
-        raise DroverError(f"{len(failed)} move(s) failed or the final lists differ from the plan; see above")
+    if not result.verified:
+        raise DroverError(f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
+                          f"should; see above")  # fmt: skip
+    ends = {"completed": "its target list", "stopped": "its target (finished moves) or a list it had",
+            "rolled_back": "its original list"}  # fmt: skip
+    out.success(f"migration {result.status}: every partition shows {ends[result.status]}")
 
 
 def status(
@@ -243,9 +250,25 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
             raise DroverError(f"no migration {migration_id}") from None
         raise DroverError(f"{migration_id}: {e.message}") from None
     limits_now = progress.limits
+    state = f"cancelling ({progress.cancelling})" if progress.cancelling else "paused" if progress.paused else "running"
     out.info(
-        f"{migration_id}: {'paused' if progress.paused else 'running'}; limits {limits_now.max_partitions} partitions, "
+        f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
         f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, {limits_now.max_leaders} leaders; "
         f"throttle {progress.throttle_bytes_per_s or 'none'}"
     )
     out.data(progress)
+
+
+def cancel(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID"),
+    rollback: bool = typer.Option(False, "--rollback", help="Also return every touched partition to its original list"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+) -> None:
+    """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
+    every partition the migration touched, finished ones included, is stepped back to its original list (a
+    partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
+    request = CancelRequest(mode="rollback" if rollback else "stop", actor=actor or _actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))

@@ -64,6 +64,13 @@ class LimitsChange(OperatorAction):
     limits: Limits
 
 
+class CancelRequest(OperatorAction):
+    """stop: cancel the steps in flight, start nothing new, keep the moves that finished. rollback: the same, then
+    step every partition this migration touched back to its original list."""
+
+    mode: Literal["stop", "rollback"] = "stop"
+
+
 class ThrottleChange(OperatorAction):
     # None removes the throttle.
     rate_bytes_per_s: int | None = Field(ge=1)
@@ -79,11 +86,13 @@ class AuditEntry(BaseModel):
 
 class MigrationProgress(BaseModel):
     paused: bool = False
+    cancelling: Literal["stop", "rollback"] | None = None
     actions: list[AuditEntry] = []
     waiting: int
     in_flight: list[MoveSpec]
     done: int
     failed: int
+    rolled_back: int = 0
     limits: Limits
     throttle_bytes_per_s: int | None
     peak_in_flight: int
@@ -91,7 +100,14 @@ class MigrationProgress(BaseModel):
 
 
 class MigrationResult(BaseModel):
+    status: Literal["completed", "stopped", "rolled_back"] = "completed"
     moves: list[MoveOutcome]
-    verified: bool = Field(description="every moved partition shows exactly its target list on Kafka")
+    rolled_back: list[MoveOutcome] = []
+    # Partitions left as they were because all their original replicas were offline: rolling back would take
+    # them offline.
+    skipped: list[str] = []
+    verified: bool = Field(
+        description="every partition shows the list it should end on: its target, or its original after a rollback"
+    )
     peak_in_flight: int
     peak_per_broker: int

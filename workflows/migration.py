@@ -3,13 +3,15 @@
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
     from models import MoveInput, MoveResult
     from models.migration import (
         AuditEntry,
+        CancelRequest,
         LimitsChange,
         MigrationInput,
         MigrationProgress,
@@ -37,10 +39,13 @@ class MigrationWorkflow:
     cannot be started twice.
 
     Operator controls, each with who and why (recorded in the history): as updates, validated and answered (the
-    CLI uses them): ``pause_update``, ``resume_update``, ``set_limits_update``, ``set_throttle_update``; as signals
-    (the Web UI, ``temporal workflow signal``): ``pause``, ``resume``, ``set_limits``, ``set_throttle``. Pause stops
-    new moves from starting (moves in flight finish); new limits apply at the next admission; a new throttle is
-    written to the brokers at once.
+    CLI uses them): ``pause_update``, ``resume_update``, ``cancel_update``, ``set_limits_update``,
+    ``set_throttle_update``; as signals (the Web UI, ``temporal workflow signal``): ``pause``, ``resume``, ``cancel``,
+    ``set_limits``, ``set_throttle``. Pause stops new moves from starting (moves in flight finish); cancel with mode
+    stop cancels the steps in flight (Kafka reverts them) and starts nothing new, keeping finished moves; mode
+    rollback then steps every partition the migration touched back to its original list, skipping any whose
+    original replicas are all offline; new limits apply at the next admission; a new throttle is written to the
+    brokers at once.
 
     Queries: ``progress`` (paused, operator actions, waiting, in flight with their lists, done, failed, limits,
     throttle, peaks).
@@ -61,6 +66,9 @@ class MigrationWorkflow:
         # Set by an operator action; wakes the main loop to admit, or to rewrite the throttle.
         self._woken = False
         self._throttle_changed = False
+        self._cancelling: str | None = None
+        self._tasks: dict[tuple[str, int], asyncio.Task] = {}
+        self._rolled_back: list[MoveOutcome] = []
 
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
@@ -74,48 +82,102 @@ class MigrationWorkflow:
         except ActivityError as e:
             # The migration's failure says what is wrong with the plan, not just that an activity failed.
             raise ApplicationError(str(e.cause or e), type="Preflight", non_retryable=True) from e
-        self._waiting = ordered([m for m in preflight.moves if m.original != m.target], migration.order)
+        moving = [m for m in preflight.moves if m.original != m.target]
         self._outcomes = [
             MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=m.original)
             for m in preflight.moves
             if m.original == m.target
         ]
-        finished: list[MoveOutcome] = []
+        status, skipped = "completed", []
+        rolled_back = self._rolled_back
         try:
-            while self._waiting or self._in_flight:
-                in_flight = list(self._in_flight.values())
-                limits, per_step = self._limits, migration.replicas_per_step
-                started = [] if self._paused else admit(self._waiting, in_flight, limits, per_step)
-                if started:
-                    for m in started:
-                        self._in_flight[(m.topic, m.partition)] = m
-                    self._waiting = [m for m in self._waiting if (m.topic, m.partition) not in self._in_flight]
-                    self._note_peaks()
-                    await self._update_throttle()
-                    for m in started:
-                        asyncio.ensure_future(self._run_move(m, preflight.min_insync[m.topic], finished))
-                # Children report back as they end, and the window slides; an operator action wakes it too.
-                await workflow.wait_condition(lambda: bool(finished) or self._woken)
-                self._woken = False
-                changed = bool(finished) or self._throttle_changed
-                for outcome in finished:
-                    self._in_flight.pop((outcome.topic, outcome.partition), None)
-                    self._outcomes.append(outcome)
-                finished.clear()
-                self._throttle_changed = False
-                if changed and (self._in_flight or self._waiting):
-                    await self._update_throttle()
+            await self._run_window(ordered(moving, migration.order), preflight.min_insync, self._outcomes)
+            if self._cancelling == "rollback":
+                live = (await workflow.execute_activity_method(KafkaActivities.describe_cluster, **QUICK_CALL)).broker_ids
+                back, skipped = self._rollback_moves(live)
+                # The rollback runs under the same limits and throttle; a second cancel (stop) ends it too.
+                self._cancelling = None
+                await self._run_window(ordered(back, migration.order), preflight.min_insync, self._rolled_back)
+                status = "rolled_back"
+            elif self._cancelling == "stop":
+                status = "stopped"
         finally:
             # Removing the throttle must happen even when the migration is cancelled or fails.
             await asyncio.shield(self._clear_throttle())
-        moved = [m for m in preflight.moves if m.original != m.target]
-        wrong = await workflow.execute_activity_method(MigrationActivities.verify, moved, **QUICK_CALL)
+        if status == "rolled_back":
+            # A rollback move's target is the partition's list before the migration.
+            expected = [MoveSpec(topic=o.topic, partition=o.partition, original=o.original, target=o.target)
+                        for o in rolled_back]  # fmt: skip
+            outcomes_ok = all(o.error is None for o in rolled_back)
+        else:
+            done = {(o.topic, o.partition) for o in self._outcomes if o.error is None}
+            expected = [m for m in moving if (m.topic, m.partition) in done]
+            outcomes_ok = status == "stopped" or all(o.error is None for o in self._outcomes)
+        wrong = await workflow.execute_activity_method(MigrationActivities.verify, expected, **QUICK_CALL)
         return MigrationResult(
+            status=status,
             moves=sorted(self._outcomes, key=lambda o: (o.topic, o.partition)),
-            verified=not wrong and all(o.error is None for o in self._outcomes),
+            rolled_back=sorted(rolled_back, key=lambda o: (o.topic, o.partition)),
+            skipped=skipped,
+            verified=not wrong and outcomes_ok,
             peak_in_flight=self._peak_in_flight,
             peak_per_broker=self._peak_per_broker,
         )
+
+    async def _run_window(
+        self, moves: list[MoveSpec], min_insync: dict[str, int], outcomes: list[MoveOutcome]
+    ) -> None:
+        """Run ``moves`` as children in a sliding window under the limits until all end, or until a cancel: then
+        the steps in flight are cancelled, waiting moves never start, and the window ends when the children do.
+        Each move's outcome is appended to ``outcomes`` as it ends (progress reads it)."""
+        assert self._input is not None
+        self._waiting = list(moves)
+        finished: list[MoveOutcome] = []
+        while self._waiting or self._in_flight:
+            if self._cancelling is not None:
+                self._waiting = []
+                for task in self._tasks.values():
+                    task.cancel()
+            in_flight = list(self._in_flight.values())
+            limits, per_step = self._limits, self._input.replicas_per_step
+            admitting = not self._paused and self._cancelling is None
+            started = admit(self._waiting, in_flight, limits, per_step) if admitting else []
+            if started:
+                for m in started:
+                    self._in_flight[(m.topic, m.partition)] = m
+                self._waiting = [m for m in self._waiting if (m.topic, m.partition) not in self._in_flight]
+                self._note_peaks()
+                await self._update_throttle()
+                for m in started:
+                    key = (m.topic, m.partition)
+                    self._tasks[key] = asyncio.ensure_future(self._run_move(m, min_insync[m.topic], finished))
+            if not self._in_flight and not self._waiting:
+                break
+            # Children report back as they end, and the window slides; an operator action wakes it too.
+            await workflow.wait_condition(lambda: bool(finished) or self._woken)
+            self._woken = False
+            changed = bool(finished) or self._throttle_changed
+            for outcome in finished:
+                self._in_flight.pop((outcome.topic, outcome.partition), None)
+                self._tasks.pop((outcome.topic, outcome.partition), None)
+                outcomes.append(outcome)
+            finished.clear()
+            self._throttle_changed = False
+            if changed and (self._in_flight or self._waiting):
+                await self._update_throttle()
+
+    def _rollback_moves(self, live: list[int]) -> tuple[list[MoveSpec], list[str]]:
+        """Every partition this migration touched, back to its original list; those whose original replicas are all
+        offline are skipped (rolling them back would take them offline)."""
+        back, skipped = [], []
+        for o in sorted(self._outcomes, key=lambda o: (o.topic, o.partition)):
+            if o.final == o.original:
+                continue
+            if not set(o.original) & set(live):
+                skipped.append(f"{o.topic}-{o.partition}")
+                continue
+            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final or o.target, target=o.original))
+        return back, skipped
 
     # -- operator controls ---------------------------------------------------------------------------------------
 
@@ -141,6 +203,23 @@ class MigrationWorkflow:
         self._record("set_throttle", change, "none" if change.rate_bytes_per_s is None else str(change.rate_bytes_per_s))
         self._rate = change.rate_bytes_per_s
         self._throttle_changed = self._woken = True
+
+    @workflow.signal(name="cancel")
+    def cancel(self, request: CancelRequest) -> None:
+        self._record("cancel", request, request.mode)
+        self._cancelling = request.mode
+        self._woken = True
+
+    @workflow.update(name="cancel_update")
+    def cancel_update(self, request: CancelRequest) -> MigrationProgress:
+        self.cancel(request)
+        return self.progress()
+
+    @cancel_update.validator
+    def _validate_cancel(self, request: CancelRequest) -> None:
+        self._check_running()
+        if self._cancelling == request.mode:
+            raise ValueError(f"a cancel with mode {request.mode} is already under way")
 
     @workflow.update(name="pause_update")
     def pause_update(self, action: OperatorAction) -> MigrationProgress:
@@ -198,11 +277,13 @@ class MigrationWorkflow:
         assert self._input is not None
         return MigrationProgress(
             paused=self._paused,
+            cancelling=self._cancelling,
             actions=list(self._actions),
             waiting=len(self._waiting),
             in_flight=sorted(self._in_flight.values(), key=lambda m: (m.topic, m.partition)),
             done=sum(1 for o in self._outcomes if o.error is None),
             failed=sum(1 for o in self._outcomes if o.error is not None),
+            rolled_back=sum(1 for o in self._rolled_back if o.error is None),
             limits=self._limits,
             throttle_bytes_per_s=self._rate,
             peak_in_flight=self._peak_in_flight,
@@ -221,8 +302,10 @@ class MigrationWorkflow:
                 PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition)
             )
             outcome.final, outcome.steps = result.final, result.steps
-        except ChildWorkflowError as e:
-            outcome.error = str(e.cause or e)
+        except (ChildWorkflowError, asyncio.CancelledError) as e:
+            # On a cancel the child has undone its step in flight and ended (children are awaited to completion).
+            cancelled = is_cancelled_exception(e) or is_cancelled_exception(getattr(e, "cause", None) or e)
+            outcome.error = "cancelled" if cancelled else str(getattr(e, "cause", None) or e)
         finished.append(outcome)
 
     async def _update_throttle(self) -> None:

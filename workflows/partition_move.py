@@ -1,6 +1,9 @@
 """PartitionMoveWorkflow: one partition, stepped from its replica list to its target a few replicas at a time."""
 
+import asyncio
+
 from temporalio import workflow
+from temporalio.exceptions import is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
@@ -17,6 +20,8 @@ class PartitionMoveWorkflow:
     step is fenced (it carries the list it expects Kafka to show) and is waited for until Kafka reports the
     partition no longer reassigning with every new replica in sync; the preferred leader is elected whenever a
     step changes it.
+
+    Cancelled during a step, it cancels that step on Kafka (the partition returns to the list before it) and ends.
 
     Queries: ``progress`` (original, current, step and final replica lists, steps done).
     """
@@ -38,8 +43,17 @@ class PartitionMoveWorkflow:
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             request = StepRequest(topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas)
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
-            await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
-            state = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+            try:
+                await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
+                state = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+            except BaseException as e:
+                # Cancelled mid-step (the migration was stopped): undo the step on Kafka before ending, so the
+                # partition is left on a list it really had, not half-way through a reassignment.
+                if is_cancelled_exception(e):
+                    await asyncio.shield(
+                        workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
+                    )
+                raise
             if step.elect_leader:
                 state = await workflow.execute_activity_method(KafkaActivities.elect_leader, tp, **QUICK_CALL)
             steps.append(step.replicas)

@@ -9,7 +9,14 @@ from collections import Counter
 
 import pytest
 
-from models.migration import LimitsChange, MigrationInput, MigrationResult, OperatorAction, ThrottleChange
+from models.migration import (
+    CancelRequest,
+    LimitsChange,
+    MigrationInput,
+    MigrationResult,
+    OperatorAction,
+    ThrottleChange,
+)
 from models.plan import PartitionReplicas
 from sandbox.stack import _find_temporal
 from steps.admission import Limits
@@ -159,3 +166,38 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(real_
     assert 1 < result.peak_in_flight <= 3 and sampler.peak_partitions <= 3
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+
+
+async def test_cancel_with_rollback_returns_every_touched_partition(real_client, admin, real_settings, topic_name):
+    original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
+    admin.create_topic(topic_name, original)
+    written = {p: produce(real_settings, topic_name, p, 2000) for p in range(6)}
+    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)]
+    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4),
+                               throttle_bytes_per_s=100_000)  # fmt: skip
+
+    def one_done_and_one_moving() -> bool:
+        states = admin.describe_topics([topic_name])
+        return any(s.replicas == plan[s.partition].replicas for s in states) and bool(admin.list_reassignments())
+
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        handle = await real_client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await asyncio.to_thread(wait_until, one_done_and_one_moving, 60, 0.1, "a finished move and one in flight")
+        request = CancelRequest(mode="rollback", actor="test", reason="integration")
+        await handle.execute_update(MigrationWorkflow.cancel_update, request)
+        result = await handle.result()
+    assert result.status == "rolled_back" and result.verified and result.skipped == []
+    assert any(m.error is None for m in result.moves) and any(m.error == "cancelled" for m in result.moves)
+    wait_until(
+        lambda: [s.replicas for s in admin.describe_topics([topic_name])] == original,
+        timeout_s=15,
+        what="every partition back on its original list",
+    )
+    assert admin.list_reassignments() == []
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
+    for p in (0, 3):
+        assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == written[p]

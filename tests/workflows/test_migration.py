@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from models.migration import LimitsChange, MigrationInput, OperatorAction, ThrottleChange
+from models.migration import CancelRequest, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
 from models.plan import PartitionReplicas
 from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
@@ -123,3 +123,35 @@ async def wait_for(predicate, what: str, timeout_s: float = 30) -> None:
             return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{what} did not happen within {timeout_s} s")
+
+
+@pytest.mark.parametrize("mode", ["stop", "rollback"])
+async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mode):
+    fake = cluster(8)
+    fake.ticks = 8
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        # Let two moves finish and two more start, then cancel.
+        await wait_for(lambda: sum(fake.replicas[k] != original[k] for k in original) >= 2 and fake.ongoing, "progress")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort"))
+        result = await handle.result()
+    assert fake.ongoing == {}
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+    changed = {k for k in original if fake.replicas[k] != original[k]}
+    if mode == "stop":
+        assert result.status == "stopped" and result.verified
+        done = {(m.topic, m.partition) for m in result.moves if m.error is None}
+        # Finished moves stay; cancelled ones are back on a list they had; the rest never started.
+        assert done and all(fake.replicas[k] == dict(((p.topic, p.partition), p.replicas) for p in plan)[k] for k in done)
+        assert any(m.error == "cancelled" for m in result.moves)
+        assert len(done) < len(plan)
+    else:
+        assert result.status == "rolled_back" and result.verified
+        assert changed == set() and fake.replicas == original
+        assert result.rolled_back
