@@ -3,7 +3,13 @@
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, is_cancelled_exception
+from temporalio.exceptions import (
+    ActivityError,
+    ApplicationError,
+    ChildWorkflowError,
+    WorkflowAlreadyStartedError,
+    is_cancelled_exception,
+)
 
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
@@ -302,6 +308,8 @@ class MigrationWorkflow:
                 PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition)
             )
             outcome.final, outcome.steps = result.final, result.steps
+        except WorkflowAlreadyStartedError:
+            outcome.error = "refused: another migration is moving this partition"
         except (ChildWorkflowError, asyncio.CancelledError) as e:
             # On a cancel the child has undone its step in flight and ended (children are awaited to completion).
             cancelled = is_cancelled_exception(e) or is_cancelled_exception(getattr(e, "cause", None) or e)

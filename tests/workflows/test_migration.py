@@ -14,7 +14,9 @@ from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
-from workflows import MigrationWorkflow
+from models import MoveInput
+from workflows import MigrationWorkflow, PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
 
 
 def cluster(partitions: int) -> FakeKafka:
@@ -155,3 +157,27 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         assert result.status == "rolled_back" and result.verified
         assert changed == set() and fake.replicas == original
         assert result.rolled_back
+
+
+async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local_env):
+    fake = cluster(3)
+    fake.ticks = 20
+    name = f"c{uuid.uuid4().hex[:6]}"
+    plan = spread_plan(fake)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        # Another migration's move of orders-0 is under way (between steps Kafka shows nothing, so only the
+        # workflow ID, derived from cluster/topic/partition, can tell).
+        other = await local_env.client.start_workflow(
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster=name, topic="orders", partition=0, target=[1, 2, 5], replicas_per_step=1),
+            id=move_workflow_id(name, "orders", 0),
+            task_queue=worker.task_queue,
+        )
+        result = await local_env.client.execute_workflow(
+            MigrationWorkflow.run, MigrationInput(cluster=name, moves=plan), id=f"migration-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
+        )  # fmt: skip
+        await other.result()
+    outcomes = {m.partition: m for m in result.moves}
+    assert "another migration is moving this partition" in (outcomes[0].error or "")
+    assert outcomes[1].error is None and outcomes[2].error is None and not result.verified
