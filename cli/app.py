@@ -45,6 +45,7 @@ app.command("start")(migrate_cmd.start)
 app.command("status")(migrate_cmd.status)
 for _name in ("pause", "resume", "cancel", "limits", "throttle"):
     app.command(_name)(getattr(migrate_cmd, _name))
+app.command("list")(migrate_cmd.list_)
 app.command("demo")(demo_cmd.demo)
 
 

@@ -30,8 +30,9 @@ from models.migration import (
 from models.plan import ReassignmentFile
 from settings import Settings
 from steps.admission import Limits
-from workflows import MigrationWorkflow
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+from models import MoveProgress
+from workflows import MigrationWorkflow, PartitionMoveWorkflow
+from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
 
 _DEFAULTS = Limits()
 
@@ -142,15 +143,77 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     if described.status == WorkflowExecutionStatus.COMPLETED:
         _show_result(out, migration_id, await handle.result())
         return
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        try:
+            await handle.result()
+        except WorkflowFailureError as e:
+            raise DroverError(f"migration {migration_id} {state}: {e.cause or e}") from None
+        raise DroverError(f"migration {migration_id} {state}")
     progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+    flags = " (paused)" if progress.paused else f" (cancelling: {progress.cancelling})" if progress.cancelling else ""
     out.info(
-        f"migration {migration_id}: {state}; {progress.done} done, {len(progress.in_flight)} in flight, "
-        f"{progress.waiting} waiting, {progress.failed} failed"
+        f"migration {migration_id}: {state}{flags}; {progress.done} done, {len(progress.in_flight)} in flight, "
+        f"{progress.waiting} waiting, {progress.failed} failed; {settings.workflow_url(migration_id)}"
     )
-    rows = [[f"{m.topic}-{m.partition}", m.original, m.target] for m in progress.in_flight]
-    if rows:
-        out.table("In flight", ["partition", "original", "target"], rows)
+    batch = await _current_batch(client, progress)
+    if batch:
+        out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     out.data(progress)
+
+
+async def _current_batch(client, progress: MigrationProgress) -> list[list[object]]:
+    """Each partition in flight with its current and step lists, from its PartitionMoveWorkflow."""
+    rows = []
+    for m in progress.in_flight:
+        child = client.get_workflow_handle(move_workflow_id(progress.cluster, m.topic, m.partition))
+        try:
+            move: MoveProgress | None = await child.query(PartitionMoveWorkflow.progress)
+        except RPCError:
+            move = None
+        current = move.current if move else "-"
+        step = (move.step_target or "-") if move else "-"
+        rows.append([f"{m.topic}-{m.partition}", m.original, current, step, m.target])
+    return rows
+
+
+def list_(
+    ctx: typer.Context,
+    cluster: str = typer.Option(None, "--cluster", help="Only this cluster's migrations"),
+    limit: int = typer.Option(20, "--limit", min=1, help="At most this many, newest first"),
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON"),
+) -> None:
+    """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
+    rolled_back, or how Temporal ended them)."""
+    if cluster is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", cluster):
+        raise DroverError(f"--cluster {cluster!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
+
+
+def _state(temporal_state: str, drover_state: str | None) -> str:
+    """Drover's own state while running (running, paused, cancelling) and how it ended once completed (completed,
+    stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
+    if temporal_state == "running":
+        return drover_state or "running"
+    if temporal_state == "completed" and drover_state in ("completed", "stopped", "rolled_back"):
+        return drover_state
+    return temporal_state
+
+
+async def _list(settings: Settings, cluster: str | None, limit: int, out: Output) -> None:
+    client = await connect(settings)
+    query = "WorkflowType = 'MigrationWorkflow'" + (f" AND DroverCluster = '{cluster}'" if cluster else "")
+    found = []
+    async for w in client.list_workflows(query, limit=limit):
+        drover_state = w.typed_search_attributes.get(STATUS_ATTR)
+        temporal_state = w.status.name.lower() if w.status else "unknown"
+        found.append({
+            "migration_id": w.id, "cluster": w.typed_search_attributes.get(CLUSTER_ATTR),
+            "state": _state(temporal_state, drover_state),
+            "started": w.start_time.isoformat(timespec="seconds") if w.start_time else None,
+        })  # fmt: skip
+    out.table("Migrations", ["migration", "cluster", "state", "started"],
+              [[f["migration_id"], f["cluster"], f["state"], f["started"]] for f in found])  # fmt: skip
+    out.data(found)
 
 
 def _actor() -> str:

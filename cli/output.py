@@ -29,7 +29,7 @@ class Output:
     def table(self, title: str, columns: list[str], rows: list[list[object]]) -> None:
         table = Table(title=title, title_justify="left")
         for column in columns:
-            table.add_column(column)
+            table.add_column(column, overflow="fold")
         for row in rows:
             table.add_row(*("-" if v is None else str(v) for v in row))
         self.err.print(table)

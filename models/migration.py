@@ -85,6 +85,7 @@ class AuditEntry(BaseModel):
 
 
 class MigrationProgress(BaseModel):
+    cluster: str = ""
     paused: bool = False
     cancelling: Literal["stop", "rollback"] | None = None
     actions: list[AuditEntry] = []

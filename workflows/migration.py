@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
         ThrottleState,
     )
     from steps.admission import Limits, MoveSpec, admit, ordered
-    from workflows.ids import move_workflow_id
+    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
     from workflows.policies import PREFLIGHT, QUICK_CALL
 
@@ -79,6 +79,8 @@ class MigrationWorkflow:
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
         self._input = migration
+        # Searchable in the Web UI and by `drover list`, however the migration was started.
+        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster), STATUS_ATTR.value_set("running")])
         self._limits = migration.limits
         self._rate = migration.throttle_bytes_per_s
         try:
@@ -120,6 +122,7 @@ class MigrationWorkflow:
             expected = [m for m in moving if (m.topic, m.partition) in done]
             outcomes_ok = status == "stopped" or all(o.error is None for o in self._outcomes)
         wrong = await workflow.execute_activity_method(MigrationActivities.verify, expected, **QUICK_CALL)
+        workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
         return MigrationResult(
             status=status,
             moves=sorted(self._outcomes, key=lambda o: (o.topic, o.partition)),
@@ -191,11 +194,13 @@ class MigrationWorkflow:
     def pause(self, action: OperatorAction) -> None:
         self._record("pause", action)
         self._paused = True
+        workflow.upsert_search_attributes([STATUS_ATTR.value_set("paused")])
 
     @workflow.signal(name="resume")
     def resume(self, action: OperatorAction) -> None:
         self._record("resume", action)
         self._paused = False
+        workflow.upsert_search_attributes([STATUS_ATTR.value_set("running")])
         self._woken = True
 
     @workflow.signal(name="set_limits")
@@ -214,6 +219,7 @@ class MigrationWorkflow:
     def cancel(self, request: CancelRequest) -> None:
         self._record("cancel", request, request.mode)
         self._cancelling = request.mode
+        workflow.upsert_search_attributes([STATUS_ATTR.value_set("cancelling")])
         self._woken = True
 
     @workflow.update(name="cancel_update")
@@ -282,6 +288,7 @@ class MigrationWorkflow:
     def progress(self) -> MigrationProgress:
         assert self._input is not None
         return MigrationProgress(
+            cluster=self._input.cluster,
             paused=self._paused,
             cancelling=self._cancelling,
             actions=list(self._actions),

@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import os
 import threading
 import uuid
 from asyncio.subprocess import PIPE
@@ -20,6 +21,7 @@ from models.migration import (
 from models.plan import PartitionReplicas
 from sandbox.stack import _find_temporal
 from steps.admission import Limits
+from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import worker_for
 from tests.integration.helpers import consume_all, produce, wait_until
 from worker import activities_for
@@ -201,3 +203,37 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
     assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
     for p in (0, 3):
         assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == written[p]
+
+
+async def test_drover_start_status_and_list_from_the_command_line(real_client, admin, real_settings, topic_name, tmp_path):
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": topic_name, "partition": 0, "replicas": [3, 2]},
+        {"topic": topic_name, "partition": 1, "replicas": [4, 1]},
+    ]}))  # fmt: skip
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        env = os.environ | {
+            "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+            "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+            "DROVER_TASK_QUEUE": worker.task_queue,
+            "DROVER_CLUSTER_NAME": "clitest",
+        }
+
+        async def drover_cli(*args: str) -> tuple[int, str, str]:
+            proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
+            out, err = await proc.communicate()
+            return proc.returncode, out.decode(), err.decode()
+
+        code, out, err = await drover_cli("start", str(plan), "--throttle", "10MB/s", "--wait", "--json")
+        assert code == 0, err
+        result = json.loads(out)
+        assert result["status"] == "completed" and result["verified"]
+        migration_id = next(line.split()[1] for line in err.splitlines() if line.startswith("migration "))
+        code, out, err = await drover_cli("status", migration_id, "--json")
+        assert code == 0, err
+        assert json.loads(out)["verified"] is True
+        code, out, err = await drover_cli("list", "--cluster", "clitest", "--json")
+        assert code == 0, err
+        listed = {m["migration_id"]: m["state"] for m in json.loads(out)}
+        assert listed.get(migration_id) == "completed"
