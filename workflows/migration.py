@@ -3,6 +3,7 @@
 import asyncio
 
 from temporalio import workflow
+from temporalio.workflow import ParentClosePolicy
 from temporalio.exceptions import (
     ActivityError,
     ApplicationError,
@@ -311,8 +312,11 @@ class MigrationWorkflow:
         )  # fmt: skip
         outcome = MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=None)
         try:
+            # If this migration ends without waiting for a child (terminated, or cancelled from the Web UI), the
+            # child is asked to cancel, which undoes its step in flight, rather than being killed mid-step.
             result: MoveResult = await workflow.execute_child_workflow(
-                PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition)
+                PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition),
+                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
             )
             outcome.final, outcome.steps = result.final, result.steps
         except WorkflowAlreadyStartedError:
