@@ -30,7 +30,7 @@ from settings import Settings
 
 log = structlog.get_logger(__name__)
 
-# How long a describe of a topic's configs retries "unknown topic": brokers learn of a new topic moments apart.
+# How long describing a topic (or its configs) retries "unknown topic": brokers learn of a new topic moments apart.
 NEW_TOPIC_GRACE_S = 5.0
 
 # Where a config set on the resource itself comes from (ConfigEntry.source holds the enum's integer value). The
@@ -128,7 +128,7 @@ class KafkaAdmin:
         futures = self._ck.describe_topics(TopicCollection(names), request_timeout=self._timeout)
         states = []
         for name in names:
-            description = self._wait(futures[name], f"describe topic {name}")
+            description = self._describe_topic(name, futures[name])
             for p in description.partitions:
                 states.append(
                     PartitionState(
@@ -140,6 +140,18 @@ class KafkaAdmin:
                     )
                 )
         return sorted(states, key=lambda s: (s.topic, s.partition))
+
+    def _describe_topic(self, name: str, future):
+        # Any broker may answer; one that has not yet learnt of a topic created a moment ago says it is unknown.
+        deadline = time.monotonic() + NEW_TOPIC_GRACE_S
+        while True:
+            try:
+                return self._wait(future, f"describe topic {name}")
+            except KafkaAdminError as e:
+                if not _unknown_topic(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+            future = self._ck.describe_topics(TopicCollection([name]), request_timeout=self._timeout)[name]
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         for state in self.describe_topics([tp.topic]):
