@@ -33,6 +33,7 @@ def activities_for(admin: KafkaAdmin) -> list:
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
         kafka.elect_leader, kafka.cancel_step, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
+        migration.elect_leaders,
     ]  # fmt: skip
 
 

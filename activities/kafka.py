@@ -11,7 +11,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
-from models import ClusterDescription, PartitionState, StepRequest, TopicPartition
+from models import ClusterDescription, PartitionState, StepRequest, StepStatus, TopicPartition
 
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
@@ -20,7 +20,12 @@ STALE_GRACE_S = 10.0
 # refusing to act: long enough for a lagging broker to catch up, short enough to report real interference promptly.
 FENCE_GRACE_S = 5.0
 POLL_MIN_S = 0.25
-POLL_MAX_S = 2.0
+# Polling backs off to this: a step Kafka finishes is noticed (and the next one issued) within about a second,
+# at two cheap metadata calls per second per partition in flight.
+POLL_MAX_S = 1.0
+# How often a step that may be stuck has the size of its new replicas read (DescribeLogDirs on their brokers):
+# a copy that is slow but growing is progress, not a stuck move.
+SIZE_EVERY_S = 5.0
 
 
 class StaleStateError(ApplicationError):
@@ -78,17 +83,24 @@ class KafkaActivities:
         self.admin.alter_reassignments({req.ref: req.target})
 
     @activity.defn(name="wait_step")
-    def wait_step(self, req: StepRequest) -> PartitionState:
-        """Poll until Kafka has finished the step: no reassignment left, replicas equal the target, all in sync."""
+    def wait_step(self, req: StepRequest) -> StepStatus:
+        """Poll until Kafka has finished the step: no reassignment left, replicas equal the target, all in sync.
+
+        With ``req.stuck_after_s``, return early marked stuck when nothing moves for that long: no change in the
+        replica list, the in-sync set, or the bytes the new replicas hold (a broker that is down holds none).
+        """
         delay = POLL_MIN_S
         stale_since: float | None = None
+        seen: tuple | None = None
+        last_progress = sizes_at = time.monotonic()
+        sizes: tuple = ()
         while True:
             ongoing = self.admin.list_reassignments([req.ref])
             state = self._partition(req.ref)
             activity.heartbeat(state.model_dump())
             if not ongoing:
                 if state.replicas == req.target and set(req.target) <= set(state.isr):
-                    return state
+                    return StepStatus(state=state)
                 if state.replicas != req.target:
                     stale_since = stale_since or time.monotonic()
                     if time.monotonic() - stale_since > STALE_GRACE_S:
@@ -98,8 +110,29 @@ class KafkaActivities:
                         )
             else:
                 stale_since = None
+            if req.stuck_after_s is not None:
+                now = time.monotonic()
+                if ongoing and now - sizes_at >= SIZE_EVERY_S:
+                    sizes, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
+                signature = (tuple(state.replicas), tuple(sorted(state.isr)), sizes)
+                if signature != seen:
+                    seen, last_progress = signature, now
+                elif now - last_progress >= req.stuck_after_s:
+                    return StepStatus(state=state, stuck=True, idle_s=round(now - last_progress, 1))
             time.sleep(delay)
             delay = min(POLL_MAX_S, delay * 2)
+
+    def _new_replica_sizes(self, tp: TopicPartition, adding: list[int]) -> tuple:
+        """Bytes each adding replica holds so far, from the brokers that are up (a down broker is not asked)."""
+        alive = set(self.admin.describe_cluster().broker_ids)
+        asked = sorted(set(adding) & alive)
+        if not asked:
+            return ()
+        try:
+            replicas = self.admin.describe_log_dirs(asked)
+        except KafkaAdminError:
+            return ()
+        return tuple(sorted((r.broker, r.size_bytes) for r in replicas if (r.topic, r.partition) == (tp.topic, tp.partition)))
 
     @activity.defn(name="cancel_step")
     def cancel_step(self, req: StepRequest) -> PartitionState:

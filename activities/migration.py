@@ -4,13 +4,14 @@ Failure types a workflow can match on (raised non-retryable):
 - ``Preflight``: the plan does not fit the cluster; the message lists every problem, and nothing was changed.
 """
 
+import time
 from collections import Counter
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from adapters.kafka_admin import KafkaAdmin
-from models.migration import PreflightResult, ThrottleRequest, ThrottleState
+from models.migration import LeaderElection, LeaderElectionResult, PreflightResult, ThrottleRequest, ThrottleState
 from models.plan import PartitionReplicas
 from models import TopicPartition
 from steps.admission import MoveSpec
@@ -115,6 +116,31 @@ class MigrationActivities:
                 self.admin.alter_topic_config(topic, {}, delete=[LEADER_REPLICAS, FOLLOWER_REPLICAS])
         for broker in state.brokers:
             self.admin.alter_broker_config(broker, {}, delete=[LEADER_RATE, FOLLOWER_RATE])
+
+    @activity.defn(name="elect_leaders")
+    def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
+        """Elect the preferred leader of every partition given that is led by another replica, ``req.batch`` at a
+        time, each batch waited for (up to 30 s) before the next; a preferred replica out of sync is left alone."""
+        wanted = {(p.topic, p.partition) for p in req.partitions}
+        states = [s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted]
+        off = [s for s in states if s.replicas and s.leader != s.replicas[0] and s.replicas[0] in s.isr]
+        elected = 0
+        for i in range(0, len(off), req.batch):
+            batch = [TopicPartition(topic=s.topic, partition=s.partition) for s in off[i : i + req.batch]]
+            self.admin.elect_preferred_leaders(batch)
+            deadline = time.monotonic() + 30
+            while True:
+                now = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({p.topic for p in batch}))}
+                led = [p for p in batch if now[(p.topic, p.partition)].leader == now[(p.topic, p.partition)].replicas[0]]
+                if len(led) == len(batch) or time.monotonic() > deadline:
+                    break
+                activity.heartbeat(i)
+                time.sleep(0.25)
+            elected += len(led)
+        after = self.admin.describe_topics(sorted({t for t, _ in wanted}))
+        not_preferred = [f"{s.topic}-{s.partition}" for s in after
+                         if (s.topic, s.partition) in wanted and s.replicas and s.leader != s.replicas[0]]  # fmt: skip
+        return LeaderElectionResult(elected=elected, not_preferred=not_preferred)
 
     @activity.defn(name="verify")
     def verify(self, moves: list[MoveSpec]) -> list[str]:

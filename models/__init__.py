@@ -8,7 +8,7 @@ from models.cluster import (
     ReplicaSize,
     TopicPartition,
 )
-from models.moves import MoveInput, MoveProgress, MoveResult, Step, StepRequest
+from models.moves import MoveInput, MoveProgress, MoveResult, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
 
 __all__ = [
     "BrokerInfo",
@@ -16,10 +16,13 @@ __all__ = [
     "MoveInput",
     "MoveProgress",
     "MoveResult",
+    "MoveStuck",
     "OngoingReassignment",
     "PartitionState",
     "ReplicaSize",
     "Step",
     "StepRequest",
+    "StepStatus",
+    "StuckPolicy",
     "TopicPartition",
 ]

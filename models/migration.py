@@ -5,6 +5,8 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from models.cluster import TopicPartition
+from models.moves import StuckPolicy
 from models.plan import PartitionReplicas
 from steps.admission import Limits, MoveSpec
 
@@ -17,6 +19,9 @@ class MigrationInput(BaseModel):
     # Bytes per second for leader and follower replication on the brokers of moves in flight; None: no throttle.
     throttle_bytes_per_s: int | None = Field(None, ge=1)
     order: Literal["small-first", "large-first"] = "small-first"
+    # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.
+    stuck_after_s: float | None = Field(600.0, gt=0)
+    stuck_policy: StuckPolicy = "wait"
 
 
 class PreflightResult(BaseModel):
@@ -51,6 +56,9 @@ class MoveOutcome(BaseModel):
     final: list[int] | None
     steps: list[list[int]] = []
     error: str | None = None
+    size_bytes: int = 0
+    # It got stuck and was stepped back to its original list, as the stuck policy asks.
+    rolled_back: bool = False
 
 
 class OperatorAction(BaseModel):
@@ -84,6 +92,27 @@ class AuditEntry(BaseModel):
     detail: str = ""
 
 
+class LeaderElection(BaseModel):
+    partitions: list[TopicPartition]
+    # Partitions elected at once (the migration's leader limit).
+    batch: int = Field(ge=1)
+
+
+class LeaderElectionResult(BaseModel):
+    elected: int
+    # Partitions still led by another replica (their preferred one is not in sync), as "topic-partition".
+    not_preferred: list[str] = []
+
+
+class BrokerProgress(BaseModel):
+    """One broker's share of the migration: moves touching it (as source or destination) by state."""
+
+    broker: int
+    waiting: int
+    in_flight: int
+    done: int
+
+
 class MigrationProgress(BaseModel):
     cluster: str = ""
     paused: bool = False
@@ -98,6 +127,16 @@ class MigrationProgress(BaseModel):
     throttle_bytes_per_s: int | None
     peak_in_flight: int
     peak_per_broker: int
+    started_at: datetime | None = None
+    elapsed_s: float = 0.0
+    moves_total: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0
+    # Seconds left at the rate observed so far (bytes, or moves when the partitions are empty); None until known.
+    eta_s: float | None = None
+    brokers: list[BrokerProgress] = []
+    # Moves whose step shows no progress, as "topic-partition".
+    stuck: list[str] = []
 
 
 class MigrationResult(BaseModel):
@@ -112,3 +151,6 @@ class MigrationResult(BaseModel):
     )
     peak_in_flight: int
     peak_per_broker: int
+    leaders_elected: int = 0
+    not_preferred: list[str] = []
+    elapsed_s: float = 0.0

@@ -1,8 +1,14 @@
 """One partition move: its input, its steps, its progress and its result."""
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from models.cluster import TopicPartition
+from models.cluster import PartitionState, TopicPartition
+
+# What a move does when Kafka shows no progress on its step for the configured time: keep waiting (a broker may
+# come back), cancel the step and step the partition back to its original list, or fail the migration.
+StuckPolicy = Literal["wait", "rollback", "fail"]
 
 
 class Step(BaseModel):
@@ -25,6 +31,8 @@ class StepRequest(BaseModel):
     partition: int
     expected: list[int]
     target: list[int]
+    # Waiting for the step returns early, marked stuck, when Kafka shows no progress for this long; None: never.
+    stuck_after_s: float | None = None
 
     @property
     def ref(self) -> TopicPartition:
@@ -39,12 +47,34 @@ class MoveInput(BaseModel):
     replicas_per_step: int = Field(1, ge=1)
     # None: the topic's own min.insync.replicas, read from Kafka when the move starts.
     min_insync: int | None = Field(None, ge=1)
+    stuck_after_s: float | None = Field(None, gt=0)
+    stuck_policy: StuckPolicy = "wait"
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":
         if len(set(self.target)) != len(self.target):
             raise ValueError(f"target {self.target} names a broker twice")
         return self
+
+
+class StepStatus(BaseModel):
+    """What waiting for a step saw: the partition, and whether it returned because the step made no progress."""
+
+    state: PartitionState
+    stuck: bool = False
+    # Seconds without progress when it returned stuck.
+    idle_s: float = 0.0
+
+
+class MoveStuck(BaseModel):
+    """A move's report to its migration: its step has shown no progress on Kafka for ``idle_s`` seconds."""
+
+    topic: str
+    partition: int
+    current: list[int]
+    step: list[int]
+    idle_s: float
+    policy: StuckPolicy
 
 
 class MoveProgress(BaseModel):
@@ -55,6 +85,7 @@ class MoveProgress(BaseModel):
     step_target: list[int] | None
     final: list[int]
     steps_done: int
+    stuck: bool = False
 
 
 class MoveResult(BaseModel):
@@ -63,3 +94,5 @@ class MoveResult(BaseModel):
     original: list[int]
     final: list[int]
     steps: list[list[int]]
+    # The move got stuck and, by policy, was stepped back to its original list.
+    rolled_back: bool = False

@@ -31,6 +31,8 @@ class FakeKafka:
         # The most reassignments Kafka saw at once, and per broker (of the adding and removing replicas).
         self.peak_ongoing = 0
         self.peak_per_broker = 0
+        # Brokers that are down for reassignments: a step adding one of them never finishes (until it is back).
+        self.stalled: set[int] = set()
         self._lock = threading.Lock()
 
     def describe_cluster(self) -> ClusterDescription:
@@ -81,11 +83,12 @@ class FakeKafka:
             if t in names
         ]
 
-    def describe_log_dirs(self) -> list[ReplicaSize]:
+    def describe_log_dirs(self, brokers=None) -> list[ReplicaSize]:
         return [
             ReplicaSize(broker=b, topic=t, partition=p, size_bytes=1000 * (p + 1))
             for (t, p), replicas in sorted(self.replicas.items())
             for b in replicas
+            if brokers is None or b in brokers
         ]
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
@@ -106,6 +109,8 @@ class FakeKafka:
     def list_reassignments(self, partitions=None) -> list[OngoingReassignment]:
         with self._lock:
             for key, (target, left) in list(self.ongoing.items()):
+                if self.stalled & (set(target) - set(self.replicas[key])):
+                    continue
                 if left <= 1:
                     self._finish(key, target)
                 else:

@@ -16,9 +16,13 @@ with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
     from models import MoveInput, MoveResult
+    from models import MoveStuck, TopicPartition
     from models.migration import (
         AuditEntry,
+        BrokerProgress,
         CancelRequest,
+        LeaderElection,
+        LeaderElectionResult,
         LimitsChange,
         MigrationInput,
         MigrationProgress,
@@ -32,7 +36,7 @@ with workflow.unsafe.imports_passed_through():
     from steps.admission import Limits, MoveSpec, admit, ordered
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
-    from workflows.policies import PREFLIGHT, QUICK_CALL
+    from workflows.policies import PREFLIGHT, QUICK_CALL, STEP_WAIT
 
 
 @workflow.defn
@@ -76,10 +80,17 @@ class MigrationWorkflow:
         self._cancelling: str | None = None
         self._tasks: dict[tuple[str, int], asyncio.Task] = {}
         self._rolled_back: list[MoveOutcome] = []
+        self._started_at = None
+        self._moves_total = self._bytes_total = 0
+        # Moves whose step shows no progress: "topic-partition" -> the stuck policy applied.
+        self._stuck: dict[str, str] = {}
+        # Set when a move got stuck under policy fail: the migration stops, cleans up and fails with it.
+        self._failure: str | None = None
 
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
         self._input = migration
+        self._started_at = workflow.now()
         # Searchable in the Web UI and by `drover list`, however the migration was started.
         workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster), STATUS_ATTR.value_set("running")])
         self._limits = migration.limits
@@ -92,6 +103,8 @@ class MigrationWorkflow:
             # The migration's failure says what is wrong with the plan, not just that an activity failed.
             raise ApplicationError(str(e.cause or e), type="Preflight", non_retryable=True) from e
         moving = [m for m in preflight.moves if m.original != m.target]
+        self._moves_total = len(moving)
+        self._bytes_total = sum(m.size_bytes for m in moving)
         self._outcomes = [
             MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=m.original)
             for m in preflight.moves
@@ -110,19 +123,24 @@ class MigrationWorkflow:
                 status = "rolled_back"
             elif self._cancelling == "stop":
                 status = "stopped"
+            elected = await self._elect_leaders(rolled_back if status == "rolled_back" else self._outcomes)
         finally:
             # Removing the throttle must happen even when the migration is cancelled or fails.
             await asyncio.shield(self._clear_throttle())
         if status == "rolled_back":
             # A rollback move's target is the partition's list before the migration.
-            expected = [MoveSpec(topic=o.topic, partition=o.partition, original=o.original, target=o.target)
-                        for o in rolled_back]  # fmt: skip
-            outcomes_ok = all(o.error is None for o in rolled_back)
+            ended, outcomes_ok = rolled_back, all(o.error is None for o in rolled_back)
         else:
-            done = {(o.topic, o.partition) for o in self._outcomes if o.error is None}
-            expected = [m for m in moving if (m.topic, m.partition) in done]
+            ended = self._outcomes
             outcomes_ok = status == "stopped" or all(o.error is None for o in self._outcomes)
+        # A move stuck and stepped back by policy should show its original list.
+        expected = [MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
+                             target=o.original if o.rolled_back else o.target)
+                    for o in ended if o.error is None and o.original != o.target]  # fmt: skip
         wrong = await workflow.execute_activity_method(MigrationActivities.verify, expected, **QUICK_CALL)
+        if self._failure is not None:
+            workflow.upsert_search_attributes([STATUS_ATTR.value_set("failed")])
+            raise ApplicationError(self._failure, type="Stuck", non_retryable=True)
         workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
         return MigrationResult(
             status=status,
@@ -132,7 +150,22 @@ class MigrationWorkflow:
             verified=not wrong and outcomes_ok,
             peak_in_flight=self._peak_in_flight,
             peak_per_broker=self._peak_per_broker,
+            leaders_elected=elected.elected,
+            not_preferred=elected.not_preferred,
+            elapsed_s=(workflow.now() - self._started_at).total_seconds(),
         )
+
+    async def _elect_leaders(self, outcomes: list[MoveOutcome]) -> LeaderElectionResult:
+        """Preferred leaders for every partition moved, in batches of the leader limit. Each move elected its
+        leader after the step that changed it; this catches those whose election did not hold (a leader that
+        moved again while the partition's replicas were changing)."""
+        moved = [TopicPartition(topic=o.topic, partition=o.partition) for o in outcomes
+                 if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
+        if not moved:
+            return LeaderElectionResult(elected=0)
+        assert self._limits is not None
+        request = LeaderElection(partitions=moved, batch=self._limits.max_leaders)
+        return await workflow.execute_activity_method(MigrationActivities.elect_leaders, request, **STEP_WAIT)
 
     async def _run_window(
         self, moves: list[MoveSpec], min_insync: dict[str, int], outcomes: list[MoveOutcome]
@@ -223,6 +256,16 @@ class MigrationWorkflow:
         workflow.upsert_search_attributes([STATUS_ATTR.value_set("cancelling")])
         self._woken = True
 
+    @workflow.signal(name="move_stuck")
+    def move_stuck(self, report: MoveStuck) -> None:
+        """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
+        name = f"{report.topic}-{report.partition}"
+        if (report.topic, report.partition) not in self._in_flight:
+            return
+        self._stuck[name] = report.policy
+        action = OperatorAction(actor="drover", reason=f"no progress for {report.idle_s:.0f} s")
+        self._record("stuck", action, f"{name} step {report.current} -> {report.step}; policy {report.policy}")
+
     @workflow.update(name="cancel_update")
     def cancel_update(self, request: CancelRequest) -> MigrationProgress:
         self.cancel(request)
@@ -302,15 +345,44 @@ class MigrationWorkflow:
             throttle_bytes_per_s=self._rate,
             peak_in_flight=self._peak_in_flight,
             peak_per_broker=self._peak_per_broker,
+            **self._rates(),
+            brokers=self._broker_progress(),
+            stuck=sorted(self._stuck),
         )
+
+    def _rates(self) -> dict:
+        """Elapsed time, bytes done and the ETA at the rate observed so far."""
+        elapsed = (workflow.now() - self._started_at).total_seconds() if self._started_at else 0.0
+        done = [o for o in self._outcomes if o.error is None and not o.rolled_back and o.original != o.target]
+        bytes_done = sum(o.size_bytes for o in done)
+        eta = None
+        if self._bytes_total and bytes_done and elapsed > 0:
+            eta = (self._bytes_total - bytes_done) / (bytes_done / elapsed)
+        elif not self._bytes_total and done and elapsed > 0:
+            eta = (self._moves_total - len(done)) / (len(done) / elapsed)
+        return dict(started_at=self._started_at, elapsed_s=round(elapsed, 1), moves_total=self._moves_total,
+                    bytes_total=self._bytes_total, bytes_done=bytes_done,
+                    eta_s=None if eta is None else round(max(eta, 0.0), 1))  # fmt: skip
+
+    def _broker_progress(self) -> list[BrokerProgress]:
+        counts: dict[int, list[int]] = {}
+        groups = (self._waiting, list(self._in_flight.values()),
+                  [o for o in self._outcomes if o.error is None and o.original != o.target])  # fmt: skip
+        for column, moves in enumerate(groups):
+            for m in moves:
+                for b in sorted(set(m.original) ^ set(m.target)):
+                    counts.setdefault(b, [0, 0, 0])[column] += 1
+        return [BrokerProgress(broker=b, waiting=c[0], in_flight=c[1], done=c[2]) for b, c in sorted(counts.items())]
 
     async def _run_move(self, m: MoveSpec, min_insync: int, finished: list[MoveOutcome]) -> None:
         assert self._input is not None
         move = MoveInput(
             cluster=self._input.cluster, topic=m.topic, partition=m.partition, target=m.target,
             replicas_per_step=self._input.replicas_per_step, min_insync=min_insync,
+            stuck_after_s=self._input.stuck_after_s, stuck_policy=self._input.stuck_policy,
         )  # fmt: skip
-        outcome = MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=None)
+        outcome = MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=None,
+                              size_bytes=m.size_bytes)  # fmt: skip
         try:
             # If this migration ends without waiting for a child (terminated, or cancelled from the Web UI), the
             # child is asked to cancel, which undoes its step in flight, rather than being killed mid-step.
@@ -318,13 +390,20 @@ class MigrationWorkflow:
                 PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
             )
-            outcome.final, outcome.steps = result.final, result.steps
+            outcome.final, outcome.steps, outcome.rolled_back = result.final, result.steps, result.rolled_back
         except WorkflowAlreadyStartedError:
             outcome.error = "refused: another migration is moving this partition"
         except (ChildWorkflowError, asyncio.CancelledError) as e:
             # On a cancel the child has undone its step in flight and ended (children are awaited to completion).
-            cancelled = is_cancelled_exception(e) or is_cancelled_exception(getattr(e, "cause", None) or e)
-            outcome.error = "cancelled" if cancelled else str(getattr(e, "cause", None) or e)
+            cause = getattr(e, "cause", None) or e
+            cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
+            outcome.error = "cancelled" if cancelled else str(cause)
+            if isinstance(cause, ApplicationError) and cause.type == "Stuck" and self._failure is None:
+                # Policy fail: stop the migration (steps in flight undone), then fail it with this move's reason.
+                self._failure = f"stopped: {cause}"
+                self._cancelling = "stop"
+                self._woken = True
+        self._stuck.pop(f"{m.topic}-{m.partition}", None)
         finished.append(outcome)
 
     async def _update_throttle(self) -> None:

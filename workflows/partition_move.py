@@ -3,11 +3,11 @@
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import is_cancelled_exception
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
-    from models import MoveInput, MoveProgress, MoveResult, StepRequest, TopicPartition
+    from models import MoveInput, MoveProgress, MoveResult, MoveStuck, StepRequest, TopicPartition
     from steps import next_step
     from workflows.policies import QUICK_CALL, STEP_WAIT
 
@@ -23,11 +23,17 @@ class PartitionMoveWorkflow:
 
     Cancelled during a step, it cancels that step on Kafka (the partition returns to the list before it) and ends.
 
+    Stuck detection (``stuck_after_s``): a step on which Kafka shows no progress for that long is reported to the
+    migration (signal ``move_stuck``) and handled by ``stuck_policy``: wait (keep waiting; it resumes when the broker
+    returns), rollback (cancel the step, then step back to the original list) or fail (cancel the step and fail
+    with type ``Stuck``).
+
     Queries: ``progress`` (original, current, step and final replica lists, steps done).
     """
 
     def __init__(self) -> None:
         self._progress: MoveProgress | None = None
+        self._stuck = False
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -37,15 +43,26 @@ class PartitionMoveWorkflow:
         min_insync = move.min_insync
         if min_insync is None:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
+        target, policy, rolled_back = move.target, move.stuck_policy, False
         steps: list[list[int]] = []
         self._set_progress(move, original, state.replicas, None, steps)
-        while step := next_step(state.replicas, move.target, state.isr, move.replicas_per_step, min_insync):
+        while step := next_step(state.replicas, target, state.isr, move.replicas_per_step, min_insync):
             self._set_progress(move, original, state.replicas, step.replicas, steps)
-            request = StepRequest(topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas)
+            request = StepRequest(
+                topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas,
+                stuck_after_s=move.stuck_after_s,
+            )  # fmt: skip
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             try:
                 await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
-                state = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+                status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+                reported = False
+                while status.stuck and policy == "wait":
+                    # Keep waiting (a broker may come back); the migration hears of it once.
+                    if not reported:
+                        await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
+                        reported = True
+                    status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
             except BaseException as e:
                 # Cancelled mid-step (the migration was stopped): undo the step on Kafka before ending, so the
                 # partition is left on a list it really had, not half-way through a reassignment.
@@ -54,11 +71,48 @@ class PartitionMoveWorkflow:
                         workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
                     )
                 raise
+            if status.stuck:
+                # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it).
+                await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
+                state = await workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
+                self._stuck = True
+                if policy == "fail":
+                    raise ApplicationError(
+                        f"{tp} stuck: no progress for {status.idle_s:.0f} s on step {request.expected} -> "
+                        f"{request.target}; the step was cancelled, the partition is on {state.replicas}",
+                        type="Stuck", non_retryable=True,
+                    )  # fmt: skip
+                # Step back to the original list; if that gets stuck too, it waits rather than flip-flopping.
+                target, policy, rolled_back = original, "wait", True
+                continue
+            state = status.state
             if step.elect_leader:
                 state = await workflow.execute_activity_method(KafkaActivities.elect_leader, tp, **QUICK_CALL)
             steps.append(step.replicas)
         self._set_progress(move, original, state.replicas, None, steps)
-        return MoveResult(topic=move.topic, partition=move.partition, original=original, final=state.replicas, steps=steps)
+        return MoveResult(
+            topic=move.topic, partition=move.partition, original=original, final=state.replicas, steps=steps,
+            rolled_back=rolled_back,
+        )  # fmt: skip
+
+    async def _report_stuck(
+        self, move: MoveInput, current: list[int], step: list[int], idle_s: float, policy: str
+    ) -> None:
+        self._stuck = True
+        if self._progress is not None:
+            self._progress = self._progress.model_copy(update={"stuck": True})
+        workflow.logger.warning("%s-%s stuck for %.0f s at step %s -> %s (policy %s)", move.topic, move.partition,
+                                idle_s, current, step, policy)  # fmt: skip
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        report = MoveStuck(topic=move.topic, partition=move.partition, current=current, step=step, idle_s=idle_s,
+                           policy=policy)  # fmt: skip
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal("move_stuck", report)
+        except Exception:  # noqa: BLE001 - whatever the server says of a closed parent
+            # The migration has ended; the move's own history still records it.
+            pass
 
     @workflow.query
     def progress(self) -> MoveProgress | None:
@@ -75,4 +129,5 @@ class PartitionMoveWorkflow:
             step_target=step,
             final=move.target,
             steps_done=len(steps),
+            stuck=self._stuck,
         )

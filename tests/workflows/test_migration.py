@@ -181,3 +181,86 @@ async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local
     outcomes = {m.partition: m for m in result.moves}
     assert "another migration is moving this partition" in (outcomes[0].error or "")
     assert outcomes[1].error is None and outcomes[2].error is None and not result.verified
+
+
+async def test_progress_reports_totals_per_broker_counts_and_an_eta(local_env):
+    fake = cluster(6)
+    fake.ticks = 6
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=1))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for(lambda: sum(fake.replicas[k] == p.replicas for p in plan for k in [(p.topic, p.partition)]) >= 2,
+                       "two moves done")  # fmt: skip
+        progress = await handle.query(MigrationWorkflow.progress)
+        result = await handle.result()
+    # The fake's partition p holds 1000 * (p + 1) bytes; every partition moves one replica (to 4 or 5).
+    assert progress.moves_total == 6 and progress.bytes_total == sum(1000 * (p + 1) for p in range(6))
+    assert 0 < progress.bytes_done < progress.bytes_total and progress.eta_s is not None and progress.eta_s > 0
+    assert progress.elapsed_s > 0
+    by_broker = {b.broker: b for b in progress.brokers}
+    # Brokers 4 and 5 receive three moves each; every move also touches the replica it replaces.
+    assert by_broker[4].waiting + by_broker[4].in_flight + by_broker[4].done == 3
+    assert by_broker[5].waiting + by_broker[5].in_flight + by_broker[5].done == 3
+    assert sum(b.in_flight for b in progress.brokers) <= 2
+    assert result.verified and result.leaders_elected == 0 and result.not_preferred == []
+
+
+def stalled_cluster() -> tuple[FakeKafka, list[PartitionReplicas]]:
+    """Four partitions; those moving onto broker 5 cannot finish a step while broker 5 is stalled."""
+    fake = cluster(4)
+    fake.stalled = {5}
+    return fake, spread_plan(fake)
+
+
+async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_returns(local_env):
+    fake, plan = stalled_cluster()
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0, stuck_policy="wait")
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        progress = None
+        for _ in range(150):
+            progress = await handle.query(MigrationWorkflow.progress)
+            if len(progress.stuck) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert progress is not None and progress.stuck == ["orders-1", "orders-3"]
+        assert [a.action for a in progress.actions] == ["stuck", "stuck"] and progress.actions[0].actor == "drover"
+        fake.stalled.clear()
+        result = await handle.result()
+    assert result.verified and all(m.error is None and not m.rolled_back for m in result.moves)
+    assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
+
+
+async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_env):
+    fake, plan = stalled_cluster()
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0,
+                               stuck_policy="rollback", throttle_bytes_per_s=1000)  # fmt: skip
+    result = await run(local_env, fake, migration)
+    outcomes = {m.partition: m for m in result.moves}
+    assert [p for p, m in outcomes.items() if m.rolled_back] == [1, 3]
+    assert all(outcomes[p].final == original[("orders", p)] for p in (1, 3))
+    assert fake.replicas[("orders", 1)] == original[("orders", 1)] and fake.replicas[("orders", 3)] == original[("orders", 3)]
+    assert fake.replicas[("orders", 0)] == plan[0].replicas and fake.replicas[("orders", 2)] == plan[2].replicas
+    assert result.status == "completed" and result.verified and fake.ongoing == {}
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_a_stuck_move_fails_the_migration_by_policy_with_nothing_left_half_done(local_env):
+    fake, plan = stalled_cluster()
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0,
+                               stuck_policy="fail", throttle_bytes_per_s=1000)  # fmt: skip
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, migration)
+    assert "stuck: no progress" in str(failure.value.cause)
+    assert fake.ongoing == {}
+    # Every partition is on its target (finished) or on a list it had; none is left with extra replicas.
+    for key, replicas in fake.replicas.items():
+        assert replicas in (original[key], dict(((p.topic, p.partition), p.replicas) for p in plan)[key])
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
