@@ -12,6 +12,7 @@ from cli import demo as demo_cmd
 from cli import migrate as migrate_cmd
 from cli import plan as plan_cmd
 from cli import sandbox as sandbox_cmd
+from cli import watch as watch_cmd
 from cli.errors import DroverError
 from cli.output import Output
 from sandbox import SandboxError, SandboxSettings
@@ -43,6 +44,7 @@ app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("plan")(plan_cmd.plan)
 app.command("start")(migrate_cmd.start)
 app.command("status")(migrate_cmd.status)
+app.command("watch")(watch_cmd.watch)
 for _name in ("pause", "resume", "cancel", "limits", "throttle"):
     app.command(_name)(getattr(migrate_cmd, _name))
 app.command("list")(migrate_cmd.list_)

@@ -1,62 +1,74 @@
 """drover demo: the main job end to end on the local stack.
 
-Shows the brokers with their racks and the Temporal UI, writes messages to a topic, moves its partition to other
-brokers through a PartitionMoveWorkflow step by step, then checks the final replicas and reads every message back.
+Shows the brokers with their racks and the Temporal UI, writes messages to a topic whose partitions sit on two
+brokers, plans a balanced rack-aware assignment over all brokers (the next run drains it back onto two), runs the
+plan as a MigrationWorkflow under limits and a replication throttle with its progress shown live, then checks
+every partition's final list and reads every message back.
 """
 
 import asyncio
 import time
 import uuid
+from datetime import datetime, timezone
 
 import typer
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from pydantic import BaseModel
-from temporalio.client import WorkflowFailureError
-from temporalio.exceptions import WorkflowAlreadyStartedError
-from temporalio.common import TypedSearchAttributes, SearchAttributePair
-from temporalio.service import RPCError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.output import Output
-from models import ClusterDescription, MoveInput, MoveProgress, MoveResult, PartitionState, TopicPartition
+from cli.rates import human_bytes
+from cli.watch import _watch
+from models import ClusterDescription, TopicPartition
+from models.migration import MigrationInput, MigrationResult
+from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from planner import make_plan
 from settings import Settings
-from workflows import PartitionMoveWorkflow
-from workflows.ids import CLUSTER_ATTR, move_workflow_id
+from steps.admission import Limits
+from workflows import MigrationWorkflow
+from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
-DEMO_TOPIC = "drover-demo"
-MESSAGES = 2000
+DEMO_TOPIC = "drover-demo-orders"
+PARTITIONS = 8
+MESSAGES_PER_PARTITION = 500
+THROTTLE = 10_000_000
+LIMITS = Limits(max_partitions=2, max_per_broker=2, max_replicas=2, max_leaders=2)
 
 
 class DemoResult(BaseModel):
     cluster: ClusterDescription
-    workflow_id: str
+    migration_id: str
     ui_url: str
-    move: MoveResult
-    final: PartitionState
+    result: MigrationResult
+    replica_moves: int
     produced: int
     consumed: int
     seconds: float
 
 
 def demo(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout")) -> None:
-    """Move a partition with data to other brokers through a Temporal workflow, step by step, and verify it."""
+    """Plan and run a real migration of a topic with data on the local stack, with limits, a throttle and live
+    progress, then verify it: every partition on its planned list, every message read back."""
     settings: Settings = ctx.obj
     out = Output(as_json)
     admin = KafkaAdmin(settings)
     try:
-        result = asyncio.run(_run(settings, admin, out))
+        demo_result = asyncio.run(_run(settings, admin, out))
     finally:
         admin.close()
+    r = demo_result.result
     out.success(
-        f"{result.move.topic}-{result.move.partition} moved {result.move.original} -> {result.final.replicas} in "
-        f"{len(result.move.steps)} steps ({result.seconds:.1f} s); leader {result.final.leader}; "
-        f"{result.consumed} of {result.produced} messages read back"
+        f"{demo_result.migration_id}: {len(r.moves)} partitions ({demo_result.replica_moves} replica moves) on their "
+        f"planned lists in {demo_result.seconds:.1f} s; peak {r.peak_in_flight} in flight (limit "
+        f"{LIMITS.max_partitions}), {r.peak_per_broker} per broker (limit {LIMITS.max_per_broker}); throttle "
+        f"{human_bytes(THROTTLE)}/s, removed; {demo_result.consumed} of {demo_result.produced} messages read back"
     )
     out.info("The stack is still running: look around in the Web UI, or stop it with 'drover sandbox down'.")
-    out.data(result)
+    out.data(demo_result)
 
 
 async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult:
@@ -69,93 +81,77 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     out.info(f"Temporal Web UI: {settings.temporal_ui_url}")
     if len(cluster.brokers) < 4:
         raise DroverError(f"the demo needs at least 4 brokers, the cluster has {len(cluster.brokers)}")
-
-    tp = TopicPartition(topic=DEMO_TOPIC, partition=0)
+    home = _two_racks(cluster)
     if DEMO_TOPIC not in admin.list_topics():
-        admin.create_topic(DEMO_TOPIC, [cluster.broker_ids[:2]], {"min.insync.replicas": "1"})
-        out.info(f"created topic {DEMO_TOPIC} on brokers {cluster.broker_ids[:2]}")
+        admin.create_topic(DEMO_TOPIC, [home[p % 2 :] + home[: p % 2] for p in range(PARTITIONS)],
+                           {"min.insync.replicas": "1"})  # fmt: skip
+        out.info(f"created topic {DEMO_TOPIC}: {PARTITIONS} partitions on brokers {home}")
+    if admin.list_reassignments([TopicPartition(topic=DEMO_TOPIC, partition=p) for p in range(PARTITIONS)]):
+        raise DroverError(f"{DEMO_TOPIC} is being reassigned already; run the demo again when it has finished")
     run = uuid.uuid4().hex[:8]
-    produced = _produce(settings, tp, run)
-    if admin.list_reassignments([tp]):
-        raise DroverError(f"{tp} is being reassigned already; run the demo again when it has finished")
-    before = admin.describe_partition(tp)
-    target = _other_brokers(cluster, before.replicas)
-    out.info(f"wrote {produced} messages to {tp}; moving it from {before.replicas} to {target}, one replica per step")
+    produced = {p: _produce(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
+    out.info(f"wrote {sum(produced.values())} messages to {DEMO_TOPIC}")
+
+    # Spread the topic over every broker; if a previous run already did, drain it back onto the two it started on.
+    states = admin.describe_topics([DEMO_TOPIC])
+    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
+    used = {b for s in states for b in s.replicas}
+    remove = [] if used <= set(home) else [b for b in cluster.broker_ids if b not in home]
+    plan = make_plan(PlanRequest(partitions=partitions, brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+                                 remove_brokers=remove))  # fmt: skip
+    moving = plan.changes
+    if not moving:
+        raise DroverError(f"the plan for {DEMO_TOPIC} moves nothing; its partitions are where they should be")
+    what = f"drain it back onto brokers {home}" if remove else "spread it over every broker, rack-aware"
+    out.info(f"plan: {what}: {plan.summary.replica_moves} replica moves in {len(moving)} partitions")
 
     client = await connect(settings)
-    workflow_id = move_workflow_id(settings.cluster_name, tp.topic, tp.partition)
-    ui_url = settings.workflow_url(workflow_id)
-    move = MoveInput(cluster=settings.cluster_name, topic=tp.topic, partition=tp.partition, target=target,
-                     replicas_per_step=1)  # fmt: skip
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    migration_id = f"migration:{settings.cluster_name}:demo-{stamp}-{run[:4]}"
+    migration = MigrationInput(cluster=settings.cluster_name, moves=moving, limits=LIMITS, replicas_per_step=1,
+                               throttle_bytes_per_s=THROTTLE)  # fmt: skip
     started = time.monotonic()
-    try:
-        handle = await client.start_workflow(
-            PartitionMoveWorkflow.run,
-            move,
-            id=workflow_id,
-            task_queue=settings.task_queue,
-            search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER_ATTR, settings.cluster_name)]),
-        )
-    except WorkflowAlreadyStartedError:
-        raise DroverError(f"a move of {tp} is already running: {ui_url}") from None
-    except RPCError as e:
-        raise DroverError(f"cannot start {workflow_id}: {e.message}") from e
-    out.info(f"workflow {workflow_id} started: {ui_url}")
-    result = await _follow(handle, out)
+    handle = await client.start_workflow(
+        MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
+        search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER_ATTR, settings.cluster_name),
+                                                 SearchAttributePair(STATUS_ATTR, "running")]),
+    )  # fmt: skip
+    out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
+    await _watch(settings, migration_id, 0.5, Output(False))
+    result: MigrationResult = await handle.result()
     seconds = time.monotonic() - started
-    steps = " -> ".join(str(s) for s in [result.original, *result.steps])
-    out.info(f"steps taken: {steps}")
+    if not result.verified or result.status != "completed":
+        raise DroverError(f"{migration_id} ended {result.status}, verified {result.verified}")
 
-    # Brokers learn the final list from the controller moments apart; give a lagging one a few seconds.
-    final = admin.describe_partition(tp)
+    # Brokers learn the final lists from the controller moments apart; give a lagging one a few seconds.
+    wanted = {p.partition: p.replicas for p in moving}
     deadline = time.monotonic() + 10
-    while final.replicas != target and time.monotonic() < deadline:
+    while True:
+        wrong = [s for s in admin.describe_topics([DEMO_TOPIC]) if s.partition in wanted and s.replicas != wanted[s.partition]]
+        if not wrong or time.monotonic() > deadline:
+            break
         await asyncio.sleep(0.5)
-        final = admin.describe_partition(tp)
-    if final.replicas != target:
-        raise DroverError(f"{tp} ended at {final.replicas}, not at the target {target}")
-    consumed = _consume(settings, tp, run)
-    if consumed < produced:
-        raise DroverError(f"read back {consumed} messages from {tp}, fewer than the {produced} written")
-    return DemoResult(cluster=cluster, workflow_id=workflow_id, ui_url=ui_url, move=result, final=final,
-                      produced=produced, consumed=consumed, seconds=seconds)  # fmt: skip
+    if wrong:
+        raise DroverError(f"{DEMO_TOPIC}-{wrong[0].partition} ended at {wrong[0].replicas}, not at {wanted[wrong[0].partition]}")
+    throttled = {b: c for b, c in admin.describe_broker_configs(cluster.broker_ids, overrides_only=True).items()
+                 if any("replication.throttled" in key for key in c)}  # fmt: skip
+    if throttled:
+        raise DroverError(f"broker {min(throttled)} still has a replication throttle after the migration")
+    consumed = {p: _consume(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
+    short = [p for p in range(PARTITIONS) if consumed[p] < produced[p]]
+    if short:
+        raise DroverError(f"read back {consumed[short[0]]} messages from {DEMO_TOPIC}-{short[0]}, fewer than the "
+                          f"{produced[short[0]]} written")  # fmt: skip
+    return DemoResult(cluster=cluster, migration_id=migration_id, ui_url=settings.workflow_url(migration_id),
+                      result=result, replica_moves=plan.summary.replica_moves, produced=sum(produced.values()),
+                      consumed=sum(consumed.values()), seconds=seconds)  # fmt: skip
 
 
-async def _follow(handle, out: Output) -> MoveResult:
-    """Print each step as the workflow's progress query reports it, until the workflow ends.
-
-    A step that finishes between two queries is not shown live; the result lists every step.
-    """
-    result_task = asyncio.ensure_future(handle.result())
-    shown: list[int] | None = None
-    while not result_task.done():
-        try:
-            progress: MoveProgress | None = await handle.query(PartitionMoveWorkflow.progress)
-        except RPCError:
-            progress = None
-        if progress and progress.step_target and progress.step_target != shown:
-            shown = progress.step_target
-            out.info(f"  step {progress.steps_done + 1}: {progress.current} -> {progress.step_target}")
-        await asyncio.wait([result_task], timeout=0.3)
-    try:
-        return result_task.result()
-    except WorkflowFailureError as e:
-        raise DroverError(f"the move failed: {e.cause}") from e
-
-
-def _other_brokers(cluster: ClusterDescription, replicas: list[int]) -> list[int]:
-    """As many brokers as ``replicas`` that hold none of them, one per rack where the racks allow."""
-    others = [b for b in cluster.brokers if b.id not in replicas]
-    chosen: list[int] = []
-    racks_used: set[str | None] = set()
-    for broker in sorted(others, key=lambda b: b.id):
-        if len(chosen) < len(replicas) and broker.rack not in racks_used:
-            chosen.append(broker.id)
-            racks_used.add(broker.rack)
-    for broker in sorted(others, key=lambda b: b.id):
-        if len(chosen) < len(replicas) and broker.id not in chosen:
-            chosen.append(broker.id)
-    return chosen
+def _two_racks(cluster: ClusterDescription) -> list[int]:
+    """Two brokers, on two racks where there are racks: where the demo topic starts."""
+    first = cluster.brokers[0]
+    other = next((b for b in cluster.brokers[1:] if b.rack != first.rack), cluster.brokers[1])
+    return [first.id, other.id]
 
 
 def _produce(settings: Settings, tp: TopicPartition, run: str) -> int:
@@ -167,7 +163,7 @@ def _produce(settings: Settings, tp: TopicPartition, run: str) -> int:
         if err is None:
             delivered.append(msg.offset())
 
-    for i in range(MESSAGES):
+    for i in range(MESSAGES_PER_PARTITION):
         producer.produce(tp.topic, key=f"{run}-{i}", value=f"drover demo message {i} of run {run}",
                          partition=tp.partition, on_delivery=on_delivery)  # fmt: skip
         producer.poll(0)

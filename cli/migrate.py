@@ -17,7 +17,7 @@ from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.output import Output
 from cli.plan import load_model, partition_label
-from cli.rates import parse_rate
+from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
     CancelRequest,
     LimitsChange,
@@ -53,6 +53,11 @@ def start(
     throttle: str = typer.Option("none", "--throttle",
                                  help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, 10MiB/s) or none"),
     order: str = typer.Option("small-first", "--order", help="small-first or large-first (urgent moves always first)"),
+    stuck_after: str = typer.Option("10m", "--stuck-after",
+                                    help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"),
+    on_stuck: str = typer.Option("wait", "--on-stuck",
+                                 help="What a stuck move does: wait (for the broker to return), rollback (that "
+                                      "partition back to its original list; the rest go on) or fail (stop the migration)"),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
@@ -63,6 +68,12 @@ def start(
     settings: Settings = ctx.obj
     if order not in ("small-first", "large-first"):
         raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
+    if on_stuck not in ("wait", "rollback", "fail"):
+        raise DroverError(f"--on-stuck {on_stuck!r}: use wait, rollback or fail", exit_code=2)
+    try:
+        stuck_after_s = parse_duration(stuck_after)
+    except ValueError as e:
+        raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
     try:
         rate = None if throttle.strip().lower() == "none" else parse_rate(throttle)
     except ValueError as e:
@@ -75,6 +86,7 @@ def start(
         raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
     migration = MigrationInput(
         cluster=name, moves=moves, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
+        stuck_after_s=stuck_after_s, stuck_policy=on_stuck,
         limits=Limits(max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas,
                       max_leaders=max_leaders),
     )  # fmt: skip
@@ -104,14 +116,18 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
 
 
 def _show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
-    rows = [[f"{m.topic}-{m.partition}", m.original, m.final, len(m.steps), m.error or "ok"] for m in result.moves]
+    rows = [[f"{m.topic}-{m.partition}", m.original, m.final, len(m.steps),
+             m.error or ("stuck, rolled back" if m.rolled_back else "ok")] for m in result.moves]  # fmt: skip
     out.table(f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows)
     if result.rolled_back:
         rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
     for name in result.skipped:
         out.warning(f"{name} was not rolled back: all its original replicas are offline")
-    out.info(f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker")
+    out.info(f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
+             f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}")
+    if result.not_preferred:
+        out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     out.data(result)
     if not result.verified:
         raise DroverError(f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
@@ -150,15 +166,27 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
             raise DroverError(f"migration {migration_id} {state}: {e.cause or e}") from None
         raise DroverError(f"migration {migration_id} {state}")
     progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
-    flags = " (paused)" if progress.paused else f" (cancelling: {progress.cancelling})" if progress.cancelling else ""
-    out.info(
-        f"migration {migration_id}: {state}{flags}; {progress.done} done, {len(progress.in_flight)} in flight, "
-        f"{progress.waiting} waiting, {progress.failed} failed; {settings.workflow_url(migration_id)}"
-    )
+    out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    if progress.stuck:
+        out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
     batch = await _current_batch(client, progress)
     if batch:
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     out.data(progress)
+
+
+def summary(state: str, progress: MigrationProgress) -> str:
+    """One line: state, moves by state, bytes, elapsed and ETA, throttle."""
+    flags = " (paused)" if progress.paused else f" (cancelling: {progress.cancelling})" if progress.cancelling else ""
+    if not (progress.moves_total or progress.waiting or progress.in_flight or progress.done or progress.failed):
+        return f"{state}{flags}; preflight: checking the plan against the cluster"
+    rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
+    return (
+        f"{state}{flags}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
+        f"{progress.waiting} waiting, {progress.failed} failed; {human_bytes(progress.bytes_done)} of "
+        f"{human_bytes(progress.bytes_total)}; elapsed {human_seconds(progress.elapsed_s)}, "
+        f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
+    )
 
 
 async def _current_batch(client, progress: MigrationProgress) -> list[list[object]]:

@@ -1,4 +1,4 @@
-"""Byte rates as operators write them: 50MB/s, 10MiB, 1.5GB/s, 1048576."""
+"""Rates, sizes and durations as operators write and read them: 50MB/s, 10MiB, 1048576; 90s, 10m, 2h."""
 
 import re
 
@@ -21,3 +21,35 @@ def parse_rate(text: str) -> int:
     if value < 1:
         raise ValueError(f"{text!r} is below one byte per second")
     return value
+
+
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|m|h)?\s*$", re.IGNORECASE)
+_SECONDS = {"": 1, "s": 1, "m": 60, "h": 3600}
+
+
+def parse_duration(text: str) -> float:
+    """Seconds from 90, 90s, 10m or 2h; raises ValueError naming the accepted forms."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"{text!r} is not a duration; write seconds like 90, 90s, 10m or 2h")
+    value = float(match.group(1)) * _SECONDS[(match.group(2) or "").lower()]
+    if value <= 0:
+        raise ValueError(f"{text!r} must be longer than zero")
+    return value
+
+
+def human_bytes(value: float) -> str:
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1000
+    raise AssertionError("unreachable")
+
+
+def human_seconds(value: float | None) -> str:
+    if value is None:
+        return "-"
+    value = int(round(value))
+    hours, rest = divmod(value, 3600)
+    minutes, seconds = divmod(rest, 60)
+    return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"

@@ -1,0 +1,113 @@
+"""drover watch: a migration's progress, live, until it ends."""
+
+import asyncio
+import json
+import sys
+
+import typer
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError, RPCStatusCode
+
+from adapters.temporal import connect
+from cli.errors import DroverError
+from cli.migrate import _current_batch, _status, summary
+from cli.output import Output
+from models.migration import MigrationProgress, MigrationResult
+from settings import Settings
+from workflows import MigrationWorkflow
+
+BAR_WIDTH = 30
+
+
+def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
+    filled = width if total == 0 else round(width * min(done, total) / total)
+    return "█" * filled + "░" * (width - filled)
+
+
+def watch(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID drover start printed"),
+    interval: float = typer.Option(1.0, "--interval", min=0.2, help="Seconds between two looks"),
+    as_json: bool = typer.Option(False, "--json", help="Print one JSON progress line per look on stdout"),
+) -> None:
+    """Follow a migration live: a bar for the whole migration and one per broker (moves touching it, done of
+    total, and in flight), the current batch with each partition's current and step lists, stuck moves; then its
+    result. Without a terminal, one summary line per look. Ctrl-C stops watching, not the migration."""
+    settings: Settings = ctx.obj
+    try:
+        asyncio.run(_watch(settings, migration_id, interval, Output(as_json)))
+    except KeyboardInterrupt:
+        raise DroverError("stopped watching; the migration goes on", exit_code=130) from None
+
+
+async def _watch(settings: Settings, migration_id: str, interval: float, out: Output) -> None:
+    client = await connect(settings)
+    handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
+    live = Live(console=out.err, auto_refresh=False) if out.err.is_terminal and not out.as_json else None
+    last_line = None
+    try:
+        if live:
+            live.start()
+        while True:
+            try:
+                described = await handle.describe()
+            except RPCError as e:
+                if e.status == RPCStatusCode.NOT_FOUND:
+                    raise DroverError(f"no migration {migration_id}") from None
+                raise
+            if described.status != WorkflowExecutionStatus.RUNNING:
+                break
+            try:
+                progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+            except RPCError:
+                # Not started on a worker yet (no worker running, or it is busy): look again.
+                await asyncio.sleep(interval)
+                continue
+            if out.as_json:
+                sys.stdout.write(progress.model_dump_json() + "\n")
+                sys.stdout.flush()
+            elif live:
+                batch = await _current_batch(client, progress)
+                live.update(_render(migration_id, progress, batch), refresh=True)
+            else:
+                line = summary("running", progress)
+                if line != last_line:
+                    out.info(line)
+                    last_line = line
+            await asyncio.sleep(interval)
+    finally:
+        if live:
+            live.stop()
+    # Ended: the same report as drover status (the result, or why it failed).
+    await _status(settings, migration_id, Output(False) if out.as_json else out)
+    if out.as_json:
+        sys.stdout.write(json.dumps({"migration_id": migration_id, "ended": True}) + "\n")
+
+
+def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]]) -> Group:
+    parts: list[object] = [Text(f"{migration_id}: {summary('running', progress)}")]
+    parts.append(Text(f"moves  {bar(progress.done, progress.moves_total)} {progress.done}/{progress.moves_total}"))
+    if progress.bytes_total:
+        parts.append(Text(f"bytes  {bar(progress.bytes_done, progress.bytes_total)} "
+                          f"{progress.bytes_done * 100 // progress.bytes_total}%"))  # fmt: skip
+    brokers = Table(title="Per broker (moves touching it)", title_justify="left")
+    for column in ("broker", "done", "", "in flight", "waiting"):
+        brokers.add_column(column)
+    for b in progress.brokers:
+        total = b.done + b.in_flight + b.waiting
+        brokers.add_row(str(b.broker), f"{b.done}/{total}", bar(b.done, total, 20), str(b.in_flight), str(b.waiting))
+    parts.append(brokers)
+    if batch:
+        table = Table(title="Current batch", title_justify="left")
+        for column in ("partition", "original", "current", "step to", "final"):
+            table.add_column(column)
+        for row in batch:
+            table.add_row(*(str(v) for v in row))
+        parts.append(table)
+    if progress.stuck:
+        parts.append(Text(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}", style="yellow"))
+    return Group(*parts)
