@@ -20,9 +20,9 @@ STALE_GRACE_S = 10.0
 # refusing to act: long enough for a lagging broker to catch up, short enough to report real interference promptly.
 FENCE_GRACE_S = 5.0
 POLL_MIN_S = 0.25
-# Polling backs off to this: a step Kafka finishes is noticed (and the next one issued) within about a second,
+# Polling backs off to this: a step Kafka finishes is noticed (and the next one issued) within about half a second,
 # at two cheap metadata calls per second per partition in flight.
-POLL_MAX_S = 1.0
+POLL_MAX_S = 0.5
 # How often a step that may be stuck has the size of its new replicas read (DescribeLogDirs on their brokers):
 # a copy that is slow but growing is progress, not a stuck move.
 SIZE_EVERY_S = 5.0

@@ -1,5 +1,7 @@
+import threading
 import time
 import uuid
+from collections import Counter
 
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
@@ -18,8 +20,9 @@ def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.25, wha
     raise AssertionError(f"{what} not reached within {timeout_s} s")
 
 
-def produce(settings: Settings, topic: str, partition: int, count: int) -> list[str]:
-    """Write ``count`` messages with acks=all; returns the values Kafka acknowledged."""
+def produce(settings: Settings, topic: str, partition: int, count: int, pad: int = 0) -> list[str]:
+    """Write ``count`` messages (each ``pad`` bytes longer than its short unique text) with acks=all; returns the
+    values Kafka acknowledged."""
     config, _ = client_configs(settings)
     producer = Producer(config | {"acks": "all", "enable.idempotence": True}, logger=rdkafka_logger())
     acked: list[str] = []
@@ -29,7 +32,8 @@ def produce(settings: Settings, topic: str, partition: int, count: int) -> list[
             acked.append(msg.value().decode())
 
     for i in range(count):
-        producer.produce(topic, value=f"message-{i}-{uuid.uuid4().hex}", partition=partition, on_delivery=on_delivery)
+        value = f"message-{i}-{uuid.uuid4().hex}" + "x" * pad
+        producer.produce(topic, value=value, partition=partition, on_delivery=on_delivery)
         producer.poll(0)
     assert producer.flush(30) == 0
     return acked
@@ -51,6 +55,134 @@ def consume_all(settings: Settings, topic: str, partition: int) -> list[str]:
                 continue
             values.append(msg.value().decode())
             position = msg.offset() + 1
+        return values
+    finally:
+        consumer.close()
+
+
+class StepObserver(threading.Thread):
+    """Watches a topic on Kafka while a migration runs, every ``interval_s``: each partition's ongoing
+    reassignment (the step Kafka is carrying out) and its replica and in-sync lists.
+
+    Per partition it keeps a timeline of distinct states, each either ("moving", step target) or ("at", replica
+    list), with when it was first seen. From it: the steps Kafka carried out (a step that only drops replicas
+    finishes at once and shows only as a new list), and the gaps between a step finishing and the next one being
+    issued. Also the most partitions reassigning at once and per broker, the most replicas a partition had, and
+    the fewest in-sync replicas any partition had.
+    """
+
+    def __init__(self, admin, topic: str, interval_s: float = 0.05):
+        super().__init__(daemon=True)
+        self.admin, self.topic, self.interval_s = admin, topic, interval_s
+        self.timeline: dict[int, list[tuple[tuple[str, tuple[int, ...]], float]]] = {}
+        self._candidates: dict[int, tuple[tuple[str, tuple[int, ...]], float]] = {}
+        self.peak_partitions = self.peak_per_broker = self.peak_replicas = 0
+        self.min_isr: int | None = None
+        self.samples = 0
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            ongoing = {r.partition: r for r in self.admin.list_reassignments() if r.topic == self.topic}
+            states = self.admin.describe_topics([self.topic])
+            for s in states:
+                r = ongoing.get(s.partition)
+                state = ("moving", tuple(r.target)) if r else ("at", tuple(s.replicas))
+                line = self.timeline.setdefault(s.partition, [])
+                candidate = self._candidates.pop(s.partition, None)
+                if line and line[-1][0] == state:
+                    continue
+                if state[0] == "moving" or not line:
+                    line.append((state, now))
+                elif candidate and candidate[0] == state:
+                    # A list is taken as settled when two samples in a row show it: the two calls of one sample
+                    # can straddle the end of a reassignment and show its union of old and new replicas.
+                    line.append(candidate)
+                else:
+                    self._candidates[s.partition] = (state, now)
+            per_broker = Counter(b for r in ongoing.values() for b in (*r.adding, *r.removing))
+            self.peak_partitions = max(self.peak_partitions, len(ongoing))
+            self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
+            self.peak_replicas = max([self.peak_replicas, *(len(s.replicas) for s in states)])
+            lowest = min((len(s.isr) for s in states), default=None)
+            if lowest is not None:
+                self.min_isr = lowest if self.min_isr is None else min(self.min_isr, lowest)
+            self.samples += 1
+            self.stop_event.wait(max(0.0, self.interval_s - (time.monotonic() - now)))
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join()
+
+    @property
+    def steps(self) -> dict[int, list[list[int]]]:
+        """Per partition that changed, the replica lists Kafka moved it to, in order."""
+        found = {}
+        for partition, line in self.timeline.items():
+            steps: list[list[int]] = []
+            for (kind, replicas), _ in line[1:]:
+                if not steps or steps[-1] != list(replicas):
+                    steps.append(list(replicas))
+            if steps:
+                found[partition] = steps
+        return found
+
+    def gaps(self) -> list[float]:
+        """Seconds from Kafka showing a step finished (the partition at the step's list, no reassignment) to the
+        same partition's next step showing, for every step but a partition's last."""
+        found = []
+        for line in self.timeline.values():
+            for j in range(1, len(line) - 1):
+                (kind, _), seen = line[j]
+                if kind == "at":
+                    found.append(line[j + 1][1] - seen)
+        return sorted(found)
+
+
+def produce_topic(settings: Settings, topic: str, partitions: int, per_partition: int) -> dict[int, list[str]]:
+    """Write ``per_partition`` messages to each partition with acks=all; the values Kafka acknowledged, per
+    partition."""
+    config, _ = client_configs(settings)
+    producer = Producer(config | {"acks": "all", "enable.idempotence": True, "linger.ms": 5}, logger=rdkafka_logger())
+    acked: dict[int, list[str]] = {p: [] for p in range(partitions)}
+
+    def on_delivery(err, msg):
+        if err is None:
+            acked[msg.partition()].append(msg.value().decode())
+
+    for i in range(per_partition):
+        for p in range(partitions):
+            producer.produce(topic, value=f"message-{p}-{i}-{uuid.uuid4().hex}", partition=p, on_delivery=on_delivery)
+        producer.poll(0)
+    assert producer.flush(60) == 0
+    return acked
+
+
+def consume_topic(settings: Settings, topic: str, partitions: int) -> dict[int, list[str]]:
+    """Every message of every partition, from the beginning to the end offset seen at the start."""
+    config, _ = client_configs(settings)
+    consumer = Consumer(
+        config | {"group.id": f"test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False},
+        logger=rdkafka_logger(),
+    )
+    try:
+        ends, starts = {}, []
+        for p in range(partitions):
+            low, high = consumer.get_watermark_offsets(CkTopicPartition(topic, p), timeout=10)
+            if high > low:
+                ends[p] = high
+                starts.append(CkTopicPartition(topic, p, low))
+        consumer.assign(starts)
+        values: dict[int, list[str]] = {p: [] for p in range(partitions)}
+        positions = {p: 0 for p in ends}
+        deadline = time.monotonic() + 120
+        while any(positions[p] < ends[p] for p in ends) and time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None or msg.error():
+                continue
+            values[msg.partition()].append(msg.value().decode())
+            positions[msg.partition()] = msg.offset() + 1
         return values
     finally:
         consumer.close()

@@ -3,10 +3,8 @@
 import asyncio
 import json
 import os
-import threading
 import uuid
 from asyncio.subprocess import PIPE
-from collections import Counter
 
 import pytest
 
@@ -18,76 +16,83 @@ from models.migration import (
     OperatorAction,
     ThrottleChange,
 )
-from models.plan import PartitionReplicas
+from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from planner import make_plan
 from sandbox.stack import _find_temporal
 from steps.admission import Limits
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import worker_for
-from tests.integration.helpers import consume_all, produce, wait_until
+from tests.integration.helpers import StepObserver, consume_all, consume_topic, produce, produce_topic, wait_until
 from worker import activities_for
 from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 
 
-class ReassignmentSampler(threading.Thread):
-    """Samples ListPartitionReassignments and the partitions' lists while a migration runs."""
-
-    def __init__(self, admin, topic: str):
-        super().__init__(daemon=True)
-        self.admin, self.topic = admin, topic
-        self.peak_partitions = self.peak_per_broker = self.peak_replicas = 0
-        self.samples = 0
-        self.stop = threading.Event()
-
-    def run(self) -> None:
-        while not self.stop.is_set():
-            ongoing = [r for r in self.admin.list_reassignments() if r.topic == self.topic]
-            per_broker = Counter(b for r in ongoing for b in (*r.adding, *r.removing))
-            self.peak_partitions = max(self.peak_partitions, len(ongoing))
-            self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
-            self.peak_replicas = max([self.peak_replicas, *(len(r.replicas) for r in ongoing)])
-            self.samples += 1
-            self.stop.wait(0.1)
-
-
-async def test_migration_stays_within_limits_and_reaches_the_plan(real_client, admin, real_settings, topic_name):
-    # Twelve partitions at RF 3 on brokers 1-3; the plan moves one replica of each onto broker 4.
-    original = [[1 + (p + k) % 3 for k in range(3)] for p in range(12)]
+async def test_thirty_partitions_stay_within_limits_and_reach_the_plan(real_client, admin, real_settings, topic_name):
+    # 30 partitions at RF 3 on brokers 1-3 with data; the planner spreads them over brokers 1-4 (rack-aware); R = 1,
+    # at most 4 partitions in flight and 2 per broker.
+    partitions = 30
+    original = [[1 + (p + k) % 3 for k in range(3)] for p in range(partitions)]
     admin.create_topic(topic_name, original, {"min.insync.replicas": "2"})
-    written = {p: produce(real_settings, topic_name, p, 50) for p in (0, 5, 11)}
-    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], r[1], 4]) for p, r in enumerate(original)]
+    written = await asyncio.to_thread(produce_topic, real_settings, topic_name, partitions, 200)
+    cluster = admin.describe_cluster()
+    plan = make_plan(PlanRequest(
+        partitions=[PartitionReplicas(topic=topic_name, partition=p, replicas=r) for p, r in enumerate(original)],
+        brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+    )).changes  # fmt: skip
+    assert len(plan) >= 20
     limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
     migration = MigrationInput(cluster="test", moves=plan, limits=limits, replicas_per_step=1,
                                throttle_bytes_per_s=50_000_000)  # fmt: skip
 
-    sampler = ReassignmentSampler(admin, topic_name)
-    sampler.start()
+    observer = StepObserver(admin, topic_name)
+    observer.start()
+    peaks = {"in_flight": 0, "per_broker": 0, "queries": 0}
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            result = await real_client.execute_workflow(
+            handle = await real_client.start_workflow(
                 MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
             )
+            result_task = asyncio.ensure_future(handle.result())
+            while not result_task.done():
+                # The progress query, sampled during the run, shows the same limits held.
+                progress = await handle.query(MigrationWorkflow.progress)
+                peaks["in_flight"] = max(peaks["in_flight"], len(progress.in_flight))
+                peaks["per_broker"] = max([peaks["per_broker"], *(b.in_flight for b in progress.brokers)])
+                peaks["queries"] += 1
+                await asyncio.wait([result_task], timeout=0.2)
+            result = result_task.result()
     finally:
-        sampler.stop.set()
-        sampler.join()
+        observer.stop()
 
     assert result.verified and all(m.error is None for m in result.moves)
-    assert sampler.samples > 0
-    # Kafka itself never showed more than the limits: partitions reassigning, moves per broker, RF + R replicas.
-    assert sampler.peak_partitions <= 4 and sampler.peak_per_broker <= 2 and sampler.peak_replicas <= 3 + 1
+    assert observer.samples > 20 and peaks["queries"] > 5
+    # Kafka itself never showed more than the limits: partitions reassigning, moves per broker, RF + R replicas,
+    # and no partition fell below min.insync.replicas in-sync replicas.
+    assert observer.peak_partitions <= 4 and observer.peak_per_broker <= 2 and observer.peak_replicas <= 3 + 1
+    assert observer.min_isr is not None and observer.min_isr >= 2
+    assert peaks["in_flight"] <= 4 and peaks["per_broker"] <= 2
     assert result.peak_in_flight <= 4 and result.peak_per_broker <= 2
+    # Every step Kafka carried out added at most R = 1 replica to the list it had.
+    for p, steps in observer.steps.items():
+        lists = [original[p], *steps]
+        assert all(len(set(b) - set(a)) <= 1 for a, b in zip(lists, lists[1:])), (p, steps)
+    print(f"\n30 partitions: {len(plan)} moves, {sum(len(m.steps) for m in result.moves)} steps; peak on Kafka "
+          f"{observer.peak_partitions} partitions, {observer.peak_per_broker} per broker, {observer.peak_replicas} "
+          f"replicas, ISR at least {observer.min_isr}; {observer.samples} samples")
     wanted = {p.partition: p.replicas for p in plan}
-    wait_until(
-        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
+    final = wait_until(
+        lambda: (states := admin.describe_topics([topic_name]))
+        and all(s.replicas == wanted.get(s.partition, original[s.partition]) for s in states) and states,
         timeout_s=15,
         what="every partition on its planned list",
     )
+    assert all(s.leader == s.replicas[0] for s in final), "every partition led by its preferred replica"
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("leader.replication.throttled.rate" not in c for c in overrides.values())
     assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {"min.insync.replicas": "2"}
-    for p, values in written.items():
-        assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == values
+    assert await asyncio.to_thread(consume_topic, real_settings, topic_name, partitions) == written
 
 
 async def test_migration_started_and_queried_with_the_temporal_cli(real_client, admin, real_settings, topic_name, tmp_path):
@@ -133,7 +138,7 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(real_
     migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=1, max_per_broker=3),
                                throttle_bytes_per_s=100_000)  # fmt: skip
     who = OperatorAction(actor="test", reason="integration")
-    sampler = ReassignmentSampler(admin, topic_name)
+    sampler = StepObserver(admin, topic_name, interval_s=0.1)
     async with worker_for(real_client, activities_for(admin)) as worker:
         handle = await real_client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
@@ -165,8 +170,7 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(real_
         await handle.execute_update(MigrationWorkflow.resume_update, who)
         await asyncio.to_thread(wait_until, lambda: rate_on_brokers("300000"), 30, 0.1, "the new throttle")
         result = await handle.result()
-    sampler.stop.set()
-    sampler.join()
+    sampler.stop()
     assert result.verified
     # The new limit took effect: more than one move in flight at once, and Kafka never showed more than three.
     assert 1 < result.peak_in_flight <= 3 and sampler.peak_partitions <= 3
