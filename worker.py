@@ -9,6 +9,7 @@ import signal
 import sys
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
+from pathlib import Path
 
 import structlog
 from temporalio.worker import Worker
@@ -28,12 +29,12 @@ log = structlog.get_logger("drover.worker")
 ACTIVITY_THREADS = 32
 
 
-def activities_for(admin: KafkaAdmin) -> list:
-    kafka, migration = KafkaActivities(admin), MigrationActivities(admin)
+def activities_for(admin: KafkaAdmin, work_dir: Path | None = None) -> list:
+    kafka, migration = KafkaActivities(admin), MigrationActivities(admin, work_dir or Settings().work_dir)
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
         kafka.elect_leader, kafka.cancel_step, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
-        migration.elect_leaders,
+        migration.elect_leaders, migration.read_moves, migration.save_outcomes, migration.plan_rollback,
     ]  # fmt: skip
 
 
@@ -45,7 +46,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            activities=activities_for(admin),
+            activities=activities_for(admin, settings.work_dir),
             activity_executor=pool,
             max_concurrent_activities=ACTIVITY_THREADS,
             graceful_shutdown_timeout=timedelta(seconds=10),

@@ -11,10 +11,26 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from adapters.kafka_admin import KafkaAdmin
-from models.migration import LeaderElection, LeaderElectionResult, PreflightResult, ThrottleRequest, ThrottleState
+from pathlib import Path
+
+from activities import ledger
+from models.migration import (
+    INLINE_MOVES,
+    LeaderElection,
+    LeaderElectionResult,
+    MovesPage,
+    OutcomesBatch,
+    PreflightRequest,
+    PreflightResult,
+    RollbackPlan,
+    RollbackRequest,
+    ThrottleRequest,
+    ThrottleState,
+    VerifyRequest,
+)
 from models.plan import PartitionReplicas
 from models import TopicPartition
-from steps.admission import MoveSpec
+from steps.admission import MoveSpec, ordered
 from steps.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -25,13 +41,76 @@ from steps.throttle import (
 )
 
 
+def _preflight_error(problems: list[str]) -> ApplicationError:
+    unique = list(dict.fromkeys(problems))
+    return ApplicationError(
+        f"preflight found {len(unique)} problem(s), nothing was changed: " + "; ".join(unique),
+        type="Preflight",
+        non_retryable=True,
+    )
+
+
 class MigrationActivities:
-    def __init__(self, admin: KafkaAdmin):
+    def __init__(self, admin: KafkaAdmin, work_dir: Path):
         self.admin = admin
+        self.work_dir = work_dir
 
     @activity.defn(name="preflight")
-    def preflight(self, moves: list[PartitionReplicas]) -> PreflightResult:
-        """Check every move against the cluster and record what it shows now; any problem fails with all of them."""
+    def preflight(self, req: PreflightRequest) -> PreflightResult:
+        """Check every move against the cluster and record what it shows now; any problem fails with all of them.
+
+        The moves that change a list come back in the order they will run: inline, or for a plan passed by
+        reference (or one above INLINE_MOVES) in the migration's folder, to be paged in."""
+        moves = req.moves
+        if req.plan_ref is not None:
+            try:
+                moves = ledger.read_plan(req.plan_ref)
+            except ledger.PlanFileError as e:
+                raise _preflight_error([str(e)]) from None
+            if not moves:
+                raise _preflight_error([f"plan file {req.plan_ref} moves nothing"])
+        specs, min_insync = self._check(moves)
+        moving = ordered([m for m in specs if m.original != m.target], req.order)
+        result = PreflightResult(count=len(moving), bytes_total=sum(m.size_bytes for m in moving),
+                                 unchanged=len(specs) - len(moving), min_insync=min_insync)  # fmt: skip
+        if req.plan_ref is None and len(moving) <= INLINE_MOVES:
+            return result.model_copy(update={"moves": moving})
+        path = ledger.write_moves(ledger.migration_dir(self.work_dir, req.migration_id), moving)
+        return result.model_copy(update={"moves_ref": str(path)})
+
+    @activity.defn(name="read_moves")
+    def read_moves(self, page: MovesPage) -> list[MoveSpec]:
+        return ledger.read_moves(Path(page.moves_ref), page.offset, page.limit)
+
+    @activity.defn(name="save_outcomes")
+    def save_outcomes(self, batch: OutcomesBatch) -> None:
+        ledger.save_outcomes(ledger.migration_dir(self.work_dir, batch.migration_id), batch.run, batch.outcomes)
+
+    def _saved(self, migration_id: str | None) -> list:
+        return ledger.saved_outcomes(ledger.migration_dir(self.work_dir, migration_id)) if migration_id else []
+
+    @activity.defn(name="plan_rollback")
+    def plan_rollback(self, req: RollbackRequest) -> RollbackPlan:
+        """Every partition the migration touched, back to its original list; those whose original replicas are all
+        offline are skipped (rolling them back would take them offline)."""
+        live = set(self.admin.describe_cluster().broker_ids)
+        back, skipped = [], []
+        # Saved outcomes first, this run's over them: a move's last outcome is the one that counts.
+        latest = {(o.topic, o.partition): o for o in [*self._saved(req.outcomes_of), *req.outcomes]}
+        for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition)):
+            if o.final == o.original:
+                continue
+            if not set(o.original) & live:
+                skipped.append(f"{o.topic}-{o.partition}")
+                continue
+            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final or o.target,
+                                 target=o.original, size_bytes=o.size_bytes))  # fmt: skip
+        if req.outcomes_of is None and len(back) <= INLINE_MOVES:
+            return RollbackPlan(moves=back, count=len(back), skipped=skipped)
+        folder = ledger.migration_dir(self.work_dir, req.migration_id) / "rollback"
+        return RollbackPlan(moves_ref=str(ledger.write_moves(folder, back)), count=len(back), skipped=skipped)
+
+    def _check(self, moves: list[PartitionReplicas]) -> tuple[list[MoveSpec], dict[str, int]]:
         cluster = self.admin.describe_cluster()
         alive = set(cluster.broker_ids)
         topics = sorted({m.topic for m in moves})
@@ -55,12 +134,7 @@ class MigrationActivities:
             if missing:
                 problems.append(f"{name}: broker {missing[0]} is not a live broker of the cluster")
         if problems:
-            unique = list(dict.fromkeys(problems))
-            raise ApplicationError(
-                f"preflight found {len(unique)} problem(s), nothing was changed: " + "; ".join(unique),
-                type="Preflight",
-                non_retryable=True,
-            )
+            raise _preflight_error(problems)
         min_insync = {
             t: int(c.get("min.insync.replicas", "1")) for t, c in self.admin.describe_topic_configs(topics).items()
         }
@@ -79,7 +153,7 @@ class MigrationActivities:
                     size_bytes=sizes.get((m.topic, m.partition), 0), urgent=urgent and len(state.replicas) > 1,
                 )  # fmt: skip
             )
-        return PreflightResult(moves=specs, min_insync=min_insync)
+        return specs, min_insync
 
     @activity.defn(name="set_throttle")
     def set_throttle(self, req: ThrottleRequest) -> ThrottleState:
@@ -121,7 +195,9 @@ class MigrationActivities:
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
         """Elect the preferred leader of every partition given that is led by another replica, ``req.batch`` at a
         time, each batch waited for (up to 30 s) before the next; a preferred replica out of sync is left alone."""
-        wanted = {(p.topic, p.partition) for p in req.partitions}
+        saved = [TopicPartition(topic=o.topic, partition=o.partition) for o in self._saved(req.outcomes_of)
+                 if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
+        wanted = {(p.topic, p.partition) for p in [*req.partitions, *saved]}
         states = [s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted]
         off = [s for s in states if s.replicas and s.leader != s.replicas[0] and s.replicas[0] in s.isr]
         elected = 0
@@ -143,8 +219,14 @@ class MigrationActivities:
         return LeaderElectionResult(elected=elected, not_preferred=not_preferred)
 
     @activity.defn(name="verify")
-    def verify(self, moves: list[MoveSpec]) -> list[str]:
-        """The partitions whose replica list on Kafka is not their target, one line each (empty: all verified)."""
+    def verify(self, req: VerifyRequest) -> list[str]:
+        """The partitions whose replica list on Kafka is not their target, one line each (empty: all verified).
+        With ``outcomes_of``, the finished moves a large migration saved are checked as well."""
+        moves = list(req.expected)
+        for o in self._saved(req.outcomes_of):
+            if o.error is None and o.original != o.target:
+                moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
+                                      target=o.original if o.rolled_back else o.target))  # fmt: skip
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({m.topic for m in moves}))}
         wrong = []
         for m in moves:

@@ -8,13 +8,14 @@ from models.cluster import (
     ReplicaSize,
     TopicPartition,
 )
-from models.moves import MoveInput, MoveProgress, MoveResult, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
+from models.moves import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
 
 __all__ = [
     "BrokerInfo",
     "ClusterDescription",
     "MoveInput",
     "MoveProgress",
+    "MoveReport",
     "MoveResult",
     "MoveStuck",
     "OngoingReassignment",

@@ -3,7 +3,7 @@
 from datetime import datetime
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from models.cluster import TopicPartition
 from models.moves import StuckPolicy
@@ -11,9 +11,18 @@ from models.plan import PartitionReplicas
 from steps.admission import Limits, MoveSpec
 
 
+# Plans with more moves than this go by reference (a file the workers read), paged in; smaller ones inline.
+INLINE_MOVES = 2000
+# Moves paged in at a time from a plan passed by reference.
+PAGE_MOVES = 200
+
+
 class MigrationInput(BaseModel):
     cluster: str = Field(min_length=1)
-    moves: list[PartitionReplicas] = Field(min_length=1, description="the plan: each partition's target list")
+    moves: list[PartitionReplicas] = Field([], description="the plan inline: each partition's target list")
+    plan_ref: str | None = Field(
+        None, description="or the plan by reference: a plan file (path or file:// URI) every worker can read"
+    )
     limits: Limits = Limits()
     replicas_per_step: int = Field(1, ge=1)
     # Bytes per second for leader and follower replication on the brokers of moves in flight; None: no throttle.
@@ -22,12 +31,36 @@ class MigrationInput(BaseModel):
     # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.
     stuck_after_s: float | None = Field(600.0, gt=0)
     stuck_policy: StuckPolicy = "wait"
+    # Moves a run finishes before the migration continues as new (sooner when Temporal suggests it).
+    continue_every: int = Field(200, ge=1)
+    # Moves paged in at a time from a plan by reference.
+    page_moves: int = Field(PAGE_MOVES, ge=2)
+    # Set only by the migration itself when it continues as new: the state the next run takes over.
+    carry: "MigrationCarry | None" = None
+
+    @model_validator(mode="after")
+    def _one_plan(self) -> "MigrationInput":
+        if bool(self.moves) == bool(self.plan_ref):
+            raise ValueError("give the plan either inline (moves) or by reference (plan_ref), not both or neither")
+        return self
+
+
+class PreflightRequest(BaseModel):
+    migration_id: str
+    moves: list[PartitionReplicas] = []
+    plan_ref: str | None = None
+    order: Literal["small-first", "large-first"] = "small-first"
 
 
 class PreflightResult(BaseModel):
-    """What the cluster showed before anything changed: every move with its original list, size and urgency."""
+    """What the cluster showed before anything changed: the moves that change a list, each with its original
+    list, size and urgency, in the order they will run; inline, or in a file of the work folder for large plans."""
 
-    moves: list[MoveSpec]
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    count: int
+    bytes_total: int
+    unchanged: int = 0
     min_insync: dict[str, int]
 
 
@@ -96,6 +129,8 @@ class LeaderElection(BaseModel):
     partitions: list[TopicPartition]
     # Partitions elected at once (the migration's leader limit).
     batch: int = Field(ge=1)
+    # A large migration's folder: the partitions its saved outcomes moved are elected too.
+    outcomes_of: str | None = None
 
 
 class LeaderElectionResult(BaseModel):
@@ -137,6 +172,8 @@ class MigrationProgress(BaseModel):
     brokers: list[BrokerProgress] = []
     # Moves whose step shows no progress, as "topic-partition".
     stuck: list[str] = []
+    # Runs of the workflow so far: it continues as new every few hundred moves.
+    runs: int = 1
 
 
 class MigrationResult(BaseModel):
@@ -154,3 +191,75 @@ class MigrationResult(BaseModel):
     leaders_elected: int = 0
     not_preferred: list[str] = []
     elapsed_s: float = 0.0
+    # Moves that changed a list and finished; for a large migration ``moves`` holds only the last run's outcomes
+    # and the failed ones, the rest being saved in the work folder under the migration's ID.
+    moves_done: int = 0
+    unchanged: int = 0
+    runs: int = 1
+
+
+class MigrationCarry(BaseModel):
+    """What a migration hands to its next run when it continues as new (with no move in flight)."""
+
+    started_at: datetime
+    min_insync: dict[str, int]
+    waiting: list[MoveSpec]
+    outcomes: list[MoveOutcome]
+    moves_total: int
+    bytes_total: int
+    peak_in_flight: int
+    peak_per_broker: int
+    throttle: ThrottleState
+    paused: bool
+    actions: list[AuditEntry]
+    stuck: dict[str, str]
+    launches: int
+    runs: int
+    moves_ref: str | None = None
+    cursor: int = 0
+    count: int = 0
+    unchanged: int = 0
+    # A large migration keeps finished moves in its folder; these count them.
+    saved_done: int = 0
+    saved_bytes_done: int = 0
+    saved_done_per_broker: dict[int, int] = {}
+
+
+class MovesPage(BaseModel):
+    moves_ref: str
+    offset: int = Field(ge=0)
+    limit: int = Field(ge=1)
+
+
+class OutcomesBatch(BaseModel):
+    """Outcomes of one run of a large migration, saved to its folder when it continues as new."""
+
+    migration_id: str
+    run: int
+    outcomes: list[MoveOutcome]
+
+
+class VerifyRequest(BaseModel):
+    expected: list[MoveSpec]
+    # A large migration's folder: the outcomes saved there are verified too.
+    outcomes_of: str | None = None
+
+
+class RollbackRequest(BaseModel):
+    migration_id: str
+    # This run's outcomes; with ``outcomes_of``, those saved by earlier runs as well.
+    outcomes: list[MoveOutcome]
+    outcomes_of: str | None = None
+
+
+class RollbackPlan(BaseModel):
+    """Every touched partition back to its original list, in order; inline or in the work folder."""
+
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    count: int
+    # Partitions left as they are: all their original replicas are offline.
+    skipped: list[str] = []
+
+
+MigrationInput.model_rebuild()

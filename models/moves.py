@@ -49,6 +49,9 @@ class MoveInput(BaseModel):
     min_insync: int | None = Field(None, ge=1)
     stuck_after_s: float | None = Field(None, gt=0)
     stuck_policy: StuckPolicy = "wait"
+    # Given by the migration that starts the move and echoed in its report, so the migration can tell this move's
+    # report from an earlier one of the same partition.
+    token: str = ""
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":
@@ -75,6 +78,20 @@ class MoveStuck(BaseModel):
     step: list[int]
     idle_s: float
     policy: StuckPolicy
+
+
+class MoveReport(BaseModel):
+    """A move's report to its migration as it ends: its final list and steps, or why it failed."""
+
+    topic: str
+    partition: int
+    token: str
+    final: list[int] | None = None
+    steps: list[list[int]] = []
+    rolled_back: bool = False
+    error: str | None = None
+    # The failure's type when it has one (e.g. "Stuck", "StaleState").
+    error_type: str | None = None
 
 
 class MoveProgress(BaseModel):

@@ -34,6 +34,10 @@ class Settings(BaseSettings):
     temporal_namespace: str = Field("default", description="Temporal namespace")
     temporal_ui_url: str = Field("http://127.0.0.1:8233", description="Temporal Web UI, for links")
     task_queue: str = Field("drover", description="Temporal task queue the worker polls")
+    work_dir: Path = Field(
+        Path(".drover/work"),
+        description="Folder for large plans passed by reference (paged in) and their outcomes; shared by all workers",
+    )
 
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="Log format: json, console, or auto (json when stderr is not a terminal)"

@@ -12,11 +12,12 @@ from temporalio.exceptions import (
     is_cancelled_exception,
 )
 
+
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
     from models import MoveInput, MoveResult
-    from models import MoveStuck, TopicPartition
+    from models import MoveReport, MoveStuck, TopicPartition
     from models.migration import (
         AuditEntry,
         BrokerProgress,
@@ -24,7 +25,13 @@ with workflow.unsafe.imports_passed_through():
         LeaderElection,
         LeaderElectionResult,
         LimitsChange,
+        MigrationCarry,
         MigrationInput,
+        MovesPage,
+        OutcomesBatch,
+        PreflightRequest,
+        RollbackRequest,
+        VerifyRequest,
         MigrationProgress,
         MigrationResult,
         MoveOutcome,
@@ -78,10 +85,27 @@ class MigrationWorkflow:
         self._woken = False
         self._throttle_changed = False
         self._cancelling: str | None = None
-        self._tasks: dict[tuple[str, int], asyncio.Task] = {}
+        # Each child started gets a token; its report counts only if the token is the one in flight for that
+        # partition (a rollback restarts the same partition's workflow ID).
+        self._tokens: dict[tuple[str, int], str] = {}
+        self._launches = 0
+        self._started_children: set[tuple[str, int]] = set()
+        self._cancel_sent: set[tuple[str, int]] = set()
+        self._finished: list[MoveOutcome] = []
+        self._min_insync: dict[str, int] = {}
+        self._finished_this_run = 0
+        self._runs = 1
         self._rolled_back: list[MoveOutcome] = []
         self._started_at = None
-        self._moves_total = self._bytes_total = 0
+        self._moves_total = self._bytes_total = self._unchanged = 0
+        # A plan by reference: its moves file, how far it has been paged in, how many moves it holds.
+        self._moves_ref: str | None = None
+        self._cursor = self._count = 0
+        # Set for a large migration (plan by reference): finished moves are saved to its folder when it continues
+        # as new, and counted here; the carry keeps only the failed and rolled-back ones.
+        self._large = False
+        self._saved_done = self._saved_bytes_done = 0
+        self._saved_done_per_broker: dict[int, int] = {}
         # Moves whose step shows no progress: "topic-partition" -> the stuck policy applied.
         self._stuck: dict[str, str] = {}
         # Set when a move got stuck under policy fail: the migration stops, cleans up and fails with it.
@@ -90,36 +114,54 @@ class MigrationWorkflow:
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
         self._input = migration
-        self._started_at = workflow.now()
-        # Searchable in the Web UI and by `drover list`, however the migration was started.
-        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster), STATUS_ATTR.value_set("running")])
         self._limits = migration.limits
         self._rate = migration.throttle_bytes_per_s
-        try:
-            preflight = await workflow.execute_activity_method(
-                MigrationActivities.preflight, migration.moves, **PREFLIGHT
+        carry = migration.carry
+        if carry is None:
+            self._started_at = workflow.now()
+            # Searchable in the Web UI and by `drover list`, however the migration was started.
+            workflow.upsert_search_attributes(
+                [CLUSTER_ATTR.value_set(migration.cluster), STATUS_ATTR.value_set("running")]
             )
-        except ActivityError as e:
-            # The migration's failure says what is wrong with the plan, not just that an activity failed.
-            raise ApplicationError(str(e.cause or e), type="Preflight", non_retryable=True) from e
-        moving = [m for m in preflight.moves if m.original != m.target]
-        self._moves_total = len(moving)
-        self._bytes_total = sum(m.size_bytes for m in moving)
-        self._outcomes = [
-            MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=m.original)
-            for m in preflight.moves
-            if m.original == m.target
-        ]
+            request = PreflightRequest(migration_id=workflow.info().workflow_id, moves=migration.moves,
+                                       plan_ref=migration.plan_ref, order=migration.order)  # fmt: skip
+            try:
+                preflight = await workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT)
+            except ActivityError as e:
+                # The migration's failure says what is wrong with the plan, not just that an activity failed.
+                raise ApplicationError(str(e.cause or e), type="Preflight", non_retryable=True) from e
+            self._moves_total, self._bytes_total = preflight.count, preflight.bytes_total
+            self._unchanged, self._min_insync = preflight.unchanged, preflight.min_insync
+            self._waiting = preflight.moves
+            self._moves_ref, self._count, self._cursor = preflight.moves_ref, preflight.count, 0
+            self._large = preflight.moves_ref is not None
+        else:
+            self._restore(carry)
         status, skipped = "completed", []
         rolled_back = self._rolled_back
         try:
-            await self._run_window(ordered(moving, migration.order), preflight.min_insync, self._outcomes)
+            try:
+                await self._run_window(self._outcomes, continuing=True)
+            except asyncio.CancelledError:
+                # Cancelled from Temporal itself (Web UI, `temporal workflow cancel`): as a cancel with mode stop,
+                # the steps in flight are undone and the throttle removed before the migration ends cancelled.
+                self._cancelling = "stop"
+                self._record("cancel", OperatorAction(actor="temporal", reason="workflow cancellation requested"), "stop")
+                await asyncio.shield(self._run_window(self._outcomes))
+                raise
             if self._cancelling == "rollback":
-                live = (await workflow.execute_activity_method(KafkaActivities.describe_cluster, **QUICK_CALL)).broker_ids
-                back, skipped = self._rollback_moves(live)
+                plan = await workflow.execute_activity_method(
+                    MigrationActivities.plan_rollback,
+                    RollbackRequest(migration_id=workflow.info().workflow_id, outcomes=self._outcomes,
+                                    outcomes_of=self._outcomes_of()),
+                    **QUICK_CALL,
+                )  # fmt: skip
+                skipped = plan.skipped
                 # The rollback runs under the same limits and throttle; a second cancel (stop) ends it too.
                 self._cancelling = None
-                await self._run_window(ordered(back, migration.order), preflight.min_insync, self._rolled_back)
+                self._waiting = ordered(plan.moves, migration.order)
+                self._moves_ref, self._count, self._cursor = plan.moves_ref, plan.count, 0
+                await self._run_window(self._rolled_back)
                 status = "rolled_back"
             elif self._cancelling == "stop":
                 status = "stopped"
@@ -132,12 +174,17 @@ class MigrationWorkflow:
             ended, outcomes_ok = rolled_back, all(o.error is None for o in rolled_back)
         else:
             ended = self._outcomes
+            # A large migration carries its failed moves, so this covers the moves saved by earlier runs too.
             outcomes_ok = status == "stopped" or all(o.error is None for o in self._outcomes)
         # A move stuck and stepped back by policy should show its original list.
         expected = [MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
                              target=o.original if o.rolled_back else o.target)
                     for o in ended if o.error is None and o.original != o.target]  # fmt: skip
-        wrong = await workflow.execute_activity_method(MigrationActivities.verify, expected, **QUICK_CALL)
+        # After a rollback only the rollback moves' lists matter; otherwise those of every finished move.
+        saved = self._outcomes_of() if status != "rolled_back" else None
+        wrong = await workflow.execute_activity_method(
+            MigrationActivities.verify, VerifyRequest(expected=expected, outcomes_of=saved), **STEP_WAIT
+        )
         if self._failure is not None:
             workflow.upsert_search_attributes([STATUS_ATTR.value_set("failed")])
             raise ApplicationError(self._failure, type="Stuck", non_retryable=True)
@@ -153,6 +200,9 @@ class MigrationWorkflow:
             leaders_elected=elected.elected,
             not_preferred=elected.not_preferred,
             elapsed_s=(workflow.now() - self._started_at).total_seconds(),
+            moves_done=self._saved_done + sum(1 for o in self._outcomes if o.error is None and o.original != o.target),
+            unchanged=self._unchanged,
+            runs=self._runs,
         )
 
     async def _elect_leaders(self, outcomes: list[MoveOutcome]) -> LeaderElectionResult:
@@ -161,29 +211,34 @@ class MigrationWorkflow:
         moved again while the partition's replicas were changing)."""
         moved = [TopicPartition(topic=o.topic, partition=o.partition) for o in outcomes
                  if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
-        if not moved:
+        if not moved and not (self._large and outcomes is self._outcomes):
             return LeaderElectionResult(elected=0)
         assert self._limits is not None
-        request = LeaderElection(partitions=moved, batch=self._limits.max_leaders)
+        request = LeaderElection(partitions=moved, batch=self._limits.max_leaders,
+                                 outcomes_of=self._outcomes_of() if outcomes is self._outcomes else None)  # fmt: skip
         return await workflow.execute_activity_method(MigrationActivities.elect_leaders, request, **STEP_WAIT)
 
-    async def _run_window(
-        self, moves: list[MoveSpec], min_insync: dict[str, int], outcomes: list[MoveOutcome]
-    ) -> None:
-        """Run ``moves`` as children in a sliding window under the limits until all end, or until a cancel: then
-        the steps in flight are cancelled, waiting moves never start, and the window ends when the children do.
-        Each move's outcome is appended to ``outcomes`` as it ends (progress reads it)."""
+    async def _run_window(self, outcomes: list[MoveOutcome], continuing: bool = False) -> None:
+        """Run the waiting moves as children in a sliding window under the limits until all end, or until a
+        cancel: then the steps in flight are cancelled, waiting moves never start, and the window ends when the
+        children have reported. Each move's outcome is appended to ``outcomes`` as it ends (progress reads it).
+
+        With ``continuing``, after every ``continue_every`` moves finished (or when Temporal suggests it) the
+        window drains (nothing new starts until the moves in flight end) and the migration continues as new,
+        handing its state to the next run."""
         assert self._input is not None
-        self._waiting = list(moves)
-        finished: list[MoveOutcome] = []
-        while self._waiting or self._in_flight:
+        while self._waiting or self._in_flight or self._more_to_page():
+            await self._refill()
             if self._cancelling is not None:
                 self._waiting = []
-                for task in self._tasks.values():
-                    task.cancel()
+                for key in sorted(self._in_flight):
+                    self._cancel_child(key)
             in_flight = list(self._in_flight.values())
             limits, per_step = self._limits, self._input.replicas_per_step
-            admitting = not self._paused and self._cancelling is None
+            # When a new run is due, nothing new starts: the moves in flight finish and report in this run (a
+            # report reaching a run while it hands over would be lost), then the migration continues as new.
+            draining = continuing and self._continue_due()
+            admitting = not self._paused and self._cancelling is None and not draining
             started = admit(self._waiting, in_flight, limits, per_step) if admitting else []
             if started:
                 for m in started:
@@ -192,35 +247,97 @@ class MigrationWorkflow:
                 self._note_peaks()
                 await self._update_throttle()
                 for m in started:
-                    key = (m.topic, m.partition)
-                    self._tasks[key] = asyncio.ensure_future(self._run_move(m, min_insync[m.topic], finished))
-            if not self._in_flight and not self._waiting:
+                    self._launch(m)
+            if not self._in_flight and not self._waiting and not self._more_to_page():
                 break
             # Children report back as they end, and the window slides; an operator action wakes it too.
-            await workflow.wait_condition(lambda: bool(finished) or self._woken)
+            await workflow.wait_condition(lambda: bool(self._finished) or self._woken)
             self._woken = False
-            changed = bool(finished) or self._throttle_changed
-            for outcome in finished:
+            changed = bool(self._finished) or self._throttle_changed
+            for outcome in self._finished:
                 self._in_flight.pop((outcome.topic, outcome.partition), None)
-                self._tasks.pop((outcome.topic, outcome.partition), None)
+                self._stuck.pop(f"{outcome.topic}-{outcome.partition}", None)
                 outcomes.append(outcome)
-            finished.clear()
+            self._finished_this_run += len(self._finished)
+            self._finished.clear()
             self._throttle_changed = False
             if changed and (self._in_flight or self._waiting):
                 await self._update_throttle()
+            if draining and not self._in_flight and self._cancelling is None and (self._waiting or self._more_to_page()):
+                await self._continue_as_new()
 
-    def _rollback_moves(self, live: list[int]) -> tuple[list[MoveSpec], list[str]]:
-        """Every partition this migration touched, back to its original list; those whose original replicas are all
-        offline are skipped (rolling them back would take them offline)."""
-        back, skipped = [], []
-        for o in sorted(self._outcomes, key=lambda o: (o.topic, o.partition)):
-            if o.final == o.original:
-                continue
-            if not set(o.original) & set(live):
-                skipped.append(f"{o.topic}-{o.partition}")
-                continue
-            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final or o.target, target=o.original))
-        return back, skipped
+    def _more_to_page(self) -> bool:
+        return self._moves_ref is not None and self._cursor < self._count and self._cancelling is None
+
+    async def _refill(self) -> None:
+        """Page in the next moves of a plan by reference when fewer than half a page wait."""
+        assert self._input is not None
+        page_size = self._input.page_moves
+        if not self._more_to_page() or len(self._waiting) >= page_size // 2:
+            return
+        assert self._moves_ref is not None
+        page = await workflow.execute_activity_method(
+            MigrationActivities.read_moves, MovesPage(moves_ref=self._moves_ref, offset=self._cursor, limit=page_size),
+            **QUICK_CALL,
+        )  # fmt: skip
+        self._cursor += len(page)
+        self._waiting = [*self._waiting, *page]
+
+    def _outcomes_of(self) -> str | None:
+        """The migration whose folder holds saved outcomes (a large migration), else None."""
+        return workflow.info().workflow_id if self._large else None
+
+    def _continue_due(self) -> bool:
+        assert self._input is not None
+        if self._cancelling is not None or not (self._waiting or self._more_to_page()):
+            return False
+        return self._finished_this_run >= self._input.continue_every or workflow.info().is_continue_as_new_suggested()
+
+    async def _continue_as_new(self) -> None:
+        """Hand the migration's state to a new run. Nothing is in flight (the window drained first), so no child's
+        report can reach this run after its state is taken."""
+        assert self._input is not None and self._started_at is not None and not self._in_flight
+        await workflow.wait_condition(workflow.all_handlers_finished)
+        outcomes = self._outcomes
+        if self._large:
+            # The finished moves go to the migration's folder; the next run carries counts and the failed ones.
+            await workflow.execute_activity_method(
+                MigrationActivities.save_outcomes,
+                OutcomesBatch(migration_id=workflow.info().workflow_id, run=self._runs, outcomes=self._outcomes),
+                **QUICK_CALL,
+            )  # fmt: skip
+            for o in self._outcomes:
+                if o.error is None and not o.rolled_back and o.original != o.target:
+                    self._saved_done += 1
+                    self._saved_bytes_done += o.size_bytes
+                    for b in sorted(set(o.original) ^ set(o.target)):
+                        self._saved_done_per_broker[b] = self._saved_done_per_broker.get(b, 0) + 1
+            outcomes = [o for o in self._outcomes if o.error is not None or o.rolled_back]
+        carry = MigrationCarry(
+            started_at=self._started_at, min_insync=self._min_insync, waiting=self._waiting,
+            outcomes=outcomes, moves_total=self._moves_total, bytes_total=self._bytes_total,
+            peak_in_flight=self._peak_in_flight, peak_per_broker=self._peak_per_broker, throttle=self._throttle,
+            paused=self._paused, actions=self._actions, stuck=self._stuck, launches=self._launches,
+            runs=self._runs + 1, moves_ref=self._moves_ref, cursor=self._cursor, count=self._count,
+            unchanged=self._unchanged, saved_done=self._saved_done, saved_bytes_done=self._saved_bytes_done,
+            saved_done_per_broker=self._saved_done_per_broker,
+        )  # fmt: skip
+        workflow.logger.info("continuing as new after %d moves, %d waiting", self._finished_this_run,
+                             len(self._waiting) + self._count - self._cursor)  # fmt: skip
+        workflow.continue_as_new(
+            self._input.model_copy(update={"carry": carry, "limits": self._limits, "throttle_bytes_per_s": self._rate})
+        )
+
+    def _restore(self, carry: MigrationCarry) -> None:
+        self._started_at, self._min_insync, self._waiting = carry.started_at, carry.min_insync, carry.waiting
+        self._outcomes, self._moves_total, self._bytes_total = carry.outcomes, carry.moves_total, carry.bytes_total
+        self._peak_in_flight, self._peak_per_broker = carry.peak_in_flight, carry.peak_per_broker
+        self._throttle, self._paused, self._actions = carry.throttle, carry.paused, carry.actions
+        self._stuck, self._launches, self._runs = carry.stuck, carry.launches, carry.runs
+        self._moves_ref, self._cursor, self._count = carry.moves_ref, carry.cursor, carry.count
+        self._unchanged, self._large = carry.unchanged, carry.moves_ref is not None
+        self._saved_done, self._saved_bytes_done = carry.saved_done, carry.saved_bytes_done
+        self._saved_done_per_broker = dict(carry.saved_done_per_broker)
 
     # -- operator controls ---------------------------------------------------------------------------------------
 
@@ -336,9 +453,10 @@ class MigrationWorkflow:
             paused=self._paused,
             cancelling=self._cancelling,
             actions=list(self._actions),
-            waiting=len(self._waiting),
+            # Waiting includes the moves of a plan by reference not paged in yet.
+            waiting=len(self._waiting) + (self._count - self._cursor if self._more_to_page() else 0),
             in_flight=sorted(self._in_flight.values(), key=lambda m: (m.topic, m.partition)),
-            done=sum(1 for o in self._outcomes if o.error is None),
+            done=self._saved_done + sum(1 for o in self._outcomes if o.error is None),
             failed=sum(1 for o in self._outcomes if o.error is not None),
             rolled_back=sum(1 for o in self._rolled_back if o.error is None),
             limits=self._limits,
@@ -348,18 +466,20 @@ class MigrationWorkflow:
             **self._rates(),
             brokers=self._broker_progress(),
             stuck=sorted(self._stuck),
+            runs=self._runs,
         )
 
     def _rates(self) -> dict:
         """Elapsed time, bytes done and the ETA at the rate observed so far."""
         elapsed = (workflow.now() - self._started_at).total_seconds() if self._started_at else 0.0
         done = [o for o in self._outcomes if o.error is None and not o.rolled_back and o.original != o.target]
-        bytes_done = sum(o.size_bytes for o in done)
+        bytes_done = self._saved_bytes_done + sum(o.size_bytes for o in done)
+        done_count = self._saved_done + len(done)
         eta = None
         if self._bytes_total and bytes_done and elapsed > 0:
             eta = (self._bytes_total - bytes_done) / (bytes_done / elapsed)
-        elif not self._bytes_total and done and elapsed > 0:
-            eta = (self._moves_total - len(done)) / (len(done) / elapsed)
+        elif not self._bytes_total and done_count and elapsed > 0:
+            eta = (self._moves_total - done_count) / (done_count / elapsed)
         return dict(started_at=self._started_at, elapsed_s=round(elapsed, 1), moves_total=self._moves_total,
                     bytes_total=self._bytes_total, bytes_done=bytes_done,
                     eta_s=None if eta is None else round(max(eta, 0.0), 1))  # fmt: skip
@@ -372,39 +492,96 @@ class MigrationWorkflow:
             for m in moves:
                 for b in sorted(set(m.original) ^ set(m.target)):
                     counts.setdefault(b, [0, 0, 0])[column] += 1
+        for b, n in self._saved_done_per_broker.items():
+            counts.setdefault(b, [0, 0, 0])[2] += n
         return [BrokerProgress(broker=b, waiting=c[0], in_flight=c[1], done=c[2]) for b, c in sorted(counts.items())]
 
-    async def _run_move(self, m: MoveSpec, min_insync: int, finished: list[MoveOutcome]) -> None:
+    def _launch(self, m: MoveSpec) -> None:
         assert self._input is not None
+        key = (m.topic, m.partition)
+        self._launches += 1
+        token = f"{workflow.info().workflow_id}/{self._launches}"
+        self._tokens[key] = token
         move = MoveInput(
             cluster=self._input.cluster, topic=m.topic, partition=m.partition, target=m.target,
-            replicas_per_step=self._input.replicas_per_step, min_insync=min_insync,
-            stuck_after_s=self._input.stuck_after_s, stuck_policy=self._input.stuck_policy,
+            replicas_per_step=self._input.replicas_per_step, min_insync=self._min_insync.get(m.topic),
+            stuck_after_s=self._input.stuck_after_s, stuck_policy=self._input.stuck_policy, token=token,
         )  # fmt: skip
-        outcome = MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=None,
-                              size_bytes=m.size_bytes)  # fmt: skip
+        asyncio.ensure_future(self._run_child(m, move))
+
+    async def _run_child(self, m: MoveSpec, move: MoveInput) -> None:
+        """Start the child and, while this run lasts, await it too: its report signal is what counts (it reaches
+        later runs as well), the result here covers a child that ended without reporting (terminated)."""
+        assert self._input is not None
+        key = (m.topic, m.partition)
         try:
-            # If this migration ends without waiting for a child (terminated, or cancelled from the Web UI), the
-            # child is asked to cancel, which undoes its step in flight, rather than being killed mid-step.
-            result: MoveResult = await workflow.execute_child_workflow(
+            # Abandoned, not cancelled, when this run closes: continuing as new closes it, and the children go on
+            # into the next run. A migration that is cancelled or fails cancels its children itself first.
+            handle = await workflow.start_child_workflow(
                 PartitionMoveWorkflow.run, move, id=move_workflow_id(self._input.cluster, m.topic, m.partition),
-                parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-            )
-            outcome.final, outcome.steps, outcome.rolled_back = result.final, result.steps, result.rolled_back
+                parent_close_policy=ParentClosePolicy.ABANDON,
+            )  # fmt: skip
         except WorkflowAlreadyStartedError:
-            outcome.error = "refused: another migration is moving this partition"
+            self._finish(key, move.token, self._outcome(m, error="refused: another migration is moving this partition"))
+            return
+        self._started_children.add(key)
+        if self._cancelling is not None:
+            self._cancel_child(key)
+        try:
+            result: MoveResult = await handle
+            outcome = self._outcome(m, final=result.final, steps=result.steps, rolled_back=result.rolled_back)
         except (ChildWorkflowError, asyncio.CancelledError) as e:
-            # On a cancel the child has undone its step in flight and ended (children are awaited to completion).
             cause = getattr(e, "cause", None) or e
             cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
-            outcome.error = "cancelled" if cancelled else str(cause)
-            if isinstance(cause, ApplicationError) and cause.type == "Stuck" and self._failure is None:
-                # Policy fail: stop the migration (steps in flight undone), then fail it with this move's reason.
-                self._failure = f"stopped: {cause}"
-                self._cancelling = "stop"
-                self._woken = True
-        self._stuck.pop(f"{m.topic}-{m.partition}", None)
-        finished.append(outcome)
+            outcome = self._outcome(m, error="cancelled" if cancelled else str(cause),
+                                    error_type=getattr(cause, "type", None))  # fmt: skip
+        self._finish(key, move.token, outcome)
+
+    @workflow.signal(name="move_finished")
+    def move_finished(self, report: MoveReport) -> None:
+        """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
+        key = (report.topic, report.partition)
+        m = self._in_flight.get(key)
+        if m is None:
+            return
+        outcome = self._outcome(m, final=report.final, steps=report.steps, rolled_back=report.rolled_back,
+                                error=report.error, error_type=report.error_type)  # fmt: skip
+        self._finish(key, report.token, outcome)
+
+    def _outcome(self, m: MoveSpec, final: list[int] | None = None, steps: list[list[int]] | None = None,
+                 rolled_back: bool = False, error: str | None = None, error_type: str | None = None) -> MoveOutcome:
+        if error_type == "Stuck" and self._failure is None:
+            # Policy fail: stop the migration (steps in flight undone), then fail it with this move's reason.
+            self._failure = f"stopped: {error}"
+            self._cancelling = "stop"
+        return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=final,
+                           steps=steps or [], rolled_back=rolled_back, error=error, size_bytes=m.size_bytes)  # fmt: skip
+
+    def _finish(self, key: tuple[str, int], token: str, outcome: MoveOutcome) -> None:
+        # The first report of the child now in flight counts; a second (signal and result both), or one from an
+        # earlier child of the same partition, does not.
+        if self._tokens.get(key) != token:
+            return
+        del self._tokens[key]
+        self._started_children.discard(key)
+        self._cancel_sent.discard(key)
+        self._finished.append(outcome)
+
+    def _cancel_child(self, key: tuple[str, int]) -> None:
+        """Ask a child to cancel (it undoes its step in flight, then reports); once, and only once it has started."""
+        assert self._input is not None
+        if key in self._cancel_sent or key not in self._started_children:
+            return
+        self._cancel_sent.add(key)
+        child = workflow.get_external_workflow_handle(move_workflow_id(self._input.cluster, *key))
+        asyncio.ensure_future(self._request_cancel(child))
+
+    @staticmethod
+    async def _request_cancel(child) -> None:
+        try:
+            await child.cancel()
+        except Exception:  # noqa: BLE001 - the child has ended already; its report is on its way
+            pass
 
     async def _update_throttle(self) -> None:
         if self._rate is None:

@@ -7,7 +7,7 @@ from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
-    from models import MoveInput, MoveProgress, MoveResult, MoveStuck, StepRequest, TopicPartition
+    from models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStuck, StepRequest, TopicPartition
     from steps import next_step
     from workflows.policies import QUICK_CALL, STEP_WAIT
 
@@ -28,6 +28,9 @@ class PartitionMoveWorkflow:
     returns), rollback (cancel the step, then step back to the original list) or fail (cancel the step and fail
     with type ``Stuck``).
 
+    Started by a migration, it reports how it ended by signal (``move_finished``), so a migration that continued as
+    new meanwhile still hears of it.
+
     Queries: ``progress`` (original, current, step and final replica lists, steps done).
     """
 
@@ -37,6 +40,31 @@ class PartitionMoveWorkflow:
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
+        try:
+            result = await self._move(move)
+        except BaseException as e:
+            cancelled = is_cancelled_exception(e)
+            error = "cancelled" if cancelled else str(e)
+            kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
+            await asyncio.shield(self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token,
+                                                          error=error, error_type=kind)))  # fmt: skip
+            raise
+        await self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token, final=result.final,
+                                      steps=result.steps, rolled_back=result.rolled_back))  # fmt: skip
+        return result
+
+    async def _report(self, report: MoveReport) -> None:
+        """Tell the migration that started this move how it ended (it may have continued as new since: a signal
+        by workflow ID reaches its current run)."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        try:
+            await workflow.get_external_workflow_handle(parent.workflow_id).signal("move_finished", report)
+        except Exception:  # noqa: BLE001 - the migration has ended; this move's own history still records it
+            pass
+
+    async def _move(self, move: MoveInput) -> MoveResult:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
         state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
         original = state.replicas

@@ -93,6 +93,10 @@ class StepObserver(threading.Thread):
                 candidate = self._candidates.pop(s.partition, None)
                 if line and line[-1][0] == state:
                     continue
+                if line and line[-1][0][0] == "moving" and state[0] == "at" and set(state[1]) > set(line[-1][0][1]):
+                    # The step has ended on the controller, but the broker answering still shows its union of old
+                    # and new replicas: brokers learn the final list moments later.
+                    continue
                 if state[0] == "moving" or not line:
                     line.append((state, now))
                 elif candidate and candidate[0] == state:

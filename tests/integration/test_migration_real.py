@@ -7,6 +7,7 @@ import uuid
 from asyncio.subprocess import PIPE
 
 import pytest
+from temporalio.client import WorkflowFailureError
 
 from models.migration import (
     CancelRequest,
@@ -16,6 +17,7 @@ from models.migration import (
     OperatorAction,
     ThrottleChange,
 )
+from models import TopicPartition
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
 from sandbox.stack import _find_temporal
@@ -24,7 +26,9 @@ from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import worker_for
 from tests.integration.helpers import StepObserver, consume_all, consume_topic, produce, produce_topic, wait_until
 from worker import activities_for
-from workflows import MigrationWorkflow
+from models import MoveInput
+from workflows import MigrationWorkflow, PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
 
 pytestmark = pytest.mark.integration
 
@@ -245,3 +249,48 @@ async def test_drover_start_status_and_list_from_the_command_line(real_client, a
         assert code == 0, err
         listed = {m["migration_id"]: m["state"] for m in json.loads(out)}
         assert listed.get(migration_id) == "completed"
+
+
+async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
+    # Partition 0 moves slowly (about 300 KB under a 100 KB/s throttle) in a first migration; a second one that
+    # also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the move's
+    # workflow ID), with a clear error, and partition 1 of the second plan still moves.
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    produce(real_settings, topic_name, 0, 4000)
+    first = MigrationInput(cluster="test", moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
+                           throttle_bytes_per_s=100_000)  # fmt: skip
+    second_moves = [PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 3]),
+                    PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 3])]  # fmt: skip
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        one = await real_client.start_workflow(
+            MigrationWorkflow.run, first, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 30, 0.05, "the first step on Kafka")
+        # Mid-step: preflight sees the reassignment and refuses the whole plan, changing nothing.
+        with pytest.raises(WorkflowFailureError) as refused:
+            await real_client.execute_workflow(
+                MigrationWorkflow.run, MigrationInput(cluster="test", moves=second_moves),
+                id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
+            )  # fmt: skip
+        assert f"{topic_name}-0 is already being reassigned" in str(refused.value.cause)
+        assert admin.describe_partition(TopicPartition(topic=topic_name, partition=1)).replicas == [2, 1]
+        assert (await one.result()).verified
+        # Between two steps Kafka shows nothing; only the move's workflow ID tells. A move of partition 0 whose
+        # workflow is open (here one no worker picks up, so it holds the ID without touching Kafka) makes the
+        # second migration refuse that partition, and move the rest.
+        holder = await real_client.start_workflow(
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster="test", topic=topic_name, partition=0, target=[1, 2]),
+            id=move_workflow_id("test", topic_name, 0), task_queue=f"idle-{uuid.uuid4().hex[:6]}",
+        )  # fmt: skip
+        try:
+            result = await real_client.execute_workflow(
+                MigrationWorkflow.run, MigrationInput(cluster="test", moves=second_moves),
+                id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
+            )  # fmt: skip
+        finally:
+            await holder.terminate("test over")
+    outcomes = {m.partition: m for m in result.moves}
+    assert outcomes[0].error == "refused: another migration is moving this partition" and not result.verified
+    assert outcomes[1].error is None and outcomes[1].final == [2, 3]
+    assert admin.describe_partition(TopicPartition(topic=topic_name, partition=0)).replicas == [3, 4]

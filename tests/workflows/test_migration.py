@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from models.migration import CancelRequest, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
-from models.plan import PartitionReplicas
+from models.plan import PartitionReplicas, ReassignmentFile
 from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
@@ -264,3 +264,144 @@ async def test_a_stuck_move_fails_the_migration_by_policy_with_nothing_left_half
     for key, replicas in fake.replicas.items():
         assert replicas in (original[key], dict(((p.topic, p.partition), p.replicas) for p in plan)[key])
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30):
+    for _ in range(int(timeout_s / 0.1)):
+        progress = await handle.query(MigrationWorkflow.progress)
+        if predicate(progress):
+            return progress
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{what} did not happen within {timeout_s} s")
+
+
+async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
+    fake = cluster(12)
+    fake.ticks = 4
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000, continue_every=3)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
+        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
+        await handle.execute_update(MigrationWorkflow.resume_update, OperatorAction(actor="ana", reason="off peak"))
+        result = await handle.result()
+        progress = await handle.query(MigrationWorkflow.progress)
+        described = await handle.describe()
+    assert progress.runs >= 3 and described.run_id != handle.first_execution_run_id
+    assert result.verified and len(result.moves) == 12 and all(m.error is None for m in result.moves)
+    assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
+    # Every move ran once: one step each on Kafka (one replica replaced, same leader), none issued twice.
+    assert sorted(key for key, _ in fake.altered) == sorted((p.topic, p.partition) for p in plan)
+    assert [a.action for a in progress.actions] == ["pause", "resume"]
+    assert result.peak_in_flight <= 2 and fake.peak_ongoing <= 2
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_rollback_after_continuing_as_new_returns_every_partition(local_env):
+    fake = cluster(8)
+    fake.ticks = 6
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000, continue_every=2)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort"))
+        result = await handle.result()
+    assert result.status == "rolled_back" and result.verified and result.rolled_back
+    assert fake.replicas == original and fake.ongoing == {}
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_cancelling_the_workflow_in_temporal_undoes_steps_in_flight_and_removes_the_throttle(local_env):
+    fake = cluster(6)
+    fake.ticks = 1000  # steps never finish on their own
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    # The steps in flight were cancelled on Kafka (back to their lists), nothing else started, throttle gone.
+    assert fake.ongoing == {} and fake.replicas == original
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+    assert all(LEADER_REPLICAS not in c for c in fake.topic_configs.values())
+
+
+def plan_file(path, plan: list[PartitionReplicas]) -> str:
+    path.write_text(ReassignmentFile(version=1, partitions=plan).model_dump_json())
+    return str(path)
+
+
+async def test_a_plan_by_reference_is_paged_in_and_finished_moves_are_saved_not_carried(local_env, tmp_path):
+    fake = cluster(30)
+    plan = spread_plan(fake)
+    work = tmp_path / "work"
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", plan_ref=plan_file(tmp_path / "plan.json", plan),
+                               limits=Limits(max_partitions=3, max_per_broker=3), continue_every=7, page_moves=6,
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration_id = f"migration:{uuid.uuid4().hex[:8]}"
+    async with worker_for(local_env.client, activities_for(fake, work)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=migration_id, task_queue=worker.task_queue
+        )
+        result = await handle.result()
+        first_run = local_env.client.get_workflow_handle(migration_id, run_id=handle.first_execution_run_id)
+        first_input = None
+        async for event in first_run.fetch_history_events():
+            if event.HasField("workflow_execution_started_event_attributes"):
+                first_input = event.workflow_execution_started_event_attributes.input.payloads[0].data
+    assert result.verified and result.moves_done == 30 and result.runs >= 4
+    assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
+    # The plan itself never entered the history: the first run's input is the reference, not 30 moves.
+    assert first_input is not None and b"plan.json" in first_input and b'"replicas"' not in first_input
+    folder = work / migration_id.replace(":", "_")
+    assert (folder / "moves.jsonl").read_text().count("\n") == 30
+    saved = sum(p.read_text().count("\n") for p in folder.glob("outcomes-*.jsonl"))
+    # Earlier runs saved what they finished; the last run's outcomes come back in the result.
+    assert saved + len(result.moves) == 30 and saved > 0
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(local_env, tmp_path):
+    fake = cluster(16)
+    fake.ticks = 4
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", plan_ref=plan_file(tmp_path / "plan.json", plan),
+                               limits=Limits(max_partitions=2), continue_every=3, page_moves=4)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        result = await handle.result()
+    assert result.status == "rolled_back" and result.verified
+    assert fake.replicas == original and fake.ongoing == {}
+
+
+async def test_a_missing_plan_file_is_refused_at_preflight(local_env, tmp_path):
+    fake = cluster(2)
+    missing = tmp_path / "nope.json"
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster="c", plan_ref=str(missing)))
+    assert f"plan file {missing} does not exist" in str(failure.value.cause)
+    (tmp_path / "bad.json").write_text('{"version": 1, "partitions": [{"topic": "orders"}]}')
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster="c", plan_ref=str(tmp_path / "bad.json")))
+    assert "plan file" in str(failure.value.cause) and "partition" in str(failure.value.cause)
+    assert fake.altered == []
