@@ -19,6 +19,7 @@ from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
+    INLINE_MOVES,
     CancelRequest,
     LimitsChange,
     MigrationInput,
@@ -58,6 +59,11 @@ def start(
     on_stuck: str = typer.Option("wait", "--on-stuck",
                                  help="What a stuck move does: wait (for the broker to return), rollback (that "
                                       "partition back to its original list; the rest go on) or fail (stop the migration)"),
+    by_reference: bool = typer.Option(
+        False, "--by-reference",
+        help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
+             f"inline; automatic above {INLINE_MOVES} moves",
+    ),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
@@ -84,8 +90,10 @@ def start(
     name = cluster or settings.cluster_name
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    # A large plan stays out of the workflow history: the workers read it from its file, a page at a time.
+    by_ref = by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(
-        cluster=name, moves=moves, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
+        cluster=name, moves=[] if by_ref else moves, plan_ref=str(plan.resolve()) if by_ref else None, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
         stuck_after_s=stuck_after_s, stuck_policy=on_stuck,
         limits=Limits(max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas,
                       max_leaders=max_leaders),
@@ -104,7 +112,8 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
         MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
         search_attributes=attributes,
     )  # fmt: skip
-    out.info(f"migration {migration_id} started ({len(migration.moves)} partitions): {settings.workflow_url(migration_id)}")
+    what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
+    out.info(f"migration {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
     if not wait:
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
         return
@@ -124,6 +133,9 @@ def _show_result(out: Output, migration_id: str, result: MigrationResult) -> Non
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
     for name in result.skipped:
         out.warning(f"{name} was not rolled back: all its original replicas are offline")
+    if result.runs > 1 or result.unchanged:
+        out.info(f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
+                 f"already on their target lists")
     out.info(f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
              f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}")
     if result.not_preferred:

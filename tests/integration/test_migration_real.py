@@ -252,11 +252,11 @@ async def test_drover_start_status_and_list_from_the_command_line(real_client, a
 
 
 async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
-    # Partition 0 moves slowly (about 300 KB under a 100 KB/s throttle) in a first migration; a second one that
+    # Partition 0 moves slowly (about 1 MB under a 100 KB/s throttle) in a first migration; a second one that
     # also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the move's
     # workflow ID), with a clear error, and partition 1 of the second plan still moves.
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
-    produce(real_settings, topic_name, 0, 4000)
+    produce(real_settings, topic_name, 0, 1000, pad=1000)
     first = MigrationInput(cluster="test", moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
                            throttle_bytes_per_s=100_000)  # fmt: skip
     second_moves = [PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 3]),
@@ -274,7 +274,8 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
             )  # fmt: skip
         assert f"{topic_name}-0 is already being reassigned" in str(refused.value.cause)
         assert admin.describe_partition(TopicPartition(topic=topic_name, partition=1)).replicas == [2, 1]
-        assert (await one.result()).verified
+        stopped = await one.execute_update(MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="done"))
+        assert stopped.cancelling == "stop" and (await one.result()).status == "stopped"
         # Between two steps Kafka shows nothing; only the move's workflow ID tells. A move of partition 0 whose
         # workflow is open (here one no worker picks up, so it holds the ID without touching Kafka) makes the
         # second migration refuse that partition, and move the rest.
@@ -293,4 +294,30 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
     outcomes = {m.partition: m for m in result.moves}
     assert outcomes[0].error == "refused: another migration is moving this partition" and not result.verified
     assert outcomes[1].error is None and outcomes[1].final == [2, 3]
-    assert admin.describe_partition(TopicPartition(topic=topic_name, partition=0)).replicas == [3, 4]
+    assert admin.describe_partition(TopicPartition(topic=topic_name, partition=0)).replicas == [1, 2]
+
+
+async def test_a_plan_by_reference_runs_over_several_workflow_runs_on_the_real_cluster(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    # Eight partitions at RF 2; the plan file is read by the worker a few moves at a time, and the migration
+    # continues as new every three moves: the partitions end on the plan, data intact, throttle gone.
+    original = [[1, 2] if p % 2 else [2, 1] for p in range(8)]
+    admin.create_topic(topic_name, original)
+    written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 8, 100)
+    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)]
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps({"version": 1, "partitions": [p.model_dump() for p in plan]}))
+    migration = MigrationInput(cluster="test", plan_ref=str(path), limits=Limits(max_partitions=2, max_per_broker=2),
+                               throttle_bytes_per_s=10_000_000, continue_every=3, page_moves=4)  # fmt: skip
+    async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
+        result = await real_client.execute_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+    assert result.verified and result.moves_done == 8 and result.runs >= 2
+    wanted = {p.partition: p.replicas for p in plan}
+    wait_until(lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
+               timeout_s=15, what="every partition on its planned list")  # fmt: skip
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert await asyncio.to_thread(consume_topic, real_settings, topic_name, 8) == written
