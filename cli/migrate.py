@@ -80,6 +80,9 @@ def start(
         stuck_after_s = parse_duration(stuck_after)
     except ValueError as e:
         raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
+    if throttle.strip().lower() == "auto":
+        raise DroverError("--throttle auto needs the traffic estimate, which this version does not compute yet; "
+                          "give a rate (e.g. 50MB/s) or none", exit_code=2)  # fmt: skip
     try:
         rate = None if throttle.strip().lower() == "none" else parse_rate(throttle)
     except ValueError as e:
@@ -158,15 +161,20 @@ def status(
     asyncio.run(_status(ctx.obj, migration_id, Output(as_json)))
 
 
-async def _status(settings: Settings, migration_id: str, out: Output) -> None:
-    client = await connect(settings)
-    handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
+async def describe(handle, migration_id: str):
+    """The migration's workflow execution as Temporal describes it; "no migration ID" when there is none."""
     try:
-        described = await handle.describe()
+        return await handle.describe()
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise DroverError(f"no migration {migration_id}") from None
         raise
+
+
+async def _status(settings: Settings, migration_id: str, out: Output) -> None:
+    client = await connect(settings)
+    handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
+    described = await describe(handle, migration_id)
     state = described.status.name.lower() if described.status else "unknown"
     if described.status == WorkflowExecutionStatus.COMPLETED:
         _show_result(out, migration_id, await handle.result())

@@ -10,11 +10,11 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
-from temporalio.service import RPCError, RPCStatusCode
+from temporalio.service import RPCError
 
 from adapters.temporal import connect
 from cli.errors import DroverError
-from cli.migrate import _current_batch, _status, summary
+from cli.migrate import _current_batch, _status, describe, summary
 from cli.output import Output
 from models.migration import MigrationProgress, MigrationResult
 from settings import Settings
@@ -53,12 +53,7 @@ async def _watch(settings: Settings, migration_id: str, interval: float, out: Ou
         if live:
             live.start()
         while True:
-            try:
-                described = await handle.describe()
-            except RPCError as e:
-                if e.status == RPCStatusCode.NOT_FOUND:
-                    raise DroverError(f"no migration {migration_id}") from None
-                raise
+            described = await describe(handle, migration_id)
             if described.status != WorkflowExecutionStatus.RUNNING:
                 break
             try:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from cli.rates import parse_rate
+from cli.rates import parse_duration, parse_rate
 
 ROOT = Path(__file__).resolve().parents[2]
 DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
@@ -155,3 +155,27 @@ def test_bad_rates_are_refused(text):
 def test_status_of_an_unknown_migration_is_one_line(real_settings):
     env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
     assert_one_line_error(drover("status", "migration:test:nope", env=env), 1, "no migration migration:test:nope")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--on-stuck", "sometimes"], "--on-stuck 'sometimes': use wait, rollback or fail"),
+        (["--stuck-after", "soon"], "--stuck-after: 'soon' is not a duration"),
+        (["--stuck-after", "0s"], "--stuck-after: '0s' must be longer than zero"),
+        (["--throttle", "auto"], "--throttle auto needs the traffic estimate"),
+        (["--order", "random"], "--order 'random': use small-first or large-first"),
+    ],
+)
+def test_bad_start_options_are_one_line_and_start_nothing(tmp_path, args, message):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    # No Temporal at this address: a refusal must come before any attempt to start.
+    result = drover("start", str(plan), *args, env={"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and message in result.stderr
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("10m", 600), ("2h", 7200), ("1.5m", 90)])
+def test_durations_accept_units(text, seconds):
+    assert parse_duration(text) == seconds
