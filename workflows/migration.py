@@ -500,7 +500,7 @@ class MigrationWorkflow:
         assert self._input is not None
         key = (m.topic, m.partition)
         self._launches += 1
-        token = f"{workflow.info().workflow_id}/{self._launches}"
+        token = str(self._launches)
         self._tokens[key] = token
         move = MoveInput(
             cluster=self._input.cluster, topic=m.topic, partition=m.partition, target=m.target,

@@ -1,0 +1,113 @@
+"""Record the workflow histories the replay test replays: representative runs on the in-memory Kafka.
+
+    .venv/bin/python -m tests.replay.record
+
+Run it when a workflow change is meant to change histories (and say so in the commit); otherwise the committed
+histories must keep replaying, which is what makes a nondeterministic change fail the build.
+"""
+
+import asyncio
+import json
+from pathlib import Path
+
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.testing import WorkflowEnvironment
+
+from models.migration import CancelRequest, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
+from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
+from steps.admission import Limits
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from tests.workflows.test_migration import cluster, spread_plan
+from worker import activities_for
+from workflows import MigrationWorkflow
+from workflows.ids import move_workflow_id
+
+HERE = Path(__file__).parent / "histories"
+
+
+async def _progress(handle, predicate):
+    for _ in range(600):
+        progress = await handle.query(MigrationWorkflow.progress)
+        if predicate(progress):
+            return progress
+        await asyncio.sleep(0.05)
+    raise AssertionError("the scenario did not reach its point")
+
+
+async def completed(client, fake: FakeKafka, name: str, queue: str):
+    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
+
+
+async def rolled_back(client, fake: FakeKafka, name: str, queue: str):
+    fake.ticks = 6
+    handle = await completed(client, fake, name, queue)
+    await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
+    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort"))
+    return handle
+
+
+async def controls(client, fake: FakeKafka, name: str, queue: str):
+    fake.ticks = 6
+    handle = await completed(client, fake, name, queue)
+    who = {"actor": "ana", "reason": "peak hours"}
+    await _progress(handle, lambda p: p.in_flight)
+    await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+    await handle.execute_update(MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who))
+    await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))
+    await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+    return handle
+
+
+async def continued(client, fake: FakeKafka, name: str, queue: str):
+    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000, continue_every=3)  # fmt: skip
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
+
+
+async def stuck_rollback(client, fake: FakeKafka, name: str, queue: str):
+    fake.stalled = {5}
+    migration = MigrationInput(cluster=name, moves=spread_plan(fake), stuck_after_s=1.0, stuck_policy="rollback")
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
+
+
+SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
+             "stuck-rollback": stuck_rollback}  # fmt: skip
+
+
+def _save(path: Path, workflow_id: str, history) -> None:
+    # The workflow ID goes with the history: replaying under another ID would change what the workflow sees.
+    path.write_text(json.dumps({"workflow_id": workflow_id, "history": json.loads(history.to_json())}, indent=1))
+
+
+async def main() -> None:
+    args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
+    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
+                                                dev_server_existing_path=str(_find_temporal()),
+                                                dev_server_extra_args=args)  # fmt: skip
+    HERE.mkdir(exist_ok=True)
+    try:
+        for scenario, start in SCENARIOS.items():
+            fake = cluster(6)
+            async with worker_for(env.client, activities_for(fake)) as worker:
+                handle = await start(env.client, fake, scenario, worker.task_queue)
+                await handle.result()
+                runs = [handle.first_execution_run_id]
+                # Every run of a migration that continued as new, then the first move's own history.
+                async for w in env.client.list_workflows(f"WorkflowId = 'migration:{scenario}'"):
+                    if w.run_id not in runs:
+                        runs.append(w.run_id)
+                for i, run_id in enumerate(runs):
+                    history = await env.client.get_workflow_handle(handle.id, run_id=run_id).fetch_history()
+                    _save(HERE / f"{scenario}-run{i + 1}.json", handle.id, history)
+                child = env.client.get_workflow_handle(move_workflow_id(scenario, "orders", 1))
+                _save(HERE / f"{scenario}-move.json", child.id, await child.fetch_history())
+            print(f"recorded {scenario}: {len(runs)} run(s) and a move")
+    finally:
+        await env.shutdown()
+
+
+if __name__ == "__main__":
+    asyncio.run(main())
