@@ -18,10 +18,11 @@ QUICK_CALL = dict(
 )
 
 # Waiting for Kafka to finish a step copies data and can take hours under a throttle, so the bound is the
-# heartbeat: a worker that dies is noticed within a minute and the wait resumes on another.
+# heartbeat (sent at every poll, at least every second): a worker that dies is noticed within 20 seconds and the
+# wait resumes on another; an admin call that hangs longer than that is abandoned and tried again.
 STEP_WAIT = dict(
     start_to_close_timeout=timedelta(days=7),
-    heartbeat_timeout=timedelta(seconds=60),
+    heartbeat_timeout=timedelta(seconds=20),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
