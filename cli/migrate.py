@@ -31,9 +31,9 @@ from models.migration import (
 from models.plan import ReassignmentFile
 from settings import Settings
 from steps.admission import Limits
-from models import MoveProgress
-from workflows import MigrationWorkflow, PartitionMoveWorkflow
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
+from workflows import MigrationWorkflow
+from workflows.migration import HANDING_OVER
+from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 _DEFAULTS = Limits()
 
@@ -189,7 +189,7 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
     if progress.stuck:
         out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
-    batch = await _current_batch(client, progress)
+    batch = current_batch(progress)
     if batch:
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     out.data(progress)
@@ -209,19 +209,9 @@ def summary(state: str, progress: MigrationProgress) -> str:
     )
 
 
-async def _current_batch(client, progress: MigrationProgress) -> list[list[object]]:
-    """Each partition in flight with its current and step lists, from its PartitionMoveWorkflow."""
-    rows = []
-    for m in progress.in_flight:
-        child = client.get_workflow_handle(move_workflow_id(progress.cluster, m.topic, m.partition))
-        try:
-            move: MoveProgress | None = await child.query(PartitionMoveWorkflow.progress)
-        except RPCError:
-            move = None
-        current = move.current if move else "-"
-        step = (move.step_target or "-") if move else "-"
-        rows.append([f"{m.topic}-{m.partition}", m.original, current, step, m.target])
-    return rows
+def current_batch(progress: MigrationProgress) -> list[list[object]]:
+    """Each partition in flight with its original, current, step and final lists (the migration's own query)."""
+    return [[f"{b.topic}-{b.partition}", b.original, b.current, b.step or "-", b.final] for b in progress.batch]
 
 
 def list_(
@@ -352,7 +342,7 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
     client = client or await connect(settings)
     handle = client.get_workflow_handle(migration_id)
     try:
-        progress: MigrationProgress = await handle.execute_update(update, argument)
+        progress: MigrationProgress = await execute_update(handle, update, argument)
     except WorkflowUpdateFailedError as e:
         reason = getattr(e.cause, "message", None) or str(e.cause or e)
         raise DroverError(f"{migration_id} refused: {reason}") from None
@@ -368,6 +358,18 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
         f"throttle {progress.throttle_bytes_per_s or 'none'}"
     )
     out.data(progress)
+
+
+async def execute_update(handle, update, argument, attempts: int = 20):
+    """Send an update; one refused because the migration is handing over to its next run is sent again."""
+    for attempt in range(attempts):
+        try:
+            return await handle.execute_update(update, argument)
+        except WorkflowUpdateFailedError as e:
+            if HANDING_OVER not in str(getattr(e.cause, "message", "")) or attempt == attempts - 1:
+                raise
+        await asyncio.sleep(0.5)
+    raise AssertionError("unreachable")
 
 
 def cancel(

@@ -14,7 +14,7 @@ from temporalio.service import RPCError
 
 from adapters.temporal import connect
 from cli.errors import DroverError
-from cli.migrate import _current_batch, _status, describe, summary
+from cli.migrate import _status, current_batch, describe, summary
 from cli.output import Output
 from models.migration import MigrationProgress, MigrationResult
 from settings import Settings
@@ -66,7 +66,7 @@ async def _watch(settings: Settings, migration_id: str, interval: float, out: Ou
                 sys.stdout.write(progress.model_dump_json() + "\n")
                 sys.stdout.flush()
             elif live:
-                batch = await _current_batch(client, progress)
+                batch = current_batch(progress)
                 live.update(_render(migration_id, progress, batch), refresh=True)
             else:
                 line = summary("running", progress)

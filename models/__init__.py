@@ -8,7 +8,7 @@ from models.cluster import (
     ReplicaSize,
     TopicPartition,
 )
-from models.moves import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
+from models.moves import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
 
 __all__ = [
     "BrokerInfo",
@@ -17,6 +17,7 @@ __all__ = [
     "MoveProgress",
     "MoveReport",
     "MoveResult",
+    "MoveStepReport",
     "MoveStuck",
     "OngoingReassignment",
     "PartitionState",

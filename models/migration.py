@@ -148,6 +148,18 @@ class BrokerProgress(BaseModel):
     done: int
 
 
+class BatchEntry(BaseModel):
+    """One partition in flight: its list before the migration, what Kafka showed when its step was issued, the
+    step's list (None until the first step is issued) and its final target."""
+
+    topic: str
+    partition: int
+    original: list[int]
+    current: list[int]
+    step: list[int] | None
+    final: list[int]
+
+
 class MigrationProgress(BaseModel):
     cluster: str = ""
     paused: bool = False
@@ -174,6 +186,8 @@ class MigrationProgress(BaseModel):
     stuck: list[str] = []
     # Runs of the workflow so far: it continues as new every few hundred moves.
     runs: int = 1
+    # The current batch: every partition in flight with its current, step and final lists.
+    batch: list[BatchEntry] = []
 
 
 class MigrationResult(BaseModel):

@@ -94,6 +94,16 @@ class MoveReport(BaseModel):
     error_type: str | None = None
 
 
+class MoveStepReport(BaseModel):
+    """A move's word to its migration as it issues a step: the list Kafka shows and the step's list."""
+
+    topic: str
+    partition: int
+    token: str
+    current: list[int]
+    step: list[int]
+
+
 class MoveProgress(BaseModel):
     topic: str
     partition: int

@@ -17,9 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
     from models import MoveInput, MoveResult
-    from models import MoveReport, MoveStuck, TopicPartition
+    from models import MoveReport, MoveStepReport, MoveStuck, TopicPartition
     from models.migration import (
         AuditEntry,
+        BatchEntry,
         BrokerProgress,
         CancelRequest,
         LeaderElection,
@@ -46,6 +47,10 @@ with workflow.unsafe.imports_passed_through():
     from workflows.policies import PREFLIGHT, QUICK_CALL, STEP_WAIT
 
 
+# The refusal of an update that arrives while a run hands over; the CLI tries again on it.
+HANDING_OVER = "the migration is handing over to its next run; try again in a moment"
+
+
 @workflow.defn
 class MigrationWorkflow:
     """Runs a plan on one cluster: preflight, then a sliding window of child PartitionMoveWorkflows under the limits
@@ -65,8 +70,9 @@ class MigrationWorkflow:
     original replicas are all offline; new limits apply at the next admission; a new throttle is written to the
     brokers at once.
 
-    Queries: ``progress`` (paused, operator actions, waiting, in flight with their lists, done, failed, limits,
-    throttle, peaks).
+    Queries: ``progress`` (paused, operator actions, moves waiting, in flight, done and failed; bytes, elapsed time
+    and ETA; per-broker counts; the current batch with each partition's original, current, step and final lists,
+    as its move reports by signal ``move_step``; limits, throttle, peaks, stuck moves).
     """
 
     def __init__(self) -> None:
@@ -92,6 +98,11 @@ class MigrationWorkflow:
         self._started_children: set[tuple[str, int]] = set()
         self._cancel_sent: set[tuple[str, int]] = set()
         self._finished: list[MoveOutcome] = []
+        # Set once this run starts handing its state to the next: an operator action would be lost with this run,
+        # so updates are refused (try again) until the next run answers.
+        self._handing_over = False
+        # Per partition in flight, the list Kafka showed and the step's list as its move last told.
+        self._steps: dict[tuple[str, int], tuple[list[int], list[int]]] = {}
         self._min_insync: dict[str, int] = {}
         self._finished_this_run = 0
         self._runs = 1
@@ -238,6 +249,8 @@ class MigrationWorkflow:
             # When a new run is due, nothing new starts: the moves in flight finish and report in this run (a
             # report reaching a run while it hands over would be lost), then the migration continues as new.
             draining = continuing and self._continue_due()
+            if draining and not self._in_flight:
+                await self._continue_as_new()
             admitting = not self._paused and self._cancelling is None and not draining
             started = admit(self._waiting, in_flight, limits, per_step) if admitting else []
             if started:
@@ -263,8 +276,6 @@ class MigrationWorkflow:
             self._throttle_changed = False
             if changed and (self._in_flight or self._waiting):
                 await self._update_throttle()
-            if draining and not self._in_flight and self._cancelling is None and (self._waiting or self._more_to_page()):
-                await self._continue_as_new()
 
     def _more_to_page(self) -> bool:
         return self._moves_ref is not None and self._cursor < self._count and self._cancelling is None
@@ -297,6 +308,7 @@ class MigrationWorkflow:
         """Hand the migration's state to a new run. Nothing is in flight (the window drained first), so no child's
         report can reach this run after its state is taken."""
         assert self._input is not None and self._started_at is not None and not self._in_flight
+        self._handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         outcomes = self._outcomes
         if self._large:
@@ -437,10 +449,16 @@ class MigrationWorkflow:
     def _check_running(self) -> None:
         if self._input is None:
             raise ValueError("the migration has not started yet")
+        if self._handing_over:
+            raise ValueError(HANDING_OVER)
         if not self._waiting and not self._in_flight and self._outcomes:
             raise ValueError("the migration has finished")
 
     def _record(self, name: str, action: OperatorAction, detail: str = "") -> None:
+        if self._handing_over:
+            # A signal has no validator to refuse it: say so in the worker log, where the lost action shows.
+            workflow.logger.warning("%s by %s arrived while the migration was handing over to its next run and is "
+                                    "lost with this run; send it again", name, action.actor)  # fmt: skip
         entry = AuditEntry(at=workflow.now(), action=name, actor=action.actor, reason=action.reason, detail=detail)
         self._actions.append(entry)
         workflow.logger.info("operator action %s by %s (%s) %s", name, action.actor, action.reason, detail)
@@ -467,7 +485,13 @@ class MigrationWorkflow:
             brokers=self._broker_progress(),
             stuck=sorted(self._stuck),
             runs=self._runs,
+            batch=[self._batch_entry(k, m) for k, m in sorted(self._in_flight.items())],
         )
+
+    def _batch_entry(self, key: tuple[str, int], m: MoveSpec) -> BatchEntry:
+        current, step = self._steps.get(key, (m.original, None))
+        return BatchEntry(topic=m.topic, partition=m.partition, original=m.original, current=current, step=step,
+                          final=m.target)  # fmt: skip
 
     def _rates(self) -> dict:
         """Elapsed time, bytes done and the ETA at the rate observed so far."""
@@ -537,6 +561,13 @@ class MigrationWorkflow:
                                     error_type=getattr(cause, "type", None))  # fmt: skip
         self._finish(key, move.token, outcome)
 
+    @workflow.signal(name="move_step")
+    def move_step(self, report: MoveStepReport) -> None:
+        """From a PartitionMoveWorkflow as it issues a step: for the current batch."""
+        key = (report.topic, report.partition)
+        if self._tokens.get(key) == report.token:
+            self._steps[key] = (report.current, report.step)
+
     @workflow.signal(name="move_finished")
     def move_finished(self, report: MoveReport) -> None:
         """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
@@ -563,6 +594,7 @@ class MigrationWorkflow:
         if self._tokens.get(key) != token:
             return
         del self._tokens[key]
+        self._steps.pop(key, None)
         self._started_children.discard(key)
         self._cancel_sent.discard(key)
         self._finished.append(outcome)

@@ -7,7 +7,16 @@ from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
-    from models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStuck, StepRequest, TopicPartition
+    from models import (
+        MoveInput,
+        MoveProgress,
+        MoveReport,
+        MoveResult,
+        MoveStepReport,
+        MoveStuck,
+        StepRequest,
+        TopicPartition,
+    )
     from steps import next_step
     from workflows.policies import QUICK_CALL, STEP_WAIT
 
@@ -53,16 +62,29 @@ class PartitionMoveWorkflow:
                                       steps=result.steps, rolled_back=result.rolled_back))  # fmt: skip
         return result
 
+    def _tell_step(self, move: MoveInput, current: list[int], step: list[int]) -> None:
+        """Tell the migration which step this move is issuing, for its current batch; the step does not wait for
+        the signal to be delivered."""
+        parent = workflow.info().parent
+        if parent is None:
+            return
+        report = MoveStepReport(topic=move.topic, partition=move.partition, token=move.token, current=current,
+                                step=step)  # fmt: skip
+        asyncio.ensure_future(self._signal(parent.workflow_id, "move_step", report))
+
+    @staticmethod
+    async def _signal(workflow_id: str, name: str, payload) -> None:
+        try:
+            await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
+        except Exception:  # noqa: BLE001 - the migration has ended; this move's own history still records it
+            pass
+
     async def _report(self, report: MoveReport) -> None:
         """Tell the migration that started this move how it ended (it may have continued as new since: a signal
         by workflow ID reaches its current run)."""
         parent = workflow.info().parent
-        if parent is None:
-            return
-        try:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal("move_finished", report)
-        except Exception:  # noqa: BLE001 - the migration has ended; this move's own history still records it
-            pass
+        if parent is not None:
+            await self._signal(parent.workflow_id, "move_finished", report)
 
     async def _move(self, move: MoveInput) -> MoveResult:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
@@ -82,6 +104,7 @@ class PartitionMoveWorkflow:
             )  # fmt: skip
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             try:
+                self._tell_step(move, state.replicas, step.replicas)
                 await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
                 status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
                 reported = False
@@ -136,11 +159,7 @@ class PartitionMoveWorkflow:
             return
         report = MoveStuck(topic=move.topic, partition=move.partition, current=current, step=step, idle_s=idle_s,
                            policy=policy)  # fmt: skip
-        try:
-            await workflow.get_external_workflow_handle(parent.workflow_id).signal("move_stuck", report)
-        except Exception:  # noqa: BLE001 - whatever the server says of a closed parent
-            # The migration has ended; the move's own history still records it.
-            pass
+        await self._signal(parent.workflow_id, "move_stuck", report)
 
     @workflow.query
     def progress(self) -> MoveProgress | None:

@@ -11,6 +11,7 @@ from models.migration import CancelRequest, LimitsChange, MigrationInput, Operat
 from models.plan import PartitionReplicas, ReassignmentFile
 from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
+from cli.migrate import execute_update
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
@@ -286,8 +287,9 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
-        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
-        await handle.execute_update(MigrationWorkflow.resume_update, OperatorAction(actor="ana", reason="off peak"))
+        # As the CLI does: an update refused while a run hands over to the next is sent again.
+        await execute_update(handle, MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
+        await execute_update(handle, MigrationWorkflow.resume_update, OperatorAction(actor="ana", reason="off peak"))
         result = await handle.result()
         progress = await handle.query(MigrationWorkflow.progress)
         described = await handle.describe()
@@ -313,7 +315,8 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort"))
+        await execute_update(handle, MigrationWorkflow.cancel_update,
+                             CancelRequest(mode="rollback", actor="ops", reason="abort"))  # fmt: skip
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified and result.rolled_back
     assert fake.replicas == original and fake.ongoing == {}
@@ -388,7 +391,7 @@ async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(loca
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await execute_update(handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified
     assert fake.replicas == original and fake.ongoing == {}
@@ -405,3 +408,23 @@ async def test_a_missing_plan_file_is_refused_at_preflight(local_env, tmp_path):
         await run(local_env, fake, MigrationInput(cluster="c", plan_ref=str(tmp_path / "bad.json")))
     assert "plan file" in str(failure.value.cause) and "partition" in str(failure.value.cause)
     assert fake.altered == []
+
+
+async def test_the_current_batch_shows_each_partition_in_flight_with_its_step(local_env):
+    fake = cluster(4)
+    fake.ticks = 40  # steps slow enough to look at
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        progress = await wait_for_progress(handle, lambda p: len(p.batch) == 2 and all(b.step for b in p.batch),
+                                           "two moves with their steps")  # fmt: skip
+        result = await handle.result()
+    targets = {(p.topic, p.partition): p.replicas for p in plan}
+    for entry in progress.batch:
+        # One replica replaced, the leader kept: a single step, from the original list straight to the target.
+        assert entry.current == entry.original and entry.step == entry.final == targets[(entry.topic, entry.partition)]
+    assert [(b.topic, b.partition) for b in progress.batch] == [(m.topic, m.partition) for m in progress.in_flight]
+    assert result.verified
