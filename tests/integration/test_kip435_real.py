@@ -26,9 +26,11 @@ from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 
+# Ports below the kernel's ephemeral range (32768+ here), where a client socket could take one between the
+# sandbox's port check and a broker binding it.
 TEN_BROKERS = SandboxSettings(
     state_dir=ROOT / ".drover" / "test-ten-brokers",
-    port_base=39092,
+    port_base=26092,
     temporal_port=17333,
     ui_port=18333,
     brokers=10,
