@@ -176,7 +176,10 @@ class MigrationWorkflow:
                 status = "rolled_back"
             elif self._cancelling == "stop":
                 status = "stopped"
-            elected = await self._elect_leaders(rolled_back if status == "rolled_back" else self._outcomes)
+            if status == "rolled_back":
+                elected = await self._elect_leaders(rolled_back, with_saved=False)
+            else:
+                elected = await self._elect_leaders(self._outcomes, with_saved=True)
         finally:
             # Removing the throttle must happen even when the migration is cancelled or fails.
             await asyncio.shield(self._clear_throttle())
@@ -211,22 +214,27 @@ class MigrationWorkflow:
             leaders_elected=elected.elected,
             not_preferred=elected.not_preferred,
             elapsed_s=(workflow.now() - self._started_at).total_seconds(),
-            moves_done=self._saved_done + sum(1 for o in self._outcomes if o.error is None and o.original != o.target),
+            moves_done=self._moves_done(),
             unchanged=self._unchanged,
             runs=self._runs,
         )
 
-    async def _elect_leaders(self, outcomes: list[MoveOutcome]) -> LeaderElectionResult:
+    def _moves_done(self) -> int:
+        """Moves finished without error: those saved by earlier runs of a large migration and this run's."""
+        return self._saved_done + sum(1 for o in self._outcomes if o.error is None)
+
+    async def _elect_leaders(self, outcomes: list[MoveOutcome], with_saved: bool) -> LeaderElectionResult:
         """Preferred leaders for every partition moved, in batches of the leader limit. Each move elected its
         leader after the step that changed it; this catches those whose election did not hold (a leader that
         moved again while the partition's replicas were changing)."""
         moved = [TopicPartition(topic=o.topic, partition=o.partition) for o in outcomes
                  if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
-        if not moved and not (self._large and outcomes is self._outcomes):
+        saved = self._outcomes_of() if with_saved else None
+        if not moved and saved is None:
             return LeaderElectionResult(elected=0)
         assert self._limits is not None
         request = LeaderElection(partitions=moved, batch=self._limits.max_leaders,
-                                 outcomes_of=self._outcomes_of() if outcomes is self._outcomes else None)  # fmt: skip
+                                 outcomes_of=saved)  # fmt: skip
         return await workflow.execute_activity_method(MigrationActivities.elect_leaders, request, **STEP_WAIT)
 
     async def _run_window(self, outcomes: list[MoveOutcome], continuing: bool = False) -> None:
@@ -474,7 +482,7 @@ class MigrationWorkflow:
             # Waiting includes the moves of a plan by reference not paged in yet.
             waiting=len(self._waiting) + (self._count - self._cursor if self._more_to_page() else 0),
             in_flight=sorted(self._in_flight.values(), key=lambda m: (m.topic, m.partition)),
-            done=self._saved_done + sum(1 for o in self._outcomes if o.error is None),
+            done=self._moves_done(),
             failed=sum(1 for o in self._outcomes if o.error is not None),
             rolled_back=sum(1 for o in self._rolled_back if o.error is None),
             limits=self._limits,
