@@ -36,6 +36,8 @@ from workflows.migration import HANDING_OVER
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 _DEFAULTS = Limits()
+MIGRATION_ID = typer.Argument(..., help="The migration ID")
+PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 
 
 def start(
@@ -155,7 +157,7 @@ def _show_result(out: Output, migration_id: str, result: MigrationResult) -> Non
 def status(
     ctx: typer.Context,
     migration_id: str = typer.Argument(..., help="The migration ID drover start printed"),
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle."""
     asyncio.run(_status(ctx.obj, migration_id, Output(as_json)))
@@ -264,10 +266,10 @@ REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's hi
 
 def pause(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID"),
+    migration_id: str = MIGRATION_ID,
     actor: str = ACTOR,
     reason: str = REASON,
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues."""
     action = OperatorAction(actor=actor or _actor(), reason=reason)
@@ -276,10 +278,10 @@ def pause(
 
 def resume(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID"),
+    migration_id: str = MIGRATION_ID,
     actor: str = ACTOR,
     reason: str = REASON,
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Start admitting moves again after `drover pause`."""
     action = OperatorAction(actor=actor or _actor(), reason=reason)
@@ -288,14 +290,14 @@ def resume(
 
 def limits(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID"),
+    migration_id: str = MIGRATION_ID,
     max_partitions: int = typer.Option(None, "--max-partitions", min=1, help="Partition moves in flight"),
     max_per_broker: int = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker"),
     max_replicas: int = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once"),
     max_leaders: int = typer.Option(None, "--max-leaders", min=1, help="Moves in flight changing a leader"),
     actor: str = ACTOR,
     reason: str = REASON,
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Change the limits of a running migration; they apply when the next move is admitted (limits not given stay)."""
     given = {k: v for k, v in {"max_partitions": max_partitions, "max_per_broker": max_per_broker,
@@ -314,11 +316,11 @@ async def _change_limits(settings, migration_id, given, actor, reason, out) -> N
 
 def throttle(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID"),
+    migration_id: str = MIGRATION_ID,
     rate: str = typer.Argument(..., help="New replication throttle (50MB/s, 10MiB/s) or none"),
     actor: str = ACTOR,
     reason: str = REASON,
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Change the replication throttle of a running migration; the brokers get it within seconds."""
     try:
@@ -374,11 +376,11 @@ async def execute_update(handle, update, argument, attempts: int = 20):
 
 def cancel(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID"),
+    migration_id: str = MIGRATION_ID,
     rollback: bool = typer.Option(False, "--rollback", help="Also return every touched partition to its original list"),
     actor: str = ACTOR,
     reason: str = REASON,
-    as_json: bool = typer.Option(False, "--json", help="Print the progress as JSON"),
+    as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
     every partition the migration touched, finished ones included, is stepped back to its original list (a
