@@ -157,10 +157,10 @@ class MigrationActivities:
 
     @activity.defn(name="set_throttle")
     def set_throttle(self, req: ThrottleRequest) -> ThrottleState:
-        """Throttle exactly the moves in flight; clear brokers and topics that no longer need it."""
+        """Throttle exactly the moves in flight (each broker at its own rates when given); clear brokers and topics
+        that no longer need it."""
         lists = throttled_replicas(req.in_flight)
         brokers = throttled_brokers(req.in_flight)
-        rate = str(req.rate_bytes_per_s)
         for topic, configs in lists.items():
             follower = configs[FOLLOWER_REPLICAS]
             self.admin.alter_topic_config(
@@ -169,7 +169,8 @@ class MigrationActivities:
                 delete=[] if follower else [FOLLOWER_REPLICAS],
             )
         for broker in brokers:
-            self.admin.alter_broker_config(broker, {LEADER_RATE: rate, FOLLOWER_RATE: rate})
+            leader, follower = req.broker_rates.get(broker, (req.rate_bytes_per_s, req.rate_bytes_per_s))
+            self.admin.alter_broker_config(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)})
         state = ThrottleState(brokers=brokers, topics=sorted(lists))
         self._clear(
             ThrottleState(

@@ -9,6 +9,7 @@ import typer
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
 from cli import demo as demo_cmd
+from cli import estimate as estimate_cmd
 from cli import migrate as migrate_cmd
 from cli import plan as plan_cmd
 from cli import sandbox as sandbox_cmd
@@ -42,6 +43,7 @@ app = typer.Typer(
 )
 app.add_typer(sandbox_cmd.app, name="sandbox")
 app.command("plan")(plan_cmd.plan)
+app.command("estimate")(estimate_cmd.estimate)
 app.command("start")(migrate_cmd.start)
 app.command("status")(migrate_cmd.status)
 app.command("watch")(watch_cmd.watch)

@@ -15,12 +15,18 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect
 from cli.errors import DroverError
+from cli.estimate import (
+    CAPACITY, FLOOR, HEADROOM, MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, METRICS, REPLICAS_PER_STEP,
+    SAMPLE, limits_from, rate_option, sample_option,
+)
+from cli.estimate import summary as estimate_summary  # fmt: skip
 from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
     INLINE_MOVES,
     CancelRequest,
+    EstimateSettings,
     LimitsChange,
     MigrationInput,
     MigrationProgress,
@@ -30,12 +36,10 @@ from models.migration import (
 )
 from models.plan import ReassignmentFile
 from settings import Settings
-from steps.admission import Limits
 from workflows import MigrationWorkflow
 from workflows.migration import HANDING_OVER
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
-_DEFAULTS = Limits()
 MIGRATION_ID = typer.Argument(..., help="The migration ID")
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 
@@ -44,17 +48,21 @@ def start(
     ctx: typer.Context,
     plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
     cluster: str = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]"),
-    replicas_per_step: int = typer.Option(1, "--replicas-per-step", min=1, help="Replicas a move adds per step (R)"),
-    max_partitions: int = typer.Option(_DEFAULTS.max_partitions, "--max-partitions", min=1,
-                                       help="Partition moves in flight in the cluster"),
-    max_per_broker: int = typer.Option(_DEFAULTS.max_per_broker, "--max-per-broker", min=1,
-                                       help="Moves in flight touching one broker"),
-    max_replicas: int = typer.Option(_DEFAULTS.max_replicas, "--max-replicas", min=1,
-                                     help="Replicas being added at once in the cluster"),
-    max_leaders: int = typer.Option(_DEFAULTS.max_leaders, "--max-leaders", min=1,
-                                    help="Moves in flight that change a preferred leader"),
+    replicas_per_step: int = REPLICAS_PER_STEP,
+    max_partitions: int = MAX_PARTITIONS,
+    max_per_broker: int = MAX_PER_BROKER,
+    max_replicas: int = MAX_REPLICAS,
+    max_leaders: int = MAX_LEADERS,
     throttle: str = typer.Option("none", "--throttle",
-                                 help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, 10MiB/s) or none"),
+                                 help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, "
+                                      "10MiB/s), auto (each broker's recommended rates, from the estimate) or none"),
+    estimate: bool = typer.Option(True, "--estimate/--no-estimate",
+                                  help="Estimate throttles and duration before the first step (needed by auto)"),
+    metrics: Path = METRICS,
+    sample: str = SAMPLE,
+    headroom: float = HEADROOM,
+    floor: str = FLOOR,
+    capacity: str = CAPACITY,
     order: str = typer.Option("small-first", "--order", help="small-first or large-first (urgent moves always first)"),
     stuck_after: str = typer.Option("10m", "--stuck-after",
                                     help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"),
@@ -82,13 +90,18 @@ def start(
         stuck_after_s = parse_duration(stuck_after)
     except ValueError as e:
         raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
-    if throttle.strip().lower() == "auto":
-        raise DroverError("--throttle auto needs the traffic estimate, which this version does not compute yet; "
-                          "give a rate (e.g. 50MB/s) or none", exit_code=2)  # fmt: skip
-    try:
-        rate = None if throttle.strip().lower() == "none" else parse_rate(throttle)
-    except ValueError as e:
-        raise DroverError(f"--throttle: {e}", exit_code=2) from None
+    choice = throttle.strip().lower()
+    auto = choice == "auto"
+    rate = None if choice in ("auto", "none") else rate_option("--throttle", throttle)
+    if auto and not estimate:
+        raise DroverError("--throttle auto takes its rates from the estimate: drop --no-estimate", exit_code=2)
+    if metrics is not None and not metrics.exists():
+        raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
+    settings_of_estimate = EstimateSettings(
+        metrics_ref=str(metrics.resolve()) if metrics else None, sample_s=sample_option(sample), auto_throttle=auto,
+        headroom=headroom, floor_bytes_per_s=rate_option("--floor", floor),
+        capacity_bytes_per_s=rate_option("--capacity", capacity),
+    ) if estimate else None  # fmt: skip
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
@@ -99,9 +112,8 @@ def start(
     by_ref = by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(
         cluster=name, moves=[] if by_ref else moves, plan_ref=str(plan.resolve()) if by_ref else None, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
-        stuck_after_s=stuck_after_s, stuck_policy=on_stuck,
-        limits=Limits(max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas,
-                      max_leaders=max_leaders),
+        stuck_after_s=stuck_after_s, stuck_policy=on_stuck, estimate=settings_of_estimate,
+        limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
     )  # fmt: skip
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
@@ -189,6 +201,8 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
         raise DroverError(f"migration {migration_id} {state}")
     progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    if progress.estimate is not None:
+        out.info(estimate_summary(progress.estimate))
     if progress.stuck:
         out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
     batch = current_batch(progress)
@@ -203,6 +217,8 @@ def summary(state: str, progress: MigrationProgress) -> str:
     if not (progress.moves_total or progress.waiting or progress.in_flight or progress.done or progress.failed):
         return f"{state}{flags}; preflight: checking the plan against the cluster"
     rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
+    if progress.auto_throttle:
+        rate = "auto (each broker at its recommended rates)"
     return (
         f"{state}{flags}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
         f"{progress.waiting} waiting, {progress.failed} failed; {human_bytes(progress.bytes_done)} of "

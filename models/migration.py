@@ -6,6 +6,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from models.cluster import TopicPartition
+from models.estimate import Estimate, EstimateOptions
 from models.moves import StuckPolicy
 from models.plan import PartitionReplicas
 from steps.admission import Limits, MoveSpec
@@ -15,6 +16,32 @@ from steps.admission import Limits, MoveSpec
 INLINE_MOVES = 2000
 # Moves paged in at a time from a plan passed by reference.
 PAGE_MOVES = 200
+
+
+class EstimateSettings(BaseModel):
+    """The traffic estimate a migration makes before its first step (see ``models.estimate``)."""
+
+    # The metrics dataset (Parquet, CSV or JSON lines) the workers read; None: sampled from Kafka.
+    metrics_ref: str | None = None
+    # Seconds over which each partition's log growth is sampled (its write rate).
+    sample_s: float = Field(30.0, gt=0)
+    # The throttle is each broker's recommended rates (the migration's throttle_bytes_per_s is then unused).
+    auto_throttle: bool = False
+    headroom: float = Field(0.2, ge=0)
+    floor_bytes_per_s: int = Field(10 * 1024 * 1024, ge=1)
+    capacity_bytes_per_s: int | None = Field(None, ge=1)
+    step_overhead_s: float = Field(1.0, ge=0)
+
+
+class EstimateStep(BaseModel):
+    """The estimate activity's input: the migration's moves (inline or its moves file) and how to estimate."""
+
+    migration_id: str
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    metrics_ref: str | None = None
+    sample_s: float = 30.0
+    options: EstimateOptions
 
 
 class MigrationInput(BaseModel):
@@ -28,6 +55,8 @@ class MigrationInput(BaseModel):
     # Bytes per second for leader and follower replication on the brokers of moves in flight; None: no throttle.
     throttle_bytes_per_s: int | None = Field(None, ge=1)
     order: Literal["small-first", "large-first"] = "small-first"
+    # Estimate throttles and duration before the first step (and with auto_throttle, use the recommended rates).
+    estimate: EstimateSettings | None = None
     # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.
     stuck_after_s: float | None = Field(600.0, gt=0)
     stuck_policy: StuckPolicy = "wait"
@@ -71,6 +100,8 @@ class ThrottleRequest(BaseModel):
     """
 
     rate_bytes_per_s: int
+    # Broker -> (leader rate, follower rate) where the estimate recommends its own; others get rate_bytes_per_s.
+    broker_rates: dict[int, tuple[int, int]] = {}
     in_flight: list[MoveSpec]
     previous_brokers: list[int] = []
     previous_topics: list[str] = []
@@ -188,6 +219,10 @@ class MigrationProgress(BaseModel):
     runs: int = 1
     # The current batch: every partition in flight with its current, step and final lists.
     batch: list[BatchEntry] = []
+    # The estimate made before the first step; with auto throttle, ``throttle_bytes_per_s`` is None and the
+    # per-broker rates are the estimate's.
+    estimate: Estimate | None = None
+    auto_throttle: bool = False
 
 
 class MigrationResult(BaseModel):
@@ -237,6 +272,8 @@ class MigrationCarry(BaseModel):
     saved_done: int = 0
     saved_bytes_done: int = 0
     saved_done_per_broker: dict[int, int] = {}
+    estimate: Estimate | None = None
+    broker_rates: dict[int, tuple[int, int]] = {}
 
 
 class MovesPage(BaseModel):

@@ -39,6 +39,10 @@ class Settings(BaseSettings):
         description="Folder for large plans passed by reference (paged in) and their outcomes; shared by all workers",
     )
 
+    spark_master: str = Field(
+        "local[*]", description="Spark master for the traffic estimate: local[*], or a cluster (spark://host:7077)"
+    )
+
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="Log format: json, console, or auto (json when stderr is not a terminal)"
     )

@@ -14,12 +14,15 @@ from temporalio.exceptions import (
 
 
 with workflow.unsafe.imports_passed_through():
+    from activities.estimate import EstimateActivities
     from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
     from models import MoveInput, MoveResult
     from models import MoveReport, MoveStepReport, MoveStuck, TopicPartition
+    from models.estimate import Estimate, EstimateOptions
     from models.migration import (
         AuditEntry,
+        EstimateStep,
         BatchEntry,
         BrokerProgress,
         CancelRequest,
@@ -31,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
         MovesPage,
         OutcomesBatch,
         PreflightRequest,
+        PreflightResult,
         RollbackRequest,
         VerifyRequest,
         MigrationProgress,
@@ -44,7 +48,17 @@ with workflow.unsafe.imports_passed_through():
     from steps.admission import Limits, MoveSpec, admit, ordered
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
-    from workflows.policies import PREFLIGHT, QUICK_CALL, STEP_WAIT
+    from workflows.policies import ESTIMATE, PREFLIGHT, QUICK_CALL, STEP_WAIT
+
+
+def never_catch_up_message(estimate: Estimate) -> str:
+    flagged = estimate.never_catch_up
+    partitions = len({(f.topic, f.partition) for f in flagged})
+    shown = "; ".join(f"{f.topic}-{f.partition} writes {f.write_rate / 1e6:.2f} MB/s, its share of broker "
+                      f"{f.broker}'s {f.role} throttle is {f.share / 1e6:.2f} MB/s" for f in flagged[:3])  # fmt: skip
+    more = f" (and {len(flagged) - 3} more)" if len(flagged) > 3 else ""
+    return (f"{partitions} partition(s) would never catch up at the chosen throttle, nothing was changed: "
+            f"{shown}{more}; raise the throttle or use --throttle auto")
 
 
 # The refusal of an update that arrives while a run hands over; the CLI tries again on it.
@@ -121,6 +135,9 @@ class MigrationWorkflow:
         self._stuck: dict[str, str] = {}
         # Set when a move got stuck under policy fail: the migration stops, cleans up and fails with it.
         self._failure: str | None = None
+        # The estimate made before the first step; with auto throttle, each broker's (leader, follower) rates.
+        self._estimate: Estimate | None = None
+        self._broker_rates: dict[int, tuple[int, int]] = {}
 
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
@@ -146,6 +163,8 @@ class MigrationWorkflow:
             self._waiting = preflight.moves
             self._moves_ref, self._count, self._cursor = preflight.moves_ref, preflight.count, 0
             self._large = preflight.moves_ref is not None
+            if migration.estimate is not None:
+                await self._make_estimate(migration, preflight)
         else:
             self._restore(carry)
         status, skipped = "completed", []
@@ -218,6 +237,31 @@ class MigrationWorkflow:
             unchanged=self._unchanged,
             runs=self._runs,
         )
+
+    async def _make_estimate(self, migration: MigrationInput, preflight: PreflightResult) -> None:
+        """Throttles and duration for the plan as it will run; a partition that could never catch up at the chosen
+        throttle fails the migration here, before anything changed on the cluster."""
+        spec = migration.estimate
+        assert spec is not None
+        options = EstimateOptions(
+            limits=migration.limits, replicas_per_step=migration.replicas_per_step,
+            throttle="auto" if spec.auto_throttle else migration.throttle_bytes_per_s, headroom=spec.headroom,
+            floor_bytes_per_s=spec.floor_bytes_per_s, capacity_bytes_per_s=spec.capacity_bytes_per_s,
+            step_overhead_s=spec.step_overhead_s, min_insync=self._min_insync,
+        )  # fmt: skip
+        step = EstimateStep(migration_id=workflow.info().workflow_id, moves=preflight.moves,
+                            moves_ref=preflight.moves_ref, metrics_ref=spec.metrics_ref, sample_s=spec.sample_s,
+                            options=options)  # fmt: skip
+        try:
+            estimate = await workflow.execute_activity_method(EstimateActivities.estimate, step, **ESTIMATE)
+        except ActivityError as e:
+            raise ApplicationError(str(e.cause or e), type="Estimate", non_retryable=True) from e
+        self._estimate = estimate
+        if estimate.never_catch_up:
+            raise ApplicationError(never_catch_up_message(estimate), type="Estimate", non_retryable=True)
+        if spec.auto_throttle:
+            self._broker_rates = estimate.rates()
+            self._rate = None
 
     def _moves_done(self) -> int:
         """Moves finished without error: those saved by earlier runs of a large migration and this run's."""
@@ -340,7 +384,8 @@ class MigrationWorkflow:
             paused=self._paused, actions=self._actions, stuck=self._stuck, launches=self._launches,
             runs=self._runs + 1, moves_ref=self._moves_ref, cursor=self._cursor, count=self._count,
             unchanged=self._unchanged, saved_done=self._saved_done, saved_bytes_done=self._saved_bytes_done,
-            saved_done_per_broker=self._saved_done_per_broker,
+            saved_done_per_broker=self._saved_done_per_broker, estimate=self._estimate,
+            broker_rates=self._broker_rates,
         )  # fmt: skip
         workflow.logger.info("continuing as new after %d moves, %d waiting", self._finished_this_run,
                              len(self._waiting) + self._count - self._cursor)  # fmt: skip
@@ -358,6 +403,7 @@ class MigrationWorkflow:
         self._unchanged, self._large = carry.unchanged, carry.moves_ref is not None
         self._saved_done, self._saved_bytes_done = carry.saved_done, carry.saved_bytes_done
         self._saved_done_per_broker = dict(carry.saved_done_per_broker)
+        self._estimate, self._broker_rates = carry.estimate, dict(carry.broker_rates)
 
     # -- operator controls ---------------------------------------------------------------------------------------
 
@@ -384,6 +430,8 @@ class MigrationWorkflow:
     def set_throttle(self, change: ThrottleChange) -> None:
         self._record("set_throttle", change, "none" if change.rate_bytes_per_s is None else str(change.rate_bytes_per_s))
         self._rate = change.rate_bytes_per_s
+        # A rate (or none) set by the operator replaces the estimate's per-broker rates.
+        self._broker_rates = {}
         self._throttle_changed = self._woken = True
 
     @workflow.signal(name="cancel")
@@ -494,6 +542,8 @@ class MigrationWorkflow:
             stuck=sorted(self._stuck),
             runs=self._runs,
             batch=[self._batch_entry(k, m) for k, m in sorted(self._in_flight.items())],
+            estimate=self._estimate,
+            auto_throttle=bool(self._broker_rates),
         )
 
     def _batch_entry(self, key: tuple[str, int], m: MoveSpec) -> BatchEntry:
@@ -512,6 +562,12 @@ class MigrationWorkflow:
             eta = (self._bytes_total - bytes_done) / (bytes_done / elapsed)
         elif not self._bytes_total and done_count and elapsed > 0:
             eta = (self._moves_total - done_count) / (done_count / elapsed)
+        planned = self._estimate.duration_s if self._estimate is not None else None
+        if planned is not None:
+            # The estimate's time left, weighed against the observed rate's as the work gets done.
+            left = max(planned - elapsed, 0.0)
+            done_share = bytes_done / self._bytes_total if self._bytes_total else done_count / max(self._moves_total, 1)
+            eta = left if eta is None else (1 - done_share) * left + done_share * eta
         return dict(started_at=self._started_at, elapsed_s=round(elapsed, 1), moves_total=self._moves_total,
                     bytes_total=self._bytes_total, bytes_done=bytes_done,
                     eta_s=None if eta is None else round(max(eta, 0.0), 1))  # fmt: skip
@@ -624,11 +680,14 @@ class MigrationWorkflow:
             pass
 
     async def _update_throttle(self) -> None:
-        if self._rate is None:
+        if self._rate is None and not self._broker_rates:
             await self._clear_throttle()
             return
+        # With auto throttle, a broker the estimate gave no rate (it only drops replicas) gets the highest one.
+        fallback = self._rate or max(r for rates in self._broker_rates.values() for r in rates)
         request = ThrottleRequest(
-            rate_bytes_per_s=self._rate,
+            rate_bytes_per_s=fallback,
+            broker_rates=self._broker_rates,
             in_flight=sorted(self._in_flight.values(), key=lambda m: (m.topic, m.partition)),
             previous_brokers=self._throttle.brokers,
             previous_topics=self._throttle.topics,

@@ -43,3 +43,17 @@ PREFLIGHT = dict(
         non_retryable_error_types=["Preflight"],
     ),
 )
+
+# The estimate samples write rates over a window and then runs a Spark job (heartbeating throughout), which starts a session
+# the first time (seconds) and takes under a minute for a million partitions on one machine. Bad metrics stay bad.
+ESTIMATE = dict(
+    start_to_close_timeout=timedelta(hours=1),
+    heartbeat_timeout=timedelta(seconds=30),
+    retry_policy=RetryPolicy(
+        initial_interval=timedelta(seconds=5),
+        backoff_coefficient=2.0,
+        maximum_interval=timedelta(seconds=60),
+        maximum_attempts=5,
+        non_retryable_error_types=["Metrics"],
+    ),
+)

@@ -1,0 +1,131 @@
+"""The estimate activity: per-partition metrics from Kafka (or the operator's file), then the Spark job.
+
+Metrics sampled from Kafka: each moving partition's log size on its leader (DescribeLogDirs) at the start and the end
+of a window; the growth over the window is its write rate. They are written as Parquet to the migration's folder
+of the work folder, never into the workflow history.
+
+Failure types a workflow can match on (raised non-retryable):
+- ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
+"""
+
+import contextvars
+import threading
+import time
+from contextlib import contextmanager
+from collections.abc import Callable
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from activities import ledger
+from adapters.kafka_admin import KafkaAdmin
+from models.estimate import Estimate, EstimateOptions, EstimateRequest
+from models.migration import EstimateStep
+from steps.admission import MoveSpec
+
+# How often the sampling window reports it is alive.
+_TICK_S = 1.0
+
+
+def sample_metrics(admin: KafkaAdmin, topics: list[str], window_s: float,
+                   tick: Callable[[], None] = lambda: None) -> list[dict]:
+    """Rows {topic, partition, bytes_in_per_sec, size_bytes, leader} for every partition of ``topics``."""
+    wanted = set(topics)
+    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(wanted))}
+
+    def sizes() -> dict[tuple[str, int], int]:
+        return {(r.topic, r.partition): r.size_bytes for r in admin.describe_log_dirs()
+                if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker}  # fmt: skip
+
+    before, t0 = sizes(), time.monotonic()
+    while time.monotonic() - t0 < window_s:
+        tick()
+        time.sleep(min(_TICK_S, max(0.0, window_s - (time.monotonic() - t0))))
+    after, elapsed = sizes(), max(time.monotonic() - t0, 1e-3)
+    rows = []
+    for key in sorted(leaders):
+        size = after.get(key, before.get(key, 0))
+        # A log that shrank (retention deleted a segment) wrote at least nothing.
+        rate = max(0.0, (after.get(key, 0) - before.get(key, 0)) / elapsed) if key in before else 0.0
+        rows.append({"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size,
+                     "leader": leaders[key]})  # fmt: skip
+    return rows
+
+
+def _session():
+    """The process's SparkSession (``DROVER_SPARK_MASTER``), imported on first use: Spark is only for estimates."""
+    from estimator.session import spark
+    from settings import Settings
+
+    settings = Settings()
+    return spark(settings.spark_master, settings.work_dir)
+
+
+def write_metrics(rows: list[dict], path: Path) -> str:
+    schema = "topic string, partition int, bytes_in_per_sec double, size_bytes bigint, leader int"
+    _session().createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+    return str(path)
+
+
+def write_moves_file(path: Path, moves: list[MoveSpec]) -> str:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("".join(m.model_dump_json() + "\n" for m in moves))
+    return str(path)
+
+
+def run_estimate(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
+    """The Spark job on the process's session."""
+    from estimator.job import estimate_request
+
+    return estimate_request(_session(), EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options))
+
+
+@contextmanager
+def _heartbeating(detail: str):
+    """Heartbeat every second from a helper thread while the block runs (a Spark job does not yield)."""
+    context, done = contextvars.copy_context(), threading.Event()
+
+    def beat() -> None:
+        while not done.wait(_TICK_S):
+            context.run(activity.heartbeat, detail)
+
+    thread = threading.Thread(target=beat, name="estimate-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+
+
+class EstimateActivities:
+    def __init__(self, admin: KafkaAdmin, work_dir: Path):
+        self.admin = admin
+        self.work_dir = work_dir
+
+    @activity.defn(name="estimate")
+    def estimate(self, req: EstimateStep) -> Estimate:
+        """Metrics (sampled over ``req.sample_s``, or the file given), then the Spark job; the metrics and the
+        estimate are kept in the migration's folder."""
+        from estimator.metrics import MetricsError
+
+        folder = ledger.migration_dir(self.work_dir, req.migration_id)
+        moves_ref = req.moves_ref or write_moves_file(folder / "estimate-moves.jsonl", req.moves)
+        metrics_ref = req.metrics_ref
+        if metrics_ref is None:
+            topics = sorted({m.topic for m in self._moves(req)})
+            rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
+            metrics_ref = write_metrics(rows, folder / "metrics.parquet")
+        try:
+            with _heartbeating("estimating"):
+                result = run_estimate(moves_ref, metrics_ref, req.options)
+        except MetricsError as e:
+            raise ApplicationError(str(e), type="Metrics", non_retryable=True) from None
+        (folder / "estimate.json").write_text(result.model_dump_json(indent=2))
+        return result
+
+    def _moves(self, req: EstimateStep) -> list[MoveSpec]:
+        if req.moves_ref is None:
+            return req.moves
+        return ledger.read_moves(Path(req.moves_ref), 0, 10**9)

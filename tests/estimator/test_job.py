@@ -1,0 +1,139 @@
+"""The estimate job on a local Spark session: the seed's example, the limits, the duration, bad metrics."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from estimator.job import estimate_request
+from estimator.metrics import MetricsError
+from estimator.session import spark
+from models.estimate import EstimateOptions, EstimateRequest
+from steps.admission import Limits, MoveSpec
+from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, throttled_replicas
+
+# Seed 004's plan: partitions of t0 and t1 moving over brokers 101-104.
+SEED_CURRENT = {("t0", 0): [101, 102], ("t0", 1): [102, 103], ("t0", 2): [103, 101], ("t1", 0): [101, 102, 103]}
+SEED_PROPOSED = {("t0", 0): [102, 103], ("t0", 1): [103, 104], ("t0", 2): [104, 101], ("t1", 0): [102, 103, 104]}
+ALL_AT_ONCE = Limits(max_partitions=10, max_per_broker=10, max_replicas=10, max_leaders=10)
+
+
+@pytest.fixture(scope="module")
+def session(tmp_path_factory):
+    return spark("local[2]", tmp_path_factory.mktemp("spark"))
+
+
+def write_moves(folder: Path, current=SEED_CURRENT, proposed=SEED_PROPOSED) -> str:
+    path = folder / "moves.jsonl"
+    path.write_text("".join(json.dumps({"topic": t, "partition": p, "original": current[(t, p)],
+                                        "target": proposed[(t, p)]}) + "\n" for t, p in current))  # fmt: skip
+    return str(path)
+
+
+def write_csv(folder: Path, rows: list[str], name: str = "metrics.csv",
+              header: str = "topic,partition,bytes_in_per_sec,size_bytes") -> str:
+    path = folder / name
+    path.write_text("\n".join([header, *rows]) + "\n")
+    return str(path)
+
+
+def seed_metrics(folder: Path, rate: float = 1, size: int = 100) -> str:
+    return write_csv(folder, [f"{t},{p},{rate},{size}" for t, p in SEED_CURRENT])
+
+
+def run(session, folder: Path, metrics: str, **options):
+    options.setdefault("limits", ALL_AT_ONCE)
+    request = EstimateRequest(moves_ref=write_moves(folder), metrics_ref=metrics, options=EstimateOptions(**options))
+    return estimate_request(session, request)
+
+
+def test_the_seed_example_gives_the_seeds_throttle_tables():
+    moves = [MoveSpec(topic=t, partition=p, original=SEED_CURRENT[(t, p)], target=SEED_PROPOSED[(t, p)])
+             for t, p in SEED_CURRENT]  # fmt: skip
+    lists = throttled_replicas(moves)
+    # The seed's leader table: every current replica of a moving partition; its follower table: the new ones.
+    assert lists["t0"][LEADER_REPLICAS] == "0:101,0:102,1:102,1:103,2:101,2:103"
+    assert lists["t1"][LEADER_REPLICAS] == "0:101,0:102,0:103"
+    assert lists["t0"][FOLLOWER_REPLICAS] == "0:103,1:104,2:104"
+    assert lists["t1"][FOLLOWER_REPLICAS] == "0:104"
+
+
+def test_the_seed_example_gives_the_minimum_rates_per_broker(session, tmp_path):
+    # Traffic 1 per partition, as the seed's get_traffic; everything in flight at once.
+    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1, step_overhead_s=0)
+    leader = {b.broker: b.min_leader_rate for b in e.brokers}
+    follower = {b.broker: b.min_follower_rate for b in e.brokers}
+    # Leaders serve the partitions they lead (t0-0 and t1-0 on 101); brokers receive what they add (three on 104).
+    assert leader == {101: 2.0, 102: 1.0, 103: 1.0, 104: 0.0}
+    assert follower == {101: 0.0, 102: 0.0, 103: 1.0, 104: 3.0}
+    assert {b.broker: b.receive_bytes for b in e.brokers} == {101: 0, 102: 0, 103: 100, 104: 300}
+    assert {b.broker: b.serve_bytes for b in e.brokers} == {101: 200, 102: 100, 103: 100, 104: 0}
+    # Broker 104 receives three copies at 11/3 B/s each, each log growing 1 B/s: 100 / (11/3 - 1) = 37.5 s.
+    assert e.duration_s == pytest.approx(37.5)
+    assert e.bottleneck == 104 and e.never_catch_up == [] and e.moves == 4 and e.bytes_to_move == 400
+
+
+def test_only_partitions_in_flight_together_count(session, tmp_path):
+    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1,
+            limits=Limits(max_partitions=10, max_per_broker=1))  # fmt: skip
+    assert {b.broker: b.min_follower_rate for b in e.brokers}[104] == 1.0
+    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1,
+            limits=Limits(max_partitions=10, max_per_broker=2))  # fmt: skip
+    assert {b.broker: b.min_follower_rate for b in e.brokers}[104] == 2.0
+
+
+def test_recommended_rates_have_headroom_and_stay_under_capacity(session, tmp_path):
+    metrics = seed_metrics(tmp_path, rate=1_000_000)
+    e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1)
+    b104 = next(b for b in e.brokers if b.broker == 104)
+    assert b104.recommended_follower_rate == 4_500_000 and b104.follower_rate == 4_500_000
+    e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1,
+            capacity_bytes_per_s=4_000_000)  # fmt: skip
+    b104 = next(b for b in e.brokers if b.broker == 104)
+    assert b104.follower_rate == 4_000_000 and e.never_catch_up == []
+
+
+def test_a_partition_writing_faster_than_its_share_is_flagged(session, tmp_path):
+    metrics = write_csv(tmp_path, ["t0,0,1,100", "t0,1,1,100", "t0,2,1,100", "t1,0,50,100"])
+    e = run(session, tmp_path, metrics, throttle=40, floor_bytes_per_s=1)
+    flagged = {(f.topic, f.partition, f.broker, f.role) for f in e.never_catch_up}
+    # t1-0 writes 50 B/s, more than broker 101 serves (40) and 104 receives (40 less t0-1 and t0-2: 38); the
+    # others catch up beside it (a replica in sync leaves the throttle).
+    assert flagged == {("t1", 0, 101, "leader"), ("t1", 0, 104, "follower")}
+    assert e.duration_s is None
+    assert run(session, tmp_path, metrics, throttle="auto", floor_bytes_per_s=1).never_catch_up == []
+
+
+@pytest.mark.parametrize(
+    "header, rows, needles",
+    [
+        ("topic,partition,bytes_in_per_sec", ["t0,0,1"], ["missing column size_bytes"]),
+        (None, ["t0,0,-5,100"], ["column bytes_in_per_sec is negative", "t0-0"]),
+        (None, ["t0,0,1,lots"], ["column size_bytes is empty or not a number", "t0-0", "lots"]),
+        (None, ["t0,zero,1,1"], ["column partition is empty or not a number"]),
+        (None, ["t0,0,1,100", "t0,0,2,100"], ["t0-0 appears 2 times"]),
+        (None, ["t0,0,1,100"], ["columns topic, partition: no row for 3 moving partition(s)"]),
+    ],
+)
+def test_bad_metrics_name_the_file_and_the_column(session, tmp_path, header, rows, needles):
+    metrics = write_csv(tmp_path, rows, "bad.csv", header or "topic,partition,bytes_in_per_sec,size_bytes")
+    with pytest.raises(MetricsError) as caught:
+        run(session, tmp_path, metrics, throttle=11)
+    message = str(caught.value)
+    assert message.startswith(f"metrics {metrics}: ") and "\n" not in message
+    for needle in needles:
+        assert needle in message, message
+
+
+def test_metrics_as_parquet_and_json_lines(session, tmp_path):
+    rows = [{"topic": t, "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 100} for t, p in SEED_CURRENT]
+    (tmp_path / "m.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    session.createDataFrame(rows).write.parquet(str(tmp_path / "m.parquet"))
+    for name in ("m.json", "m.parquet"):
+        e = run(session, tmp_path, str(tmp_path / name), throttle=11, step_overhead_s=0)
+        assert e.duration_s == pytest.approx(37.5), name
+    with pytest.raises(MetricsError, match="no such file"):
+        run(session, tmp_path, str(tmp_path / "absent.parquet"), throttle=11)
+    (tmp_path / "m.txt").write_text("x")
+    with pytest.raises(MetricsError, match="unknown format .txt"):
+        run(session, tmp_path, str(tmp_path / "m.txt"), throttle=11)
