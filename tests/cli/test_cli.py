@@ -163,7 +163,10 @@ def test_status_of_an_unknown_migration_is_one_line(real_settings):
         (["--on-stuck", "sometimes"], "--on-stuck 'sometimes': use wait, rollback or fail"),
         (["--stuck-after", "soon"], "--stuck-after: 'soon' is not a duration"),
         (["--stuck-after", "0s"], "--stuck-after: '0s' must be longer than zero"),
-        (["--throttle", "auto"], "--throttle auto needs the traffic estimate"),
+        (["--throttle", "auto", "--no-estimate"], "--throttle auto takes its rates from the estimate"),
+        (["--sample", "soon"], "--sample: 'soon' is not a duration"),
+        (["--metrics", "/nonexistent/m.parquet"], "--metrics /nonexistent/m.parquet: no such file or folder"),
+        (["--capacity", "fast"], "--capacity: 'fast' is not a rate"),
         (["--order", "random"], "--order 'random': use small-first or large-first"),
     ],
 )
@@ -179,3 +182,33 @@ def test_bad_start_options_are_one_line_and_start_nothing(tmp_path, args, messag
 @pytest.mark.parametrize(("text", "seconds"), [("90", 90), ("90s", 90), ("10m", 600), ("2h", 7200), ("1.5m", 90)])
 def test_durations_accept_units(text, seconds):
     assert parse_duration(text) == seconds
+
+
+def test_estimate_from_a_metrics_file_prints_brokers_and_duration(tmp_path):
+    plan, current = tmp_path / "plan.json", tmp_path / "current.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
+    current.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("topic,partition,bytes_in_per_sec,size_bytes\nt,0,1000000,100000000\n")
+    done = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(current), "--throttle", "11MB/s",
+                  "--json", env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "work")})  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    estimate = json.loads(done.stdout)
+    brokers = {b["broker"]: b for b in estimate["brokers"]}
+    # Broker 3 receives 100 MB from leader 1 at 11 MB/s while the log grows 1 MB/s: 10 s, plus a step's overhead.
+    assert brokers[3]["receive_bytes"] == 100_000_000 and brokers[1]["serve_bytes"] == 100_000_000
+    assert brokers[3]["min_follower_rate"] == 1_000_000 and brokers[3]["transfer_s"] == 10.0
+    assert estimate["duration_s"] == 11.0 and estimate["bottleneck"] in (1, 3)
+    assert "estimate: 1 moves" in done.stderr and "11s (simulated)" in done.stderr
+
+
+def test_estimate_with_bad_metrics_is_one_line(tmp_path):
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
+    (tmp_path / "plan.rollback.json").write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("topic,partition,bytes_in_per_sec\nt,0,1\n")
+    done = drover("estimate", str(plan), "--metrics", str(metrics), env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "w")})
+    assert_one_line_error(done, 2, f"metrics {metrics}: missing column size_bytes")
+    absent = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(tmp_path / "none.json"))
+    assert_one_line_error(absent, 2, "none.json: no such file")

@@ -237,7 +237,7 @@ async def test_drover_start_status_and_list_from_the_command_line(real_client, a
             out, err = await proc.communicate()
             return proc.returncode, out.decode(), err.decode()
 
-        code, out, err = await drover_cli("start", str(plan), "--throttle", "10MB/s", "--wait", "--json")
+        code, out, err = await drover_cli("start", str(plan), "--throttle", "10MB/s", "--sample", "3s", "--wait", "--json")
         assert code == 0, err
         result = json.loads(out)
         assert result["status"] == "completed" and result["verified"]

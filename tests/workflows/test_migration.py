@@ -7,10 +7,17 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from models.migration import CancelRequest, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
+from models.migration import (
+    CancelRequest,
+    EstimateSettings,
+    LimitsChange,
+    MigrationInput,
+    OperatorAction,
+    ThrottleChange,
+)
 from models.plan import PartitionReplicas, ReassignmentFile
 from steps.admission import Limits
-from steps.throttle import FOLLOWER_RATE, LEADER_REPLICAS
+from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from cli.migrate import execute_update
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -428,3 +435,54 @@ async def test_the_current_batch_shows_each_partition_in_flight_with_its_step(lo
         assert entry.current == entry.original and entry.step == entry.final == targets[(entry.topic, entry.partition)]
     assert [(b.topic, b.partition) for b in progress.batch] == [(m.topic, m.partition) for m in progress.in_flight]
     assert result.verified
+
+
+def metrics_file(folder, fake: FakeKafka, rate: float = 1000.0, hot: dict[int, float] | None = None) -> str:
+    """A metrics CSV for every partition of the fake cluster: ``rate`` bytes/s (``hot``: per partition) and 1 MB."""
+    path = folder / "metrics.csv"
+    rows = [f"{t},{p},{(hot or {}).get(p, rate)},1000000" for t, p in sorted(fake.replicas)]
+    path.write_text("topic,partition,bytes_in_per_sec,size_bytes\n" + "\n".join(rows) + "\n")
+    return str(path)
+
+
+async def test_auto_throttle_puts_each_brokers_recommended_rates_on_kafka(local_env, tmp_path):
+    fake = cluster(6)
+    estimate = EstimateSettings(metrics_ref=metrics_file(tmp_path, fake), auto_throttle=True, floor_bytes_per_s=1)
+    migration = MigrationInput(cluster="est", moves=spread_plan(fake), estimate=estimate,
+                               limits=Limits(max_partitions=2, max_per_broker=2))  # fmt: skip
+    seen: dict[int, set[tuple[str, str]]] = {}
+    async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        while not (await handle.describe()).close_time:
+            for broker, config in dict(fake.broker_configs).items():
+                if FOLLOWER_RATE in config:
+                    seen.setdefault(broker, set()).add((config[LEADER_RATE], config[FOLLOWER_RATE]))
+            await asyncio.sleep(0.02)
+        result = await handle.result()
+        progress = await handle.query(MigrationWorkflow.progress)
+    assert result.verified and result.moves_done == 6
+    e = progress.estimate
+    assert e is not None and progress.auto_throttle and e.never_catch_up == [] and e.duration_s is not None
+    rates = {b.broker: (str(b.leader_rate), str(b.follower_rate)) for b in e.brokers}
+    # Brokers 4 and 5 receive, 1-3 serve; two partitions in flight at 1000 B/s each: minimum 2000, recommended
+    # 2400 (20% headroom); a side with nothing to carry gets the floor.
+    assert rates[4] == rates[5] == ("1", "2400")
+    assert rates[1] == rates[2] == rates[3] == ("2400", "1")
+    assert seen and all(found == {rates[b]} for b, found in seen.items())
+    assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_a_partition_that_never_catches_up_fails_the_migration_before_any_step(local_env, tmp_path):
+    fake = cluster(6)
+    before = {k: list(v) for k, v in fake.replicas.items()}
+    estimate = EstimateSettings(metrics_ref=metrics_file(tmp_path, fake, hot={2: 5000.0}))
+    migration = MigrationInput(cluster="est", moves=spread_plan(fake), estimate=estimate, throttle_bytes_per_s=4000)
+    with pytest.raises(WorkflowFailureError) as failed:
+        async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+            await local_env.client.execute_workflow(
+                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+            )
+    assert "orders-2 writes 0.01 MB/s" in str(failed.value.cause) and "nothing was changed" in str(failed.value.cause)
+    assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {}
