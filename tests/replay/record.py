@@ -1,6 +1,6 @@
 """Record the workflow histories the replay test replays: representative runs on the in-memory Kafka.
 
-    .venv/bin/python -m tests.replay.record
+    .venv/bin/python -m tests.replay.record [SCENARIO ...]
 
 Run it when a workflow change is meant to change histories (and say so in the commit); otherwise the committed
 histories must keep replaying, which is what makes a nondeterministic change fail the build.
@@ -8,17 +8,19 @@ histories must keep replaying, which is what makes a nondeterministic change fai
 
 import asyncio
 import json
+import sys
+import tempfile
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from models.migration import CancelRequest, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
+from models.migration import CancelRequest, EstimateSettings, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
 from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
 from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
-from tests.workflows.test_migration import cluster, spread_plan
+from tests.workflows.test_migration import cluster, metrics_file, spread_plan
 from worker import activities_for
 from workflows import MigrationWorkflow
 from workflows.ids import move_workflow_id
@@ -73,8 +75,16 @@ async def stuck_rollback(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
+async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
+    # The estimate from a metrics file (its path is only in the history; replay does not read it).
+    folder = Path(tempfile.mkdtemp(prefix="drover-record-"))
+    estimate = EstimateSettings(metrics_ref=metrics_file(folder, fake), auto_throttle=True, floor_bytes_per_s=1)
+    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2), estimate=estimate)
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
+
+
 SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
-             "stuck-rollback": stuck_rollback}  # fmt: skip
+             "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle}  # fmt: skip
 
 
 def _save(path: Path, workflow_id: str, history) -> None:
@@ -89,7 +99,11 @@ async def main() -> None:
                                                 dev_server_extra_args=args)  # fmt: skip
     HERE.mkdir(exist_ok=True)
     try:
+        # Only the scenarios named on the command line, or all.
+        chosen = sys.argv[1:] or list(SCENARIOS)
         for scenario, start in SCENARIOS.items():
+            if scenario not in chosen:
+                continue
             fake = cluster(6)
             async with worker_for(env.client, activities_for(fake)) as worker:
                 handle = await start(env.client, fake, scenario, worker.task_queue)

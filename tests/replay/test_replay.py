@@ -16,7 +16,7 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_every_scenario_has_histories():
     names = {p.name for p in HISTORIES}
-    for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback"):
+    for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback", "auto-throttle"):
         assert f"{scenario}-run1.json" in names and f"{scenario}-move.json" in names
     assert "continued-run2.json" in names
 
