@@ -24,7 +24,8 @@ from cli.output import Output
 from cli.rates import human_bytes
 from cli.watch import _watch
 from models import ClusterDescription, TopicPartition
-from models.migration import MigrationInput, MigrationResult
+from models.estimate import Estimate
+from models.migration import EstimateSettings, MigrationInput, MigrationResult
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
 from settings import Settings
@@ -37,6 +38,8 @@ PARTITIONS = 8
 MESSAGES_PER_PARTITION = 500
 THROTTLE = 10_000_000
 LIMITS = Limits(max_partitions=2, max_per_broker=2, max_replicas=2, max_leaders=2)
+# The estimate samples each partition's write rate for this long before the first step.
+SAMPLE_S = 5.0
 
 
 class DemoResult(BaseModel):
@@ -48,6 +51,7 @@ class DemoResult(BaseModel):
     produced: int
     consumed: int
     seconds: float
+    estimate: Estimate | None = None
 
 
 def demo(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout")) -> None:
@@ -63,12 +67,18 @@ def demo(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help=
     r = demo_result.result
     out.success(
         f"{demo_result.migration_id}: {len(r.moves)} partitions ({demo_result.replica_moves} replica moves) on their "
-        f"planned lists in {demo_result.seconds:.1f} s; peak {r.peak_in_flight} in flight (limit "
+        f"planned lists in {demo_result.seconds:.1f} s{_estimated(demo_result.estimate)}; peak {r.peak_in_flight} in flight (limit "
         f"{LIMITS.max_partitions}), {r.peak_per_broker} per broker (limit {LIMITS.max_per_broker}); throttle "
         f"{human_bytes(THROTTLE)}/s, removed; {demo_result.consumed} of {demo_result.produced} messages read back"
     )
     out.info("The stack is still running: look around in the Web UI, or stop it with 'drover sandbox down'.")
     out.data(demo_result)
+
+
+def _estimated(estimate: Estimate | None) -> str:
+    if estimate is None or estimate.duration_s is None:
+        return ""
+    return f" (estimate made first: {estimate.duration_s:.1f} s for the moves)"
 
 
 async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult:
@@ -109,7 +119,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{settings.cluster_name}:demo-{stamp}-{run[:4]}"
     migration = MigrationInput(cluster=settings.cluster_name, moves=moving, limits=LIMITS, replicas_per_step=1,
-                               throttle_bytes_per_s=THROTTLE)  # fmt: skip
+                               throttle_bytes_per_s=THROTTLE, estimate=EstimateSettings(sample_s=SAMPLE_S))  # fmt: skip
     started = time.monotonic()
     handle = await client.start_workflow(
         MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
@@ -120,6 +130,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     await _watch(settings, migration_id, 0.5, Output(False))
     result: MigrationResult = await handle.result()
     seconds = time.monotonic() - started
+    estimate = (await handle.query(MigrationWorkflow.progress)).estimate
     if not result.verified or result.status != "completed":
         raise DroverError(f"{migration_id} ended {result.status}, verified {result.verified}")
 
@@ -144,7 +155,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
                           f"{produced[short[0]]} written")  # fmt: skip
     return DemoResult(cluster=cluster, migration_id=migration_id, ui_url=settings.workflow_url(migration_id),
                       result=result, replica_moves=plan.summary.replica_moves, produced=sum(produced.values()),
-                      consumed=sum(consumed.values()), seconds=seconds)  # fmt: skip
+                      consumed=sum(consumed.values()), seconds=seconds, estimate=estimate)  # fmt: skip
 
 
 def _two_racks(cluster: ClusterDescription) -> list[int]:

@@ -216,6 +216,8 @@ def summary(state: str, progress: MigrationProgress) -> str:
     flags = " (paused)" if progress.paused else f" (cancelling: {progress.cancelling})" if progress.cancelling else ""
     if not (progress.moves_total or progress.waiting or progress.in_flight or progress.done or progress.failed):
         return f"{state}{flags}; preflight: checking the plan against the cluster"
+    if progress.estimating:
+        return f"{state}{flags}; estimating: sampling write rates, then the Spark job ({progress.moves_total} moves)"
     rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"

@@ -261,10 +261,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="where to write the Estimate as JSON")
     args = parser.parse_args(argv)
     options = EstimateOptions.model_validate_json(Path(args.options).read_text()) if args.options else EstimateOptions()
-    from estimator.session import spark
-
+    # Under spark-submit the master and the rest of the configuration are spark-submit's.
+    session = SparkSession.builder.appName("drover-estimate").getOrCreate()
     try:
-        result = estimate_request(spark(), EstimateRequest(moves_ref=args.moves, metrics_ref=args.metrics,
+        result = estimate_request(session, EstimateRequest(moves_ref=args.moves, metrics_ref=args.metrics,
                                                            options=options))  # fmt: skip
     except MetricsError as e:
         print(f"error: {e}", file=sys.stderr)

@@ -222,6 +222,8 @@ class MigrationProgress(BaseModel):
     # The estimate made before the first step; with auto throttle, ``throttle_bytes_per_s`` is None and the
     # per-broker rates are the estimate's.
     estimate: Estimate | None = None
+    # The estimate is being made (write rates sampled, then the Spark job): no move has started yet.
+    estimating: bool = False
     auto_throttle: bool = False
 
 
@@ -274,6 +276,7 @@ class MigrationCarry(BaseModel):
     saved_done_per_broker: dict[int, int] = {}
     estimate: Estimate | None = None
     broker_rates: dict[int, tuple[int, int]] = {}
+    moving_since: datetime | None = None
 
 
 class MovesPage(BaseModel):

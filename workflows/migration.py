@@ -138,6 +138,9 @@ class MigrationWorkflow:
         # The estimate made before the first step; with auto throttle, each broker's (leader, follower) rates.
         self._estimate: Estimate | None = None
         self._broker_rates: dict[int, tuple[int, int]] = {}
+        self._estimating = False
+        # When the first moves could start (after preflight and the estimate): the rates of the ETA count from it.
+        self._moving_since = None
 
     @workflow.run
     async def run(self, migration: MigrationInput) -> MigrationResult:
@@ -164,7 +167,12 @@ class MigrationWorkflow:
             self._moves_ref, self._count, self._cursor = preflight.moves_ref, preflight.count, 0
             self._large = preflight.moves_ref is not None
             if migration.estimate is not None:
-                await self._make_estimate(migration, preflight)
+                self._estimating = True
+                try:
+                    await self._make_estimate(migration, preflight)
+                finally:
+                    self._estimating = False
+            self._moving_since = workflow.now()
         else:
             self._restore(carry)
         status, skipped = "completed", []
@@ -385,7 +393,7 @@ class MigrationWorkflow:
             runs=self._runs + 1, moves_ref=self._moves_ref, cursor=self._cursor, count=self._count,
             unchanged=self._unchanged, saved_done=self._saved_done, saved_bytes_done=self._saved_bytes_done,
             saved_done_per_broker=self._saved_done_per_broker, estimate=self._estimate,
-            broker_rates=self._broker_rates,
+            broker_rates=self._broker_rates, moving_since=self._moving_since,
         )  # fmt: skip
         workflow.logger.info("continuing as new after %d moves, %d waiting", self._finished_this_run,
                              len(self._waiting) + self._count - self._cursor)  # fmt: skip
@@ -404,6 +412,7 @@ class MigrationWorkflow:
         self._saved_done, self._saved_bytes_done = carry.saved_done, carry.saved_bytes_done
         self._saved_done_per_broker = dict(carry.saved_done_per_broker)
         self._estimate, self._broker_rates = carry.estimate, dict(carry.broker_rates)
+        self._moving_since = carry.moving_since or carry.started_at
 
     # -- operator controls ---------------------------------------------------------------------------------------
 
@@ -543,6 +552,7 @@ class MigrationWorkflow:
             runs=self._runs,
             batch=[self._batch_entry(k, m) for k, m in sorted(self._in_flight.items())],
             estimate=self._estimate,
+            estimating=self._estimating,
             auto_throttle=bool(self._broker_rates),
         )
 
@@ -552,20 +562,21 @@ class MigrationWorkflow:
                           final=m.target)  # fmt: skip
 
     def _rates(self) -> dict:
-        """Elapsed time, bytes done and the ETA at the rate observed so far."""
+        """Elapsed time, bytes done and the ETA at the rate observed since the moves could start."""
         elapsed = (workflow.now() - self._started_at).total_seconds() if self._started_at else 0.0
+        moving = (workflow.now() - self._moving_since).total_seconds() if self._moving_since else 0.0
         done = [o for o in self._outcomes if o.error is None and not o.rolled_back and o.original != o.target]
         bytes_done = self._saved_bytes_done + sum(o.size_bytes for o in done)
         done_count = self._saved_done + len(done)
         eta = None
-        if self._bytes_total and bytes_done and elapsed > 0:
-            eta = (self._bytes_total - bytes_done) / (bytes_done / elapsed)
-        elif not self._bytes_total and done_count and elapsed > 0:
-            eta = (self._moves_total - done_count) / (done_count / elapsed)
+        if self._bytes_total and bytes_done and moving > 0:
+            eta = (self._bytes_total - bytes_done) / (bytes_done / moving)
+        elif not self._bytes_total and done_count and moving > 0:
+            eta = (self._moves_total - done_count) / (done_count / moving)
         planned = self._estimate.duration_s if self._estimate is not None else None
-        if planned is not None:
+        if planned is not None and self._moving_since is not None:
             # The estimate's time left, weighed against the observed rate's as the work gets done.
-            left = max(planned - elapsed, 0.0)
+            left = max(planned - moving, 0.0)
             done_share = bytes_done / self._bytes_total if self._bytes_total else done_count / max(self._moves_total, 1)
             eta = left if eta is None else (1 - done_share) * left + done_share * eta
         return dict(started_at=self._started_at, elapsed_s=round(elapsed, 1), moves_total=self._moves_total,

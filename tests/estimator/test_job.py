@@ -137,3 +137,26 @@ def test_metrics_as_parquet_and_json_lines(session, tmp_path):
     (tmp_path / "m.txt").write_text("x")
     with pytest.raises(MetricsError, match="unknown format .txt"):
         run(session, tmp_path, str(tmp_path / "m.txt"), throttle=11)
+
+
+def test_the_job_runs_under_spark_submit(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    options = tmp_path / "options.json"
+    options.write_text(EstimateOptions(limits=ALL_AT_ONCE, throttle=11, step_overhead_s=0).model_dump_json())
+    out = tmp_path / "estimate.json"
+    root = Path(__file__).resolve().parents[2]
+    env = os.environ | {"SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable}
+    done = subprocess.run(
+        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(root / "estimator" / "job.py"),
+         "--moves", write_moves(tmp_path), "--metrics", seed_metrics(tmp_path), "--options", str(options),
+         "--out", str(out)],
+        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["duration_s"] == pytest.approx(37.5) and result["bottleneck"] == 104
