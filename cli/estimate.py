@@ -33,7 +33,9 @@ METRICS = typer.Option(None, "--metrics",
 SAMPLE = typer.Option("30s", "--sample", help="Window over which each partition's write rate is sampled (5s, 1m)")
 HEADROOM = typer.Option(0.2, "--headroom", min=0.0, help="Recommended rate = minimum x (1 + headroom)")
 FLOOR = typer.Option("10MiB/s", "--floor", help="Recommended rates are at least this")
-CAPACITY = typer.Option(None, "--capacity", help="Each broker's network capacity: recommended rates stay below it")
+CAPACITY = typer.Option(None, "--capacity",
+                        help="Network capacity: one rate for every broker (1Gb is 125MB/s) or per broker, "
+                             "1=125MB/s,2=60MB/s; recommended rates stay at or below it")  # fmt: skip
 
 
 def limits_from(max_partitions: int, max_per_broker: int, max_replicas: int, max_leaders: int) -> Limits:
@@ -48,6 +50,21 @@ def rate_option(name: str, text: str | None) -> int | None:
         return parse_rate(text)
     except ValueError as e:
         raise DroverError(f"{name}: {e}", exit_code=2) from None
+
+
+def capacity_option(text: str | None) -> tuple[int | None, dict[int, int]]:
+    """--capacity RATE (every broker) or BROKER=RATE,… (those brokers)."""
+    if text is None:
+        return None, {}
+    if "=" not in text:
+        return rate_option("--capacity", text), {}
+    per_broker = {}
+    for item in text.split(","):
+        broker, _, rate = item.partition("=")
+        if not broker.strip().isdigit():
+            raise DroverError(f"--capacity {item!r}: write BROKER=RATE, e.g. 1=125MB/s", exit_code=2)
+        per_broker[int(broker)] = rate_option(f"--capacity {broker.strip()}", rate)
+    return None, per_broker
 
 
 def sample_option(text: str) -> float:
@@ -101,8 +118,10 @@ def estimate(
     options = EstimateOptions(
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
         replicas_per_step=replicas_per_step, throttle=None if chosen == "none" else chosen, headroom=headroom,
-        floor_bytes_per_s=rate_option("--floor", floor), capacity_bytes_per_s=rate_option("--capacity", capacity),
+        floor_bytes_per_s=rate_option("--floor", floor),
     )  # fmt: skip
+    all_brokers, per_broker = capacity_option(capacity)
+    options = options.model_copy(update={"capacity_bytes_per_s": all_brokers, "broker_capacity": per_broker})
     window = sample_option(sample)
     targets = load_model(plan, ReassignmentFile, partition_label).partitions
     if not targets:

@@ -17,7 +17,7 @@ from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.estimate import (
     CAPACITY, FLOOR, HEADROOM, MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, METRICS, REPLICAS_PER_STEP,
-    SAMPLE, limits_from, rate_option, sample_option,
+    SAMPLE, capacity_option, limits_from, rate_option, sample_option,
 )
 from cli.estimate import summary as estimate_summary  # fmt: skip
 from cli.output import Output
@@ -97,10 +97,11 @@ def start(
         raise DroverError("--throttle auto takes its rates from the estimate: drop --no-estimate", exit_code=2)
     if metrics is not None and not metrics.exists():
         raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
+    all_brokers, per_broker = capacity_option(capacity)
     settings_of_estimate = EstimateSettings(
         metrics_ref=str(metrics.resolve()) if metrics else None, sample_s=sample_option(sample), auto_throttle=auto,
         headroom=headroom, floor_bytes_per_s=rate_option("--floor", floor),
-        capacity_bytes_per_s=rate_option("--capacity", capacity),
+        capacity_bytes_per_s=all_brokers, broker_capacity=per_broker,
     ) if estimate else None  # fmt: skip
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:

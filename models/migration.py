@@ -30,6 +30,7 @@ class EstimateSettings(BaseModel):
     headroom: float = Field(0.2, ge=0)
     floor_bytes_per_s: int = Field(10 * 1024 * 1024, ge=1)
     capacity_bytes_per_s: int | None = Field(None, ge=1)
+    broker_capacity: dict[int, int] = {}
     step_overhead_s: float = Field(1.0, ge=0)
 
 

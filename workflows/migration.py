@@ -14,6 +14,7 @@ from temporalio.exceptions import (
 
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
     from activities.estimate import EstimateActivities
     from activities.kafka import KafkaActivities
     from activities.migration import MigrationActivities
@@ -143,7 +144,15 @@ class MigrationWorkflow:
         self._moving_since = None
 
     @workflow.run
-    async def run(self, migration: MigrationInput) -> MigrationResult:
+    async def run(self, given: dict) -> MigrationResult:
+        # Taken as plain JSON and checked here, so an input that does not validate (limits of zero, say, from the
+        # temporal CLI) fails the migration with one line instead of failing its workflow task again and again.
+        try:
+            migration = MigrationInput.model_validate(given)
+        except ValidationError as e:
+            problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in e.errors())
+            raise ApplicationError(f"bad migration input, nothing was changed: {problems}", type="Input",
+                                   non_retryable=True) from None  # fmt: skip
         self._input = migration
         self._limits = migration.limits
         self._rate = migration.throttle_bytes_per_s
@@ -255,6 +264,7 @@ class MigrationWorkflow:
             limits=migration.limits, replicas_per_step=migration.replicas_per_step,
             throttle="auto" if spec.auto_throttle else migration.throttle_bytes_per_s, headroom=spec.headroom,
             floor_bytes_per_s=spec.floor_bytes_per_s, capacity_bytes_per_s=spec.capacity_bytes_per_s,
+            broker_capacity=spec.broker_capacity,
             step_overhead_s=spec.step_overhead_s, min_insync=self._min_insync,
         )  # fmt: skip
         step = EstimateStep(migration_id=workflow.info().workflow_id, moves=preflight.moves,

@@ -167,6 +167,8 @@ def test_status_of_an_unknown_migration_is_one_line(real_settings):
         (["--sample", "soon"], "--sample: 'soon' is not a duration"),
         (["--metrics", "/nonexistent/m.parquet"], "--metrics /nonexistent/m.parquet: no such file or folder"),
         (["--capacity", "fast"], "--capacity: 'fast' is not a rate"),
+        (["--capacity", "a=1MB/s"], "--capacity 'a=1MB/s': write BROKER=RATE"),
+        (["--capacity", "1=slow"], "--capacity 1: 'slow' is not a rate"),
         (["--order", "random"], "--order 'random': use small-first or large-first"),
     ],
 )

@@ -91,6 +91,10 @@ def test_recommended_rates_have_headroom_and_stay_under_capacity(session, tmp_pa
             capacity_bytes_per_s=4_000_000)  # fmt: skip
     b104 = next(b for b in e.brokers if b.broker == 104)
     assert b104.follower_rate == 4_000_000 and e.never_catch_up == []
+    e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1,
+            broker_capacity={104: 3_500_000})  # fmt: skip
+    rates = {b.broker: b.follower_rate for b in e.brokers}
+    assert rates[104] == 3_500_000 and rates[103] == 1_500_000
 
 
 def test_a_partition_writing_faster_than_its_share_is_flagged(session, tmp_path):
