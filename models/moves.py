@@ -49,6 +49,9 @@ class MoveInput(BaseModel):
     min_insync: int | None = Field(None, ge=1)
     stuck_after_s: float | None = Field(None, gt=0)
     stuck_policy: StuckPolicy = "wait"
+    # The list the migration saw at preflight: if Kafka shows another when the move starts (someone else changed
+    # the partition meanwhile), the move refuses to act on that stale plan (StaleState). None: no check.
+    expected: list[int] | None = None
     # Given by the migration that starts the move and echoed in its report, so the migration can tell this move's
     # report from an earlier one of the same partition.
     token: str = ""

@@ -615,6 +615,7 @@ class MigrationWorkflow:
             cluster=self._input.cluster, topic=m.topic, partition=m.partition, target=m.target,
             replicas_per_step=self._input.replicas_per_step, min_insync=self._min_insync.get(m.topic),
             stuck_after_s=self._input.stuck_after_s, stuck_policy=self._input.stuck_policy, token=token,
+            expected=m.original,
         )  # fmt: skip
         asyncio.ensure_future(self._run_child(m, move))
 

@@ -90,6 +90,11 @@ class PartitionMoveWorkflow:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
         state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
         original = state.replicas
+        if move.expected is not None and state.replicas not in (move.expected, move.target):
+            raise ApplicationError(
+                f"{tp} changed since the migration checked it: Kafka shows {state.replicas}, not {move.expected}; "
+                f"left as it is", type="StaleState", non_retryable=True,
+            )  # fmt: skip
         min_insync = move.min_insync
         if min_insync is None:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)

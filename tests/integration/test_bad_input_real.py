@@ -1,7 +1,9 @@
 """Bad input to a live migration on the real cluster: each is refused before anything changes, with one line saying
-what is wrong, and a describe of the cluster before and after shows no difference."""
+what is wrong, and a describe of the cluster before and after shows no difference. And a partition someone else
+changes while a migration runs is left as they left it."""
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -10,6 +12,8 @@ from temporalio.client import WorkflowFailureError
 from models import TopicPartition
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
+from sandbox.tools import reassign_partitions
+from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.integration.helpers import produce, wait_until
@@ -112,3 +116,37 @@ async def test_bad_input_is_refused_before_anything_changes(real_client, admin, 
         await asyncio.to_thread(stack.up, False)
         wait_until(lambda: 4 in admin.describe_cluster().broker_ids, 120, what="broker 4 to come back")
     print(f"\nbad inputs refused with the cluster unchanged: {len(tried)}: {', '.join(tried)}")
+
+
+async def test_a_partition_changed_by_kafkas_tool_mid_migration_is_left_alone(real_client, admin, real_settings,
+                                                                               topic_name, tmp_path):
+    # Three partitions move one at a time under a slow throttle; while the first moves, someone runs
+    # kafka-reassign-partitions on the third. Its move refuses the stale plan and says so; the others finish.
+    admin.create_topic(topic_name, [[1, 2], [1, 2], [1, 2]])
+    for p in range(3):
+        await asyncio.to_thread(produce, real_settings, topic_name, p, 300, 1000)
+    moves = [PartitionReplicas(topic=topic_name, partition=p, replicas=[3, 4]) for p in range(3)]
+    migration = MigrationInput(cluster="test", moves=moves, throttle_bytes_per_s=200_000, replicas_per_step=2,
+                               limits=Limits(max_partitions=1))  # fmt: skip
+    (tmp_path / "theirs.json").write_text(json.dumps(
+        {"version": 1, "partitions": [{"topic": topic_name, "partition": 2, "replicas": [2, 3]}]}))  # fmt: skip
+    async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
+        handle = await real_client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
+            result_type=MigrationResult,
+        )  # fmt: skip
+        while not (await handle.query(MigrationWorkflow.progress)).in_flight:
+            await asyncio.sleep(0.1)
+        # --additional: Kafka's tool refuses to run beside a reassignment in progress without it.
+        done = await asyncio.to_thread(reassign_partitions, real_settings.kafka_bootstrap, "--execute", "--additional",
+                                       "--reassignment-json-file", str(tmp_path / "theirs.json"))  # fmt: skip
+        assert done.returncode == 0, done.stdout + done.stderr
+        result = await handle.result()
+    outcomes = {o.partition: o for o in result.moves}
+    assert outcomes[0].error is None and outcomes[1].error is None
+    assert "changed since the migration checked it: Kafka shows [2, 3], not [1, 2]" in outcomes[2].error
+    assert not result.verified
+    wait_until(lambda: {s.partition: s.replicas for s in admin.describe_topics([topic_name])}
+               == {0: [3, 4], 1: [3, 4], 2: [2, 3]}, 30, what="the lists to settle")  # fmt: skip
+    for broker, config in admin.describe_broker_configs(BROKERS, overrides_only=True).items():
+        assert LEADER_RATE not in config and FOLLOWER_RATE not in config, broker
