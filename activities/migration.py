@@ -41,6 +41,10 @@ from steps.throttle import (
 )
 
 
+# How long the final removal of the throttle waits for a broker that is down.
+CLEAR_WAIT_S = 120.0
+
+
 def _preflight_error(problems: list[str]) -> ApplicationError:
     unique = list(dict.fromkeys(problems))
     return ApplicationError(
@@ -158,9 +162,11 @@ class MigrationActivities:
     @activity.defn(name="set_throttle")
     def set_throttle(self, req: ThrottleRequest) -> ThrottleState:
         """Throttle exactly the moves in flight (each broker at its own rates when given); clear brokers and topics
-        that no longer need it."""
+        that no longer need it. A broker that is down cannot be configured (Kafka takes a broker's own config only
+        through that broker): it is skipped, and one still to be cleared stays in the state, for the next update."""
         lists = throttled_replicas(req.in_flight)
-        brokers = throttled_brokers(req.in_flight)
+        live = set(self.admin.describe_cluster().broker_ids)
+        brokers = [b for b in throttled_brokers(req.in_flight) if b in live]
         for topic, configs in lists.items():
             follower = configs[FOLLOWER_REPLICAS]
             self.admin.alter_topic_config(
@@ -171,26 +177,36 @@ class MigrationActivities:
         for broker in brokers:
             leader, follower = req.broker_rates.get(broker, (req.rate_bytes_per_s, req.rate_bytes_per_s))
             self.admin.alter_broker_config(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)})
-        state = ThrottleState(brokers=brokers, topics=sorted(lists))
-        self._clear(
+        left = self._clear(
             ThrottleState(
                 brokers=sorted(set(req.previous_brokers) - set(brokers)),
                 topics=sorted(set(req.previous_topics) - set(lists)),
-            )
+            ),
+            wait_s=0,
         )
-        return state
+        return ThrottleState(brokers=sorted({*brokers, *left}), topics=sorted(lists))
 
     @activity.defn(name="clear_throttle")
-    def clear_throttle(self, state: ThrottleState) -> None:
-        self._clear(state)
+    def clear_throttle(self, state: ThrottleState) -> list[int]:
+        """Remove the throttle; a broker that is down is waited for (up to CLEAR_WAIT_S). Returns the brokers still
+        down, whose rates stay set: inert, since no replica is listed as throttled any more."""
+        return self._clear(state, wait_s=CLEAR_WAIT_S)
 
-    def _clear(self, state: ThrottleState) -> None:
+    def _clear(self, state: ThrottleState, wait_s: float) -> list[int]:
         known = set(self.admin.list_topics())
         for topic in state.topics:
             if topic in known:
                 self.admin.alter_topic_config(topic, {}, delete=[LEADER_REPLICAS, FOLLOWER_REPLICAS])
-        for broker in state.brokers:
-            self.admin.alter_broker_config(broker, {}, delete=[LEADER_RATE, FOLLOWER_RATE])
+        pending, deadline = list(state.brokers), time.monotonic() + wait_s
+        while True:
+            live = set(self.admin.describe_cluster().broker_ids)
+            for broker in [b for b in pending if b in live]:
+                self.admin.alter_broker_config(broker, {}, delete=[LEADER_RATE, FOLLOWER_RATE])
+                pending.remove(broker)
+            if not pending or time.monotonic() >= deadline:
+                return pending
+            activity.heartbeat(pending)
+            time.sleep(1.0)
 
     @activity.defn(name="elect_leaders")
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:

@@ -36,6 +36,7 @@ from models.migration import (
 )
 from models.plan import ReassignmentFile
 from settings import Settings
+from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
 from workflows.migration import HANDING_OVER
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
@@ -158,6 +159,10 @@ def _show_result(out: Output, migration_id: str, result: MigrationResult) -> Non
              f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}")
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
+    for broker in result.throttle_left:
+        out.warning(f"broker {broker} was down when the throttle was removed: its rates stay set (inert, no replica is "
+                    f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
+                    f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}")  # fmt: skip
     out.data(result)
     if not result.verified:
         raise DroverError(f"migration {migration_id} ended {result.status}, but not every partition shows the list it "

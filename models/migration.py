@@ -248,6 +248,9 @@ class MigrationResult(BaseModel):
     moves_done: int = 0
     unchanged: int = 0
     runs: int = 1
+    # Brokers that were down when the throttle was removed: their leader/follower rates stay set until cleared
+    # (inert meanwhile: no replica is listed as throttled).
+    throttle_left: list[int] = []
 
 
 class MigrationCarry(BaseModel):

@@ -140,6 +140,8 @@ class MigrationWorkflow:
         self._estimate: Estimate | None = None
         self._broker_rates: dict[int, tuple[int, int]] = {}
         self._estimating = False
+        # Brokers that were down when the throttle was removed: their rates stay (inert, no replica is listed).
+        self._throttle_left: list[int] = []
         # When the first moves could start (after preflight and the estimate): the rates of the ETA count from it.
         self._moving_since = None
 
@@ -253,6 +255,7 @@ class MigrationWorkflow:
             moves_done=self._moves_done(),
             unchanged=self._unchanged,
             runs=self._runs,
+            throttle_left=self._throttle_left,
         )
 
     async def _make_estimate(self, migration: MigrationInput, preflight: PreflightResult) -> None:
@@ -718,7 +721,10 @@ class MigrationWorkflow:
 
     async def _clear_throttle(self) -> None:
         if self._throttle.brokers or self._throttle.topics:
-            await workflow.execute_activity_method(MigrationActivities.clear_throttle, self._throttle, **QUICK_CALL)
+            # Waits (heartbeating) for a broker that is down; those still down keep an inert rate, reported.
+            left = await workflow.execute_activity_method(MigrationActivities.clear_throttle, self._throttle,
+                                                          **STEP_WAIT)  # fmt: skip
+            self._throttle_left = sorted(set(self._throttle_left) | set(left or []))
             self._throttle = ThrottleState(brokers=[], topics=[])
 
     def _note_peaks(self) -> None:

@@ -1,19 +1,24 @@
-"""Faults during a migration on the real cluster: the worker process killed mid-step, again and again."""
+"""Faults during a migration on the real cluster: the worker process killed mid-step, again and again; a destination
+broker stopped mid-step (stuck detection and its policies)."""
 
 import asyncio
 import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 import uuid
 
 import pytest
 
+from models import TopicPartition
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from steps.admission import Limits
-from tests.conftest import ROOT
+from tests.conftest import ROOT, worker_for
 from tests.integration.helpers import StepObserver, consume_topic, produce_topic, wait_until
+from worker import activities_for
 from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
@@ -82,3 +87,97 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, partitions) == written
+
+
+class Offline(threading.Thread):
+    """Looks at a topic every 0.2 s while it runs; keeps every partition Kafka showed without a leader."""
+
+    def __init__(self, admin, topic: str):
+        super().__init__(daemon=True)
+        self.admin, self.topic, self.stopped, self.seen, self.looks = admin, topic, threading.Event(), set(), 0
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.2):
+            try:
+                states = self.admin.describe_topics([self.topic])
+            except Exception:  # noqa: BLE001 - a broker going away can fail one look; the next one counts
+                continue
+            self.looks += 1
+            self.seen |= {s.partition for s in states if s.leader is None or s.leader < 0}
+
+
+async def run_with_broker_stopped(real_client, admin, real_settings, stack, topic_name, tmp_path, policy: str):
+    """Four partitions move (partition 0 onto broker 4, the rest onto 3) under a 200 KB/s throttle; broker 4 is
+    stopped while partition 0's step is under way, and started again once the move is reported stuck (policy wait)
+    or once partition 0 is back on its original list (policy rollback). Returns the result, what progress showed, and how long after the
+    stop the move was reported stuck."""
+    original = [[1, 2], [2, 1], [1, 2], [2, 1]]
+    admin.create_topic(topic_name, original)
+    written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 4, 600)
+    plan = [PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 4]),
+            *[PartitionReplicas(topic=topic_name, partition=p, replicas=[original[p][0], 3]) for p in (1, 2, 3)]]
+    migration = MigrationInput(cluster="test", moves=plan, throttle_bytes_per_s=200_000, stuck_after_s=3.0,
+                               stuck_policy=policy, limits=Limits(max_partitions=4, max_per_broker=4))  # fmt: skip
+    tp0 = TopicPartition(topic=topic_name, partition=0)
+    offline = Offline(admin, topic_name)
+    offline.start()
+    stopped_at = stuck_after = None
+    try:
+        async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
+            handle = await real_client.start_workflow(
+                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue, result_type=MigrationResult,
+            )  # fmt: skip
+            await asyncio.to_thread(wait_until, lambda: admin.list_reassignments([tp0]), 60, 0.05, "partition 0's step")
+            stack.procs.stop(["broker-4"])
+            stopped_at = time.monotonic()
+            while True:
+                progress = await handle.query(MigrationWorkflow.progress)
+                if f"{topic_name}-0" in progress.stuck or any(a.action == "stuck" for a in progress.actions):
+                    stuck_after = time.monotonic() - stopped_at
+                    break
+                assert time.monotonic() - stopped_at < 60, "no stuck report within 60 s"
+                await asyncio.sleep(0.2)
+            if policy == "rollback":
+                # The others go on while broker 4 is down; it comes back once partition 0 is back on its list,
+                # while the migration ends (the throttle's removal waits for it).
+                while f"{topic_name}-0" in {f"{m.topic}-{m.partition}" for m in progress.in_flight}:
+                    progress = await handle.query(MigrationWorkflow.progress)
+                    await asyncio.sleep(0.2)
+            await asyncio.to_thread(stack.up, False)
+            result = await asyncio.wait_for(handle.result(), timeout=300)
+            progress = await handle.query(MigrationWorkflow.progress)
+    finally:
+        offline.stopped.set()
+        offline.join()
+        if not stack.procs.pid("broker-4"):
+            await asyncio.to_thread(stack.up, False)
+        wait_until(lambda: 4 in admin.describe_cluster().broker_ids, 120, what="broker 4 back")
+    assert offline.looks > 10 and offline.seen == set(), offline.seen
+    assert result.throttle_left == []
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert await asyncio.to_thread(consume_topic, real_settings, topic_name, 4) == written
+    return result, progress, stuck_after
+
+
+async def test_destination_broker_stopped_mid_step_rollback(real_client, admin, real_settings, stack, topic_name,
+                                                            tmp_path):
+    result, progress, stuck_after = await run_with_broker_stopped(real_client, admin, real_settings, stack,
+                                                                  topic_name, tmp_path, "rollback")
+    outcomes = {o.partition: o for o in result.moves}
+    # Partition 0 went back to its original list; the other three reached theirs.
+    assert outcomes[0].rolled_back and outcomes[0].final == [1, 2]
+    assert all(outcomes[p].error is None and outcomes[p].final == [outcomes[p].original[0], 3] for p in (1, 2, 3))
+    assert [a for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
+    print(f"\nbroker 4 stopped mid-step, policy rollback: stuck reported {stuck_after:.1f} s after the stop "
+          f"(stuck_after 3 s); partition 0 back on {outcomes[0].final}, 3 others moved; no partition offline")
+
+
+async def test_destination_broker_stopped_mid_step_wait(real_client, admin, real_settings, stack, topic_name, tmp_path):
+    result, progress, stuck_after = await run_with_broker_stopped(real_client, admin, real_settings, stack,
+                                                                  topic_name, tmp_path, "wait")
+    assert result.verified and all(o.error is None and not o.rolled_back for o in result.moves)
+    assert {o.partition: o.final for o in result.moves}[0] == [1, 4]
+    print(f"\nbroker 4 stopped mid-step, policy wait: stuck reported {stuck_after:.1f} s after the stop; the move "
+          f"resumed when broker 4 came back and the migration completed in {result.elapsed_s:.0f} s")
