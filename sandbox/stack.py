@@ -43,6 +43,10 @@ class SandboxSettings(BaseSettings):
     broker_heap_mb: int = Field(384, ge=128, description="Heap of each broker JVM")
     controller_heap_mb: int = Field(256, ge=128, description="Heap of the controller JVM")
     start_timeout_s: float = Field(150.0, description="How long up waits for everything to be ready")
+    sasl_password: str | None = Field(
+        None,
+        description="With a password, broker N also listens with SASL/PLAIN (user drover) on port_base+50+N-1",
+    )
 
     @property
     def bootstrap(self) -> str:
@@ -62,6 +66,13 @@ class SandboxSettings(BaseSettings):
 
     def broker_port(self, broker_id: int) -> int:
         return self.port_base + broker_id - 1
+
+    def sasl_port(self, broker_id: int) -> int:
+        return self.port_base + 50 + broker_id - 1
+
+    @property
+    def sasl_bootstrap(self) -> str:
+        return f"127.0.0.1:{self.sasl_port(1)}"
 
     def rack(self, broker_id: int) -> str:
         return f"rack-{chr(ord('a') + (broker_id - 1) % self.racks)}"
@@ -211,11 +222,13 @@ class Sandbox:
     def _ports(self) -> dict[str, int]:
         ports = {"controller": self.s.controller_port, "temporal": self.s.temporal_port, "temporal UI": self.s.ui_port}
         ports |= {f"broker-{i}": self.s.broker_port(i) for i in range(1, self.s.brokers + 1)}
+        if self.s.sasl_password:
+            ports |= {f"broker-{i} (SASL)": self.s.sasl_port(i) for i in range(1, self.s.brokers + 1)}
         return ports
 
     def _check_ports(self) -> None:
         for name, port in self._ports().items():
-            owner = "temporal" if name == "temporal UI" else name
+            owner = "temporal" if name == "temporal UI" else name.removesuffix(" (SASL)")
             if self.procs.pid(owner):
                 continue
             with socket.socket() as sock:
@@ -250,7 +263,19 @@ class Sandbox:
         internal_rf = min(3, layout.brokers)
         for i in range(1, layout.brokers + 1):
             listener = f"PLAINTEXT://127.0.0.1:{self.s.broker_port(i)}"
-            configs[f"broker-{i}"] = common | {
+            sasl = {}
+            if self.s.sasl_password:
+                # A second listener for clients with credentials; brokers talk to each other in plain text.
+                listener += f",SASL_PLAINTEXT://127.0.0.1:{self.s.sasl_port(i)}"
+                sasl = {
+                    "listener.security.protocol.map": common["listener.security.protocol.map"]
+                    + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
+                    "sasl.enabled.mechanisms": "PLAIN",
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                        "org.apache.kafka.common.security.plain.PlainLoginModule required "
+                        f'user_drover="{self.s.sasl_password}";',
+                }  # fmt: skip
+            configs[f"broker-{i}"] = common | sasl | {
                 "process.roles": "broker",
                 "node.id": i,
                 "broker.rack": self.s.rack(i),

@@ -24,6 +24,8 @@ from workflows import WORKFLOWS
 
 ROOT = Path(__file__).resolve().parent.parent
 
+TEST_SASL_PASSWORD = "drover-test-sasl-7f3c9a1e5b"
+
 TEST_SANDBOX = SandboxSettings(
     state_dir=ROOT / ".drover" / "test-sandbox",
     port_base=29092,
@@ -31,6 +33,8 @@ TEST_SANDBOX = SandboxSettings(
     ui_port=18233,
     brokers=4,
     racks=2,
+    # Brokers also take SASL/PLAIN clients (user drover): the history secret scan runs its worker through it.
+    sasl_password=TEST_SASL_PASSWORD,
 )
 
 
