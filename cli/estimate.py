@@ -135,7 +135,7 @@ def estimate(
                 raise DroverError("--current goes with --metrics, when the cluster is not read", exit_code=2)
             admin = KafkaAdmin(settings.model_copy(update={"kafka_bootstrap": bootstrap or settings.kafka_bootstrap}))
             try:
-                moves, options = _live_moves(admin, targets, options)
+                moves = _live_moves(admin, targets)
                 if metrics is None:
                     out.info(f"sampling write rates for {human_seconds(window)} ...")
                     rows = sample_metrics(admin, sorted({m.topic for m in moves}), window)
@@ -177,8 +177,7 @@ def _offline_moves(plan: Path, current: Path | None, targets: list[PartitionRepl
                      target=t.replicas) for t in targets]  # fmt: skip
 
 
-def _live_moves(admin: KafkaAdmin, targets: list[PartitionReplicas],
-                options: EstimateOptions) -> tuple[list[MoveSpec], EstimateOptions]:
+def _live_moves(admin: KafkaAdmin, targets: list[PartitionReplicas]) -> list[MoveSpec]:
     topics = sorted({t.topic for t in targets})
     known = set(admin.list_topics())
     unknown = [t for t in topics if t not in known]
@@ -191,8 +190,7 @@ def _live_moves(admin: KafkaAdmin, targets: list[PartitionReplicas],
         if state is None:
             raise DroverError(f"partition {t.topic}-{t.partition} of the plan does not exist on the cluster", exit_code=2)
         moves.append(MoveSpec(topic=t.topic, partition=t.partition, original=state.replicas, target=t.replicas))
-    min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in admin.describe_topic_configs(topics).items()}
-    return moves, options.model_copy(update={"min_insync": min_insync})
+    return moves
 
 
 def show(out: Output, e: Estimate) -> None:

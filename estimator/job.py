@@ -105,6 +105,15 @@ def _estimate(parts: DataFrame, options: EstimateOptions, R: int, k: int) -> Est
     )
     roles = {"follower": _ranked(followers.withColumn("at_once", F.lit(1))), "leader": _ranked(leaders)}
     sums = {role: _broker_sums(df, k).cache() for role, df in roles.items()}
+    try:
+        return _summarise(parts, roles, sums, options, k)
+    finally:
+        for df in sums.values():
+            df.unpersist()
+
+
+def _summarise(parts: DataFrame, roles: dict[str, DataFrame], sums: dict[str, DataFrame], options: EstimateOptions,
+               k: int) -> Estimate:
     per_broker = {role: {r["broker"]: r for r in df.collect()} for role, df in sums.items()}
     totals = parts.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w"),
                        F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes")).first()  # fmt: skip

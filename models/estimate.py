@@ -33,8 +33,6 @@ class EstimateOptions(BaseModel):
     broker_capacity: dict[int, int] = {}
     # Time a step costs besides copying (issuing it, Kafka noticing it is done, electing the leader).
     step_overhead_s: float = Field(1.0, ge=0)
-    # min.insync.replicas per topic (1 where missing): the step calculator keeps that many in sync.
-    min_insync: dict[str, int] = {}
 
     def capacity(self, broker: int) -> int | None:
         return self.broker_capacity.get(broker, self.capacity_bytes_per_s)

@@ -268,7 +268,7 @@ class MigrationWorkflow:
             throttle="auto" if spec.auto_throttle else migration.throttle_bytes_per_s, headroom=spec.headroom,
             floor_bytes_per_s=spec.floor_bytes_per_s, capacity_bytes_per_s=spec.capacity_bytes_per_s,
             broker_capacity=spec.broker_capacity,
-            step_overhead_s=spec.step_overhead_s, min_insync=self._min_insync,
+            step_overhead_s=spec.step_overhead_s,
         )  # fmt: skip
         step = EstimateStep(migration_id=workflow.info().workflow_id, moves=preflight.moves,
                             moves_ref=preflight.moves_ref, metrics_ref=spec.metrics_ref, sample_s=spec.sample_s,

@@ -88,8 +88,7 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
                                   target=p.replicas, size_bytes=sizes[(topic, p.partition)]) for p in plan])  # fmt: skip
         with tempfile.TemporaryDirectory(prefix="drover-bench-") as tmp:
             metrics = write_metrics(rows, Path(tmp) / "metrics.parquet")
-            options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle,
-                                      min_insync={topic: 2})  # fmt: skip
+            options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle)
             estimate = await asyncio.to_thread(run_estimate, write_moves_file(Path(tmp) / "moves.jsonl", moves),
                                                metrics, options)  # fmt: skip
         print(f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "
