@@ -41,6 +41,10 @@ _OVERRIDE_SOURCE = {
 }
 
 
+# How often the admin client refreshes cluster metadata (and with it the broker it sends admin requests to).
+METADATA_REFRESH_MS = 2000
+
+
 class KafkaAdminError(Exception):
     """A Kafka admin call failed; the message names the call and what Kafka said."""
 
@@ -80,8 +84,11 @@ class KafkaAdmin:
     def __init__(self, settings: Settings):
         self._ck_config, self._kp_config = client_configs(settings)
         self._timeout = settings.kafka_request_timeout_s
-        # librdkafka's own log lines go through structlog instead of raw stderr.
-        self._ck = AdminClient(self._ck_config, logger=rdkafka_logger())
+        # librdkafka's own log lines go through structlog instead of raw stderr. Its admin requests go to the
+        # broker the last metadata named as controller (in KRaft, any live broker): refreshed every 2 s, a broker
+        # that stops is not waited for until the request times out.
+        self._ck = AdminClient(self._ck_config | {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS},
+                               logger=rdkafka_logger())  # fmt: skip
         self._kp: KafkaAdminClient | None = None
         # kafka-python's client is not thread-safe; activities call in from a thread pool.
         self._kp_lock = threading.Lock()

@@ -10,7 +10,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from models import TopicPartition
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput, MigrationResult, OperatorAction
 from models.plan import PartitionReplicas
 from sandbox.tools import reassign_partitions
 from steps.admission import Limits
@@ -137,10 +137,17 @@ async def test_a_partition_changed_by_kafkas_tool_mid_migration_is_left_alone(re
         )  # fmt: skip
         while not (await handle.query(MigrationWorkflow.progress)).in_flight:
             await asyncio.sleep(0.1)
+        # Paused, so partition 2's move cannot start before Kafka's tool has changed it (the tool takes seconds).
+        who = OperatorAction(actor="test", reason="let someone else change partition 2")
+        await handle.execute_update(MigrationWorkflow.pause_update, who)
         # --additional: Kafka's tool refuses to run beside a reassignment in progress without it.
         done = await asyncio.to_thread(reassign_partitions, real_settings.kafka_bootstrap, "--execute", "--additional",
                                        "--reassignment-json-file", str(tmp_path / "theirs.json"))  # fmt: skip
         assert done.returncode == 0, done.stdout + done.stderr
+        tp2 = TopicPartition(topic=topic_name, partition=2)
+        await asyncio.to_thread(wait_until, lambda: not admin.list_reassignments([tp2])
+                                and admin.describe_partition(tp2).replicas == [2, 3], 60, 0.2, "their change")  # fmt: skip
+        await handle.execute_update(MigrationWorkflow.resume_update, who)
         result = await handle.result()
     outcomes = {o.partition: o for o in result.moves}
     assert outcomes[0].error is None and outcomes[1].error is None
