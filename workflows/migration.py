@@ -140,6 +140,7 @@ class MigrationWorkflow:
         self._estimate: Estimate | None = None
         self._broker_rates: dict[int, tuple[int, int]] = {}
         self._estimating = False
+        self._rolling_back = False
         # Brokers that were down when the throttle was removed: their rates stay (inert, no replica is listed).
         self._throttle_left: list[int] = []
         # When the first moves could start (after preflight and the estimate): the rates of the ETA count from it.
@@ -210,6 +211,9 @@ class MigrationWorkflow:
                 self._cancelling = None
                 self._waiting = ordered(plan.moves, migration.order)
                 self._moves_ref, self._count, self._cursor = plan.moves_ref, plan.count, 0
+                # A move cancelled between its steps left its partition on a list no outcome records: rollback
+                # moves start from whatever Kafka shows.
+                self._rolling_back = True
                 await self._run_window(self._rolled_back)
                 status = "rolled_back"
             elif self._cancelling == "stop":
@@ -618,7 +622,7 @@ class MigrationWorkflow:
             cluster=self._input.cluster, topic=m.topic, partition=m.partition, target=m.target,
             replicas_per_step=self._input.replicas_per_step, min_insync=self._min_insync.get(m.topic),
             stuck_after_s=self._input.stuck_after_s, stuck_policy=self._input.stuck_policy, token=token,
-            expected=m.original,
+            expected=None if self._rolling_back else m.original,
         )  # fmt: skip
         asyncio.ensure_future(self._run_child(m, move))
 
