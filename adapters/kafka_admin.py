@@ -23,7 +23,10 @@ from confluent_kafka.admin import (
 )
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError as KpConnectionError
 from kafka.errors import KafkaError as KpKafkaError
+from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
+from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
 from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 from settings import Settings
@@ -101,6 +104,17 @@ class KafkaAdmin:
                 raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {e}") from e
         return self._kp
 
+    def _kp_call(self, call):
+        """A kafka-python call (the lock held); once more on a fresh client if the broker it took for the controller
+        is gone (kafka-python keeps that broker until the client is made again)."""
+        try:
+            return call(self._kafka_python())
+        except (KpUnknownBrokerIdError, KpNodeNotReadyError, KpConnectionError):
+            if self._kp is not None:
+                self._kp.close()
+            self._kp = None
+            return call(self._kafka_python())
+
     def close(self) -> None:
         with self._kp_lock:
             if self._kp is not None:
@@ -117,7 +131,7 @@ class KafkaAdmin:
         controller = result.controller.id if result.controller else None
         with self._kp_lock:
             try:
-                quorum = self._kafka_python().describe_metadata_quorum()
+                quorum = self._kp_call(lambda kp: kp.describe_metadata_quorum())
                 controller = _quorum_leader(quorum, controller)
             except (KpKafkaError, KafkaAdminError) as e:
                 log.debug("describe_quorum_unavailable", error=str(e))
@@ -199,7 +213,7 @@ class KafkaAdmin:
         wanted = None if partitions is None else [KpTopicPartition(p.topic, p.partition) for p in partitions]
         with self._kp_lock:
             try:
-                ongoing = self._kafka_python().list_partition_reassignments(wanted)
+                ongoing = self._kp_call(lambda kp: kp.list_partition_reassignments(wanted))
             except KpKafkaError as e:
                 raise KafkaAdminError(f"list partition reassignments failed: {e}") from e
         found = [
@@ -219,7 +233,7 @@ class KafkaAdmin:
         request = {KpTopicPartition(tp.topic, tp.partition): replicas for tp, replicas in targets.items()}
         with self._kp_lock:
             try:
-                errors = self._kafka_python().alter_partition_reassignments(request)
+                errors = self._kp_call(lambda kp: kp.alter_partition_reassignments(request))
             except KpKafkaError as e:
                 raise KafkaAdminError(f"alter partition reassignments failed: {e}") from e
         failed = sorted(f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in errors.items() if err is not None)
@@ -248,7 +262,7 @@ class KafkaAdmin:
         """Size on disk of every partition replica on ``brokers`` (all brokers when None)."""
         with self._kp_lock:
             try:
-                answer = self._kafka_python().describe_log_dirs(brokers=sorted(brokers) if brokers else None)
+                answer = self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
             except KpKafkaError as e:
                 raise KafkaAdminError(f"describe log dirs failed: {e}") from e
         sizes = [
