@@ -68,12 +68,6 @@ def write_metrics(rows: list[dict], path: Path) -> str:
     return str(path)
 
 
-def write_moves_file(path: Path, moves: list[MoveSpec]) -> str:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(m.model_dump_json() + "\n" for m in moves))
-    return str(path)
-
-
 def run_estimate(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
     """The Spark job on the process's session."""
     from estimator.job import estimate_request
@@ -111,7 +105,7 @@ class EstimateActivities:
         from estimator.metrics import MetricsError
 
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
-        moves_ref = req.moves_ref or write_moves_file(folder / "estimate-moves.jsonl", req.moves)
+        moves_ref = req.moves_ref or str(ledger.write_moves(folder, req.moves))
         metrics_ref = req.metrics_ref
         if metrics_ref is None:
             topics = sorted({m.topic for m in self._moves(req)})

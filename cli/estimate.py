@@ -5,7 +5,8 @@ from pathlib import Path
 
 import typer
 
-from activities.estimate import run_estimate, sample_metrics, write_metrics, write_moves_file
+from activities.estimate import run_estimate, sample_metrics, write_metrics
+from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
 from cli.output import Output
@@ -146,7 +147,7 @@ def estimate(
                     metrics_ref = str(metrics)
             finally:
                 admin.close()
-        moves_ref = write_moves_file(Path(tmp) / "moves.jsonl", ordered(moves, order))
+        moves_ref = str(write_moves(Path(tmp), ordered(moves, order)))
         result = _run(moves_ref, metrics_ref, options)
     show(out, result)
     out.data(result)

@@ -21,7 +21,8 @@ from pathlib import Path
 from confluent_kafka import Producer
 from temporalio.worker import Worker
 
-from activities.estimate import run_estimate, sample_metrics, write_metrics, write_moves_file
+from activities.estimate import run_estimate, sample_metrics, write_metrics
+from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
 from cli.rates import parse_rate
@@ -89,7 +90,7 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
         with tempfile.TemporaryDirectory(prefix="drover-bench-") as tmp:
             metrics = write_metrics(rows, Path(tmp) / "metrics.parquet")
             options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle)
-            estimate = await asyncio.to_thread(run_estimate, write_moves_file(Path(tmp) / "moves.jsonl", moves),
+            estimate = await asyncio.to_thread(run_estimate, str(write_moves(Path(tmp), moves)),
                                                metrics, options)  # fmt: skip
         print(f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "
               f"{estimate.write_rate / 1e3:.0f} kB/s; duration {estimate.duration_s:.1f} s, bottleneck broker "
