@@ -61,6 +61,7 @@ class KafkaActivities:
         A retry after the step was already issued (a worker that died after the call) finds Kafka reassigning to,
         or already at, ``req.target`` and does nothing, so no step is applied twice.
         """
+        activity.heartbeat()
         ongoing = self.admin.list_reassignments([req.ref])
         if ongoing:
             if ongoing[0].target == req.target:
@@ -73,6 +74,7 @@ class KafkaActivities:
         # the last step is lagging, not evidence that someone else acted. Look again for a few seconds first.
         deadline = time.monotonic() + FENCE_GRACE_S
         while state.replicas not in (req.expected, req.target) and time.monotonic() < deadline:
+            activity.heartbeat()
             time.sleep(POLL_MIN_S)
             state = self._partition(req.ref)
         if state.replicas == req.target:

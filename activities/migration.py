@@ -18,6 +18,7 @@ from models.migration import (
     INLINE_MOVES,
     LeaderElection,
     LeaderElectionResult,
+    MoveOutcome,
     MovesPage,
     OutcomesBatch,
     PreflightRequest,
@@ -88,31 +89,57 @@ class MigrationActivities:
 
     @activity.defn(name="save_outcomes")
     def save_outcomes(self, batch: OutcomesBatch) -> None:
-        ledger.save_outcomes(ledger.migration_dir(self.work_dir, batch.migration_id), batch.run, batch.outcomes)
+        ledger.save_outcomes(self._folder(batch.migration_id, batch.rollback), batch.run, batch.outcomes)
 
-    def _saved(self, migration_id: str | None) -> list:
-        return ledger.saved_outcomes(ledger.migration_dir(self.work_dir, migration_id)) if migration_id else []
+    def _folder(self, migration_id: str, rollback: bool = False) -> Path:
+        folder = ledger.migration_dir(self.work_dir, migration_id)
+        return folder / "rollback" if rollback else folder
+
+    def _saved(self, migration_id: str | None, rollback: bool = False) -> list[MoveOutcome]:
+        return ledger.saved_outcomes(self._folder(migration_id, rollback)) if migration_id else []
 
     @activity.defn(name="plan_rollback")
     def plan_rollback(self, req: RollbackRequest) -> RollbackPlan:
-        """Every partition the migration touched, back to its original list; those whose original replicas are all
-        offline are skipped (rolling them back would take them offline)."""
+        """The partitions to step back to their original lists: with mode revert-pending those whose move had not
+        finished, with rollback every one. Only partitions this migration changed, each from the list it left them
+        on (the rollback move is fenced on it). Left as they are, each with the reason: partitions it never changed
+        (someone else did, or another migration was moving them), partitions Kafka shows on another list than the
+        one it left them on, and, as KIP-236 has it, partitions whose original replicas that still hold them are
+        none of them in sync (or, moved off all of them, none of them is a live broker)."""
+        activity.heartbeat()
         live = set(self.admin.describe_cluster().broker_ids)
         back, skipped = [], []
         # Saved outcomes first, this run's over them: a move's last outcome is the one that counts.
         latest = {(o.topic, o.partition): o for o in [*self._saved(req.outcomes_of), *req.outcomes]}
-        for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition)):
-            if o.final == o.original:
+        wanted = [o for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition))
+                  if req.mode == "rollback" or o.error is not None]  # fmt: skip
+        now = {(p.topic, p.partition): p for p in self.admin.describe_topics(sorted({o.topic for o in wanted}))}
+        for o in wanted:
+            name, state = f"{o.topic}-{o.partition}", now.get((o.topic, o.partition))
+            shown = state.replicas if state else None
+            if o.final is None or o.final == o.original:
+                if o.error_type in ("StaleState", "Refused"):
+                    skipped.append(f"{name}: not changed by this migration ({o.error}); left as it is")
+                elif o.final is None and shown not in (None, o.original):
+                    skipped.append(f"{name}: its move ended without saying where it left it and Kafka shows "
+                                   f"{shown}; left as it is")  # fmt: skip
                 continue
-            if not set(o.original) & live:
-                skipped.append(f"{o.topic}-{o.partition}")
+            if shown != o.final:
+                skipped.append(f"{name}: Kafka shows {shown}, not {o.final} where this migration left it; left as it is")
                 continue
-            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final or o.target,
-                                 target=o.original, size_bytes=o.size_bytes))  # fmt: skip
+            holding = set(o.original) & set(o.final)
+            if holding and not holding & set(state.isr):
+                skipped.append(f"{name}: none of its original replicas {sorted(holding)} is in sync; left on {o.final}")
+                continue
+            if not holding and not set(o.original) & live:
+                skipped.append(f"{name}: none of its original brokers {o.original} is live; left on {o.final}")
+                continue
+            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final, target=o.original,
+                                 expected=o.final, size_bytes=o.size_bytes))  # fmt: skip
         if req.outcomes_of is None and len(back) <= INLINE_MOVES:
             return RollbackPlan(moves=back, count=len(back), skipped=skipped)
-        folder = ledger.migration_dir(self.work_dir, req.migration_id) / "rollback"
-        return RollbackPlan(moves_ref=str(ledger.write_moves(folder, back)), count=len(back), skipped=skipped)
+        path = ledger.write_moves(self._folder(req.migration_id, rollback=True), back)
+        return RollbackPlan(moves_ref=str(path), count=len(back), skipped=skipped)
 
     def _check(self, moves: list[PartitionReplicas]) -> tuple[list[MoveSpec], dict[str, int]]:
         cluster = self.admin.describe_cluster()
@@ -193,8 +220,10 @@ class MigrationActivities:
         return self._clear(state, wait_s=CLEAR_WAIT_S)
 
     def _clear(self, state: ThrottleState, wait_s: float) -> list[int]:
+        activity.heartbeat()
         known = set(self.admin.list_topics())
         for topic in state.topics:
+            activity.heartbeat(topic)
             if topic in known:
                 self.admin.alter_topic_config(topic, {}, delete=[LEADER_REPLICAS, FOLLOWER_REPLICAS])
         pending, deadline = list(state.brokers), time.monotonic() + wait_s
@@ -212,13 +241,15 @@ class MigrationActivities:
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
         """Elect the preferred leader of every partition given that is led by another replica, ``req.batch`` at a
         time, each batch waited for (up to 30 s) before the next; a preferred replica out of sync is left alone."""
-        saved = [TopicPartition(topic=o.topic, partition=o.partition) for o in self._saved(req.outcomes_of)
+        activity.heartbeat()
+        saved = [TopicPartition(topic=o.topic, partition=o.partition) for o in self._saved(req.outcomes_of, req.rollback)
                  if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
         wanted = {(p.topic, p.partition) for p in [*req.partitions, *saved]}
         states = [s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted]
         off = [s for s in states if s.replicas and s.leader != s.replicas[0] and s.replicas[0] in s.isr]
         elected = 0
         for i in range(0, len(off), req.batch):
+            activity.heartbeat(i)
             batch = [TopicPartition(topic=s.topic, partition=s.partition) for s in off[i : i + req.batch]]
             self.admin.elect_preferred_leaders(batch)
             deadline = time.monotonic() + 30
@@ -239,9 +270,14 @@ class MigrationActivities:
     def verify(self, req: VerifyRequest) -> list[str]:
         """The partitions whose replica list on Kafka is not their target, one line each (empty: all verified).
         With ``outcomes_of``, the finished moves a large migration saved are checked as well."""
+        activity.heartbeat()
         moves = list(req.expected)
-        for o in self._saved(req.outcomes_of):
-            if o.error is None and o.original != o.target:
+        for o in self._saved(req.outcomes_of, req.rollback):
+            if req.rollback:
+                # A rollback move's partition belongs on its original list (the move's target), whatever happened.
+                if o.final is not None or o.error is None:
+                    moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original, target=o.target))
+            elif o.error is None and o.original != o.target:
                 moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
                                       target=o.original if o.rolled_back else o.target))  # fmt: skip
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({m.topic for m in moves}))}

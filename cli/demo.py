@@ -124,7 +124,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     handle = await client.start_workflow(
         MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
         search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER_ATTR, settings.cluster_name),
-                                                 SearchAttributePair(STATUS_ATTR, "running")]),
+                                                 SearchAttributePair(STATUS_ATTR, "preflight")]),
     )  # fmt: skip
     out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
     await _watch(settings, migration_id, 0.5, Output(False))

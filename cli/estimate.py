@@ -16,7 +16,6 @@ from models.estimate import Estimate, EstimateOptions
 from models.plan import PartitionReplicas, ReassignmentFile
 from settings import Settings
 from steps.admission import Limits, MoveSpec, ordered
-from workflows.migration import never_catch_up_message
 
 _DEFAULTS = Limits()
 MAX_PARTITIONS = typer.Option(_DEFAULTS.max_partitions, "--max-partitions", min=1,
@@ -152,7 +151,7 @@ def estimate(
     show(out, result)
     out.data(result)
     if result.never_catch_up:
-        raise DroverError(never_catch_up_message(result))
+        raise DroverError(result.never_catch_up_message())
 
 
 def _run(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:

@@ -24,6 +24,7 @@ from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
+    CANCEL_MODES,
     INLINE_MOVES,
     CancelRequest,
     EstimateSettings,
@@ -38,7 +39,7 @@ from models.plan import ReassignmentFile
 from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
-from workflows.migration import HANDING_OVER
+from models.migration import HANDING_OVER
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 MIGRATION_ID = typer.Argument(..., help="The migration ID")
@@ -125,7 +126,7 @@ def start(
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
     client = await connect(settings)
     attributes = TypedSearchAttributes([
-        SearchAttributePair(CLUSTER_ATTR, migration.cluster), SearchAttributePair(STATUS_ATTR, "running"),
+        SearchAttributePair(CLUSTER_ATTR, migration.cluster), SearchAttributePair(STATUS_ATTR, "preflight"),
     ])  # fmt: skip
     handle = await client.start_workflow(
         MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
@@ -150,8 +151,8 @@ def _show_result(out: Output, migration_id: str, result: MigrationResult) -> Non
     if result.rolled_back:
         rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
-    for name in result.skipped:
-        out.warning(f"{name} was not rolled back: all its original replicas are offline")
+    for line in result.skipped:
+        out.warning(f"not rolled back: {line}")
     if result.runs > 1 or result.unchanged:
         out.info(f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
                  f"already on their target lists")
@@ -217,13 +218,25 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     out.data(progress)
 
 
+def phase(progress: MigrationProgress) -> str:
+    """The migration's phase, with the cancel mode while it stops or rolls back and a pause while it drains."""
+    words = progress.phase.replace("_", " ")
+    if progress.cancelling and progress.phase in ("stopping", "rolling_back"):
+        return f"{words} (cancel {progress.cancelling})"
+    if progress.paused and progress.phase != "paused":
+        return f"{words} (paused)"
+    return words
+
+
 def summary(state: str, progress: MigrationProgress) -> str:
     """One line: state, moves by state, bytes, elapsed and ETA, throttle."""
-    flags = " (paused)" if progress.paused else f" (cancelling: {progress.cancelling})" if progress.cancelling else ""
-    if not (progress.moves_total or progress.waiting or progress.in_flight or progress.done or progress.failed):
-        return f"{state}{flags}; preflight: checking the plan against the cluster"
+    if state == "running":
+        state = phase(progress)
+    if progress.phase == "preflight":
+        return f"{state}: checking the plan against the cluster"
     if progress.estimating:
-        return f"{state}{flags}; estimating: sampling write rates, then the Spark job ({progress.moves_total} moves)"
+        return f"{state}: sampling write rates, then the Spark job ({progress.moves_total} moves)"
+    flags = ""
     rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"
@@ -377,7 +390,7 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
             raise DroverError(f"no migration {migration_id}") from None
         raise DroverError(f"{migration_id}: {e.message}") from None
     limits_now = progress.limits
-    state = f"cancelling ({progress.cancelling})" if progress.cancelling else "paused" if progress.paused else "running"
+    state = phase(progress)
     out.info(
         f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
         f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, {limits_now.max_leaders} leaders; "
@@ -401,7 +414,12 @@ async def execute_update(handle, update, argument, attempts: int = 20):
 def cancel(
     ctx: typer.Context,
     migration_id: str = MIGRATION_ID,
-    rollback: bool = typer.Option(False, "--rollback", help="Also return every touched partition to its original list"),
+    mode: str = typer.Option("stop", "--mode",
+                             help="stop: cancel the steps in flight (Kafka reverts each), start nothing new, keep "
+                                  "finished moves; revert-pending: also step every move that was in flight back to "
+                                  "its original list (KIP-236); rollback: also every partition this migration "
+                                  "changed, finished moves included"),
+    rollback: bool = typer.Option(False, "--rollback", help="The same as --mode rollback"),
     actor: str = ACTOR,
     reason: str = REASON,
     as_json: bool = PROGRESS_JSON,
@@ -409,5 +427,7 @@ def cancel(
     """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
     every partition the migration touched, finished ones included, is stepped back to its original list (a
     partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
-    request = CancelRequest(mode="rollback" if rollback else "stop", actor=actor or _actor(), reason=reason)
+    if mode not in CANCEL_MODES:
+        raise DroverError(f"--mode {mode!r}: use {', '.join(CANCEL_MODES)}", exit_code=2)
+    request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or _actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))

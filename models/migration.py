@@ -1,7 +1,7 @@
 """A migration: a set of partition moves on one cluster, run by one MigrationWorkflow under limits."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -11,6 +11,9 @@ from models.moves import StuckPolicy
 from models.plan import PartitionReplicas
 from steps.admission import Limits, MoveSpec
 
+
+# The refusal of an update that arrives while a run hands over to the next; the CLI tries again on it.
+HANDING_OVER = "the migration is handing over to its next run; try again in a moment"
 
 # Plans with more moves than this go by reference (a file the workers read), paged in; smaller ones inline.
 INLINE_MOVES = 2000
@@ -65,12 +68,13 @@ class MigrationInput(BaseModel):
     continue_every: int = Field(200, ge=1)
     # Moves paged in at a time from a plan by reference.
     page_moves: int = Field(PAGE_MOVES, ge=2)
-    # Set only by the migration itself when it continues as new: the state the next run takes over.
-    carry: "MigrationCarry | None" = None
+    # Set only by the migration itself when it continues as new: the state the next run takes over
+    # (``execution.MigrationState``); the plan itself is then in that state, not here.
+    carry: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_plan(self) -> "MigrationInput":
-        if bool(self.moves) == bool(self.plan_ref):
+        if self.carry is None and bool(self.moves) == bool(self.plan_ref):
             raise ValueError("give the plan either inline (moves) or by reference (plan_ref), not both or neither")
         return self
 
@@ -121,6 +125,8 @@ class MoveOutcome(BaseModel):
     final: list[int] | None
     steps: list[list[int]] = []
     error: str | None = None
+    # The failure's type when it has one ("StaleState", "Stuck", "Refused", ...).
+    error_type: str | None = None
     size_bytes: int = 0
     # It got stuck and was stepped back to its original list, as the stuck policy asks.
     rolled_back: bool = False
@@ -137,11 +143,17 @@ class LimitsChange(OperatorAction):
     limits: Limits
 
 
-class CancelRequest(OperatorAction):
-    """stop: cancel the steps in flight, start nothing new, keep the moves that finished. rollback: the same, then
-    step every partition this migration touched back to its original list."""
+# stop: start nothing new, cancel the steps in flight (Kafka reverts each), keep what finished. revert-pending
+# (KIP-236's cancel): the same, then every move that was in flight back to its original list. rollback: the same,
+# then every partition this migration changed back to its original list, finished moves included.
+CancelMode = Literal["stop", "revert-pending", "rollback"]
+CANCEL_MODES: tuple[str, ...] = ("stop", "revert-pending", "rollback")
 
-    mode: Literal["stop", "rollback"] = "stop"
+
+class CancelRequest(OperatorAction):
+    """Cancel the migration; see ``CancelMode`` for what each mode leaves."""
+
+    mode: CancelMode = "stop"
 
 
 class ThrottleChange(OperatorAction):
@@ -155,14 +167,18 @@ class AuditEntry(BaseModel):
     actor: str
     reason: str
     detail: str = ""
+    # Not applied, and why (an action a signal asked for that the migration's phase does not allow).
+    refused: str | None = None
 
 
 class LeaderElection(BaseModel):
     partitions: list[TopicPartition]
     # Partitions elected at once (the migration's leader limit).
     batch: int = Field(ge=1)
-    # A large migration's folder: the partitions its saved outcomes moved are elected too.
+    # A large migration's folder: the partitions its saved outcomes moved are elected too (the rollback's, with
+    # ``rollback``).
     outcomes_of: str | None = None
+    rollback: bool = False
 
 
 class LeaderElectionResult(BaseModel):
@@ -194,8 +210,11 @@ class BatchEntry(BaseModel):
 
 class MigrationProgress(BaseModel):
     cluster: str = ""
+    # The migration's phase (execution.Phase): preflight, estimating, running, paused, draining, stopping,
+    # rolling_back, cleaning_up, or an end state.
+    phase: str = "running"
     paused: bool = False
-    cancelling: Literal["stop", "rollback"] | None = None
+    cancelling: CancelMode | None = None
     actions: list[AuditEntry] = []
     waiting: int
     in_flight: list[MoveSpec]
@@ -238,6 +257,8 @@ class MigrationResult(BaseModel):
     verified: bool = Field(
         description="every partition shows the list it should end on: its target, or its original after a rollback"
     )
+    # The partitions verification found on another list, one line each.
+    wrong: list[str] = []
     peak_in_flight: int
     peak_per_broker: int
     leaders_elected: int = 0
@@ -251,36 +272,8 @@ class MigrationResult(BaseModel):
     # Brokers that were down when the throttle was removed: their leader/follower rates stay set until cleared
     # (inert meanwhile: no replica is listed as throttled).
     throttle_left: list[int] = []
-
-
-class MigrationCarry(BaseModel):
-    """What a migration hands to its next run when it continues as new (with no move in flight)."""
-
-    started_at: datetime
-    min_insync: dict[str, int]
-    waiting: list[MoveSpec]
-    outcomes: list[MoveOutcome]
-    moves_total: int
-    bytes_total: int
-    peak_in_flight: int
-    peak_per_broker: int
-    throttle: ThrottleState
-    paused: bool
-    actions: list[AuditEntry]
-    stuck: dict[str, str]
-    launches: int
-    runs: int
-    moves_ref: str | None = None
-    cursor: int = 0
-    count: int = 0
-    unchanged: int = 0
-    # A large migration keeps finished moves in its folder; these count them.
-    saved_done: int = 0
-    saved_bytes_done: int = 0
-    saved_done_per_broker: dict[int, int] = {}
-    estimate: Estimate | None = None
-    broker_rates: dict[int, tuple[int, int]] = {}
-    moving_since: datetime | None = None
+    # Every operator action (and what Drover did on its own), applied or refused.
+    actions: list[AuditEntry] = []
 
 
 class MovesPage(BaseModel):
@@ -295,16 +288,21 @@ class OutcomesBatch(BaseModel):
     migration_id: str
     run: int
     outcomes: list[MoveOutcome]
+    # The rollback's outcomes (kept apart from the forward moves').
+    rollback: bool = False
 
 
 class VerifyRequest(BaseModel):
     expected: list[MoveSpec]
-    # A large migration's folder: the outcomes saved there are verified too.
+    # A large migration's folder: the outcomes saved there are verified too (the rollback's, with ``rollback``).
     outcomes_of: str | None = None
+    rollback: bool = False
 
 
 class RollbackRequest(BaseModel):
     migration_id: str
+    # revert-pending: the moves that had not finished; rollback: every move that changed its partition.
+    mode: Literal["revert-pending", "rollback"] = "rollback"
     # This run's outcomes; with ``outcomes_of``, those saved by earlier runs as well.
     outcomes: list[MoveOutcome]
     outcomes_of: str | None = None
@@ -319,5 +317,3 @@ class RollbackPlan(BaseModel):
     # Partitions left as they are: all their original replicas are offline.
     skipped: list[str] = []
 
-
-MigrationInput.model_rebuild()

@@ -77,6 +77,8 @@ class MoveStuck(BaseModel):
 
     topic: str
     partition: int
+    # The token of the move's input, so the migration can tell it from an earlier move of the partition.
+    token: str = ""
     current: list[int]
     step: list[int]
     idle_s: float
@@ -89,6 +91,7 @@ class MoveReport(BaseModel):
     topic: str
     partition: int
     token: str
+    # The list the move left the partition on; None if it never changed the partition.
     final: list[int] | None = None
     steps: list[list[int]] = []
     rolled_back: bool = False

@@ -41,6 +41,9 @@ class MoveSpec(BaseModel):
     size_bytes: int = 0
     # Under-replicated or at its min.insync.replicas: moving it first shortens the time at risk.
     urgent: bool = False
+    # The list its next child is fenced on when it is not ``original``: where an earlier child of this migration
+    # left the partition (a stuck move handed over to the next run).
+    expected: list[int] | None = None
 
     @property
     def brokers(self) -> set[int]:

@@ -18,7 +18,7 @@ with workflow.unsafe.imports_passed_through():
         TopicPartition,
     )
     from steps import next_step
-    from workflows.policies import QUICK_CALL, STEP_WAIT
+    from workflows.policies import QUICK_CALL, STEP_CALL, STEP_WAIT
 
 
 @workflow.defn
@@ -46,6 +46,9 @@ class PartitionMoveWorkflow:
     def __init__(self) -> None:
         self._progress: MoveProgress | None = None
         self._stuck = False
+        # The list Kafka last showed for the partition, and whether this move has issued a step.
+        self._current: list[int] | None = None
+        self._acted = False
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -55,11 +58,21 @@ class PartitionMoveWorkflow:
             cancelled = is_cancelled_exception(e)
             error = "cancelled" if cancelled else str(e)
             kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
-            await asyncio.shield(self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token,
-                                                          error=error, error_type=kind)))  # fmt: skip
+            # The list this move left the partition on, or None if it never changed it: a rollback reverts only
+            # what a move changed, from where it left it.
+            final = self._current if self._acted else None
+            report = MoveReport(topic=move.topic, partition=move.partition, token=move.token, final=final,
+                                error=error, error_type=kind)  # fmt: skip
+            await asyncio.shield(self._report(report))
             raise
-        await self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token, final=result.final,
-                                      steps=result.steps, rolled_back=result.rolled_back))  # fmt: skip
+        try:
+            await asyncio.shield(
+                self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token,
+                                        final=result.final, steps=result.steps, rolled_back=result.rolled_back))
+            )  # fmt: skip
+        except asyncio.CancelledError:
+            # The move is done and reported; a cancel that comes now (its migration closing) changes nothing.
+            pass
         return result
 
     def _tell_step(self, move: MoveInput, current: list[int], step: list[int]) -> None:
@@ -89,7 +102,7 @@ class PartitionMoveWorkflow:
     async def _move(self, move: MoveInput) -> MoveResult:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
         state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
-        original = state.replicas
+        original = self._current = state.replicas
         if move.expected is not None and state.replicas not in (move.expected, move.target):
             raise ApplicationError(
                 f"{tp} changed since the migration checked it: Kafka shows {state.replicas}, not {move.expected}; "
@@ -110,27 +123,30 @@ class PartitionMoveWorkflow:
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             try:
                 self._tell_step(move, state.replicas, step.replicas)
-                await workflow.execute_activity_method(KafkaActivities.alter_step, request, **QUICK_CALL)
+                self._acted = True
+                # A cancel waits for a running alter to end, so the cancel below sees the step it issued.
+                await workflow.execute_activity_method(KafkaActivities.alter_step, request, **STEP_CALL)
                 status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
-                reported = False
-                while status.stuck and policy == "wait":
-                    # Keep waiting (a broker may come back); the migration hears of it once.
-                    if not reported:
-                        await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
-                        reported = True
-                    status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+                if status.stuck and policy == "wait":
+                    # The migration hears of it once; then the wait goes on in one activity (heartbeating, no
+                    # stuck check), so this history does not grow while a broker is away.
+                    await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
+                    patient = request.model_copy(update={"stuck_after_s": None})
+                    status = await workflow.execute_activity_method(KafkaActivities.wait_step, patient, **STEP_WAIT)
             except BaseException as e:
                 # Cancelled mid-step (the migration was stopped): undo the step on Kafka before ending, so the
                 # partition is left on a list it really had, not half-way through a reassignment.
                 if is_cancelled_exception(e):
-                    await asyncio.shield(
+                    undone = await asyncio.shield(
                         workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
                     )
+                    self._current = undone.replicas
                 raise
             if status.stuck:
                 # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it).
                 await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
                 state = await workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
+                self._current = state.replicas
                 self._stuck = True
                 if policy == "fail":
                     raise ApplicationError(
@@ -142,6 +158,7 @@ class PartitionMoveWorkflow:
                 target, policy, rolled_back = original, "wait", True
                 continue
             state = status.state
+            self._current = state.replicas
             if step.elect_leader:
                 state = await workflow.execute_activity_method(KafkaActivities.elect_leader, tp, **QUICK_CALL)
             steps.append(step.replicas)
@@ -162,8 +179,8 @@ class PartitionMoveWorkflow:
         parent = workflow.info().parent
         if parent is None:
             return
-        report = MoveStuck(topic=move.topic, partition=move.partition, current=current, step=step, idle_s=idle_s,
-                           policy=policy)  # fmt: skip
+        report = MoveStuck(topic=move.topic, partition=move.partition, token=move.token, current=current, step=step,
+                           idle_s=idle_s, policy=policy)  # fmt: skip
         await self._signal(parent.workflow_id, "move_stuck", report)
 
     @workflow.query

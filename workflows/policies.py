@@ -3,6 +3,7 @@
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
+from temporalio.workflow import ActivityCancellationType
 
 # Kafka admin calls that answer at once. A minute covers a slow controller; retries with backoff ride out a
 # broker restart, and give up after about ten minutes so a dead cluster surfaces as a failed workflow.
@@ -29,6 +30,15 @@ STEP_WAIT = dict(
         maximum_interval=timedelta(seconds=30),
         non_retryable_error_types=["StaleState", "UnknownPartition"],
     ),
+)
+
+# Issuing a step: an admin call that answers at once, retried like QUICK_CALL. It heartbeats, and a cancel waits for
+# it to end (WAIT_CANCELLATION_COMPLETED): the move then cancels the step it issued, never looking before the
+# call has landed on Kafka and leaving a reassignment nobody tracks.
+STEP_CALL = dict(
+    QUICK_CALL,
+    heartbeat_timeout=timedelta(seconds=20),
+    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 )
 
 # Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once. A plan that

@@ -19,6 +19,8 @@ def test_every_scenario_has_histories():
     for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback", "auto-throttle"):
         assert f"{scenario}-run1.json" in names and f"{scenario}-move.json" in names
     assert "continued-run2.json" in names
+    # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
+    assert {"before-state-machine-completed-move.json", "before-state-machine-stuck-rollback-move.json"} <= names
 
 
 @pytest.mark.parametrize("path", HISTORIES, ids=[p.stem for p in HISTORIES])

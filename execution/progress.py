@@ -1,0 +1,122 @@
+"""What a migration shows of itself: its progress (the ``progress`` query) and its result, read from its state.
+Pure: the time is passed in."""
+
+from datetime import datetime
+
+from execution.state import MigrationState, Phase, succeeded
+from models.migration import BatchEntry, BrokerProgress, MigrationProgress, MigrationResult, MoveOutcome
+from steps.admission import MoveSpec
+
+
+def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgress:
+    w = s.window
+    records = sorted(w.in_flight, key=lambda r: r.key)
+    rolled_back = s.window.saved.done if s.direction == "rollback" else 0
+    return MigrationProgress(
+        cluster=cluster,
+        phase=s.phase.value,
+        paused=s.paused,
+        cancelling=s.cancel,
+        actions=list(s.actions),
+        waiting=s.waiting_count(),
+        in_flight=[r.move for r in records],
+        done=s.moves_done(),
+        failed=sum(1 for o in s.forward_outcomes if o.error is not None),
+        rolled_back=rolled_back + sum(1 for o in s.rollback_outcomes if succeeded(o)),
+        limits=s.limits,
+        throttle_bytes_per_s=s.rate,
+        peak_in_flight=s.peak_in_flight,
+        peak_per_broker=s.peak_per_broker,
+        **_rates(s, now),
+        brokers=_brokers(s),
+        stuck=sorted(f"{r.move.topic}-{r.move.partition}" for r in records if r.stuck),
+        runs=s.runs,
+        batch=[
+            BatchEntry(topic=r.move.topic, partition=r.move.partition, original=r.move.original,
+                       current=r.current or r.expected or r.move.original, step=r.step, final=r.move.target)
+            for r in records
+        ],  # fmt: skip
+        estimate=s.estimate,
+        estimating=s.phase == Phase.ESTIMATING,
+        auto_throttle=bool(s.broker_rates),
+    )
+
+
+def _rates(s: MigrationState, now: datetime) -> dict:
+    """Elapsed time, bytes done and the ETA at the rate observed since the moves could start."""
+    elapsed = (now - s.started_at).total_seconds() if s.started_at else 0.0
+    moving = (now - s.moving_since).total_seconds() if s.moving_since else 0.0
+    done = [o for o in s.forward_outcomes if succeeded(o) and o.original != o.target]
+    bytes_done = s.forward_saved.bytes_done + sum(o.size_bytes for o in done)
+    done_count = s.forward_saved.done + len(done)
+    eta = None
+    if s.bytes_total and bytes_done and moving > 0:
+        eta = (s.bytes_total - bytes_done) / (bytes_done / moving)
+    elif not s.bytes_total and done_count and moving > 0:
+        eta = (s.moves_total - done_count) / (done_count / moving)
+    planned = s.estimate.duration_s if s.estimate is not None else None
+    if planned is not None and s.moving_since is not None:
+        # The estimate's time left, weighed against the observed rate's as the work gets done.
+        left = max(planned - moving, 0.0)
+        done_share = bytes_done / s.bytes_total if s.bytes_total else done_count / max(s.moves_total, 1)
+        eta = left if eta is None else (1 - done_share) * left + done_share * eta
+    return dict(started_at=s.started_at, elapsed_s=round(elapsed, 1), moves_total=s.moves_total,
+                bytes_total=s.bytes_total, bytes_done=bytes_done,
+                eta_s=None if eta is None else round(max(eta, 0.0), 1))  # fmt: skip
+
+
+def _brokers(s: MigrationState) -> list[BrokerProgress]:
+    """Per broker, the moves touching it: waiting, in flight, done (of the window now running)."""
+    counts: dict[int, list[int]] = {}
+    w = s.window
+    done = [o for o in w.outcomes if succeeded(o) and o.original != o.target]
+    for column, moves in enumerate((w.waiting, w.specs(), done)):
+        for m in moves:
+            for b in sorted(set(m.original) ^ set(m.target)):
+                counts.setdefault(b, [0, 0, 0])[column] += 1
+    for b, n in w.saved.per_broker.items():
+        counts.setdefault(b, [0, 0, 0])[2] += n
+    return [BrokerProgress(broker=b, waiting=c[0], in_flight=c[1], done=c[2]) for b, c in sorted(counts.items())]
+
+
+def expected_lists(s: MigrationState) -> list[MoveSpec]:
+    """What verification checks: after a rollback, every rollback move's partition on its original list (a
+    rollback move its own stuck policy stepped back is not back); otherwise every finished move on its target, or
+    on its original list where its stuck policy stepped it back."""
+    if s.direction == "rollback":
+        return [_spec(o, o.target) for o in s.rollback_outcomes if o.final is not None or o.error is None]
+    return [_spec(o, o.original if o.rolled_back else o.target)
+            for o in s.forward_outcomes if o.error is None and o.original != o.target]  # fmt: skip
+
+
+def _spec(o: MoveOutcome, target: list[int]) -> MoveSpec:
+    return MoveSpec(topic=o.topic, partition=o.partition, original=o.original, target=target)
+
+
+def outcomes_ok(s: MigrationState) -> bool:
+    """Every move of the direction that ran last did what it was for."""
+    if s.direction == "rollback":
+        return not s.rollback_stopped and all(succeeded(o) for o in s.rollback_outcomes)
+    return s.cancel is not None or all(o.error is None for o in s.forward_outcomes)
+
+
+def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: list[str], now: datetime):
+    by_partition = lambda o: (o.topic, o.partition)  # noqa: E731
+    return MigrationResult(
+        status=s.phase.value,
+        moves=sorted(s.forward_outcomes, key=by_partition),
+        rolled_back=sorted(s.rollback_outcomes, key=by_partition),
+        skipped=s.skipped,
+        verified=not wrong and outcomes_ok(s),
+        wrong=wrong,
+        peak_in_flight=s.peak_in_flight,
+        peak_per_broker=s.peak_per_broker,
+        leaders_elected=elected,
+        not_preferred=not_preferred,
+        elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
+        moves_done=s.moves_done(),
+        unchanged=s.unchanged,
+        runs=s.runs,
+        throttle_left=s.throttle_left,
+        actions=list(s.actions),
+    )

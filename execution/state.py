@@ -1,0 +1,475 @@
+"""A migration's state machine: named phases, the transitions allowed between them, one record per move in flight,
+and operator actions applied as transitions (or refused with the reason). Pure: no Temporal, Kafka, files, clock
+or environment; the time is passed in. ``MigrationWorkflow`` runs activities and children around it, and hands this
+state whole to its next run when it continues as new.
+
+Modelled on Cruise Control's executor: ``ExecutionTask`` (a state enum with a ``VALID_TRANSFER`` table),
+``ExecutionTaskManager`` (the moves in flight) and ``ExecutionTaskPlanner`` (admission, here ``steps.admission``).
+
+    PREFLIGHT -> ESTIMATING -> RUNNING <-> PAUSED
+    RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused meanwhile
+    any phase before CLEANING_UP -> STOPPING (a cancel, a failure) -> ROLLING_BACK (revert-pending, rollback)
+    RUNNING | STOPPING | ROLLING_BACK (nothing left to do) -> CLEANING_UP -> COMPLETED | STOPPED | ROLLED_BACK | FAILED
+
+Cancel modes: ``stop`` starts nothing new and cancels every step in flight (Kafka reverts each to the list it had
+before that step); finished moves stay. ``revert-pending`` (KIP-236's cancel) does the same, then steps every move
+that was in flight back to its original list. ``rollback`` does the same for every partition the migration
+changed, finished moves included. A rollback touches only partitions this migration changed, from the list it left
+them on.
+"""
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Literal
+
+from pydantic import BaseModel
+
+from models.estimate import Estimate
+from models.migration import AuditEntry, CancelMode, MoveOutcome, OperatorAction, ThrottleState
+from models.moves import StuckPolicy
+from steps.admission import Limits, MoveSpec, admit
+
+
+class Phase(StrEnum):
+    PREFLIGHT = "preflight"
+    ESTIMATING = "estimating"
+    RUNNING = "running"
+    PAUSED = "paused"
+    DRAINING = "draining"
+    STOPPING = "stopping"
+    ROLLING_BACK = "rolling_back"
+    CLEANING_UP = "cleaning_up"
+    COMPLETED = "completed"
+    STOPPED = "stopped"
+    ROLLED_BACK = "rolled_back"
+    FAILED = "failed"
+
+
+ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED})
+# Moves start only in these phases.
+ADMITTING = frozenset({Phase.RUNNING, Phase.ROLLING_BACK})
+# A failure or a cancel leads to STOPPING from any of these.
+ACTIVE = frozenset(
+    {Phase.PREFLIGHT, Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK}
+)
+
+VALID_TRANSFER: dict[Phase, frozenset[Phase]] = {
+    # Preflight finds a problem: nothing was changed, the migration fails at once.
+    Phase.PREFLIGHT: frozenset({Phase.ESTIMATING, Phase.RUNNING, Phase.STOPPING, Phase.FAILED}),
+    Phase.ESTIMATING: frozenset({Phase.RUNNING, Phase.STOPPING, Phase.FAILED}),
+    Phase.RUNNING: frozenset({Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
+    # Paused with nothing left to start and the last move finished: the migration is done.
+    Phase.PAUSED: frozenset({Phase.RUNNING, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
+    Phase.DRAINING: frozenset({Phase.RUNNING, Phase.PAUSED, Phase.ROLLING_BACK, Phase.STOPPING}),
+    Phase.STOPPING: frozenset({Phase.ROLLING_BACK, Phase.CLEANING_UP}),
+    Phase.ROLLING_BACK: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
+    Phase.CLEANING_UP: frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED}),
+    Phase.COMPLETED: frozenset(),
+    Phase.STOPPED: frozenset(),
+    Phase.ROLLED_BACK: frozenset(),
+    Phase.FAILED: frozenset(),
+}
+
+
+class Action(StrEnum):
+    """What an operator can ask of a running migration."""
+
+    PAUSE = "pause"
+    RESUME = "resume"
+    CANCEL = "cancel"
+    SET_LIMITS = "set_limits"
+    SET_THROTTLE = "set_throttle"
+
+
+class InvalidTransition(Exception):
+    """A transition the table does not allow: a fault in the workflow, never an operator's mistake."""
+
+
+class MoveRecord(BaseModel):
+    """One move in flight: what it moves, the token of the child running it, and what that child has told."""
+
+    move: MoveSpec
+    token: str
+    # The list the child is fenced on: the list preflight saw, or the one a move handed over left the partition on.
+    expected: list[int] | None
+    started: bool = False
+    cancel_sent: bool = False
+    # As the child last reported its step: the list Kafka showed, and the step's list.
+    current: list[int] | None = None
+    step: list[int] | None = None
+    # The stuck policy applied, once the child reported its step stuck.
+    stuck: StuckPolicy | None = None
+
+    @property
+    def key(self) -> tuple[str, int]:
+        return (self.move.topic, self.move.partition)
+
+
+class Tally(BaseModel):
+    """Finished moves saved to the work folder (a large migration): counted here instead of carried."""
+
+    done: int = 0
+    bytes_done: int = 0
+    per_broker: dict[int, int] = {}
+
+    def add(self, outcome: MoveOutcome) -> None:
+        self.done += 1
+        self.bytes_done += outcome.size_bytes
+        for b in sorted(set(outcome.original) ^ set(outcome.target)):
+            self.per_broker[b] = self.per_broker.get(b, 0) + 1
+
+
+class Window(BaseModel):
+    """One direction's moves (forward, or the rollback): waiting (inline, or paged in from a file as ``cursor``
+    advances over ``count``), in flight, and finished (``outcomes``, those not saved to the work folder yet)."""
+
+    waiting: list[MoveSpec] = []
+    moves_ref: str | None = None
+    cursor: int = 0
+    count: int = 0
+    in_flight: list[MoveRecord] = []
+    outcomes: list[MoveOutcome] = []
+    saved: Tally = Tally()
+
+    def record(self, key: tuple[str, int]) -> MoveRecord | None:
+        return next((r for r in self.in_flight if r.key == key), None)
+
+    def specs(self) -> list[MoveSpec]:
+        return [r.move for r in self.in_flight]
+
+
+def succeeded(outcome: MoveOutcome) -> bool:
+    """A move that ended on its target: no error, not stepped back by its stuck policy."""
+    return outcome.error is None and not outcome.rolled_back
+
+
+def changed(outcome: MoveOutcome) -> bool:
+    """The move left its partition on another list than it found: only such partitions are rolled back."""
+    return outcome.final is not None and outcome.final != outcome.original
+
+
+class MigrationState(BaseModel):
+    """Everything a migration knows, and what its next run takes over when it continues as new."""
+
+    phase: Phase = Phase.PREFLIGHT
+    # In DRAINING: the phase the next run starts in.
+    after_drain: Phase | None = None
+    cancel: CancelMode | None = None
+    # A cancel (stop) ended the rollback before every partition was back.
+    rollback_stopped: bool = False
+    failure: str | None = None
+    direction: Literal["forward", "rollback"] = "forward"
+    limits: Limits = Limits()
+    rate: int | None = None
+    # Broker -> (leader rate, follower rate), from the estimate with auto throttle; replaced by an operator's rate.
+    broker_rates: dict[int, tuple[int, int]] = {}
+    window: Window = Window()
+    # The forward moves' outcomes once a rollback runs (the window then holds the rollback), with their tally.
+    moved: list[MoveOutcome] = []
+    moved_saved: Tally = Tally()
+    # Outcomes are saved to the work folder at each new run (a plan by reference) rather than carried.
+    large: bool = False
+    # Partitions a rollback left alone: none of their original replicas in sync (KIP-236), or not this
+    # migration's to revert (it never changed them, or someone else changed them since), each with the reason.
+    skipped: list[str] = []
+    throttle: ThrottleState = ThrottleState(brokers=[], topics=[])
+    # Brokers that were down when the throttle was removed.
+    throttle_left: list[int] = []
+    actions: list[AuditEntry] = []
+    peak_in_flight: int = 0
+    peak_per_broker: int = 0
+    launches: int = 0
+    runs: int = 1
+    started_at: datetime | None = None
+    moving_since: datetime | None = None
+    moves_total: int = 0
+    bytes_total: int = 0
+    unchanged: int = 0
+    min_insync: dict[str, int] = {}
+    estimate: Estimate | None = None
+
+    # -- transitions ------------------------------------------------------------------------------------------
+
+    def to(self, phase: Phase) -> None:
+        if phase not in VALID_TRANSFER[self.phase]:
+            raise InvalidTransition(f"a migration cannot go from {self.phase} to {phase}")
+        self.phase = phase
+
+    @property
+    def paused(self) -> bool:
+        return self.phase == Phase.PAUSED or (self.phase == Phase.DRAINING and self.after_drain == Phase.PAUSED)
+
+    def preflight_done(self, estimating: bool) -> None:
+        """Preflight passed: estimate, or start moving (unless a cancel came meanwhile)."""
+        if self.phase == Phase.PREFLIGHT:
+            self.to(Phase.ESTIMATING if estimating else Phase.RUNNING)
+
+    def estimate_done(self) -> None:
+        if self.phase == Phase.ESTIMATING:
+            self.to(Phase.RUNNING)
+
+    def fail(self, reason: str) -> None:
+        """Something the migration cannot go on with: it stops (steps in flight undone), cleans up and fails.
+        The first reason is the one reported. Before any move started, nothing needs undoing: it fails at once."""
+        self.failure = self.failure or reason
+        if self.phase in (Phase.PREFLIGHT, Phase.ESTIMATING) and self.launches == 0:
+            self.to(Phase.FAILED)
+        elif self.phase in ACTIVE and self.phase != Phase.STOPPING:
+            self._stop("stop")
+        elif self.phase == Phase.STOPPING:
+            self.cancel = "stop"
+
+    def _stop(self, mode: CancelMode) -> None:
+        if self.direction == "rollback":
+            self.rollback_stopped = True
+        self.to(Phase.STOPPING)
+        self.cancel = mode
+        self.after_drain = None
+        self.window.waiting = []
+
+    # -- operator actions -------------------------------------------------------------------------------------
+
+    def refusal(self, action: Action, mode: CancelMode | None = None) -> str | None:
+        """Why ``action`` is not allowed now, or None if it is."""
+        p = self.phase
+        if p in ENDED:
+            return f"the migration has ended ({p})"
+        if p == Phase.CLEANING_UP:
+            return "the migration is cleaning up (leaders, throttle, verification); it takes no more actions"
+        if action == Action.PAUSE:
+            if self.paused:
+                return "the migration is already paused"
+            if p in (Phase.PREFLIGHT, Phase.ESTIMATING):
+                return f"no move has started yet ({p}); cancel it instead, or pause once it runs"
+            if p == Phase.STOPPING:
+                return f"the migration is stopping (cancel {self.cancel}); there is nothing to pause"
+            if p == Phase.ROLLING_BACK or self.after_drain == Phase.ROLLING_BACK:
+                return "a rollback is not paused; lower its limits, or cancel with mode stop to end it"
+            return None
+        if action == Action.RESUME:
+            return None if self.paused else "the migration is not paused"
+        if action == Action.CANCEL:
+            if p == Phase.STOPPING and self.cancel == mode:
+                return f"a cancel with mode {mode} is already under way"
+            if p == Phase.ROLLING_BACK or (p == Phase.DRAINING and self.after_drain == Phase.ROLLING_BACK):
+                return None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
+            if p == Phase.STOPPING and self.direction == "rollback":
+                return "the rollback is already being stopped"
+            return None
+        return None
+
+    def apply(self, action: Action, request: OperatorAction, now: datetime, *, mode: CancelMode | None = None,
+              limits: Limits | None = None, rate: int | None = None, detail: str = "") -> AuditEntry:  # fmt: skip
+        """Apply an allowed action (``refusal`` returned None) and record it in the audit."""
+        reason = self.refusal(action, mode)
+        if reason is not None:
+            raise InvalidTransition(reason)
+        if action == Action.PAUSE:
+            if self.phase == Phase.DRAINING:
+                self.after_drain = Phase.PAUSED
+            else:
+                self.to(Phase.PAUSED)
+        elif action == Action.RESUME:
+            if self.phase == Phase.DRAINING:
+                self.after_drain = Phase.RUNNING
+            else:
+                self.to(Phase.RUNNING)
+        elif action == Action.CANCEL:
+            assert mode is not None
+            if self.phase == Phase.STOPPING:
+                self.cancel = mode
+            else:
+                self._stop(mode)
+        elif action == Action.SET_LIMITS:
+            assert limits is not None
+            self.limits = limits
+        elif action == Action.SET_THROTTLE:
+            self.rate = rate
+            # An operator's rate (or none) replaces the estimate's per-broker rates.
+            self.broker_rates = {}
+        return self._audit(action.value, request, now, detail)
+
+    def refuse(self, name: str, actor: str, reason: str, now: datetime, why: str) -> AuditEntry:
+        """Record an action that was not applied, with the reason (a signal has no caller to answer)."""
+        entry = AuditEntry(at=now, action=name, actor=actor, reason=reason, refused=why)
+        self.actions.append(entry)
+        return entry
+
+    def note(self, name: str, actor: str, reason: str, now: datetime, detail: str = "") -> AuditEntry:
+        """Record what Drover itself did or saw (a stuck move, a cancellation from Temporal)."""
+        return self._audit(name, OperatorAction(actor=actor, reason=reason), now, detail)
+
+    def _audit(self, name: str, request: OperatorAction, now: datetime, detail: str) -> AuditEntry:
+        entry = AuditEntry(at=now, action=name, actor=request.actor, reason=request.reason, detail=detail)
+        self.actions.append(entry)
+        return entry
+
+    # -- the window -------------------------------------------------------------------------------------------
+
+    def more_to_page(self) -> bool:
+        w = self.window
+        return w.moves_ref is not None and w.cursor < w.count and self.phase != Phase.STOPPING
+
+    def window_empty(self) -> bool:
+        return not self.window.waiting and not self.window.in_flight and not self.more_to_page()
+
+    def admit(self, replicas_per_step: int) -> list[MoveRecord]:
+        """The moves to start now, under the limits; each gets a record with a new token."""
+        if self.phase not in ADMITTING:
+            return []
+        w = self.window
+        started = admit(w.waiting, w.specs(), self.limits, replicas_per_step)
+        records = []
+        for m in started:
+            self.launches += 1
+            records.append(MoveRecord(move=m, token=str(self.launches), expected=m.expected or m.original))
+        keys = {(m.topic, m.partition) for m in started}
+        w.waiting = [m for m in w.waiting if (m.topic, m.partition) not in keys]
+        w.in_flight = [*w.in_flight, *records]
+        self._note_peaks()
+        return records
+
+    def _note_peaks(self) -> None:
+        per_broker: dict[int, int] = {}
+        for m in self.window.specs():
+            for b in m.brokers:
+                per_broker[b] = per_broker.get(b, 0) + 1
+        self.peak_in_flight = max(self.peak_in_flight, len(self.window.in_flight))
+        self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
+
+    def child_started(self, key: tuple[str, int], token: str) -> None:
+        r = self.window.record(key)
+        if r is not None and r.token == token:
+            r.started = True
+
+    def cancels_due(self) -> list[MoveRecord]:
+        """Children to ask to cancel now, each once and only once it has started: every move in flight while
+        stopping; while draining, the moves stuck under policy wait (handed over to the next run, see ``finish``)."""
+        due = []
+        for r in self.window.in_flight:
+            stopping = self.phase == Phase.STOPPING
+            handing_over = self.phase == Phase.DRAINING and r.stuck == "wait"
+            if r.started and not r.cancel_sent and (stopping or handing_over):
+                r.cancel_sent = True
+                due.append(r)
+        return due
+
+    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int]) -> None:
+        r = self.window.record(key)
+        if r is not None and r.token == token:
+            r.current, r.step = current, step
+
+    def stuck_reported(self, key: tuple[str, int], token: str, policy: StuckPolicy) -> bool:
+        r = self.window.record(key)
+        if r is None or r.token != token:
+            return False
+        r.stuck = policy
+        return True
+
+    def finish(self, key: tuple[str, int], token: str, outcome: MoveOutcome) -> bool:
+        """A child's report of how its move ended. Only the report of the child now in flight for that partition
+        counts, once. A move stuck under policy wait that was cancelled to let the migration continue as new goes
+        back to the front of the queue, fenced on the list it was left on; a move stuck under policy fail stops
+        the migration."""
+        w = self.window
+        r = w.record(key)
+        if r is None or r.token != token:
+            return False
+        w.in_flight = [x for x in w.in_flight if x is not r]
+        if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == "cancelled":
+            left_on = outcome.final or r.expected or r.move.original
+            w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]
+            return True
+        w.outcomes = [*w.outcomes, outcome]
+        if outcome.error_type == "Stuck":
+            self.fail(f"stopped: {outcome.error}")
+        return True
+
+    def drain_if_due(self, finished_this_run: int, every: int, suggested: bool) -> bool:
+        """Enter DRAINING when a new run is due (and there is more to start): nothing new starts, the moves in
+        flight finish in this run, then the migration continues as new."""
+        if self.phase not in (Phase.RUNNING, Phase.PAUSED, Phase.ROLLING_BACK):
+            return False
+        if not (self.window.waiting or self.more_to_page()):
+            return False
+        if finished_this_run < every and not suggested:
+            return False
+        self.after_drain = self.phase
+        self.to(Phase.DRAINING)
+        return True
+
+    def handed_over(self) -> None:
+        """The next run starts where the last one drained from."""
+        assert self.phase == Phase.DRAINING and self.after_drain is not None
+        self.to(self.after_drain)
+        self.after_drain = None
+        self.runs += 1
+
+    def take_saved(self) -> list[MoveOutcome]:
+        """For a large migration continuing as new: the outcomes to save to the work folder. They leave the state
+        (counted in the tally), except the failed ones, which the result lists."""
+        w = self.window
+        for o in w.outcomes:
+            if succeeded(o) and o.original != o.target:
+                w.saved.add(o)
+        saved, w.outcomes = w.outcomes, [o for o in w.outcomes if not succeeded(o)]
+        return saved
+
+    def rollback_wanted(self) -> bool:
+        """Stopped, with nothing in flight: does the cancel mode ask for partitions to be stepped back?"""
+        return (
+            self.phase == Phase.STOPPING
+            and self.direction == "forward"
+            and self.cancel in ("revert-pending", "rollback")
+            and self.launches > 0
+        )
+
+    def rollback_planned(self, moves: list[MoveSpec], moves_ref: str | None, count: int, skipped: list[str]) -> None:
+        """The rollback's moves are known: run them (unless the cancel was changed to stop meanwhile)."""
+        self.skipped = skipped
+        if not self.rollback_wanted():
+            return
+        self.moved, self.moved_saved = self.window.outcomes, self.window.saved
+        self.window = Window(waiting=moves, moves_ref=moves_ref, count=count)
+        self.direction = "rollback"
+        self.to(Phase.ROLLING_BACK)
+
+    def clean_up(self) -> None:
+        """Nothing is in flight and nothing is left to start."""
+        assert not self.window.in_flight
+        self.to(Phase.CLEANING_UP)
+
+    def end(self) -> Phase:
+        if self.failure is not None:
+            ended = Phase.FAILED
+        elif self.cancel is None:
+            ended = Phase.COMPLETED
+        elif self.direction == "rollback" and not self.rollback_stopped:
+            ended = Phase.ROLLED_BACK
+        else:
+            ended = Phase.STOPPED
+        self.to(ended)
+        return ended
+
+    # -- what progress and the result read ------------------------------------------------------------------
+
+    @property
+    def forward_outcomes(self) -> list[MoveOutcome]:
+        return self.moved if self.direction == "rollback" else self.window.outcomes
+
+    @property
+    def forward_saved(self) -> Tally:
+        return self.moved_saved if self.direction == "rollback" else self.window.saved
+
+    @property
+    def rollback_outcomes(self) -> list[MoveOutcome]:
+        return self.window.outcomes if self.direction == "rollback" else []
+
+    def moves_done(self) -> int:
+        """Forward moves finished on their target: those saved by earlier runs and those carried."""
+        done = self.forward_saved.done
+        return done + sum(1 for o in self.forward_outcomes if succeeded(o) and o.original != o.target)
+
+    def waiting_count(self) -> int:
+        w = self.window
+        return len(w.waiting) + (w.count - w.cursor if self.more_to_page() else 0)

@@ -1,0 +1,304 @@
+"""The migration's state machine: every phase x operator action, the transitions table, the window's bookkeeping."""
+
+from datetime import UTC, datetime
+
+import pytest
+
+from execution import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
+from models.migration import MoveOutcome, OperatorAction
+from steps.admission import Limits, MoveSpec
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+WHO = OperatorAction(actor="ana", reason="test")
+
+# Every phase an operator can meet, with the variants that answer differently.
+STATES = {
+    "preflight": dict(phase=Phase.PREFLIGHT),
+    "estimating": dict(phase=Phase.ESTIMATING),
+    "running": dict(phase=Phase.RUNNING),
+    "paused": dict(phase=Phase.PAUSED),
+    "draining": dict(phase=Phase.DRAINING, after_drain=Phase.RUNNING),
+    "draining-paused": dict(phase=Phase.DRAINING, after_drain=Phase.PAUSED),
+    "draining-rollback": dict(phase=Phase.DRAINING, after_drain=Phase.ROLLING_BACK, direction="rollback"),
+    "stopping-stop": dict(phase=Phase.STOPPING, cancel="stop"),
+    "stopping-rollback": dict(phase=Phase.STOPPING, cancel="rollback"),
+    "stopping-the-rollback": dict(phase=Phase.STOPPING, cancel="stop", direction="rollback", rollback_stopped=True),
+    "rolling_back": dict(phase=Phase.ROLLING_BACK, cancel="rollback", direction="rollback"),
+    "cleaning_up": dict(phase=Phase.CLEANING_UP),
+    "completed": dict(phase=Phase.COMPLETED),
+    "stopped": dict(phase=Phase.STOPPED),
+    "rolled_back": dict(phase=Phase.ROLLED_BACK),
+    "failed": dict(phase=Phase.FAILED),
+}
+
+ACTIONS = {
+    "pause": (Action.PAUSE, None),
+    "resume": (Action.RESUME, None),
+    "cancel-stop": (Action.CANCEL, "stop"),
+    "cancel-revert-pending": (Action.CANCEL, "revert-pending"),
+    "cancel-rollback": (Action.CANCEL, "rollback"),
+    "set_limits": (Action.SET_LIMITS, None),
+    "set_throttle": (Action.SET_THROTTLE, None),
+}
+
+ENDED_NOTE = "has ended"
+CLEANING = "cleaning up"
+# (state, action) -> the phase after it (and, for a cancel, the mode in force), or the refusal's words.
+EXPECTED: dict[tuple[str, str], tuple[str, object]] = {}
+
+
+def expect(state: str, **answers: tuple[str, object]) -> None:
+    for action, answer in answers.items():
+        EXPECTED[(state, action.replace("_rp", "-revert-pending").replace("__", "-"))] = answer
+
+
+ok, no = "ok", "refused"
+CANCELS = dict(cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
+               cancel__rollback=(ok, (Phase.STOPPING, "rollback")))  # fmt: skip
+for before in ("preflight", "estimating"):
+    expect(before, pause=(no, "no move has started yet"), resume=(no, "not paused"), **CANCELS,
+           set_limits=(ok, Phase[before.upper()]), set_throttle=(ok, Phase[before.upper()]))  # fmt: skip
+expect("running", pause=(ok, Phase.PAUSED), resume=(no, "not paused"), **CANCELS, set_limits=(ok, Phase.RUNNING),
+       set_throttle=(ok, Phase.RUNNING))  # fmt: skip
+expect("paused", pause=(no, "already paused"), resume=(ok, Phase.RUNNING), **CANCELS, set_limits=(ok, Phase.PAUSED),
+       set_throttle=(ok, Phase.PAUSED))  # fmt: skip
+expect("draining", pause=(ok, (Phase.DRAINING, Phase.PAUSED)), resume=(no, "not paused"), **CANCELS,
+       set_limits=(ok, Phase.DRAINING), set_throttle=(ok, Phase.DRAINING))  # fmt: skip
+expect("draining-paused", pause=(no, "already paused"), resume=(ok, (Phase.DRAINING, Phase.RUNNING)), **CANCELS,
+       set_limits=(ok, Phase.DRAINING), set_throttle=(ok, Phase.DRAINING))  # fmt: skip
+expect("draining-rollback", pause=(no, "a rollback is not paused"), resume=(no, "not paused"),
+       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(no, "already rolling back"),
+       cancel__rollback=(no, "already rolling back"), set_limits=(ok, Phase.DRAINING),
+       set_throttle=(ok, Phase.DRAINING))  # fmt: skip
+expect("stopping-stop", pause=(no, "stopping"), resume=(no, "not paused"), cancel__stop=(no, "already under way"),
+       cancel_rp=(ok, (Phase.STOPPING, "revert-pending")), cancel__rollback=(ok, (Phase.STOPPING, "rollback")),
+       set_limits=(ok, Phase.STOPPING), set_throttle=(ok, Phase.STOPPING))  # fmt: skip
+# A stop sent while the rollback is being planned is honoured: nothing is rolled back.
+expect("stopping-rollback", pause=(no, "stopping"), resume=(no, "not paused"),
+       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
+       cancel__rollback=(no, "already under way"), set_limits=(ok, Phase.STOPPING),
+       set_throttle=(ok, Phase.STOPPING))  # fmt: skip
+expect("stopping-the-rollback", pause=(no, "stopping"), resume=(no, "not paused"),
+       cancel__stop=(no, "already under way"), cancel_rp=(no, "already being stopped"),
+       cancel__rollback=(no, "already being stopped"), set_limits=(ok, Phase.STOPPING),
+       set_throttle=(ok, Phase.STOPPING))  # fmt: skip
+expect("rolling_back", pause=(no, "a rollback is not paused"), resume=(no, "not paused"),
+       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(no, "already rolling back"),
+       cancel__rollback=(no, "already rolling back"), set_limits=(ok, Phase.ROLLING_BACK),
+       set_throttle=(ok, Phase.ROLLING_BACK))  # fmt: skip
+for after in ("cleaning_up", "completed", "stopped", "rolled_back", "failed"):
+    words = CLEANING if after == "cleaning_up" else ENDED_NOTE
+    expect(after, **{a.replace("-", "__").replace("__revert__pending", "_rp"): (no, words) for a in ACTIONS})
+
+
+def test_the_table_covers_every_phase_and_action():
+    assert {(s, a) for s in STATES for a in ACTIONS} == set(EXPECTED)
+    assert {STATES[s]["phase"] for s in STATES} == set(Phase)
+
+
+def state(name: str) -> MigrationState:
+    return MigrationState(**STATES[name])
+
+
+@pytest.mark.parametrize("name", list(STATES))
+@pytest.mark.parametrize("action", list(ACTIONS))
+def test_every_phase_answers_every_action(name, action):
+    kind, mode = ACTIONS[action]
+    answer, detail = EXPECTED[(name, action)]
+    s = state(name)
+    why = s.refusal(kind, mode)
+    if answer == "refused":
+        assert why is not None and detail in why
+        with pytest.raises(InvalidTransition):
+            s.apply(kind, WHO, NOW, mode=mode, limits=Limits(), rate=1)
+        return
+    assert why is None
+    before = len(s.actions)
+    s.apply(kind, WHO, NOW, mode=mode, limits=Limits(max_partitions=7), rate=42)
+    assert len(s.actions) == before + 1 and s.actions[-1].action == kind.value and s.actions[-1].actor == "ana"
+    if isinstance(detail, tuple) and kind == Action.CANCEL:
+        assert (s.phase, s.cancel) == detail
+        assert s.window.waiting == []
+    elif isinstance(detail, tuple):
+        assert (s.phase, s.after_drain) == detail
+    else:
+        assert s.phase == detail
+    if kind == Action.SET_LIMITS:
+        assert s.limits.max_partitions == 7
+    if kind == Action.SET_THROTTLE:
+        assert s.rate == 42 and s.broker_rates == {}
+
+
+def test_only_the_table_s_transitions_are_allowed():
+    for start in Phase:
+        for goal in Phase:
+            s = MigrationState(phase=start)
+            if goal in VALID_TRANSFER[start]:
+                s.to(goal)
+                assert s.phase == goal
+            else:
+                with pytest.raises(InvalidTransition):
+                    s.to(goal)
+    assert all(not VALID_TRANSFER[p] for p in ENDED)
+
+
+def spec(p: int, original=(1, 2), target=(1, 3)) -> MoveSpec:
+    return MoveSpec(topic="t", partition=p, original=list(original), target=list(target), size_bytes=10 * (p + 1))
+
+
+def outcome(m: MoveSpec, **kw) -> MoveOutcome:
+    return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target,
+                       final=kw.pop("final", m.target), size_bytes=m.size_bytes, **kw)  # fmt: skip
+
+
+def running(n: int, **kw) -> MigrationState:
+    s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=2, max_per_broker=5), **kw)
+    s.window.waiting = [spec(p) for p in range(n)]
+    return s
+
+
+def test_admission_gives_each_move_a_record_and_a_new_token():
+    s = running(3)
+    first = s.admit(replicas_per_step=1)
+    assert [r.key for r in first] == [("t", 0), ("t", 1)] and [r.token for r in first] == ["1", "2"]
+    assert [r.expected for r in first] == [[1, 2], [1, 2]]
+    assert s.admit(1) == [] and len(s.window.waiting) == 1 and s.peak_in_flight == 2
+    s.to(Phase.PAUSED)
+    assert s.admit(1) == []
+
+
+def test_only_the_report_of_the_child_in_flight_counts_and_only_once():
+    s = running(1)
+    (r,) = s.admit(1)
+    assert not s.finish(r.key, "99", outcome(r.move))
+    assert s.finish(r.key, r.token, outcome(r.move))
+    assert not s.finish(r.key, r.token, outcome(r.move))
+    assert s.moves_done() == 1 and s.window_empty()
+
+
+def test_children_are_cancelled_once_each_and_only_once_started():
+    s = running(2)
+    a, b = s.admit(1)
+    s.child_started(a.key, a.token)
+    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    assert [r.key for r in s.cancels_due()] == [a.key]
+    assert s.cancels_due() == []
+    s.child_started(b.key, b.token)
+    assert [r.key for r in s.cancels_due()] == [b.key]
+
+
+def test_a_stuck_move_under_policy_fail_stops_the_migration_and_it_ends_failed():
+    s = running(2)
+    a, b = s.admit(1)
+    s.finish(a.key, a.token, outcome(a.move, error="stuck", error_type="Stuck", final=a.move.original))
+    assert s.phase == Phase.STOPPING and s.cancel == "stop" and s.failure == "stopped: stuck"
+    s.finish(b.key, b.token, outcome(b.move, error="cancelled"))
+    assert s.window_empty() and not s.rollback_wanted()
+    s.clean_up()
+    assert s.end() == Phase.FAILED
+
+
+def test_draining_hands_stuck_waiting_moves_over_to_the_next_run():
+    s = running(4)
+    a, b = s.admit(1)
+    s.child_started(a.key, a.token)
+    s.child_started(b.key, b.token)
+    assert s.stuck_reported(a.key, a.token, "wait") and not s.stuck_reported(a.key, "7", "wait")
+    assert s.drain_if_due(finished_this_run=5, every=5, suggested=False)
+    assert s.phase == Phase.DRAINING and s.after_drain == Phase.RUNNING
+    # The stuck one is cancelled so the drain does not wait for it; the other finishes on its own.
+    assert [r.key for r in s.cancels_due()] == [a.key]
+    s.finish(b.key, b.token, outcome(b.move))
+    s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 2, 3]))
+    assert not s.window.in_flight and s.window.waiting[0].partition == 0
+    assert s.window.waiting[0].expected == [1, 2, 3] and s.window.waiting[0].original == [1, 2]
+    carried = MigrationState.model_validate(s.model_dump(mode="json"))
+    carried.handed_over()
+    assert carried.phase == Phase.RUNNING and carried.runs == 2
+    (again, *_) = carried.admit(1)
+    assert again.key == a.key and again.expected == [1, 2, 3]
+
+
+def test_a_pause_while_draining_carries_over():
+    s = running(3)
+    s.admit(1)
+    s.drain_if_due(1, 1, suggested=False)
+    s.apply(Action.PAUSE, WHO, NOW)
+    carried = MigrationState.model_validate(s.model_dump(mode="json"))
+    carried.handed_over()
+    assert carried.phase == Phase.PAUSED and carried.paused
+
+
+def test_a_cancel_while_draining_is_in_the_carry_and_not_lost():
+    s = running(3)
+    s.admit(1)
+    s.drain_if_due(1, 1, suggested=False)
+    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    assert s.phase == Phase.STOPPING and s.window.waiting == []
+    assert MigrationState.model_validate(s.model_dump(mode="json")).cancel == "rollback"
+
+
+def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
+    s = running(2)
+    a, b = s.admit(1)
+    s.finish(a.key, a.token, outcome(a.move))
+    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.finish(b.key, b.token, outcome(b.move, error="cancelled", final=[1, 2]))
+    assert s.window_empty() and s.rollback_wanted()
+    back = MoveSpec(topic="t", partition=0, original=[1, 3], target=[1, 2], expected=[1, 3])
+    s.rollback_planned([back], None, 1, skipped=["t-1: ..."])
+    assert s.phase == Phase.ROLLING_BACK and s.direction == "rollback" and s.moves_done() == 1
+    (r,) = s.admit(1)
+    assert r.expected == [1, 3]
+    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    assert s.phase == Phase.STOPPING and s.rollback_stopped
+    s.finish(r.key, r.token, outcome(r.move, error="cancelled", final=[1, 3]))
+    assert not s.rollback_wanted()
+    s.clean_up()
+    assert s.end() == Phase.STOPPED
+
+
+def test_a_stop_while_the_rollback_is_planned_is_honoured():
+    s = running(1)
+    (a,) = s.admit(1)
+    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
+    assert s.rollback_wanted()
+    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    s.rollback_planned([spec(0, (1, 3), (1, 2))], None, 1, skipped=[])
+    assert s.phase == Phase.STOPPING and s.direction == "forward"
+    s.clean_up()
+    assert s.end() == Phase.STOPPED
+
+
+def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
+    s = running(1)
+    (a,) = s.admit(1)
+    s.apply(Action.CANCEL, WHO, NOW, mode="revert-pending")
+    s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
+    s.rollback_planned([], None, 0, skipped=[])
+    assert s.phase == Phase.ROLLING_BACK and s.window_empty()
+    s.clean_up()
+    assert s.end() == Phase.ROLLED_BACK
+    done = running(1)
+    (m,) = done.admit(1)
+    done.finish(m.key, m.token, outcome(m.move))
+    done.clean_up()
+    assert done.end() == Phase.COMPLETED
+
+
+def test_a_failure_before_any_move_fails_at_once():
+    s = MigrationState(phase=Phase.PREFLIGHT)
+    s.fail("bad plan")
+    assert s.phase == Phase.FAILED and s.failure == "bad plan"
+
+
+def test_a_large_migration_saves_finished_moves_and_keeps_the_failed():
+    s = running(3, large=True)
+    a, b = s.admit(1)
+    s.finish(a.key, a.token, outcome(a.move))
+    s.finish(b.key, b.token, outcome(b.move, error="boom"))
+    saved = s.take_saved()
+    assert len(saved) == 2 and [o.partition for o in s.window.outcomes] == [1]
+    assert s.window.saved.done == 1 and s.window.saved.bytes_done == 10 and s.moves_done() == 1
+    assert s.window.saved.per_broker == {2: 1, 3: 1}
