@@ -35,7 +35,7 @@ def activities_for(admin: KafkaAdmin, work_dir: Path | None = None) -> list:
     kafka, migration, estimate = KafkaActivities(admin), MigrationActivities(admin, work_dir), EstimateActivities(admin, work_dir)
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
-        kafka.elect_leader, kafka.cancel_step, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
+        kafka.elect_leader, kafka.cancel_step, kafka.wait_online, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
         migration.elect_leaders, migration.read_moves, migration.save_outcomes, migration.plan_rollback,
         estimate.estimate,
     ]  # fmt: skip

@@ -149,6 +149,19 @@ class KafkaActivities:
             time.sleep(POLL_MIN_S)
         return self._partition(req.ref)
 
+    @activity.defn(name="wait_online")
+    def wait_online(self, tp: TopicPartition) -> PartitionState:
+        """Wait (heartbeating) until the partition has a replica in sync again: an offline partition is never
+        stepped."""
+        delay = POLL_MIN_S
+        while True:
+            state = self._partition(tp)
+            if not state.offline:
+                return state
+            activity.heartbeat(state.model_dump())
+            time.sleep(delay)
+            delay = min(5.0, delay * 2)
+
     @activity.defn(name="elect_leader")
     def elect_leader(self, tp: TopicPartition) -> PartitionState:
         """Elect the preferred leader and wait until Kafka reports it leading."""

@@ -30,6 +30,7 @@ from models.migration import (
     VerifyRequest,
 )
 from models.plan import PartitionReplicas
+from models.units import human_bytes
 from models import TopicPartition
 from steps.admission import MoveSpec, ordered
 from steps.throttle import (
@@ -74,10 +75,15 @@ class MigrationActivities:
                 raise _preflight_error([str(e)]) from None
             if not moves:
                 raise _preflight_error([f"plan file {req.plan_ref} moves nothing"])
-        specs, min_insync = self._check(moves)
+        specs, min_insync, offline = self._check(moves, req.disk_margin)
+        skipped = []
+        if req.offline == "skip":
+            skipped = [f"{m.topic}-{m.partition}: offline (no replica in sync); not moved" for m in specs
+                       if (m.topic, m.partition) in offline and m.original != m.target]  # fmt: skip
+            specs = [m for m in specs if (m.topic, m.partition) not in offline]
         moving = ordered([m for m in specs if m.original != m.target], req.order)
         result = PreflightResult(count=len(moving), bytes_total=sum(m.size_bytes for m in moving),
-                                 unchanged=len(specs) - len(moving), min_insync=min_insync)  # fmt: skip
+                                 unchanged=len(specs) - len(moving), min_insync=min_insync, skipped=skipped)  # fmt: skip
         if req.plan_ref is None and len(moving) <= INLINE_MOVES:
             return result.model_copy(update={"moves": moving})
         path = ledger.write_moves(ledger.migration_dir(self.work_dir, req.migration_id), moving)
@@ -141,7 +147,11 @@ class MigrationActivities:
         path = ledger.write_moves(self._folder(req.migration_id, rollback=True), back)
         return RollbackPlan(moves_ref=str(path), count=len(back), skipped=skipped)
 
-    def _check(self, moves: list[PartitionReplicas]) -> tuple[list[MoveSpec], dict[str, int]]:
+    def _check(
+        self, moves: list[PartitionReplicas], disk_margin: float
+    ) -> tuple[list[MoveSpec], dict[str, int], set[tuple[str, int]]]:
+        """Every problem the plan has on this cluster, or the moves as it will run them, the topics'
+        min.insync.replicas and the partitions that are offline (no replica in sync)."""
         cluster = self.admin.describe_cluster()
         alive = set(cluster.broker_ids)
         topics = sorted({m.topic for m in moves})
@@ -169,22 +179,58 @@ class MigrationActivities:
         min_insync = {
             t: int(c.get("min.insync.replicas", "1")) for t, c in self.admin.describe_topic_configs(topics).items()
         }
+        for m in moves:
+            if len(m.replicas) < min_insync[m.topic]:
+                problems.append(
+                    f"{m.topic}-{m.partition}: its target has {len(m.replicas)} replica(s), fewer than the topic's "
+                    f"min.insync.replicas {min_insync[m.topic]} (producers with acks=all would be refused)"
+                )  # fmt: skip
         sizes: dict[tuple[str, int], int] = {}
         for r in self.admin.describe_log_dirs():
             key = (r.topic, r.partition)
             if key in states and r.broker == states[key].leader:
                 sizes[key] = r.size_bytes
-        specs = []
+        specs, offline = [], set()
         for m in moves:
             state = states[(m.topic, m.partition)]
-            urgent = len(state.isr) < len(state.replicas) or len(state.isr) <= min_insync[m.topic]
+            down = state.offline
+            if down:
+                offline.add((m.topic, m.partition))
+            # Under-replicated or at its min.insync.replicas (and still online): moving it first shortens the time
+            # at risk. An offline partition is never urgent: it cannot be stepped until a replica is in sync again.
+            urgent = not down and (len(state.isr) < len(state.replicas) or len(state.isr) <= min_insync[m.topic])
             specs.append(
                 MoveSpec(
                     topic=m.topic, partition=m.partition, original=state.replicas, target=m.replicas,
                     size_bytes=sizes.get((m.topic, m.partition), 0), urgent=urgent and len(state.replicas) > 1,
                 )  # fmt: skip
             )
-        return specs, min_insync
+        problems += self._disk_problems([s for s in specs if s.original != s.target], disk_margin)
+        if problems:
+            raise _preflight_error(problems)
+        return specs, min_insync, offline
+
+    def _disk_problems(self, moving: list[MoveSpec], margin: float) -> list[str]:
+        """A destination broker holds its new replicas beside the old ones until each move ends: it needs room for
+        every replica it receives (what it gives up is not counted on), with ``margin`` of its disk left free."""
+        incoming: dict[int, int] = {}
+        for m in moving:
+            for b in set(m.target) - set(m.original):
+                incoming[b] = incoming.get(b, 0) + m.size_bytes
+        if not incoming:
+            return []
+        problems = []
+        for disk in self.admin.describe_disks(sorted(incoming)):
+            need = incoming.get(disk.broker, 0)
+            if disk.total_bytes is None or disk.usable_bytes is None or not need:
+                continue
+            room = disk.usable_bytes - margin * disk.total_bytes
+            if need > room:
+                problems.append(
+                    f"broker {disk.broker} would receive {human_bytes(need)} but has {human_bytes(disk.usable_bytes)} "
+                    f"free of {human_bytes(disk.total_bytes)}, {margin:.0%} of which must stay free"
+                )  # fmt: skip
+        return problems
 
     @activity.defn(name="set_throttle")
     def set_throttle(self, req: ThrottleRequest) -> ThrottleState:
@@ -195,6 +241,7 @@ class MigrationActivities:
         live = set(self.admin.describe_cluster().broker_ids)
         brokers = [b for b in throttled_brokers(req.in_flight) if b in live]
         for topic, configs in lists.items():
+            activity.heartbeat(topic)
             follower = configs[FOLLOWER_REPLICAS]
             self.admin.alter_topic_config(
                 topic,
@@ -202,6 +249,7 @@ class MigrationActivities:
                 delete=[] if follower else [FOLLOWER_REPLICAS],
             )
         for broker in brokers:
+            activity.heartbeat(broker)
             leader, follower = req.broker_rates.get(broker, (req.rate_bytes_per_s, req.rate_bytes_per_s))
             self.admin.alter_broker_config(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)})
         left = self._clear(

@@ -13,6 +13,7 @@ import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
+    OffsetSpec,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
@@ -28,7 +29,7 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
-from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
+from models import BrokerDisk, BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 from settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -256,10 +257,24 @@ class KafkaAdmin:
         if failed:
             raise KafkaAdminError("preferred leader election failed: " + "; ".join(failed))
 
+    def log_offsets(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, log end offset) of each partition, as its leader reports them (ListOffsets)."""
+        tps = [CkTopicPartition(p.topic, p.partition) for p in sorted(partitions, key=lambda p: (p.topic, p.partition))]
+        if not tps:
+            return {}
+        ends: dict[str, dict[tuple[str, int], int]] = {}
+        for name, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
+            futures = self._ck.list_offsets({tp: spec for tp in tps})
+            ends[name] = {(tp.topic, tp.partition): self._wait(f, f"list offsets of {tp.topic}-{tp.partition}").offset
+                          for tp, f in futures.items()}  # fmt: skip
+        return {key: (ends["start"][key], ends["end"][key]) for key in sorted(ends["end"])}
+
     # -- log dirs ----------------------------------------------------------------------------------------------
 
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
-        """Size on disk of every partition replica on ``brokers`` (all brokers when None)."""
+        """Size on disk of every partition replica on ``brokers`` (every live broker when None)."""
+        # A broker that is down is not asked: it would only fail the call.
+        brokers = self.describe_cluster().broker_ids if brokers is None else brokers
         with self._kp_lock:
             try:
                 answer = self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
@@ -280,6 +295,23 @@ class KafkaAdmin:
             for p in topic["partitions"]
         ]
         return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
+
+    def describe_disks(self, brokers: Iterable[int] | None = None) -> list[BrokerDisk]:
+        """Total and usable bytes per broker, its log dirs added up (DescribeLogDirs v4+, Kafka 3.3+)."""
+        with self._kp_lock:
+            try:
+                answer = self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"describe log dirs failed: {e}") from e
+        disks = []
+        for entry in answer:
+            dirs = entry["log_dirs"]
+            total = [d.get("total_bytes", -1) for d in dirs]
+            usable = [d.get("usable_bytes", -1) for d in dirs]
+            known = dirs and all(v >= 0 for v in total + usable)
+            disks.append(BrokerDisk(broker=entry["broker"], total_bytes=sum(total) if known else None,
+                                    usable_bytes=sum(usable) if known else None))  # fmt: skip
+        return sorted(disks, key=lambda d: d.broker)
 
     # -- configs -----------------------------------------------------------------------------------------------
 

@@ -1,9 +1,22 @@
-"""The Temporal client, always with the pydantic data converter."""
+"""The Temporal client, always with the pydantic data converter, and patience while Temporal restarts."""
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import FailureError
+from temporalio.service import RPCError, RPCStatusCode
 
 from settings import Settings
+
+T = TypeVar("T")
+
+# How long a command waits for Temporal to answer again: a restart takes seconds; a server still away after
+# this is reported, in one line.
+RECONNECT_S = 300.0
 
 
 class TemporalUnavailable(Exception):
@@ -22,3 +35,40 @@ async def connect(settings: Settings) -> Client:
             f"cannot reach Temporal at {settings.temporal_address} ({e}); start it with 'drover sandbox up' "
             f"or set DROVER_TEMPORAL_ADDRESS"
         ) from e
+
+
+def unreachable(e: BaseException) -> bool:
+    """Temporal did not answer at all (down or restarting), as opposed to answering with an error."""
+    return isinstance(e, RPCError) and (e.status == RPCStatusCode.UNAVAILABLE or "connect error" in str(e))
+
+
+async def patiently(call: Callable[[], Awaitable[T]], address: str, say: Callable[[str], None],
+                    limit_s: float = RECONNECT_S) -> T:  # fmt: skip
+    """``call()``, tried again with backoff while Temporal is unreachable (a restart), saying once that it waits and
+    once that Temporal is back; after ``limit_s`` without an answer, TemporalUnavailable."""
+    delay, deadline, waiting = 0.5, time.monotonic() + limit_s, False
+    while True:
+        try:
+            found = await call()
+        except RPCError as e:
+            if not unreachable(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise TemporalUnavailable(f"Temporal at {address} has not answered for {limit_s:.0f} s ({e})") from None
+            if not waiting:
+                say(f"waiting for Temporal at {address} (it does not answer: {e}); trying again")
+                waiting = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if waiting:
+            say(f"Temporal at {address} answers again")
+        return found
+
+
+def failure_message(e: BaseException) -> str:
+    """A failure in one line: the innermost cause's own message, without the "Type: " prefix Temporal's errors
+    put before it nor the "activity failed" layers around it."""
+    while isinstance(e, FailureError) and e.cause is not None:
+        e = e.cause
+    return e.message if isinstance(e, FailureError) else str(e)

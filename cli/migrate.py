@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect
+from adapters.temporal import connect, failure_message, patiently
 from cli.errors import DroverError
 from cli.estimate import (
     CAPACITY, FLOOR, HEADROOM, MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, METRICS, REPLICAS_PER_STEP,
@@ -71,6 +71,12 @@ def start(
     on_stuck: str = typer.Option("wait", "--on-stuck",
                                  help="What a stuck move does: wait (for the broker to return), rollback (that "
                                       "partition back to its original list; the rest go on) or fail (stop the migration)"),
+    offline: str = typer.Option("skip", "--offline",
+                                help="A partition with no replica in sync is never stepped: skip (leave it, and "
+                                     "report it) or wait (its move waits until a replica is in sync again)"),
+    disk_margin: str = typer.Option("10%", "--disk-margin",
+                                    help="Share of each destination broker's disk that must stay free once it holds "
+                                         "the replicas it receives; preflight refuses the plan otherwise"),
     by_reference: bool = typer.Option(
         False, "--by-reference",
         help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
@@ -88,6 +94,9 @@ def start(
         raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
     if on_stuck not in ("wait", "rollback", "fail"):
         raise DroverError(f"--on-stuck {on_stuck!r}: use wait, rollback or fail", exit_code=2)
+    if offline not in ("skip", "wait"):
+        raise DroverError(f"--offline {offline!r}: use skip or wait", exit_code=2)
+    margin = _share("--disk-margin", disk_margin)
     try:
         stuck_after_s = parse_duration(stuck_after)
     except ValueError as e:
@@ -115,12 +124,25 @@ def start(
     by_ref = by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(
         cluster=name, moves=[] if by_ref else moves, plan_ref=str(plan.resolve()) if by_ref else None, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
-        stuck_after_s=stuck_after_s, stuck_policy=on_stuck, estimate=settings_of_estimate,
+        stuck_after_s=stuck_after_s, stuck_policy=on_stuck, estimate=settings_of_estimate, offline=offline,
+        disk_margin=margin,
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
     )  # fmt: skip
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
     asyncio.run(_start(settings, migration, migration_id, wait, out))
+
+
+def _share(option: str, text: str) -> float:
+    """10% or 0.1 -> 0.1, from 0 up to (not including) 1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise DroverError(f"{option} {text!r}: give a share like 10% or 0.1", exit_code=2) from None
+    if not 0 <= value < 1:
+        raise DroverError(f"{option} {text!r}: give a share from 0% up to (not including) 100%", exit_code=2)
+    return value
 
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
@@ -138,9 +160,9 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
         return
     try:
-        result: MigrationResult = await handle.result()
+        result: MigrationResult = await patiently(handle.result, settings.temporal_address, out.warning)
     except WorkflowFailureError as e:
-        raise DroverError(f"migration {migration_id} failed: {e.cause or e}") from None
+        raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
     _show_result(out, migration_id, result)
 
 
@@ -195,18 +217,20 @@ async def describe(handle, migration_id: str):
 async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     client = await connect(settings)
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
-    described = await describe(handle, migration_id)
+    address = settings.temporal_address
+    described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
     state = described.status.name.lower() if described.status else "unknown"
     if described.status == WorkflowExecutionStatus.COMPLETED:
-        _show_result(out, migration_id, await handle.result())
+        _show_result(out, migration_id, await patiently(handle.result, address, out.warning))
         return
     if described.status != WorkflowExecutionStatus.RUNNING:
         try:
-            await handle.result()
+            await patiently(handle.result, address, out.warning)
         except WorkflowFailureError as e:
-            raise DroverError(f"migration {migration_id} {state}: {e.cause or e}") from None
+            raise DroverError(f"migration {migration_id} {state}: {failure_message(e)}") from None
         raise DroverError(f"migration {migration_id} {state}")
-    progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+    progress: MigrationProgress = await patiently(lambda: handle.query(MigrationWorkflow.progress), address,
+                                                  out.warning)  # fmt: skip
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
     if progress.estimate is not None:
         out.info(estimate_summary(progress.estimate))
@@ -383,7 +407,7 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
     try:
         progress: MigrationProgress = await execute_update(handle, update, argument)
     except WorkflowUpdateFailedError as e:
-        reason = getattr(e.cause, "message", None) or str(e.cause or e)
+        reason = failure_message(e)
         raise DroverError(f"{migration_id} refused: {reason}") from None
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND and "not found" in e.message.lower():

@@ -2,6 +2,8 @@
 
 import re
 
+from models.units import human_bytes
+
 UNITS = {
     "": 1, "b": 1,
     "kb": 1000, "mb": 1000**2, "gb": 1000**3,
@@ -38,12 +40,7 @@ def parse_duration(text: str) -> float:
     return value
 
 
-def human_bytes(value: float) -> str:
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1000
-    raise AssertionError("unreachable")
+__all__ = ["human_bytes", "human_seconds", "parse_duration", "parse_rate"]
 
 
 def human_seconds(value: float | None) -> str:

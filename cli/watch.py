@@ -12,7 +12,7 @@ from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from adapters.temporal import connect
+from adapters.temporal import connect, patiently
 from cli.errors import DroverError
 from cli.migrate import _status, current_batch, describe, summary
 from cli.output import Output
@@ -52,12 +52,14 @@ async def _watch(settings: Settings, migration_id: str, interval: float, out: Ou
     try:
         if live:
             live.start()
+        address = settings.temporal_address
         while True:
-            described = await describe(handle, migration_id)
+            described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
             if described.status != WorkflowExecutionStatus.RUNNING:
                 break
             try:
-                progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+                progress: MigrationProgress = await patiently(lambda: handle.query(MigrationWorkflow.progress),
+                                                              address, out.warning)  # fmt: skip
             except RPCError:
                 # Not started on a worker yet (no worker running, or it is busy): look again.
                 await asyncio.sleep(interval)

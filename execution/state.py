@@ -93,6 +93,8 @@ class MoveRecord(BaseModel):
     # The list the child is fenced on: the list preflight saw, or the one a move handed over left the partition on.
     expected: list[int] | None
     started: bool = False
+    # The child's run, once started: a cancel names it, so it can never reach a later move of the partition.
+    run_id: str | None = None
     cancel_sent: bool = False
     # As the child last reported its step: the list Kafka showed, and the step's list.
     current: list[int] | None = None
@@ -169,8 +171,8 @@ class MigrationState(BaseModel):
     moved_saved: Tally = Tally()
     # Outcomes are saved to the work folder at each new run (a plan by reference) rather than carried.
     large: bool = False
-    # Partitions a rollback left alone: none of their original replicas in sync (KIP-236), or not this
-    # migration's to revert (it never changed them, or someone else changed them since), each with the reason.
+    # Partitions left alone, each with the reason: offline at preflight (policy skip), or by the rollback (none of
+    # their original replicas in sync, as KIP-236 has it; never changed by this migration; changed by someone else).
     skipped: list[str] = []
     throttle: ThrottleState = ThrottleState(brokers=[], topics=[])
     # Brokers that were down when the throttle was removed.
@@ -337,10 +339,10 @@ class MigrationState(BaseModel):
         self.peak_in_flight = max(self.peak_in_flight, len(self.window.in_flight))
         self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
 
-    def child_started(self, key: tuple[str, int], token: str) -> None:
+    def child_started(self, key: tuple[str, int], token: str, run_id: str | None = None) -> None:
         r = self.window.record(key)
         if r is not None and r.token == token:
-            r.started = True
+            r.started, r.run_id = True, run_id
 
     def cancels_due(self) -> list[MoveRecord]:
         """Children to ask to cancel now, each once and only once it has started: every move in flight while
@@ -426,7 +428,7 @@ class MigrationState(BaseModel):
 
     def rollback_planned(self, moves: list[MoveSpec], moves_ref: str | None, count: int, skipped: list[str]) -> None:
         """The rollback's moves are known: run them (unless the cancel was changed to stop meanwhile)."""
-        self.skipped = skipped
+        self.skipped = [*self.skipped, *skipped]
         if not self.rollback_wanted():
             return
         self.moved, self.moved_saved = self.window.outcomes, self.window.saved

@@ -1,6 +1,7 @@
 """Pydantic models: the only types that cross a boundary (workflow, activity, query, CLI JSON, files)."""
 
 from models.cluster import (
+    BrokerDisk,
     BrokerInfo,
     ClusterDescription,
     OngoingReassignment,
@@ -11,6 +12,7 @@ from models.cluster import (
 from models.moves import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
 
 __all__ = [
+    "BrokerDisk",
     "BrokerInfo",
     "ClusterDescription",
     "MoveInput",

@@ -44,6 +44,19 @@ class PartitionState(_Frozen):
     def ref(self) -> TopicPartition:
         return TopicPartition(topic=self.topic, partition=self.partition)
 
+    @property
+    def offline(self) -> bool:
+        """No leader, or no replica in sync: nothing can be copied from it."""
+        return self.leader is None or not self.isr
+
+
+class BrokerDisk(_Frozen):
+    """A broker's log dirs added up, as DescribeLogDirs (v4+) reports them; None where the broker does not say."""
+
+    broker: int
+    total_bytes: int | None
+    usable_bytes: int | None
+
 
 class OngoingReassignment(_Frozen):
     topic: str

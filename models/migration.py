@@ -19,6 +19,8 @@ HANDING_OVER = "the migration is handing over to its next run; try again in a mo
 INLINE_MOVES = 2000
 # Moves paged in at a time from a plan passed by reference.
 PAGE_MOVES = 200
+# A partition with no in-sync replica (offline) is never stepped: skip it (reported), or wait for it to come back.
+OfflinePolicy = Literal["skip", "wait"]
 
 
 class EstimateSettings(BaseModel):
@@ -64,6 +66,8 @@ class MigrationInput(BaseModel):
     # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.
     stuck_after_s: float | None = Field(600.0, gt=0)
     stuck_policy: StuckPolicy = "wait"
+    offline: OfflinePolicy = "skip"
+    disk_margin: float = Field(0.1, ge=0, lt=1)
     # Moves a run finishes before the migration continues as new (sooner when Temporal suggests it).
     continue_every: int = Field(200, ge=1)
     # Moves paged in at a time from a plan by reference.
@@ -84,6 +88,9 @@ class PreflightRequest(BaseModel):
     moves: list[PartitionReplicas] = []
     plan_ref: str | None = None
     order: Literal["small-first", "large-first"] = "small-first"
+    offline: OfflinePolicy = "skip"
+    # The share of each destination broker's disk that must stay free after it has received its new replicas.
+    disk_margin: float = Field(0.1, ge=0, lt=1)
 
 
 class PreflightResult(BaseModel):
@@ -96,6 +103,8 @@ class PreflightResult(BaseModel):
     bytes_total: int
     unchanged: int = 0
     min_insync: dict[str, int]
+    # Offline partitions left out under policy skip, each with the reason.
+    skipped: list[str] = []
 
 
 class ThrottleRequest(BaseModel):
@@ -251,8 +260,8 @@ class MigrationResult(BaseModel):
     status: Literal["completed", "stopped", "rolled_back"] = "completed"
     moves: list[MoveOutcome]
     rolled_back: list[MoveOutcome] = []
-    # Partitions left as they were because all their original replicas were offline: rolling back would take
-    # them offline.
+    # Partitions left as they were, each with the reason: offline at preflight (policy skip), or left alone by the
+    # rollback (not changed by this migration, changed by someone else since, or no original replica in sync).
     skipped: list[str] = []
     verified: bool = Field(
         description="every partition shows the list it should end on: its target, or its original after a rollback"
@@ -314,6 +323,6 @@ class RollbackPlan(BaseModel):
     moves: list[MoveSpec] = []
     moves_ref: str | None = None
     count: int
-    # Partitions left as they are: all their original replicas are offline.
+    # Partitions left as they are, each with the reason.
     skipped: list[str] = []
 

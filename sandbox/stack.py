@@ -114,7 +114,7 @@ class Sandbox:
         self.s = settings or SandboxSettings()
         self.state = self.s.state_dir.resolve()
         self.procs = ProcessTable(self.state / "pids", self.state / "logs")
-        self.temporal_binary = temporal_binary or _find_temporal()
+        self.temporal_binary = temporal_binary or find_temporal()
 
     # -- names -------------------------------------------------------------------------------------------------
 
@@ -199,6 +199,10 @@ class Sandbox:
             layout = Layout.model_validate_json(path.read_text())
             asked = (self.s.brokers, self.s.racks, self.s.port_base, self.s.kafka_version)
             made = (layout.brokers, layout.racks, layout.port_base, layout.kafka_version)
+            if layout.cluster_id.startswith("-") and not any(self._formatted(n) for n in self.kafka_names()):
+                # Written by an earlier version that could draw such an ID, which kafka-storage reads as an option.
+                layout = layout.model_copy(update={"cluster_id": new_cluster_id()})
+                path.write_text(layout.model_dump_json(indent=2))
             if asked != made:
                 raise SandboxError(
                     f"the sandbox in {self.state} was made with {layout.brokers} brokers, {layout.racks} racks, "
@@ -207,9 +211,8 @@ class Sandbox:
                     f"{self.s.port_base}, Kafka {self.s.kafka_version}"
                 )
             return layout
-        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
         layout = Layout(
-            cluster_id=cluster_id,
+            cluster_id=new_cluster_id(),
             brokers=self.s.brokers,
             racks=self.s.racks,
             port_base=self.s.port_base,
@@ -301,10 +304,13 @@ class Sandbox:
             text = "".join(f"{k}={v}\n" for k, v in values.items())
             self._config_path(name).write_text(text)
 
+    def _formatted(self, name: str) -> bool:
+        return (self.state / "data" / name / "meta.properties").exists()
+
     def _format(self, java: str, layout: Layout) -> None:
         pending = []
         for name in self.kafka_names():
-            if (self.state / "data" / name / "meta.properties").exists():
+            if self._formatted(name):
                 continue
             argv = [java, "-Xmx256m", "-cp", f"{self.libs}/*", "kafka.tools.StorageTool", "format",
                     "-t", layout.cluster_id, "-c", str(self._config_path(name)), "--ignore-formatted"]  # fmt: skip
@@ -466,7 +472,17 @@ def _check_java() -> str:
     return java
 
 
-def _find_temporal() -> Path:
+def new_cluster_id(draw=lambda: uuid.uuid4().bytes) -> str:
+    """A KRaft cluster ID: 16 random bytes in URL-safe base64, as `kafka-storage random-uuid` prints. One that starts
+    with '-' is drawn again, as Kafka's own Uuid.randomUuid does: `kafka-storage format -t` would read it as an
+    option."""
+    while True:
+        cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
+
+
+def find_temporal() -> Path:
     beside = Path(sys.executable).parent / "temporal"
     if beside.exists():
         return beside

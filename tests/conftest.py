@@ -17,7 +17,7 @@ from temporalio.worker import Worker
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from sandbox import Sandbox, SandboxSettings
-from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
+from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from settings import Settings
 from settings.process import exit_now
 from workflows import WORKFLOWS
@@ -76,7 +76,7 @@ async def local_env():
     args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
-        dev_server_existing_path=str(_find_temporal()),
+        dev_server_existing_path=str(find_temporal()),
         dev_server_extra_args=args,
     )
     yield env

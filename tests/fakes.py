@@ -5,9 +5,10 @@ target list, every replica in sync, and keeps its leader if the leader is still 
 """
 
 import threading
+from collections.abc import Callable
 
 from adapters.kafka_admin import KafkaAdminError
-from models import BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
+from models import BrokerDisk, BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 
 
 class FakeKafka:
@@ -33,7 +34,18 @@ class FakeKafka:
         self.peak_per_broker = 0
         # Brokers that are down for reassignments: a step adding one of them never finishes (until it is back).
         self.stalled: set[int] = set()
+        # Partitions with no replica in sync (and no leader), and each broker's (total, usable) disk bytes.
+        self.offline: set[tuple[str, int]] = set()
+        self.disks: dict[int, tuple[int, int]] = {}
+        self.offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        # Called (outside the lock) before the call of that name with its arguments: a test slows or breaks a call.
+        self.hooks: dict[str, Callable[..., None]] = {}
         self._lock = threading.Lock()
+
+    def _hook(self, name: str, *args) -> None:
+        hook = self.hooks.get(name)
+        if hook is not None:
+            hook(*args)
 
     def describe_cluster(self) -> ClusterDescription:
         return ClusterDescription(
@@ -59,6 +71,7 @@ class FakeKafka:
         return {b: dict(self.broker_configs.get(b, {})) for b in sorted(set(broker_ids))}
 
     def alter_topic_config(self, topic: str, set_, delete=()) -> None:
+        self._hook('alter_topic_config', topic, set_, delete)
         with self._lock:
             configs = self.topic_configs.setdefault(topic, {})
             configs.update(set_)
@@ -66,6 +79,7 @@ class FakeKafka:
                 configs.pop(key, None)
 
     def alter_broker_config(self, broker_id: int, set_, delete=()) -> None:
+        self._hook('alter_broker_config', broker_id, set_, delete)
         with self._lock:
             configs = self.broker_configs.setdefault(broker_id, {})
             configs.update(set_)
@@ -91,22 +105,37 @@ class FakeKafka:
             if brokers is None or b in brokers
         ]
 
+    def describe_disks(self, brokers=None) -> list[BrokerDisk]:
+        """Each broker's disk as set in ``disks``; a terabyte, nearly empty, otherwise."""
+        return [
+            BrokerDisk(broker=b, total_bytes=self.disks.get(b, (10**12, 10**12))[0],
+                       usable_bytes=self.disks.get(b, (10**12, 10**12))[1])
+            for b in sorted(self.brokers) if brokers is None or b in brokers
+        ]  # fmt: skip
+
+    def log_offsets(self, partitions) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start, log end) offsets as set in ``offsets``; (0, 0) otherwise."""
+        return {(p.topic, p.partition): self.offsets.get((p.topic, p.partition), (0, 0)) for p in partitions}
+
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
+        self._hook('describe_partition', tp)
         with self._lock:
             key = (tp.topic, tp.partition)
             if key not in self.replicas:
                 raise KafkaAdminError(f"partition {tp} does not exist")
             replicas = self.replicas[key]
             adding = set(self.ongoing[key][0]) - set(replicas) if key in self.ongoing else set()
+            down = key in self.offline
             return PartitionState(
                 topic=tp.topic,
                 partition=tp.partition,
                 replicas=replicas + sorted(adding),
-                isr=list(replicas),
-                leader=self.leaders[key],
+                isr=[] if down else list(replicas),
+                leader=None if down else self.leaders[key],
             )
 
     def list_reassignments(self, partitions=None) -> list[OngoingReassignment]:
+        self._hook('list_reassignments', partitions)
         with self._lock:
             for key, (target, left) in list(self.ongoing.items()):
                 if self.stalled & (set(target) - set(self.replicas[key])):
@@ -129,6 +158,7 @@ class FakeKafka:
             ]
 
     def alter_reassignments(self, targets) -> None:
+        self._hook('alter_reassignments', targets)
         with self._lock:
             for tp, target in targets.items():
                 key = (tp.topic, tp.partition)

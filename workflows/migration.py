@@ -16,6 +16,7 @@ with workflow.unsafe.imports_passed_through():
 
     from activities.estimate import EstimateActivities
     from activities.migration import MigrationActivities
+    from adapters.temporal import failure_message
     from execution import ENDED, Action, MigrationState, MoveRecord, Phase
     from execution.progress import expected_lists, progress, result
     from models import MoveInput, MoveReport, MoveStepReport, MoveStuck, TopicPartition
@@ -44,7 +45,7 @@ with workflow.unsafe.imports_passed_through():
     from steps.throttle import throttled_brokers, throttled_replicas
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
-    from workflows.policies import ESTIMATE, PREFLIGHT, QUICK_CALL, STEP_WAIT
+    from workflows.policies import ESTIMATE, PREFLIGHT, QUICK_CALL, STEP_CALL, STEP_WAIT
 
 # The operator actions a signal may carry, with the payload each takes.
 SIGNALS: dict[str, type[OperatorAction]] = {
@@ -80,6 +81,8 @@ class MigrationWorkflow:
         self._handing_over = False
         self._published = ""
         self._result: MigrationResult | None = None
+        # A cancellation from Temporal has been taken up (it is acted on once).
+        self._cancel_taken = False
 
     @workflow.run
     async def run(self, given: dict) -> MigrationResult:
@@ -109,7 +112,8 @@ class MigrationWorkflow:
         except BaseException as e:
             if s.phase in ENDED:
                 raise
-            if is_cancelled_exception(e):
+            if is_cancelled_exception(e) and workflow.cancellation_reason() is not None:
+                self._cancel_taken = True
                 # Cancelled from Temporal (Web UI, `temporal workflow cancel`): a stop, then the migration ends
                 # cancelled; nothing it started keeps changing Kafka.
                 by = OperatorAction(actor="temporal", reason="workflow cancellation requested")
@@ -118,8 +122,7 @@ class MigrationWorkflow:
                 else:
                     s.note("cancel", by.actor, by.reason, workflow.now(), "while " + s.phase.value)
             else:
-                cause = e.cause if isinstance(e, ActivityError) and e.cause else e
-                s.fail(f"{type(cause).__name__}: {cause}" if not isinstance(cause, ApplicationError) else str(cause))
+                s.fail(failure_message(e))
             await self._advance()
             raise
         assert self._result is not None
@@ -140,33 +143,41 @@ class MigrationWorkflow:
         s = self._s
         if s.phase == Phase.PREFLIGHT:
             await self._preflight()
+        self._take_cancellation()
         if s.phase == Phase.ESTIMATING:
             await self._estimate()
         while s.phase in (Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK):
+            self._take_cancellation()
             await self._look()
         if s.phase == Phase.CLEANING_UP:
             await self._clean_up()
         if s.phase == Phase.FAILED:
             raise ApplicationError(s.failure or "failed", type="Failed", non_retryable=True)
 
+    def _take_cancellation(self) -> None:
+        """A cancellation from Temporal that came while an activity it waits for was finishing (that activity then
+        returns normally) is raised here, once."""
+        if workflow.cancellation_reason() is not None and not self._cancel_taken:
+            raise asyncio.CancelledError()
+
     async def _preflight(self) -> None:
         assert self._input is not None
         s, given = self._s, self._input
-        request = PreflightRequest(migration_id=workflow.info().workflow_id, moves=given.moves,
-                                   plan_ref=given.plan_ref, order=given.order)  # fmt: skip
+        request = PreflightRequest(migration_id=workflow.info().workflow_id, moves=given.moves, plan_ref=given.plan_ref,
+                                   order=given.order, offline=given.offline, disk_margin=given.disk_margin)  # fmt: skip
         try:
             found = await workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT)
         except ActivityError as e:
             if is_cancelled_exception(e):
                 raise
-            s.fail(str(e.cause or e))
+            s.fail(failure_message(e))
             self._publish()
             # The migration's failure says what is wrong with the plan, not just that an activity failed.
             raise ApplicationError(s.failure or "", type="Preflight", non_retryable=True) from None
         s.moves_total, s.bytes_total, s.unchanged, s.min_insync = (found.count, found.bytes_total, found.unchanged,
                                                                     found.min_insync)  # fmt: skip
         s.window.waiting, s.window.moves_ref, s.window.count = found.moves, found.moves_ref, found.count
-        s.large = found.moves_ref is not None
+        s.large, s.skipped = found.moves_ref is not None, found.skipped
         s.preflight_done(estimating=given.estimate is not None)
         s.moving_since = workflow.now()
         self._publish()
@@ -190,7 +201,7 @@ class MigrationWorkflow:
         except ActivityError as e:
             if is_cancelled_exception(e):
                 raise
-            s.fail(str(e.cause or e))
+            s.fail(failure_message(e))
             raise ApplicationError(s.failure or "", type="Estimate", non_retryable=True) from None
         s.estimate = estimate
         if estimate.never_catch_up:
@@ -274,7 +285,7 @@ class MigrationWorkflow:
                 self._finished(r, self._outcome(r, error="refused: another migration is moving this partition",
                                                  error_type="Refused"))  # fmt: skip
                 return
-        self._s.child_started(r.key, r.token)
+        self._s.child_started(r.key, r.token, handle.first_execution_run_id)
         self._wake = True
         try:
             done = await handle
@@ -301,7 +312,7 @@ class MigrationWorkflow:
 
     def _cancel_child(self, r: MoveRecord) -> None:
         assert self._input is not None
-        child = workflow.get_external_workflow_handle(move_workflow_id(self._input.cluster, *r.key))
+        child = workflow.get_external_workflow_handle(move_workflow_id(self._input.cluster, *r.key), run_id=r.run_id)
         asyncio.ensure_future(self._request_cancel(child))
 
     @staticmethod
@@ -325,7 +336,8 @@ class MigrationWorkflow:
         fallback = s.rate or max(r for rates in s.broker_rates.values() for r in rates)
         request = ThrottleRequest(rate_bytes_per_s=fallback, broker_rates=s.broker_rates, in_flight=specs,
                                   previous_brokers=previous.brokers, previous_topics=previous.topics)  # fmt: skip
-        s.throttle = await workflow.execute_activity_method(MigrationActivities.set_throttle, request, **QUICK_CALL)
+        # A cancel waits for a write under way (STEP_CALL), so the final removal comes after it, never before.
+        s.throttle = await workflow.execute_activity_method(MigrationActivities.set_throttle, request, **STEP_CALL)
 
     async def _clear_throttle(self) -> None:
         s = self._s
@@ -365,7 +377,7 @@ class MigrationWorkflow:
                 if is_cancelled_exception(e):
                     raise
                 # Leaders are a preference: the throttle must still go, and verification still runs.
-                workflow.logger.warning("preferred leaders not elected: %s", e.cause or e)
+                workflow.logger.warning("preferred leaders not elected: %s", failure_message(e))
         await self._clear_throttle()
         verify = VerifyRequest(expected=expected_lists(s), outcomes_of=self._saved_in(), rollback=rollback)
         wrong = await workflow.execute_activity_method(MigrationActivities.verify, verify, **STEP_WAIT)

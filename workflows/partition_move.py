@@ -49,6 +49,8 @@ class PartitionMoveWorkflow:
         # The list Kafka last showed for the partition, and whether this move has issued a step.
         self._current: list[int] | None = None
         self._acted = False
+        # The steps Kafka finished, in order.
+        self._steps: list[list[int]] = []
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -62,7 +64,7 @@ class PartitionMoveWorkflow:
             # what a move changed, from where it left it.
             final = self._current if self._acted else None
             report = MoveReport(topic=move.topic, partition=move.partition, token=move.token, final=final,
-                                error=error, error_type=kind)  # fmt: skip
+                                steps=self._steps, error=error, error_type=kind)  # fmt: skip
             await asyncio.shield(self._report(report))
             raise
         try:
@@ -112,9 +114,16 @@ class PartitionMoveWorkflow:
         if min_insync is None:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
         target, policy, rolled_back = move.target, move.stuck_policy, False
-        steps: list[list[int]] = []
+        steps = self._steps
         self._set_progress(move, original, state.replicas, None, steps)
-        while step := next_step(state.replicas, target, state.isr, move.replicas_per_step, min_insync):
+        while True:
+            if state.offline and state.replicas != target:
+                # Offline (no leader, no replica in sync): never stepped; wait for a replica to be back in sync.
+                workflow.logger.warning("%s is offline (no replica in sync); waiting for it", tp)
+                state = await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT)
+            step = next_step(state.replicas, target, state.isr, move.replicas_per_step, min_insync)
+            if step is None:
+                break
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             request = StepRequest(
                 topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas,
@@ -126,6 +135,9 @@ class PartitionMoveWorkflow:
                 self._acted = True
                 # A cancel waits for a running alter to end, so the cancel below sees the step it issued.
                 await workflow.execute_activity_method(KafkaActivities.alter_step, request, **STEP_CALL)
+                if workflow.cancellation_reason() is not None:
+                    # Cancelled while the alter ran: it finished (the step is on Kafka), so undo it below.
+                    raise asyncio.CancelledError()
                 status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
                 if status.stuck and policy == "wait":
                     # The migration hears of it once; then the wait goes on in one activity (heartbeating, no

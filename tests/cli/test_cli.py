@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from cli.rates import parse_duration, parse_rate
+from sandbox.stack import new_cluster_id
 
 ROOT = Path(__file__).resolve().parents[2]
 DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
@@ -214,3 +215,30 @@ def test_estimate_with_bad_metrics_is_one_line(tmp_path):
     assert_one_line_error(done, 2, f"metrics {metrics}: missing column size_bytes")
     absent = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(tmp_path / "none.json"))
     assert_one_line_error(absent, 2, "none.json: no such file")
+
+
+def test_a_cluster_id_is_never_drawn_starting_with_a_dash():
+    # 0xF8 encodes to '-' first in URL-safe base64: that draw is thrown away, as Kafka's Uuid.randomUuid does.
+    draws = iter([b"\xf8" + bytes(15), bytes(16)])
+    assert new_cluster_id(lambda: next(draws)) == "A" * 22
+
+
+@pytest.mark.integration
+def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_path):
+    state = tmp_path / "state"
+    state.mkdir()
+    layout = {"cluster_id": "-" + "A" * 21, "brokers": 4, "racks": 2, "port_base": 39192, "kafka_version": "4.4.0"}
+    (state / "layout.json").write_text(json.dumps(layout))
+    env = os.environ | {
+        "DROVER_SANDBOX_STATE_DIR": str(state),
+        "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
+        "DROVER_SANDBOX_PORT_BASE": "39192",
+        "DROVER_SANDBOX_TEMPORAL_PORT": str(free_port()),
+        "DROVER_SANDBOX_UI_PORT": str(free_port()),
+    }
+    try:
+        done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
+        assert done.returncode == 0, done.stderr
+        assert not json.loads((state / "layout.json").read_text())["cluster_id"].startswith("-")
+    finally:
+        drover("sandbox", "down", "--wipe", env=env, timeout=120)

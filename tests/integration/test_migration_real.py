@@ -20,7 +20,7 @@ from models.migration import (
 from models import TopicPartition
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
-from sandbox.stack import _find_temporal
+from sandbox.stack import find_temporal
 from steps.admission import Limits
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import worker_for
@@ -113,7 +113,7 @@ async def test_migration_started_and_queried_with_the_temporal_cli(real_client, 
     input_file = tmp_path / "migration.json"
     input_file.write_text(json.dumps(migration))
     workflow_id = f"migration:test:{uuid.uuid4().hex[:8]}"
-    temporal = [str(_find_temporal()), "--address", real_settings.temporal_address]
+    temporal = [str(find_temporal()), "--address", real_settings.temporal_address]
 
     async def cli(*args: str) -> str:
         proc = await asyncio.create_subprocess_exec(*temporal, *args, stdout=PIPE, stderr=PIPE)

@@ -16,7 +16,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from models.migration import CancelRequest, EstimateSettings, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
-from sandbox.stack import SEARCH_ATTRIBUTES, _find_temporal
+from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -95,7 +95,7 @@ def _save(path: Path, workflow_id: str, history) -> None:
 async def main() -> None:
     args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
     env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
-                                                dev_server_existing_path=str(_find_temporal()),
+                                                dev_server_existing_path=str(find_temporal()),
                                                 dev_server_extra_args=args)  # fmt: skip
     HERE.mkdir(exist_ok=True)
     try:

@@ -1,0 +1,11 @@
+"""Sizes as people read them (decimal units, as Kafka's tools and disk vendors print them)."""
+
+
+def human_bytes(value: float) -> str:
+    """1234567 -> '1.2 MB'."""
+    unit = "B"
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            break
+        value /= 1000
+    return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"

@@ -1,0 +1,76 @@
+"""What preflight refuses or sets aside before anything changes: offline partitions, targets below the topic's
+min.insync.replicas, destination brokers without room (MigrationWorkflow on the dev server, in-memory Kafka)."""
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WorkflowFailureError
+
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from steps.admission import Limits
+from tests.conftest import worker_for
+from tests.workflows.test_migration import cluster, run, spread_plan, wait_for_progress
+from worker import activities_for
+from workflows import MigrationWorkflow
+
+
+def name() -> str:
+    return f"c{uuid.uuid4().hex[:6]}"
+
+
+async def test_an_offline_partition_is_skipped_and_reported_by_default(local_env):
+    fake = cluster(4)
+    fake.offline = {("orders", 1)}
+    before = list(fake.replicas[("orders", 1)])
+    plan = spread_plan(fake)
+    result = await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
+    assert result.skipped == ["orders-1: offline (no replica in sync); not moved"]
+    assert fake.replicas[("orders", 1)] == before
+    assert all(fake.replicas[(p.topic, p.partition)] == p.replicas for p in plan if p.partition != 1)
+    assert result.verified and result.moves_done == 3
+    assert not any(key == ("orders", 1) for key, _ in fake.altered)
+
+
+async def test_an_offline_partition_is_waited_for_by_policy_and_never_stepped_meanwhile(local_env):
+    fake = cluster(4)
+    fake.offline = {("orders", 1)}
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=name(), moves=plan, offline="wait", limits=Limits(max_partitions=4))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
+                                                       id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        progress = await wait_for_progress(handle, lambda p: p.done == 3, "the three online partitions")
+        await asyncio.sleep(1)
+        assert not any(key == ("orders", 1) for key, _ in fake.altered)
+        fake.offline.clear()
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert [(m.topic, m.partition) for m in progress.in_flight] == [("orders", 1)]
+    assert result.verified and result.moves_done == 4 and result.skipped == []
+    assert fake.replicas[("orders", 1)] == plan[1].replicas
+
+
+async def test_a_target_below_the_topics_min_insync_replicas_is_refused(local_env):
+    fake = cluster(2)
+    fake.min_insync = {"orders": 3}
+    plan = [PartitionReplicas(topic="orders", partition=0, replicas=[1, 4])]
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
+    assert ("orders-0: its target has 2 replica(s), fewer than the topic's min.insync.replicas 3"
+            in failure.value.cause.message)  # fmt: skip
+    assert fake.altered == []
+
+
+async def test_a_destination_without_room_for_what_it_receives_is_refused(local_env):
+    fake = cluster(4)
+    # Broker 4 receives orders-0 and orders-2 (1000 and 3000 bytes); 10% of its 10 kB disk must stay free.
+    fake.disks = {4: (10_000, 4_500)}
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))
+    assert ("broker 4 would receive 4.0 KB but has 4.5 KB free of 10.0 KB, 10% of which must stay free"
+            in failure.value.cause.message)  # fmt: skip
+    assert fake.altered == []
+    fake.disks = {4: (10_000, 5_500)}
+    result = await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))
+    assert result.verified

@@ -1,0 +1,426 @@
+"""Cancel, rollback and failure paths of MigrationWorkflow on the real Temporal dev server with the in-memory Kafka:
+whatever ends a migration, no move of it is left changing Kafka and no throttle it wrote is left behind."""
+
+import asyncio
+import functools
+import threading
+import time
+import uuid
+
+import pytest
+from temporalio import activity
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+
+from activities.migration import MigrationActivities
+from cli.migrate import execute_update
+from models import MoveInput
+from models.migration import CancelRequest, MigrationInput, OperatorAction, ThrottleChange, VerifyRequest
+from models.plan import PartitionReplicas
+from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
+from steps.admission import Limits, MoveSpec
+from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from tests.workflows.test_migration import cluster, plan_file, spread_plan, wait_for, wait_for_progress
+from worker import activities_for
+from workflows import MigrationWorkflow, PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
+
+
+def name() -> str:
+    return f"c{uuid.uuid4().hex[:6]}"
+
+
+def no_throttle(fake: FakeKafka) -> bool:
+    return all(LEADER_RATE not in c and FOLLOWER_RATE not in c for c in fake.broker_configs.values()) and all(
+        LEADER_REPLICAS not in c for c in fake.topic_configs.values()
+    )
+
+
+def slowed(activities: list, activity_name: str, seconds: float) -> list:
+    """The worker's activities with the one of that name (its method's name) taking ``seconds`` longer."""
+    found = []
+    for fn in activities:
+        if fn.__name__ != activity_name:
+            found.append(fn)
+            continue
+
+        # The wrapper takes the method's name and signature, not its activity definition.
+        @functools.wraps(fn, updated=())
+        def slow(*args, _fn=fn):
+            time.sleep(seconds)
+            return _fn(*args)
+
+        found.append(activity.defn(name=activity_name)(slow))
+    return found
+
+
+async def ended(handle, timeout_s: float = 60):
+    """The workflow's result, or its failure, within ``timeout_s`` (a hang fails the test instead of CI)."""
+    return await asyncio.wait_for(handle.result(), timeout_s)
+
+
+async def start(env, worker, migration: MigrationInput, workflow_id: str | None = None):
+    return await env.client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
+                                           id=workflow_id or f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+
+
+async def moves_still_running(env, cluster_name: str) -> list[str]:
+    query = f"WorkflowType = 'PartitionMoveWorkflow' AND ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH 'move:{cluster_name}:'"
+    return [w.id async for w in env.client.list_workflows(query)]
+
+
+async def no_move_left(env, cluster_name: str, fake: FakeKafka) -> None:
+    for _ in range(100):
+        if not await moves_still_running(env, cluster_name) and not fake.ongoing:
+            return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"moves still running: {await moves_still_running(env, cluster_name)}, Kafka: {fake.ongoing}")
+
+
+# 1. A large rollback continues as new like the forward phase.
+@pytest.fixture(scope="module")
+async def low_limit_env():
+    """A dev server of its own whose histories fail at 2,000 events (Temporal's default is 51,200)."""
+    args = [arg for n, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{n}={kind}")]
+    args += ["--dynamic-config-value", "limit.historyCount.error=2000",
+             "--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=1000"]  # fmt: skip
+    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
+                                                dev_server_existing_path=str(find_temporal()),
+                                                dev_server_extra_args=args)  # fmt: skip
+    yield env
+    await env.shutdown()
+
+
+async def test_a_rollback_of_over_a_thousand_moves_continues_as_new_and_brings_every_partition_back(
+    low_limit_env, tmp_path
+):
+    env = low_limit_env
+    fake = cluster(1100)
+    fake.ticks = 1
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    wide = Limits(max_partitions=40, max_per_broker=1000, max_replicas=1000, max_leaders=1000)
+    migration = MigrationInput(cluster=name(), plan_ref=plan_file(tmp_path / "plan.json", plan), limits=wide,
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(env.client, activities_for(fake, tmp_path / "work")) as worker:
+        handle = await start(env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=300)
+        await execute_update(handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        result = await ended(handle, 600)
+        runs = [w async for w in env.client.list_workflows(f"WorkflowId = '{handle.id}'")]
+        largest = 0
+        for w in runs:
+            events = [e async for e in env.client.get_workflow_handle(handle.id, run_id=w.run_id).fetch_history_events()]
+            largest = max(largest, len(events))
+    assert result.status == "rolled_back" and result.verified, result.wrong[:5]
+    assert fake.replicas == original and fake.ongoing == {} and no_throttle(fake)
+    # Every run closed by continuing as new or completing, none terminated at the limit.
+    assert {w.status for w in runs} <= {WorkflowExecutionStatus.CONTINUED_AS_NEW, WorkflowExecutionStatus.COMPLETED}
+    assert largest < 2000 and result.runs >= 3
+
+
+# 2. A cancel from Temporal (the Web UI's Request Cancellation) runs the clean-up, whatever the workflow awaits.
+async def test_a_temporal_cancel_during_a_throttle_write_stops_every_move_and_removes_the_throttle(local_env):
+    fake = cluster(6)
+    fake.ticks = 1000
+    c = name()
+    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    writing = threading.Event()
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
+
+        def slow_write(*_):
+            writing.set()
+            time.sleep(3)
+
+        fake.hooks["alter_broker_config"] = slow_write
+        # A new rate makes the migration rewrite the throttle; cancel while it does.
+        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        await wait_for(writing.is_set, "a throttle write under way")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await ended(handle)
+        fake.hooks.clear()
+        described = await handle.describe()
+        await no_move_left(local_env, c, fake)
+    assert described.status == WorkflowExecutionStatus.CANCELED
+    assert no_throttle(fake)
+
+
+async def test_a_temporal_cancel_during_preflight_ends_cancelled_not_failed(local_env):
+    fake = cluster(4)
+    fake.hooks["list_reassignments"] = lambda *_: time.sleep(3)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, MigrationInput(cluster=name(), moves=spread_plan(fake)))
+        await asyncio.sleep(1)
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await ended(handle)
+        described = await handle.describe()
+    assert described.status == WorkflowExecutionStatus.CANCELED
+    assert fake.altered == [] and fake.broker_configs == {}
+
+
+# 3. A parent activity that gives up stops the children first and removes what it wrote.
+async def test_a_throttle_write_that_fails_stops_the_moves_and_leaves_no_throttle(local_env):
+    fake = cluster(6)
+    fake.ticks = 1000
+    c = name()
+    calls = []
+
+    def refuse_third(broker, *_):
+        calls.append(broker)
+        if len(calls) >= 3:
+            raise ApplicationError("broker config refused", non_retryable=True)
+
+    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
+        fake.hooks["alter_broker_config"] = lambda broker, set_, delete: refuse_third(broker) if set_ else None
+        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        with pytest.raises(WorkflowFailureError) as failed:
+            await ended(handle)
+        await no_move_left(local_env, c, fake)
+    assert "broker config refused" in str(failed.value.cause)
+    assert no_throttle(fake)
+
+
+async def test_a_terminated_migration_has_its_moves_cancelled_and_their_steps_undone(local_env):
+    fake = cluster(6)
+    fake.ticks = 1000
+    c = name()
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, MigrationInput(cluster=c, moves=spread_plan(fake),
+                                                               limits=Limits(max_partitions=2)))  # fmt: skip
+        await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
+        await handle.terminate(reason="test")
+        await no_move_left(local_env, c, fake)
+    assert fake.replicas == original
+
+
+# 4. A second cancel during a rollback ends it stopped, not rolled back and verified.
+async def test_a_stop_during_the_rollback_ends_it_stopped_and_unverified(local_env):
+    fake = cluster(8)
+    fake.ticks = 6
+    migration = MigrationInput(cluster=name(), moves=spread_plan(fake), limits=Limits(max_partitions=2))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        fake.ticks = 40
+        during = await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback")
+        with pytest.raises(WorkflowUpdateFailedError) as again:
+            await handle.execute_update(MigrationWorkflow.cancel_update,
+                                        CancelRequest(mode="rollback", actor="o", reason="r"))  # fmt: skip
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="enough"))
+        result = await ended(handle)
+    # While it rolled back, progress said so (nothing invited a resend); a second rollback was refused.
+    assert during.cancelling == "rollback" and "already rolling back" in str(again.value.cause)
+    assert result.status == "stopped" and not result.verified
+    assert fake.ongoing == {}
+
+
+# 5. A stop sent while the rollback is being planned is honoured.
+async def test_a_stop_sent_while_the_rollback_is_planned_is_honoured(local_env):
+    fake = cluster(6)
+    fake.ticks = 4
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=name(), moves=plan, limits=Limits(max_partitions=2))
+    async with worker_for(local_env.client, slowed(activities_for(fake), "plan_rollback", 3)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await wait_for_progress(handle, lambda p: p.phase == "stopping" and not p.in_flight, "the rollback planned")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="no"))
+        result = await ended(handle)
+    targets = {(p.topic, p.partition): p.replicas for p in plan}
+    done = [m for m in result.moves if m.error is None]
+    assert result.status == "stopped" and result.rolled_back == [] and done
+    assert all(fake.replicas[(m.topic, m.partition)] == targets[(m.topic, m.partition)] for m in done)
+
+
+# 6. A cancel signal that arrives while a large migration hands over to its next run is not lost.
+async def test_a_cancel_signal_while_handing_over_stops_the_migration(local_env, tmp_path):
+    fake = cluster(16)
+    fake.ticks = 2
+    plan = spread_plan(fake)
+    migration = MigrationInput(cluster=name(), plan_ref=plan_file(tmp_path / "plan.json", plan), continue_every=3,
+                               page_moves=4, limits=Limits(max_partitions=2))  # fmt: skip
+    activities = slowed(activities_for(fake, tmp_path / "work"), "save_outcomes", 3)
+    async with worker_for(local_env.client, activities) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.phase == "draining" and not p.in_flight, "a hand-over")
+        await handle.signal("cancel", CancelRequest(mode="stop", actor="ana", reason="now"))
+        result = await ended(handle)
+    assert result.status == "stopped" and result.moves_done < 16
+    assert [(a.action, a.actor, a.refused) for a in result.actions] == [("cancel", "ana", None)]
+
+
+# 7. A rollback reverts only what this migration changed.
+async def test_a_rollback_leaves_partitions_it_never_changed(local_env):
+    fake = cluster(6)
+    fake.ticks = 6
+    c = name()
+    plan = spread_plan(fake)
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    theirs = [4, 5, 1]
+    changed_once, holding, release = [], threading.Event(), threading.Event()
+
+    def someone_else(tp):
+        # Another migration's move of orders-0 holds its workflow ID but has not acted yet (until the end): its
+        # first look at the partition waits.
+        if (tp.topic, tp.partition) == ("orders", 0) and not holding.is_set():
+            holding.set()
+            release.wait(60)
+        # Someone else moves orders-1 after preflight looked, just before this migration's move of it looks.
+        if (tp.topic, tp.partition) == ("orders", 1):
+            changed_once.append(True)
+            if len(changed_once) == 2:
+                fake.set_replicas(tp, theirs)
+
+    fake.hooks["describe_partition"] = someone_else
+    fake.brokers[6] = None
+    migration = MigrationInput(cluster=c, moves=plan, limits=Limits(max_partitions=1))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        other = await local_env.client.start_workflow(
+            PartitionMoveWorkflow.run, MoveInput(cluster=c, topic="orders", partition=0, target=[1, 2, 6]),
+            id=move_workflow_id(c, "orders", 0), task_queue=worker.task_queue,
+        )  # fmt: skip
+        await wait_for(holding.is_set, "the other migration's move")
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 1 and p.failed >= 2, "orders-2 moved, 0 and 1 refused")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        result = await ended(handle)
+        release.set()
+        await other.result()
+    assert fake.replicas[("orders", 0)] == [1, 2, 6] and fake.replicas[("orders", 1)] == theirs
+    assert fake.replicas[("orders", 2)] == original[("orders", 2)] == fake.replicas[("orders", 2)]
+    assert all(fake.replicas[("orders", p)] == original[("orders", p)] for p in (3, 4, 5))
+    # orders-2 finished and is stepped back; orders-3, if Kafka finished its step just as it was cancelled, too.
+    assert 2 in {m.partition for m in result.rolled_back} <= {2, 3}
+    skipped = " ".join(result.skipped)
+    assert "orders-0: not changed by this migration" in skipped and "orders-1: not changed by this migration" in skipped
+    assert result.status == "rolled_back" and result.verified
+
+
+# 8. A rollback move its stuck policy steps back is not reported as rolled back.
+async def test_a_rollback_move_reverted_by_its_stuck_policy_is_not_verified(local_env):
+    fake = cluster(4)
+    fake.ticks = 4
+    original = {k: list(v) for k, v in fake.replicas.items()}
+    migration = MigrationInput(cluster=name(), moves=spread_plan(fake), limits=Limits(max_partitions=1),
+                               stuck_after_s=1.0, stuck_policy="rollback")  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
+        # The brokers the rollback adds back stop taking replicas: every rollback step gets stuck.
+        fake.stalled = {1, 2, 3}
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        result = await ended(handle)
+    assert result.rolled_back and all(m.rolled_back for m in result.rolled_back)
+    assert result.status == "rolled_back" and not result.verified
+    assert any(fake.replicas[(m.topic, m.partition)] != original[(m.topic, m.partition)] for m in result.rolled_back)
+
+
+# 9. A cancel while a step is being issued leaves no reassignment behind.
+async def test_a_cancel_while_a_step_is_issued_leaves_no_reassignment(local_env):
+    fake = cluster(2)
+    fake.ticks = 1000
+    issuing = threading.Event()
+
+    def slow_alter(targets):
+        if any(t is not None for t in targets.values()):
+            issuing.set()
+            time.sleep(3)
+
+    fake.hooks["alter_reassignments"] = slow_alter
+    migration = MigrationInput(cluster=name(), moves=spread_plan(fake)[:1])
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for(issuing.is_set, "a step being issued")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="r"))
+        result = await ended(handle)
+    assert result.status == "stopped" and fake.ongoing == {}
+    assert fake.replicas[("orders", 0)] == [1, 2, 3]
+
+
+# 10. One stuck move under policy wait does not hold the others back across runs.
+async def test_one_stuck_move_waiting_does_not_halt_the_others(local_env):
+    fake = cluster(8)
+    fake.ticks = 2
+    # orders-0 goes to broker 5 (down for reassignments), the rest to broker 4.
+    plan = [PartitionReplicas(topic=t, partition=p, replicas=[r[0], r[1], 5 if p == 0 else 4])
+            for (t, p), r in sorted(fake.replicas.items())]  # fmt: skip
+    fake.stalled = {5}
+    migration = MigrationInput(cluster=name(), moves=plan, limits=Limits(max_partitions=2, max_per_broker=8),
+                               continue_every=2, stuck_after_s=1.0, stuck_policy="wait")  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        progress = await wait_for_progress(handle, lambda p: p.done == 7, "the seven other moves", timeout_s=60)
+        fake.stalled.clear()
+        result = await ended(handle)
+    assert progress.runs >= 3
+    assert result.verified and result.moves_done == 8
+    assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
+
+
+# 11. A move waiting on a stuck step does not grow its history.
+async def test_a_move_waiting_on_a_stuck_step_keeps_a_short_history(local_env):
+    fake = cluster(1)
+    fake.stalled = {5}
+    move = MoveInput(cluster=name(), topic="orders", partition=0, target=[1, 2, 5], stuck_after_s=0.3,
+                     stuck_policy="wait")  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(PartitionMoveWorkflow.run, move, task_queue=worker.task_queue,
+                                                       id=move_workflow_id(move.cluster, "orders", 0))  # fmt: skip
+        await asyncio.sleep(6)
+        fake.stalled.clear()
+        await ended(handle)
+        events = [e async for e in handle.fetch_history_events()]
+    # Twenty intervals of stuck_after went by; the wait is one activity after the first report.
+    assert len(events) < 40
+
+
+# 12. Verification heartbeats, so a slow describe is not retried forever.
+def test_verify_heartbeats_while_it_describes():
+    fake = cluster(2)
+    beats = []
+    env = ActivityEnvironment()
+    env.on_heartbeat = lambda *details: beats.append(details)
+    wrong = env.run(MigrationActivities(fake, None).verify,
+                    VerifyRequest(expected=[MoveSpec(topic="orders", partition=0, original=[1, 2, 3], target=[1, 2, 3])]))  # fmt: skip
+    assert wrong == [] and beats
+
+
+# 13. Every signal is applied or recorded as refused.
+async def test_signals_that_do_not_validate_or_are_unknown_are_recorded_as_refused(local_env):
+    fake = cluster(4)
+    fake.ticks = 20
+    migration = MigrationInput(cluster=name(), moves=spread_plan(fake), limits=Limits(max_partitions=1))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.in_flight, "a move in flight")
+        await handle.signal("pause", {"who": "ana", "reason": "peak"})
+        await handle.signal("cancel", {"actor": "ui"})
+        await handle.signal("frobnicate", {"actor": "bob", "reason": "typo"})
+        await handle.signal("resume", OperatorAction(actor="cy", reason="not paused"))
+        await handle.signal("pause", OperatorAction(actor="dee", reason="peak"))
+        progress = await wait_for_progress(handle, lambda p: len(p.actions) == 5, "five signals recorded")
+        await handle.signal("resume", OperatorAction(actor="dee", reason="off peak"))
+        result = await ended(handle)
+    seen = [(a.action, a.actor, a.refused) for a in progress.actions]
+    assert seen[0][:2] == ("pause", "unknown") and "actor" in seen[0][2] and "Field required" in seen[0][2]
+    assert seen[1][:2] == ("cancel", "ui") and "reason" in seen[1][2]
+    assert seen[2][:2] == ("frobnicate", "bob") and "unknown signal 'frobnicate'" in seen[2][2]
+    assert seen[3] == ("resume", "cy", "the migration is not paused")
+    assert seen[4] == ("pause", "dee", None)
+    assert result.status == "completed" and result.verified
