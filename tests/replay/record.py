@@ -51,6 +51,25 @@ async def rolled_back(client, fake: FakeKafka, name: str, queue: str):
     return handle
 
 
+async def revert_pending(client, fake: FakeKafka, name: str, queue: str):
+    fake.ticks = 6
+    handle = await completed(client, fake, name, queue)
+    await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
+    await handle.execute_update(MigrationWorkflow.cancel_update,
+                                CancelRequest(mode="revert-pending", actor="ops", reason="abort"))  # fmt: skip
+    return handle
+
+
+async def refused_signals(client, fake: FakeKafka, name: str, queue: str):
+    fake.ticks = 6
+    handle = await completed(client, fake, name, queue)
+    await _progress(handle, lambda p: p.in_flight)
+    await handle.signal("pause", {"who": "ana"})
+    await handle.signal("frobnicate", {"actor": "bob", "reason": "typo"})
+    await handle.signal("resume", {"actor": "cy", "reason": "not paused"})
+    return handle
+
+
 async def controls(client, fake: FakeKafka, name: str, queue: str):
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
@@ -84,7 +103,8 @@ async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
 
 
 SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
-             "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle}  # fmt: skip
+             "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle, "revert-pending": revert_pending,
+             "refused-signals": refused_signals}  # fmt: skip
 
 
 def _save(path: Path, workflow_id: str, history) -> None:

@@ -16,7 +16,8 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_every_scenario_has_histories():
     names = {p.name for p in HISTORIES}
-    for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback", "auto-throttle"):
+    for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback", "auto-throttle",
+                     "revert-pending", "refused-signals"):
         assert f"{scenario}-run1.json" in names and f"{scenario}-move.json" in names
     assert "continued-run2.json" in names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
