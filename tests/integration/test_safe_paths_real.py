@@ -14,6 +14,7 @@ from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
+from tests.workflows.test_migration import wait_for_progress
 from worker import activities_for
 from workflows import MigrationWorkflow
 
@@ -42,15 +43,6 @@ def lists(admin, topic: str) -> dict[int, list[int]]:
     return {s.partition: s.replicas for s in admin.describe_topics([topic])}
 
 
-async def progress_until(handle, predicate, what: str, timeout_s: float = 90):
-    for _ in range(int(timeout_s / 0.2)):
-        progress = await handle.query(MigrationWorkflow.progress)
-        if predicate(progress):
-            return progress
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"{what} did not happen within {timeout_s} s")
-
-
 def slow_topic(admin, settings, topic: str, partitions: int = 6):
     """RF 2 on brokers 1-2; partition 0 empty, the others with about 2 MB each: under a 300 kB/s throttle their
     steps take seconds. Each partition moves both replicas (to 3 and 4): two steps at one replica per step."""
@@ -61,16 +53,23 @@ def slow_topic(admin, settings, topic: str, partitions: int = 6):
     return original, plan, written
 
 
+async def start_mid_step(client, worker, plan: list[PartitionReplicas]):
+    """Start the slow topic's migration (3 in flight, 300 kB/s) and return once the empty partition has moved and
+    two steps are under way on Kafka."""
+    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6),
+                               throttle_bytes_per_s=300_000)  # fmt: skip
+    handle = await client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
+                                         id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+    await wait_for_progress(handle, lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
+                            "two steps under way", timeout_s=90)  # fmt: skip
+    return handle
+
+
 @pytest.mark.parametrize("mode", ["stop", "revert-pending", "rollback"])
 async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_settings, topic_name, mode):
     original, plan, written = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6),
-                               throttle_bytes_per_s=300_000)  # fmt: skip
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                                  id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
-        await progress_until(handle, lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
-                             "the empty partition moved and two steps under way")  # fmt: skip
+        handle = await start_mid_step(real_client, worker, plan)
         await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="test"))
         result = await asyncio.wait_for(handle.result(), 300)
     now = lists(admin, topic_name)
@@ -105,13 +104,8 @@ async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_th
     real_client, admin, real_settings, topic_name
 ):
     original, plan, _ = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6),
-                               throttle_bytes_per_s=300_000)  # fmt: skip
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                                  id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
-        await progress_until(handle, lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
-                             "two steps")
+        handle = await start_mid_step(real_client, worker, plan)
         # What the Web UI's "Request Cancellation" sends.
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
@@ -128,14 +122,9 @@ async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_th
 
 
 async def test_a_terminated_migration_has_its_steps_in_flight_undone(real_client, admin, real_settings, topic_name):
-    original, plan, _ = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6),
-                               throttle_bytes_per_s=300_000)  # fmt: skip
+    _, plan, _ = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                                  id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
-        await progress_until(handle, lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
-                             "two steps")
+        handle = await start_mid_step(real_client, worker, plan)
         assert not no_reassignment(admin, topic_name)
         await handle.terminate(reason="test")
         # Its moves were asked to cancel (parent close policy) and cancel their steps on Kafka.
@@ -159,7 +148,7 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
         async with worker_for(real_client, activities_for(admin)) as worker:
             handle = await real_client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
                                                       id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
-            await progress_until(handle, lambda p: p.done == 2 and p.in_flight, "orders-0 and -1 moved")
+            await wait_for_progress(handle, lambda p: p.done == 2 and p.in_flight, "orders-0 and -1 moved", 90)
             # Broker 4, orders-0's only original replica left, stops: it is out of sync.
             await asyncio.to_thread(stack.procs.stop, ["broker-4"])
             await asyncio.to_thread(
@@ -167,7 +156,7 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
             )
             await handle.execute_update(MigrationWorkflow.cancel_update,
                                         CancelRequest(mode="rollback", actor="ops", reason="test"))  # fmt: skip
-            await progress_until(handle, lambda p: p.phase in ("rolling_back", "cleaning_up"), "the rollback")
+            await wait_for_progress(handle, lambda p: p.phase in ("rolling_back", "cleaning_up"), "the rollback", 90)
             await asyncio.to_thread(stack.up, False)
             result = await asyncio.wait_for(handle.result(), 300)
     finally:
@@ -211,7 +200,7 @@ async def test_offline_partitions_are_skipped_or_waited_for_and_never_stepped(
                 MigrationWorkflow.run, MigrationInput(cluster="test", moves=back, offline="wait"),
                 task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}",
             )  # fmt: skip
-            await progress_until(handle, lambda p: p.done == 1 and p.in_flight, "orders-1 moved, orders-0 waiting")
+            await wait_for_progress(handle, lambda p: p.done == 1 and p.in_flight, "partition 1 moved, 0 waiting", 90)
             await asyncio.sleep(2)
             assert no_reassignment(admin, topic_name) and lists(admin, topic_name)[0] == [4]
             await asyncio.to_thread(stack.up, False)
