@@ -328,6 +328,8 @@ class MigrationActivities:
             elif o.error is None and o.original != o.target:
                 moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
                                       target=o.original if o.rolled_back else o.target))  # fmt: skip
+        if not moves:
+            return []
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({m.topic for m in moves}))}
         wrong = []
         for m in moves:

@@ -260,13 +260,13 @@ def summary(state: str, progress: MigrationProgress) -> str:
         return f"{state}: checking the plan against the cluster"
     if progress.estimating:
         return f"{state}: sampling write rates, then the Spark job ({progress.moves_total} moves)"
-    flags = ""
+    back = f", {progress.rolled_back} rolled back" if progress.rolled_back or progress.phase == "rolling_back" else ""
     rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"
     return (
-        f"{state}{flags}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
-        f"{progress.waiting} waiting, {progress.failed} failed; {human_bytes(progress.bytes_done)} of "
+        f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
+        f"{progress.waiting} waiting, {progress.failed} failed{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}; elapsed {human_seconds(progress.elapsed_s)}, "
         f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
     )

@@ -3,10 +3,8 @@
 continues as new."""
 
 import asyncio
-from collections.abc import Sequence
 
 from temporalio import workflow
-from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
 from temporalio.exceptions import is_cancelled_exception
 from temporalio.workflow import ContinueAsNewError, ParentClosePolicy
@@ -22,11 +20,8 @@ with workflow.unsafe.imports_passed_through():
     from models import MoveInput, MoveReport, MoveStepReport, MoveStuck, TopicPartition
     from models.estimate import EstimateOptions
     from models.migration import (
-        HANDING_OVER,
-        CancelRequest,
         EstimateStep,
         LeaderElection,
-        LimitsChange,
         MigrationInput,
         MigrationProgress,
         MigrationResult,
@@ -36,7 +31,6 @@ with workflow.unsafe.imports_passed_through():
         OutcomesBatch,
         PreflightRequest,
         RollbackRequest,
-        ThrottleChange,
         ThrottleRequest,
         ThrottleState,
         VerifyRequest,
@@ -44,20 +38,16 @@ with workflow.unsafe.imports_passed_through():
     from steps.admission import ordered
     from steps.throttle import throttled_brokers, throttled_replicas
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
+    from workflows.controls import MigrationControls
     from workflows.partition_move import PartitionMoveWorkflow
     from workflows.policies import ESTIMATE, PREFLIGHT, QUICK_CALL, STEP_CALL, STEP_WAIT
 
-# The operator actions a signal may carry, with the payload each takes.
-SIGNALS: dict[str, type[OperatorAction]] = {
-    "pause": OperatorAction, "resume": OperatorAction, "cancel": CancelRequest, "set_limits": LimitsChange,
-    "set_throttle": ThrottleChange,
-}  # fmt: skip
 # Children refused as "already started" in a rollback are the partition's forward move still closing: tried again.
 RESTART_TRIES = 10
 
 
 @workflow.defn
-class MigrationWorkflow:
+class MigrationWorkflow(MigrationControls):
     """Runs a plan on one cluster; see ``run`` for the general flow and ``execution.state`` for the phases.
 
     Signals (the Web UI, ``temporal workflow signal``), each with who and why: ``pause``, ``resume``, ``cancel``
@@ -413,129 +403,6 @@ class MigrationWorkflow:
             self._published = self._s.phase.value
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(self._published)])
 
-    # -- operator actions ---------------------------------------------------------------------------------------
-
-    def _act(self, name: str, request: OperatorAction) -> None:
-        """Apply an action, or record it refused with the reason (a signal has no caller to answer)."""
-        s, action = self._s, Action(name)
-        mode = request.mode if isinstance(request, CancelRequest) else None
-        why = s.refusal(action, mode)
-        if why is not None:
-            s.refuse(name, request.actor, request.reason, workflow.now(), why)
-            workflow.logger.warning("%s by %s refused: %s", name, request.actor, why)
-            return
-        limits = request.limits if isinstance(request, LimitsChange) else None
-        rate = request.rate_bytes_per_s if isinstance(request, ThrottleChange) else None
-        detail = mode or (limits.model_dump_json() if limits else "")
-        if isinstance(request, ThrottleChange):
-            detail = "none" if rate is None else str(rate)
-        s.apply(action, request, workflow.now(), mode=mode, limits=limits, rate=rate, detail=detail)
-        workflow.logger.info("operator action %s by %s (%s) %s", name, request.actor, request.reason, detail)
-        self._throttle_stale = self._throttle_stale or action == Action.SET_THROTTLE
-        self._wake = True
-        self._publish()
-
-    def _validate(self, name: str, request: OperatorAction) -> None:
-        if self._handing_over:
-            raise ValueError(HANDING_OVER)
-        why = self._s.refusal(Action(name), request.mode if isinstance(request, CancelRequest) else None)
-        if why is not None:
-            raise ValueError(why)
-
-    def _signal(self, name: str, raw: RawValue) -> None:
-        """A signal's payload, checked here so one that does not validate is recorded as refused, not dropped."""
-        data = None
-        try:
-            data = workflow.payload_converter().from_payload(raw.payload)
-            request = SIGNALS[name].model_validate(data)
-        except (ValidationError, ValueError, TypeError) as e:
-            detail = e.errors()[0] if isinstance(e, ValidationError) else None
-            why = f"invalid payload: {'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else f"invalid payload: {e}"
-            self._refuse_raw(name, data, why + f"; {name} takes {{\"actor\", \"reason\"{_extra(name)}}}")
-            return
-        self._act(name, request)
-
-    def _refuse_raw(self, name: str, data: object, why: str) -> None:
-        given = data if isinstance(data, dict) else {}
-        actor, reason = str(given.get("actor") or "unknown"), str(given.get("reason") or "none given")
-        self._s.refuse(name, actor, reason, workflow.now(), why)
-        workflow.logger.warning("signal %s refused: %s", name, why)
-
-    @workflow.signal(name="pause")
-    def pause(self, raw: RawValue) -> None:
-        self._signal("pause", raw)
-
-    @workflow.signal(name="resume")
-    def resume(self, raw: RawValue) -> None:
-        self._signal("resume", raw)
-
-    @workflow.signal(name="cancel")
-    def cancel(self, raw: RawValue) -> None:
-        self._signal("cancel", raw)
-
-    @workflow.signal(name="set_limits")
-    def set_limits(self, raw: RawValue) -> None:
-        self._signal("set_limits", raw)
-
-    @workflow.signal(name="set_throttle")
-    def set_throttle(self, raw: RawValue) -> None:
-        self._signal("set_throttle", raw)
-
-    @workflow.signal(dynamic=True)
-    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        data = None
-        if args:
-            try:
-                data = workflow.payload_converter().from_payload(args[0].payload)
-            except Exception:  # noqa: BLE001 - the payload is recorded as unreadable, not applied
-                pass
-        self._refuse_raw(name, data, f"unknown signal {name!r}; Drover takes {', '.join(SIGNALS)}")
-
-    @workflow.update(name="pause_update")
-    def pause_update(self, action: OperatorAction) -> MigrationProgress:
-        self._act("pause", action)
-        return self.progress()
-
-    @pause_update.validator
-    def _validate_pause(self, action: OperatorAction) -> None:
-        self._validate("pause", action)
-
-    @workflow.update(name="resume_update")
-    def resume_update(self, action: OperatorAction) -> MigrationProgress:
-        self._act("resume", action)
-        return self.progress()
-
-    @resume_update.validator
-    def _validate_resume(self, action: OperatorAction) -> None:
-        self._validate("resume", action)
-
-    @workflow.update(name="cancel_update")
-    def cancel_update(self, request: CancelRequest) -> MigrationProgress:
-        self._act("cancel", request)
-        return self.progress()
-
-    @cancel_update.validator
-    def _validate_cancel(self, request: CancelRequest) -> None:
-        self._validate("cancel", request)
-
-    @workflow.update(name="set_limits_update")
-    def set_limits_update(self, change: LimitsChange) -> MigrationProgress:
-        self._act("set_limits", change)
-        return self.progress()
-
-    @set_limits_update.validator
-    def _validate_limits(self, change: LimitsChange) -> None:
-        self._validate("set_limits", change)
-
-    @workflow.update(name="set_throttle_update")
-    def set_throttle_update(self, change: ThrottleChange) -> MigrationProgress:
-        self._act("set_throttle", change)
-        return self.progress()
-
-    @set_throttle_update.validator
-    def _validate_throttle(self, change: ThrottleChange) -> None:
-        self._validate("set_throttle", change)
-
     # -- from the moves ---------------------------------------------------------------------------------------------
 
     @workflow.signal(name="move_step")
@@ -563,8 +430,4 @@ class MigrationWorkflow:
     def progress(self) -> MigrationProgress:
         return progress(self._s, self._input.cluster if self._input else "", workflow.now())
 
-
-def _extra(name: str) -> str:
-    fields = [f for f in SIGNALS[name].model_fields if f not in OperatorAction.model_fields]
-    return "".join(f', "{f}"' for f in fields)
 
