@@ -95,28 +95,42 @@ class MigrationWorkflow(MigrationControls):
             self._s = s = MigrationState.model_validate(migration.carry)
             s.handed_over()
         self._publish()
-        try:
-            await self._advance()
-        except ContinueAsNewError:
-            raise
-        except BaseException as e:
-            if s.phase in ENDED:
+        while True:
+            try:
+                await self._advance()
+                break
+            except ContinueAsNewError:
                 raise
-            if is_cancelled_exception(e) and workflow.cancellation_reason() is not None:
-                self._cancel_taken = True
-                # Cancelled from Temporal (Web UI, `temporal workflow cancel`): a stop, then the migration ends
-                # cancelled; nothing it started keeps changing Kafka.
-                by = OperatorAction(actor="temporal", reason="workflow cancellation requested")
-                if s.refusal(Action.CANCEL, "stop") is None:
-                    s.apply(Action.CANCEL, by, workflow.now(), mode="stop", detail="stop")
-                else:
-                    s.note("cancel", by.actor, by.reason, workflow.now(), "while " + s.phase.value)
-            else:
-                s.fail(failure_message(e))
-            await self._advance()
-            raise
+            except BaseException as e:
+                # Interrupted: stop and clean up (the loop goes on from the phase it is in); one that cannot be
+                # taken up (a second failure, or any once the migration has ended) ends it as it is.
+                if s.phase in ENDED or not self._take_up(e):
+                    raise
+        if self._cancel_taken:
+            # The migration stopped and cleaned up; Temporal shows it cancelled, as asked.
+            raise asyncio.CancelledError()
         assert self._result is not None
         return self._result
+
+    def _take_up(self, e: BaseException) -> bool:
+        """A cancellation from Temporal (once) becomes a stop; a first failure stops the migration and fails it."""
+        s = self._s
+        if is_cancelled_exception(e) and workflow.cancellation_reason() is not None:
+            if self._cancel_taken:
+                return False
+            self._cancel_taken = True
+            # Cancelled from Temporal (Web UI, `temporal workflow cancel`): nothing it started keeps changing Kafka.
+            by = OperatorAction(actor="temporal", reason="workflow cancellation requested")
+            if s.refusal(Action.CANCEL, "stop") is None:
+                s.apply(Action.CANCEL, by, workflow.now(), mode="stop", detail="stop")
+            else:
+                s.note("cancel", by.actor, by.reason, workflow.now(), "while " + s.phase.value)
+            return True
+        if s.failure is not None:
+            return False
+        s.fail(failure_message(e) or type(e).__name__)
+        self._publish()
+        return True
 
     def _parse(self, given: dict) -> MigrationInput:
         # Taken as plain JSON and checked here, so an input that does not validate (limits of zero, say, from the

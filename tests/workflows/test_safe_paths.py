@@ -195,6 +195,35 @@ async def test_a_throttle_write_that_fails_stops_the_moves_and_leaves_no_throttl
     assert no_throttle(fake)
 
 
+async def test_a_temporal_cancel_during_the_clean_up_after_a_failure_still_cleans_up(local_env):
+    fake = cluster(6)
+    fake.ticks = 1000
+    c = name()
+    removing = threading.Event()
+
+    def refuse_or_slow(broker, set_, delete):
+        if set_:
+            raise ApplicationError("broker config refused", non_retryable=True)
+        removing.set()
+        time.sleep(1)
+
+    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
+        fake.hooks["alter_broker_config"] = refuse_or_slow
+        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        await wait_for(removing.is_set, "the throttle being removed after the failure")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError) as failed:
+            await ended(handle)
+        await no_move_left(local_env, c, fake)
+    # The clean-up ran to its end; the migration ends with the failure it had, not the later cancel.
+    assert "broker config refused" in failed.value.cause.message
+    assert no_throttle(fake)
+
+
 async def test_a_terminated_migration_has_its_moves_cancelled_and_their_steps_undone(local_env):
     fake = cluster(6)
     fake.ticks = 1000
