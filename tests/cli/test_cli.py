@@ -117,7 +117,8 @@ def test_missing_maven_is_named(tmp_path):
 def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, tmp_path):
     state = tmp_path / "state"
     # broker-1's storage was formatted for another cluster: Kafka refuses to start it.
-    layout = {"cluster_id": "AAAAAAAAAAAAAAAAAAAAAA", "brokers": 4, "racks": 2, "port_base": 39092, "kafka_version": "4.4.0"}
+    # Fixed ports below the kernel's ephemeral range (32768+): a client socket elsewhere in the run cannot hold one.
+    layout = {"cluster_id": "AAAAAAAAAAAAAAAAAAAAAA", "brokers": 4, "racks": 2, "port_base": 22092, "kafka_version": "4.4.0"}
     (state / "data" / "broker-1").mkdir(parents=True)
     (state / "layout.json").write_text(json.dumps(layout))
     (state / "data" / "broker-1" / "meta.properties").write_text(
@@ -126,9 +127,9 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
     env = os.environ | {
         "DROVER_SANDBOX_STATE_DIR": str(state),
         "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
-        "DROVER_SANDBOX_PORT_BASE": "39092",
-        "DROVER_SANDBOX_TEMPORAL_PORT": str(free_port()),
-        "DROVER_SANDBOX_UI_PORT": str(free_port()),
+        "DROVER_SANDBOX_PORT_BASE": "22092",
+        "DROVER_SANDBOX_TEMPORAL_PORT": "22233",
+        "DROVER_SANDBOX_UI_PORT": "22234",
     }
     done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
     assert_one_line_error(
@@ -227,14 +228,15 @@ def test_a_cluster_id_is_never_drawn_starting_with_a_dash():
 def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_path):
     state = tmp_path / "state"
     state.mkdir()
-    layout = {"cluster_id": "-" + "A" * 21, "brokers": 4, "racks": 2, "port_base": 39192, "kafka_version": "4.4.0"}
+    # Fixed ports below the kernel's ephemeral range (32768+): a client socket elsewhere in the run cannot hold one.
+    layout = {"cluster_id": "-" + "A" * 21, "brokers": 4, "racks": 2, "port_base": 23092, "kafka_version": "4.4.0"}
     (state / "layout.json").write_text(json.dumps(layout))
     env = os.environ | {
         "DROVER_SANDBOX_STATE_DIR": str(state),
         "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
-        "DROVER_SANDBOX_PORT_BASE": "39192",
-        "DROVER_SANDBOX_TEMPORAL_PORT": str(free_port()),
-        "DROVER_SANDBOX_UI_PORT": str(free_port()),
+        "DROVER_SANDBOX_PORT_BASE": "23092",
+        "DROVER_SANDBOX_TEMPORAL_PORT": "23233",
+        "DROVER_SANDBOX_UI_PORT": "23234",
     }
     try:
         done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
