@@ -1,6 +1,7 @@
 """The migration's execution state: phases, allowed transitions, moves in flight and operator actions (pure)."""
 
 from execution.state import (
+    ACTIVE,
     ADMITTING,
     ENDED,
     VALID_TRANSFER,
@@ -14,6 +15,7 @@ from execution.state import (
 )
 
 __all__ = [
+    "ACTIVE",
     "ADMITTING",
     "ENDED",
     "VALID_TRANSFER",

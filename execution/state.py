@@ -30,6 +30,11 @@ from models.moves import StuckPolicy
 from steps.admission import Limits, MoveSpec, admit
 
 
+# A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
+DEMAND_PER_SLOT = 2
+DEMAND_MAX = 200
+
+
 class Phase(StrEnum):
     PREFLIGHT = "preflight"
     ESTIMATING = "estimating"
@@ -189,6 +194,14 @@ class MigrationState(BaseModel):
     unchanged: int = 0
     min_insync: dict[str, int] = {}
     estimate: Estimate | None = None
+    # With a cluster coordinator: joined (partitions registered), the last demand's number, and the moves ended
+    # (or granted when no longer wanted) that the next demand releases.
+    joined: bool = False
+    demand_seq: int = 0
+    released: list[tuple[str, int]] = []
+    # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
+    # run takes it up).
+    granted: list[tuple[str, int]] = []
 
     # -- transitions ------------------------------------------------------------------------------------------
 
@@ -319,8 +332,30 @@ class MigrationState(BaseModel):
         """The moves to start now, under the limits; each gets a record with a new token."""
         if self.phase not in ADMITTING:
             return []
+        return self._start(admit(self.window.waiting, self.window.specs(), self.limits, replicas_per_step))
+
+    def candidates(self) -> list[MoveSpec]:
+        """Its demand to the cluster's coordinator: the next waiting moves, in order, more than its own limits let
+        start at once (the coordinator admits them under both its limits and the cluster's), so that it still
+        asks while its slots are full and a slot freed by another migration can come to it."""
+        if self.phase not in ADMITTING:
+            return []
+        return self.window.waiting[: min(DEMAND_MAX, DEMAND_PER_SLOT * self.limits.max_partitions)]
+
+    def take_granted(self) -> list[MoveRecord]:
+        """The moves the coordinator granted: started if they still wait and the phase admits; released otherwise.
+        While draining they are kept for the next run."""
+        if self.phase == Phase.DRAINING:
+            return []
+        keys, self.granted = self.granted, []
+        wanted = set(keys) if self.phase in ADMITTING else set()
+        granted = [m for m in self.window.waiting if (m.topic, m.partition) in wanted]
+        found = {(m.topic, m.partition) for m in granted}
+        self.released = [*self.released, *(k for k in keys if tuple(k) not in found)]
+        return self._start(granted)
+
+    def _start(self, started: list[MoveSpec]) -> list[MoveRecord]:
         w = self.window
-        started = admit(w.waiting, w.specs(), self.limits, replicas_per_step)
         records = []
         for m in started:
             self.launches += 1
@@ -378,6 +413,8 @@ class MigrationState(BaseModel):
         if r is None or r.token != token:
             return False
         w.in_flight = [x for x in w.in_flight if x is not r]
+        if self.joined:
+            self.released = [*self.released, key]
         if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == "cancelled":
             left_on = outcome.final or r.expected or r.move.original
             w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]

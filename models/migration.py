@@ -61,6 +61,8 @@ class MigrationInput(BaseModel):
     # Bytes per second for leader and follower replication on the brokers of moves in flight; None: no throttle.
     throttle_bytes_per_s: int | None = Field(None, ge=1)
     order: Literal["small-first", "large-first"] = "small-first"
+    # Among the migrations on one cluster, free slots go to the highest priority first (a broker decommission, say).
+    priority: int = Field(0, ge=-100, le=100)
     # Estimate throttles and duration before the first step (and with auto_throttle, use the recommended rates).
     estimate: EstimateSettings | None = None
     # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.

@@ -7,6 +7,8 @@ Only partitions in flight are listed, so the rest of the cluster replicates unth
 replicas live on.
 """
 
+from pydantic import BaseModel, ConfigDict
+
 from steps.admission import MoveSpec
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
@@ -34,3 +36,72 @@ def throttled_replicas(in_flight: list[MoveSpec]) -> dict[str, dict[str, str]]:
 def throttled_brokers(in_flight: list[MoveSpec]) -> list[int]:
     """Every broker holding or receiving a replica of a partition in flight."""
     return sorted({b for m in in_flight for b in (*m.original, *m.target)})
+
+
+class ThrottleWanted(BaseModel):
+    """Drover's own throttle for the moves in flight of every migration on a cluster: per topic the replicas it
+    lists, per broker its (leader, follower) rates. An operator's own settings are merged in when written."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topics: dict[str, dict[str, list[str]]] = {}
+    brokers: dict[int, tuple[int, int]] = {}
+
+
+def wanted_throttle(asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]]) -> ThrottleWanted:
+    """From each move in flight with the rate its migration asks for (one rate, or per broker): the lists and rates.
+
+    The leader side lists every replica the partition has or gets during the move, original and target: whichever
+    leads after a step (KIP-435's first step elects the new leader) has its copies to new replicas throttled;
+    Kafka throttles only fetches of replicas out of sync, so in-sync followers are untouched. The follower side
+    lists the replicas being added. A broker's rates are the highest any move on it asks for. A move whose
+    migration asks for no throttle is not listed."""
+    leaders: dict[str, set[tuple[int, int]]] = {}
+    followers: dict[str, set[tuple[int, int]]] = {}
+    rates: dict[int, tuple[int, int]] = {}
+    for m, rate, per_broker in asked:
+        if rate is None and not per_broker:
+            continue
+        fallback = rate or max(r for pair in per_broker.values() for r in pair)
+        leaders.setdefault(m.topic, set()).update((m.partition, b) for b in {*m.original, *m.target})
+        followers.setdefault(m.topic, set()).update((m.partition, b) for b in set(m.target) - set(m.original))
+        for b in {*m.original, *m.target}:
+            leader, follower = per_broker.get(b, (fallback, fallback))
+            old = rates.get(b, (0, 0))
+            rates[b] = (max(old[0], leader), max(old[1], follower))
+    topics = {
+        t: {
+            LEADER_REPLICAS: [f"{p}:{b}" for p, b in sorted(leaders[t])],
+            FOLLOWER_REPLICAS: [f"{p}:{b}" for p, b in sorted(followers.get(t, set()))],
+        }
+        for t in sorted(leaders)
+    }
+    return ThrottleWanted(topics=topics, brokers=dict(sorted(rates.items())))
+
+
+def merged_list(operator: str | None, drover: list[str]) -> str:
+    """A throttled-replicas value holding the operator's own entries (or their "*", every replica) and Drover's."""
+    if operator is not None and operator.strip() == "*":
+        return "*"
+    own = [e.strip() for e in (operator or "").split(",") if e.strip()]
+    entries = {*own, *drover}
+
+    def order(entry: str) -> tuple[int, int, str]:
+        p, _, b = entry.partition(":")
+        return (int(p), int(b), entry) if p.isdigit() and b.isdigit() else (1 << 31, 0, entry)
+
+    return ",".join(sorted(entries, key=order))
+
+
+def throttle_union(a: ThrottleWanted, b: ThrottleWanted) -> ThrottleWanted:
+    """Every entry and rate of either (the higher rate where both have one): what may be on Kafka after a write
+    from ``a`` to ``b`` failed part-way, so that a later write removes all of it."""
+    topics = {}
+    for t in sorted({*a.topics, *b.topics}):
+        x, y = a.topics.get(t, {}), b.topics.get(t, {})
+        topics[t] = {k: sorted({*x.get(k, []), *y.get(k, [])}) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
+    brokers = {}
+    for br in sorted({*a.brokers, *b.brokers}):
+        x, y = a.brokers.get(br, (0, 0)), b.brokers.get(br, (0, 0))
+        brokers[br] = (max(x[0], y[0]), max(x[1], y[1]))
+    return ThrottleWanted(topics=topics, brokers=brokers)

@@ -302,3 +302,34 @@ def test_a_large_migration_saves_finished_moves_and_keeps_the_failed():
     assert len(saved) == 2 and [o.partition for o in s.window.outcomes] == [1]
     assert s.window.saved.done == 1 and s.window.saved.bytes_done == 10 and s.moves_done() == 1
     assert s.window.saved.per_broker == {2: 1, 3: 1}
+
+
+def test_under_a_coordinator_the_demand_names_waiting_moves_and_grants_start_them():
+    s = running(10)
+    s.joined = True
+    assert [m.partition for m in s.candidates()] == [0, 1, 2, 3]
+    s.granted = [("t", 0), ("t", 1)]
+    started = s.take_granted()
+    assert [r.move.partition for r in started] == [0, 1] and s.granted == []
+    assert s.finish(("t", 0), started[0].token, outcome(started[0].move, final=[1, 3]))
+    assert s.released == [("t", 0)]
+
+
+def test_a_grant_that_reaches_a_draining_run_is_taken_up_by_the_next():
+    s = running(10)
+    s.joined = True
+    assert s.drain_if_due(finished_this_run=500, every=200, suggested=False)
+    s.granted = [("t", 0)]
+    assert s.take_granted() == [] and s.candidates() == []
+    carried = MigrationState.model_validate(s.model_dump(mode="json"))
+    carried.handed_over()
+    assert [r.move.partition for r in carried.take_granted()] == [0]
+
+
+def test_a_grant_that_comes_after_a_stop_is_released_not_started():
+    s = running(10)
+    s.joined = True
+    s.apply(Action.CANCEL, OperatorAction(actor="ops", reason="stop"), NOW, mode="stop")
+    s.granted = [("t", 0), ("t", 1)]
+    assert s.take_granted() == []
+    assert s.released == [("t", 0), ("t", 1)]

@@ -1,0 +1,284 @@
+"""A Kafka cluster's coordinator state: the one owner of what every migration on that cluster shares. Pure: no
+Temporal, Kafka or clock; ``ClusterWorkflow`` runs activities and signals around it and carries it over
+continue-as-new.
+
+- **Binding**: the cluster name is bound to the Kafka cluster ID its first migration reached; a migration that
+  reaches another ID is refused, with both.
+- **Registry**: a partition belongs to at most one running migration.
+- **Limits**: KIP-435's four (moves in flight, per broker, replicas being added, leader changes) across every
+  migration. Unless an operator sets them, they are the highest any running migration asks for, so migrations
+  together never exceed what any one of them was allowed alone. Each migration also stays within its own.
+- **Shares**: free slots go to the highest priority first; within a priority, to the migration with the fewest
+  moves in flight (ties to the one granted least recently), one move at a time, so shares are even.
+- **Freeze**: nothing is granted while frozen; steps in flight finish, and their moves wait before their next.
+- **Throttle**: what Drover wants on Kafka for the moves in flight, each migration's moves listed only if it asks
+  for a throttle (see ``steps.throttle.wanted_throttle``).
+"""
+
+from collections import Counter
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from models.coordination import Demand, JoinRequest, PartitionKey
+from models.migration import AuditEntry, OperatorAction
+from steps.admission import Limits, MoveSpec
+from steps.throttle import ThrottleWanted, wanted_throttle
+
+# Actions carried over continue-as-new (older ones stay in the history of earlier runs).
+KEPT_ACTIONS = 200
+
+
+class Holder(BaseModel):
+    """A running migration: its registered partitions, its standing demand and the moves granted to it."""
+
+    migration_id: str
+    priority: int = 0
+    partitions: dict[str, list[int]] = {}
+    demand: Demand | None = None
+    in_flight: list[MoveSpec] = []
+    granted_total: int = 0
+    # The grant counter's value at this holder's last grant: ties between equal shares go to the one served least
+    # recently.
+    last_grant: int = 0
+
+    def holds(self, key: PartitionKey) -> bool:
+        return key[1] in self.partitions.get(key[0], ())
+
+
+class Orphan(BaseModel):
+    """A move of a migration that ended without releasing it: cancelled, and held until its workflow has ended."""
+
+    migration_id: str
+    move: MoveSpec
+    # The throttle its migration asked for, kept until the move ends.
+    rate: int | None = None
+    broker_rates: dict[int, tuple[int, int]] = {}
+    cancel_sent: bool = False
+
+
+class Counters:
+    """Moves in flight counted as KIP-435's limits count them."""
+
+    def __init__(self) -> None:
+        self.partitions = 0
+        self.per_broker: Counter[int] = Counter()
+        self.replicas = 0
+        self.leaders = 0
+
+    def add(self, m: MoveSpec, replicas_per_step: int) -> None:
+        self.partitions += 1
+        self.per_broker.update(m.brokers)
+        self.replicas += min(replicas_per_step, m.adds)
+        self.leaders += m.changes_leader
+
+    def fits(self, m: MoveSpec, limits: Limits, replicas_per_step: int) -> bool:
+        return (
+            self.partitions < limits.max_partitions
+            and all(self.per_broker[b] < limits.max_per_broker for b in m.brokers)
+            and self.replicas + min(replicas_per_step, m.adds) <= limits.max_replicas
+            and self.leaders + m.changes_leader <= limits.max_leaders
+        )
+
+
+class ClusterState(BaseModel):
+    name: str
+    cluster_id: str | None = None
+    limits: Limits | None = None
+    rate: int | None = None
+    frozen: bool = False
+    # Moves in flight told the cluster is frozen (told again once it is unfrozen).
+    told_frozen: list[PartitionKey] = []
+    holders: dict[str, Holder] = {}
+    orphans: list[Orphan] = []
+    grants: int = 0
+    peak_in_flight: int = 0
+    peak_per_broker: int = 0
+    actions: list[AuditEntry] = []
+    runs: int = 1
+
+    # -- migrations -------------------------------------------------------------------------------------------
+
+    def join(self, req: JoinRequest, now: datetime) -> str | None:
+        """Register a migration's partitions; the reason it is refused, or None."""
+        if req.migration_id in self.holders:
+            return None
+        if self.cluster_id is not None and req.cluster_id != self.cluster_id:
+            return (f"cluster name {self.name} is bound to Kafka cluster ID {self.cluster_id}, but this migration's "
+                    f"workers reach Kafka cluster ID {req.cluster_id}; nothing was changed")  # fmt: skip
+        taken: list[str] = []
+        for other in [*self.holders.values(), *self._orphan_holders()]:
+            for topic, parts in req.partitions.items():
+                both = sorted(set(parts) & set(other.partitions.get(topic, ())))
+                taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
+        if taken:
+            shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+            return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
+        if self.cluster_id is None:
+            self.cluster_id = req.cluster_id
+            self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
+        self.holders[req.migration_id] = Holder(migration_id=req.migration_id, priority=req.priority,
+                                                partitions=req.partitions)  # fmt: skip
+        self.note("join", f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), "
+                          f"priority {req.priority}", now)  # fmt: skip
+        return None
+
+    def _orphan_holders(self) -> list[Holder]:
+        """Partitions still moving for a migration that has gone stay registered until their moves end."""
+        parts: dict[str, set[int]] = {}
+        for o in self.orphans:
+            parts.setdefault(o.move.topic, set()).add(o.move.partition)
+        if not parts:
+            return []
+        return [Holder(migration_id="a migration that ended", partitions={t: sorted(p) for t, p in parts.items()})]
+
+    def demand(self, d: Demand) -> bool:
+        """A migration's new standing demand; its released moves leave. False if the migration is unknown (it left,
+        or was cleaned up after) or the demand is older than one already taken."""
+        h = self.holders.get(d.migration_id)
+        if h is None or (h.demand is not None and d.seq <= h.demand.seq):
+            return False
+        released = set(d.released)
+        h.in_flight = [m for m in h.in_flight if (m.topic, m.partition) not in released]
+        held = {(m.topic, m.partition) for m in h.in_flight}
+        # Only moves of its own partitions, and not those already granted (a grant it has not seen yet).
+        candidates = [m for m in d.candidates if h.holds((m.topic, m.partition)) and (m.topic, m.partition) not in held]
+        h.demand = d.model_copy(update={"candidates": candidates, "released": []})
+        return True
+
+    def take_back(self, migration_id: str, keys: list[PartitionKey]) -> None:
+        """Grants the migration was never told of (their throttle could not be written)."""
+        h = self.holders.get(migration_id)
+        if h is not None:
+            h.in_flight = [m for m in h.in_flight if (m.topic, m.partition) not in set(keys)]
+
+    def leave(self, migration_id: str, now: datetime, detail: str = "finished") -> None:
+        if self.holders.pop(migration_id, None) is not None:
+            self.note("leave", f"{migration_id}: {detail}", now)
+
+    def gone(self, migration_id: str, now: datetime) -> None:
+        """A migration ended without leaving (terminated, say): its moves in flight become orphans, cancelled and
+        held (slots, partitions, throttle) until their workflows end."""
+        h = self.holders.pop(migration_id, None)
+        if h is None:
+            return
+        d = h.demand
+        self.orphans += [Orphan(migration_id=migration_id, move=m, rate=d.rate if d else None,
+                                broker_rates=d.broker_rates if d else {}) for m in h.in_flight]  # fmt: skip
+        self.note("clean-up", f"{migration_id} ended without releasing {len(h.in_flight)} move(s); "
+                              "they are cancelled and their slots, partitions and throttle released", now)  # fmt: skip
+
+    def orphan_ended(self, key: PartitionKey) -> None:
+        self.orphans = [o for o in self.orphans if (o.move.topic, o.move.partition) != key]
+
+    # -- admission --------------------------------------------------------------------------------------------
+
+    def effective_limits(self) -> Limits | None:
+        if self.limits is not None:
+            return self.limits
+        asked = [h.demand.limits for h in self.holders.values() if h.demand is not None]
+        if not asked:
+            return None
+        return Limits(**{f: max(getattr(lim, f) for lim in asked) for f in Limits.model_fields})
+
+    def in_flight(self) -> list[tuple[str, MoveSpec]]:
+        moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]
+        return moves + [(o.migration_id, o.move) for o in self.orphans]
+
+    def allocate(self) -> dict[str, list[MoveSpec]]:
+        """The moves to start now, per migration, under the cluster's limits and each migration's own."""
+        limits = self.effective_limits()
+        if self.frozen or limits is None:
+            return {}
+        rps = {h.migration_id: h.demand.replicas_per_step if h.demand else 1 for h in self.holders.values()}
+        cluster = Counters()
+        for mid, m in self.in_flight():
+            cluster.add(m, rps.get(mid, 1))
+        own = {h.migration_id: Counters() for h in self.holders.values()}
+        for h in self.holders.values():
+            for m in h.in_flight:
+                own[h.migration_id].add(m, rps[h.migration_id])
+        granted: dict[str, list[MoveSpec]] = {}
+        while True:
+            best: tuple[tuple[int, int, int], Holder, MoveSpec] | None = None
+            for h in self.holders.values():
+                if h.demand is None:
+                    continue
+                r = rps[h.migration_id]
+                first = cluster.partitions == 0
+                mine = own[h.migration_id]
+                move = next((m for m in h.demand.candidates
+                             if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))), None)  # fmt: skip
+                if move is None:
+                    continue
+                rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
+                if best is None or rank < best[0]:
+                    best = (rank, h, move)
+            if best is None:
+                break
+            _, h, move = best
+            r = rps[h.migration_id]
+            cluster.add(move, r)
+            own[h.migration_id].add(move, r)
+            assert h.demand is not None
+            h.demand = h.demand.model_copy(update={"candidates": [m for m in h.demand.candidates if m is not move]})
+            h.in_flight = [*h.in_flight, move]
+            self.grants += 1
+            h.granted_total += 1
+            h.last_grant = self.grants
+            granted.setdefault(h.migration_id, []).append(move)
+        if granted:
+            self.peak_in_flight = max(self.peak_in_flight, cluster.partitions)
+            self.peak_per_broker = max([self.peak_per_broker, *cluster.per_broker.values()])
+        return granted
+
+    # -- the throttle -----------------------------------------------------------------------------------------
+
+    def wanted(self) -> ThrottleWanted:
+        """Drover's throttle entries and rates for every move in flight (orphans' included until they end)."""
+        asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]] = []
+        for h in self.holders.values():
+            d = h.demand
+            rate, per_broker = (d.rate, d.broker_rates) if d is not None else (None, {})
+            asked += [(m, rate, per_broker) for m in h.in_flight]
+        asked += [(o.move, o.rate, o.broker_rates) for o in self.orphans]
+        if self.rate is not None:
+            # The operator's cluster-wide rate replaces every migration's own, and throttles them all.
+            asked = [(m, self.rate, {}) for m, _, _ in asked]
+        return wanted_throttle(asked)
+
+    # -- operator actions -------------------------------------------------------------------------------------
+
+    def set_limits(self, limits: Limits | None, by: OperatorAction, now: datetime) -> None:
+        self.limits = limits
+        shown = "the highest any running migration asks for" if limits is None else _limits_text(limits)
+        self._audit("limits", by, now, shown)
+
+    def set_rate(self, rate: int | None, by: OperatorAction, now: datetime) -> None:
+        self.rate = rate
+        shown = "each migration's own" if rate is None else f"{rate} B/s on every broker moving"
+        self._audit("throttle", by, now, shown)
+
+    def freeze_refusal(self, frozen: bool) -> str | None:
+        """Why a freeze (or unfreeze) is not taken now, or None."""
+        return "the cluster is already " + ("frozen" if frozen else "not frozen") if frozen == self.frozen else None
+
+    def freeze(self, frozen: bool, by: OperatorAction, now: datetime) -> str | None:
+        refused = self.freeze_refusal(frozen)
+        if refused is not None:
+            return refused
+        self.frozen = frozen
+        self._audit("freeze" if frozen else "unfreeze", by, now, "")
+        return None
+
+    def note(self, action: str, detail: str, now: datetime) -> None:
+        self._audit(action, OperatorAction(actor="drover", reason=detail), now, "")
+
+    def _audit(self, action: str, by: OperatorAction, now: datetime, detail: str) -> None:
+        self.actions = [*self.actions[-(KEPT_ACTIONS - 1):],
+                        AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail)]  # fmt: skip
+
+
+def _limits_text(limits: Limits) -> str:
+    return (f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
+            f"leaders {limits.max_leaders}")  # fmt: skip

@@ -1,0 +1,155 @@
+"""What migrations and operators exchange with a cluster's coordinator (``ClusterWorkflow``)."""
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from models.migration import AuditEntry, OperatorAction
+from steps.admission import Limits, MoveSpec
+from steps.throttle import ThrottleWanted
+
+def cluster_workflow_id(cluster: str) -> str:
+    """The coordinator of the cluster of that name (``ClusterWorkflow``): one per name, bound to one Kafka cluster ID."""
+    return f"cluster:{cluster}"
+
+
+# Partition keys as "topic:partition" in payloads (Kafka topic names cannot contain ':').
+PartitionKey = tuple[str, int]
+
+
+class JoinRequest(BaseModel):
+    """A migration asks to run on the cluster: its partitions are registered to it, or it is refused."""
+
+    migration_id: str
+    cluster: str
+    # The Kafka cluster ID the migration's workers reach (the coordinator binds its name to the first it sees).
+    cluster_id: str
+    # Topic -> the partitions the migration may change.
+    partitions: dict[str, list[int]]
+    priority: int = 0
+
+
+class JoinResult(BaseModel):
+    refused: str | None = None
+
+
+class Demand(BaseModel):
+    """A migration's standing request, replacing its previous one: the moves it would start now under its own
+    limits, in its order, and the moves it has finished since it last asked (their slots and throttle go)."""
+
+    migration_id: str
+    seq: int
+    candidates: list[MoveSpec] = []
+    released: list[PartitionKey] = []
+    limits: Limits = Limits()
+    replicas_per_step: int = 1
+    # The throttle the migration asks for on the brokers of its moves: one rate, or per broker (leader, follower).
+    rate: int | None = None
+    broker_rates: dict[int, tuple[int, int]] = {}
+
+
+class Grant(BaseModel):
+    """The coordinator's answer to a demand: the moves that may start now. Their throttle is in place."""
+
+    seq: int
+    keys: list[PartitionKey]
+    # The coordinator could not write the throttle: the migration stops, cleans up and fails with this.
+    error: str | None = None
+
+
+class LeaveRequest(BaseModel):
+    migration_id: str
+
+
+class LeaveResult(BaseModel):
+    # Brokers that were down when their throttle was removed: their rates stay set, inert.
+    throttle_left: list[int] = []
+    # The last throttle write failed: what it could not remove may be left on Kafka.
+    error: str | None = None
+
+
+class ClusterLimitsChange(OperatorAction):
+    """Cluster-wide limits; None: the highest any running migration asks for."""
+
+    limits: Limits | None = None
+
+
+class ClusterThrottleChange(OperatorAction):
+    """A cluster-wide rate for every broker with a move in flight; None: each migration's own."""
+
+    rate_bytes_per_s: int | None = Field(None, ge=1)
+
+
+class FreezeRequest(OperatorAction):
+    frozen: bool
+
+
+class HolderStatus(BaseModel):
+    migration_id: str
+    priority: int
+    in_flight: int
+    waiting: int
+    granted_total: int
+    partitions: int
+    limits: Limits
+
+
+class InFlightMove(BaseModel):
+    migration_id: str
+    topic: str
+    partition: int
+    original: list[int]
+    target: list[int]
+    brokers: list[int]
+
+
+class ClusterStatus(BaseModel):
+    name: str
+    cluster_id: str | None
+    frozen: bool
+    limits: Limits | None
+    effective_limits: Limits | None
+    rate_bytes_per_s: int | None
+    holders: list[HolderStatus]
+    in_flight: list[InFlightMove]
+    # Broker -> "leader rate/follower rate" Drover has written; topic -> its throttled-replica lists.
+    broker_throttles: dict[int, str]
+    topic_throttles: dict[str, dict[str, str]]
+    peak_in_flight: int
+    peak_per_broker: int
+    actions: list[AuditEntry]
+    runs: int
+    now: datetime
+
+
+class JoinStep(BaseModel):
+    """The join activity's input: the migration's moves (inline or its moves file) name its partitions."""
+
+    migration_id: str
+    cluster: str
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    priority: int = 0
+
+
+class ThrottleBook(BaseModel):
+    """What the coordinator has written: Drover's own entries and rates, and the operator's values of the same
+    configs from before Drover first wrote them (None: not set), restored when Drover's last entry goes."""
+
+    written: ThrottleWanted = ThrottleWanted()
+    saved_topics: dict[str, dict[str, str | None]] = {}
+    saved_brokers: dict[int, dict[str, str | None]] = {}
+
+
+class ThrottleWrite(BaseModel):
+    wanted: ThrottleWanted
+    book: ThrottleBook
+
+
+class ClusterInput(BaseModel):
+    name: str = Field(min_length=1)
+    # The coordinator continues as new after about this many history events (sooner when Temporal suggests it).
+    events_per_run: int = Field(5000, ge=100)
+    # Set only by the coordinator itself when it continues as new.
+    carry: dict[str, Any] | None = None

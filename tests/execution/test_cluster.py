@@ -1,0 +1,198 @@
+"""The cluster coordinator's state: binding, registry, shared limits, shares, priority, freeze, clean-up after a
+migration that ended without leaving, and the throttle it wants on Kafka."""
+
+import random
+from collections import Counter
+from datetime import UTC, datetime
+
+from execution.cluster import ClusterState, Counters
+from models.coordination import Demand, JoinRequest
+from models.migration import OperatorAction
+from steps.admission import Limits, MoveSpec
+from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
+
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
+BY = OperatorAction(actor="ops", reason="test")
+
+
+def move(topic: str, p: int, original: list[int], target: list[int]) -> MoveSpec:
+    return MoveSpec(topic=topic, partition=p, original=original, target=target)
+
+
+def join(s: ClusterState, mid: str, topic: str, parts, cluster_id: str = "abc", priority: int = 0) -> str | None:
+    return s.join(JoinRequest(migration_id=mid, cluster="prod", cluster_id=cluster_id, partitions={topic: list(parts)},
+                              priority=priority), NOW)  # fmt: skip
+
+
+def demand(s: ClusterState, mid: str, moves: list[MoveSpec], seq: int, limits: Limits = Limits(), released=(),
+           rate: int | None = None) -> None:  # fmt: skip
+    assert s.demand(Demand(migration_id=mid, seq=seq, candidates=moves, released=list(released), limits=limits, rate=rate))
+
+
+def spread(topic: str, n: int) -> list[MoveSpec]:
+    """n moves of one replica each, from broker 1-3 to 4-6."""
+    return [move(topic, p, [1 + p % 3, 1 + (p + 1) % 3], [1 + p % 3, 4 + p % 3]) for p in range(n)]
+
+
+def test_the_name_is_bound_to_the_first_kafka_cluster_id_and_another_is_refused_with_both():
+    s = ClusterState(name="prod-eu")
+    assert join(s, "m1", "a", [0], cluster_id="abc") is None
+    refused = join(s, "m2", "b", [0], cluster_id="xyz")
+    assert refused is not None and "abc" in refused and "xyz" in refused and "prod-eu" in refused
+    assert "m2" not in s.holders
+
+
+def test_a_partition_belongs_to_one_running_migration_at_a_time():
+    s = ClusterState(name="prod")
+    assert join(s, "m1", "orders", [0, 1, 2]) is None
+    refused = join(s, "m2", "orders", [2, 3])
+    assert refused is not None and "orders-2 (m1)" in refused and "orders-3" not in refused
+    s.leave("m1", NOW)
+    assert join(s, "m2", "orders", [2, 3]) is None
+
+
+def test_unset_cluster_limits_are_the_highest_any_migration_asks_for_and_an_operators_override_them():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(10))
+    join(s, "m2", "b", range(10))
+    demand(s, "m1", [], 1, Limits(max_partitions=3, max_per_broker=1))
+    demand(s, "m2", [], 1, Limits(max_partitions=2, max_per_broker=4))
+    assert s.effective_limits() == Limits(max_partitions=3, max_per_broker=4, max_replicas=10, max_leaders=5)
+    s.set_limits(Limits(max_partitions=1), BY, NOW)
+    assert s.effective_limits() == Limits(max_partitions=1)
+    assert s.actions[-1].action == "limits" and s.actions[-1].actor == "ops"
+
+
+def test_two_migrations_never_exceed_the_limits_together_and_share_evenly():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(20))
+    join(s, "m2", "b", range(20))
+    limits = Limits(max_partitions=4, max_per_broker=4, max_replicas=10, max_leaders=5)
+    demand(s, "m1", spread("a", 20), 1, limits)
+    demand(s, "m2", spread("b", 20), 1, limits)
+    granted = s.allocate()
+    assert [len(granted["m1"]), len(granted["m2"])] == [2, 2]
+    assert len(s.in_flight()) == 4
+    # Nothing more fits until a move is released.
+    assert s.allocate() == {}
+    done = granted["m1"][0]
+    demand(s, "m1", spread("a", 20)[2:], 2, limits, released=[(done.topic, done.partition)])
+    again = s.allocate()
+    # The freed slot goes to the migration now holding fewer.
+    assert list(again) == ["m1"] and len(again["m1"]) == 1
+
+
+def test_each_migration_stays_within_its_own_lower_limits():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(20))
+    join(s, "m2", "b", range(20))
+    demand(s, "m1", spread("a", 20), 1, Limits(max_partitions=1))
+    demand(s, "m2", spread("b", 20), 1, Limits(max_partitions=6, max_per_broker=6))
+    granted = s.allocate()
+    assert len(granted["m1"]) == 1 and len(granted["m2"]) == 5
+
+
+def test_a_higher_priority_migration_is_served_first():
+    s = ClusterState(name="prod")
+    join(s, "batch", "a", range(20))
+    join(s, "decommission", "b", range(20), priority=10)
+    limits = Limits(max_partitions=3, max_per_broker=3)
+    demand(s, "batch", spread("a", 20), 1, limits)
+    demand(s, "decommission", spread("b", 20), 1, limits)
+    assert {k: len(v) for k, v in s.allocate().items()} == {"decommission": 3}
+
+
+def test_nothing_is_granted_while_frozen():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(5))
+    demand(s, "m1", spread("a", 5), 1)
+    assert s.freeze(True, BY, NOW) is None
+    assert s.allocate() == {}
+    assert s.freeze(True, BY, NOW) == "the cluster is already frozen"
+    s.freeze(False, BY, NOW)
+    assert s.allocate()["m1"]
+
+
+def test_a_migration_gone_without_leaving_keeps_its_moves_held_until_they_end():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(5))
+    demand(s, "m1", spread("a", 5), 1, Limits(max_partitions=2), rate=1000)
+    held = s.allocate()["m1"]
+    s.gone("m1", NOW)
+    assert "m1" not in s.holders and len(s.orphans) == 2
+    # Its moves still count, are still throttled, and their partitions are still taken.
+    assert len(s.in_flight()) == 2 and s.wanted().topics["a"]
+    assert "a-" in (join(s, "m2", "a", [held[0].partition]) or "")
+    for m in held:
+        s.orphan_ended((m.topic, m.partition))
+    assert s.in_flight() == [] and s.wanted().topics == {}
+    assert join(s, "m2", "a", [held[0].partition]) is None
+
+
+def test_a_demand_older_than_the_last_one_or_for_moves_already_granted_changes_nothing():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(5))
+    demand(s, "m1", spread("a", 5), 2)
+    granted = s.allocate()["m1"]
+    assert not s.demand(Demand(migration_id="m1", seq=1, candidates=spread("a", 5)))
+    # A newer demand sent before the grant reached the migration names the granted moves again: not granted twice.
+    demand(s, "m1", spread("a", 5), 3)
+    again = s.allocate().get("m1", [])
+    assert not {(m.topic, m.partition) for m in granted} & {(m.topic, m.partition) for m in again}
+    # A move of a partition it did not register is never granted.
+    assert not s.demand(Demand(migration_id="nobody", seq=1, candidates=spread("a", 1)))
+
+
+def test_random_demands_and_releases_never_exceed_the_cluster_limits():
+    rng = random.Random(7)
+    for _ in range(30):
+        s = ClusterState(name="prod")
+        limits = Limits(max_partitions=rng.randint(1, 6), max_per_broker=rng.randint(1, 3),
+                        max_replicas=rng.randint(1, 6), max_leaders=rng.randint(1, 3))  # fmt: skip
+        s.set_limits(limits, BY, NOW)
+        waiting: dict[str, list[MoveSpec]] = {}
+        for i in range(3):
+            topic = f"t{i}"
+            join(s, f"m{i}", topic, range(30))
+            waiting[f"m{i}"] = [move(topic, p, rng.sample(range(1, 9), 3), rng.sample(range(1, 9), 3)) for p in range(30)]
+        seq = Counter()
+        for _ in range(40):
+            for mid in waiting:
+                h = s.holders[mid]
+                released = [(m.topic, m.partition) for m in h.in_flight if rng.random() < 0.4]
+                seq[mid] += 1
+                demand(s, mid, waiting[mid], seq[mid], Limits(max_partitions=10, max_per_broker=10), released=released)
+            for mid, moves in s.allocate().items():
+                taken = {(m.topic, m.partition) for m in moves}
+                waiting[mid] = [m for m in waiting[mid] if (m.topic, m.partition) not in taken]
+            flight = [m for _, m in s.in_flight()]
+            c = Counters()
+            for m in flight:
+                c.add(m, 1)
+            if len(flight) > 1:
+                assert c.partitions <= limits.max_partitions
+                assert max(c.per_broker.values(), default=0) <= limits.max_per_broker
+                assert c.replicas <= limits.max_replicas and c.leaders <= limits.max_leaders
+
+
+def test_the_leader_side_lists_every_replica_so_a_new_leader_is_throttled_too():
+    m = move("orders", 3, [1, 2, 3], [4, 5, 1])
+    wanted = wanted_throttle([(m, 1000, {})])
+    assert wanted.topics["orders"][LEADER_REPLICAS] == ["3:1", "3:2", "3:3", "3:4", "3:5"]
+    assert wanted.topics["orders"][FOLLOWER_REPLICAS] == ["3:4", "3:5"]
+    assert wanted.brokers == {b: (1000, 1000) for b in (1, 2, 3, 4, 5)}
+
+
+def test_a_brokers_rate_is_the_highest_asked_and_a_move_without_a_throttle_is_not_listed():
+    a = move("a", 0, [1, 2], [1, 3])
+    b = move("b", 0, [2, 4], [2, 5])
+    c = move("c", 0, [6, 7], [6, 8])
+    wanted = wanted_throttle([(a, 1000, {}), (b, 5000, {3: (7000, 7000)}), (c, None, {})])
+    assert wanted.brokers[2] == (5000, 5000) and wanted.brokers[1] == (1000, 1000)
+    assert "c" not in wanted.topics and 6 not in wanted.brokers
+
+
+def test_an_operators_own_throttled_replicas_are_kept_beside_drovers():
+    assert merged_list("0:9,1:9", ["0:1", "0:2"]) == "0:1,0:2,0:9,1:9"
+    assert merged_list("*", ["0:1"]) == "*"
+    assert merged_list(None, []) == ""
