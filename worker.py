@@ -15,6 +15,7 @@ import structlog
 from temporalio.worker import Worker
 
 from activities import KafkaActivities
+from activities.cluster import ClusterActivities
 from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
 from adapters.kafka_admin import KafkaAdmin
@@ -33,11 +34,13 @@ ACTIVITY_THREADS = 32
 def activities_for(admin: KafkaAdmin, work_dir: Path | None = None) -> list:
     work_dir = work_dir or Settings().work_dir
     kafka, migration, estimate = KafkaActivities(admin), MigrationActivities(admin, work_dir), EstimateActivities(admin, work_dir)
+    cluster = ClusterActivities(admin)
     return [
         kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
         kafka.elect_leader, kafka.cancel_step, kafka.wait_online, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
         migration.elect_leaders, migration.read_moves, migration.save_outcomes, migration.plan_rollback,
-        estimate.estimate,
+        estimate.estimate, cluster.join_cluster, cluster.leave_cluster, cluster.running_workflows,
+        cluster.save_throttle_configs, cluster.write_throttle,
     ]  # fmt: skip
 
 

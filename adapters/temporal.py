@@ -5,7 +5,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import FailureError
 from temporalio.service import RPCError, RPCStatusCode
@@ -69,6 +69,6 @@ async def patiently(call: Callable[[], Awaitable[T]], address: str, say: Callabl
 def failure_message(e: BaseException) -> str:
     """A failure in one line: the innermost cause's own message, without the "Type: " prefix Temporal's errors
     put before it nor the "activity failed" layers around it."""
-    while isinstance(e, FailureError) and e.cause is not None:
+    while isinstance(e, (FailureError, WorkflowFailureError, WorkflowUpdateFailedError)) and e.cause is not None:
         e = e.cause
     return e.message if isinstance(e, FailureError) else str(e)

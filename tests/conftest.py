@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
+from temporalio.service import RPCError
 from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
@@ -88,9 +89,28 @@ def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
+class TestWorker(Worker):
+    """A worker that, as it stops, ends the cluster coordinators started on its task queue: they would otherwise
+    run on with no worker, and a later test's migration on the same cluster name would wait on them for ever."""
+
+    async def __aexit__(self, *exc) -> None:
+        await end_coordinators(self.client, self.task_queue)
+        await super().__aexit__(*exc)
+
+
+async def end_coordinators(client, task_queue: str) -> None:
+    """Terminate the cluster coordinators running on a test's task queue, before its worker goes."""
+    query = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
+    async for found in client.list_workflows(query):
+        try:
+            await client.get_workflow_handle(found.id, run_id=found.run_id).terminate(reason="test worker stops")
+        except RPCError:
+            pass
+
+
 def worker_for(client, activities: list, workflows: list | None = None) -> Worker:
     """An in-process worker on a task queue of its own."""
-    return Worker(
+    return TestWorker(
         client,
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
         workflows=workflows or WORKFLOWS,

@@ -41,6 +41,7 @@ class FakeKafka:
         # Called (outside the lock) before the call of that name with its arguments: a test slows or breaks a call.
         self.hooks: dict[str, Callable[..., None]] = {}
         self._lock = threading.Lock()
+        self.cluster_id = "fake"
 
     def _hook(self, name: str, *args) -> None:
         hook = self.hooks.get(name)
@@ -49,7 +50,7 @@ class FakeKafka:
 
     def describe_cluster(self) -> ClusterDescription:
         return ClusterDescription(
-            cluster_id="fake",
+            cluster_id=self.cluster_id,
             controller_id=100,
             brokers=[BrokerInfo(id=b, rack=r) for b, r in sorted(self.brokers.items())],
         )

@@ -1,67 +1,75 @@
 """MigrationWorkflow: one per migration; its moves run as child workflows through the phases of its state machine
-(``execution.MigrationState``), which holds every decision. This module runs activities and children, waits, and
-continues as new."""
+(``execution.MigrationState``), which holds every decision. This module holds the general flow, the window, the
+clean-up and continue-as-new; the workflow's other parts are mixins: preflight and estimate (``preparation``), its
+children (``moves``), its cluster's coordinator (``coordination``) and the operator's actions (``controls``)."""
 
 import asyncio
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, WorkflowAlreadyStartedError
-from temporalio.exceptions import is_cancelled_exception
-from temporalio.workflow import ContinueAsNewError, ParentClosePolicy
+from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.workflow import ContinueAsNewError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from activities.estimate import EstimateActivities
     from activities.migration import MigrationActivities
     from adapters.temporal import failure_message
-    from execution import ENDED, Action, MigrationState, MoveRecord, Phase
+    from execution import ENDED, Action, MigrationState, Phase
     from execution.progress import expected_lists, progress, result
-    from models import MoveInput, MoveReport, MoveStepReport, MoveStuck, TopicPartition
-    from models.estimate import EstimateOptions
+    from models import TopicPartition
     from models.migration import (
-        EstimateStep,
         LeaderElection,
         MigrationInput,
         MigrationProgress,
         MigrationResult,
-        MoveOutcome,
         MovesPage,
         OperatorAction,
         OutcomesBatch,
-        PreflightRequest,
         RollbackRequest,
-        ThrottleRequest,
-        ThrottleState,
         VerifyRequest,
     )
     from steps.admission import ordered
-    from steps.throttle import throttled_brokers, throttled_replicas
-    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.controls import MigrationControls
-    from workflows.partition_move import PartitionMoveWorkflow
-    from workflows.policies import ESTIMATE, PREFLIGHT, QUICK_CALL, STEP_CALL, STEP_WAIT
+    from workflows.coordination import MigrationCoordination
+    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from workflows.moves import MigrationMoves
+    from workflows.preparation import MigrationPreparation
+    from workflows.policies import QUICK_CALL, STEP_WAIT
 
-# Children refused as "already started" in a rollback are the partition's forward move still closing: tried again.
-RESTART_TRIES = 10
+
+def problems(e: ValidationError) -> str:
+    """A validation error in one line: each field's path and what is wrong with it."""
+    return "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in e.errors())
 
 
 @workflow.defn
-class MigrationWorkflow(MigrationControls):
+class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves, MigrationCoordination):
     """Runs a plan on one cluster; see ``run`` for the general flow and ``execution.state`` for the phases.
 
     Signals (the Web UI, ``temporal workflow signal``), each with who and why: ``pause``, ``resume``, ``cancel``
     (mode stop, revert-pending or rollback), ``set_limits``, ``set_throttle``. One the phase does not allow, one
     with a payload that does not validate and one of an unknown name are recorded in the audit as refused, with the
     reason. Updates (the CLI; validated and answered): ``pause_update``, ``resume_update``, ``cancel_update``,
-    ``set_limits_update``, ``set_throttle_update``. From its moves: ``move_step``, ``move_stuck``, ``move_finished``.
+    ``set_limits_update``, ``set_throttle_update``. From its moves: ``move_step``, ``move_stuck``, ``move_finished``;
+    from its cluster's coordinator: ``granted``.
 
     Query ``progress``: the phase, operator actions, moves waiting, in flight, done and failed, bytes, ETA,
     per-broker counts, the current batch, limits, throttle, peaks, stuck moves and runs.
     """
 
-    def __init__(self) -> None:
+    @workflow.init
+    def __init__(self, given: dict) -> None:
+        # A run that continues a migration takes its state over here, before any handler runs: a signal (a grant, an
+        # operator's action) delivered with the run's start then acts on the migration's real state.
         self._s = MigrationState()
+        # A carried state that does not validate: run() fails the migration with this reason.
+        self._bad_carry: str | None = None
+        carry = given.get("carry") if isinstance(given, dict) else None
+        if carry is not None:
+            try:
+                self._s = MigrationState.model_validate(carry)
+            except ValidationError as e:
+                self._bad_carry = problems(e)
         self._input: MigrationInput | None = None
         # Set by a report or an action: the window looks again.
         self._wake = False
@@ -73,6 +81,9 @@ class MigrationWorkflow(MigrationControls):
         self._result: MigrationResult | None = None
         # A cancellation from Temporal has been taken up (it is acted on once).
         self._cancel_taken = False
+        # Runs under its cluster's coordinator (every migration started since the coordinator exists).
+        self._coordinated = False
+        self._asked: tuple | None = None
 
     @workflow.run
     async def run(self, given: dict) -> MigrationResult:
@@ -87,12 +98,15 @@ class MigrationWorkflow(MigrationControls):
         # 6. CLEANING_UP: preferred leaders elected, the throttle removed, every partition verified; then the end.
         # Whatever interrupts it (a cancel from Temporal, an activity that gives up), steps 4 and 6 still run.
         migration = self._input = self._parse(given)
+        self._coordinated = workflow.patched("cluster-coordinator")
         s = self._s
         if migration.carry is None:
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
             workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster)])
+        elif self._bad_carry is not None:
+            raise ApplicationError(f"the state handed over by the previous run does not validate: {self._bad_carry}",
+                                   type="Input", non_retryable=True)  # fmt: skip
         else:
-            self._s = s = MigrationState.model_validate(migration.carry)
             s.handed_over()
         self._publish()
         while True:
@@ -105,6 +119,7 @@ class MigrationWorkflow(MigrationControls):
                 # Interrupted: stop and clean up (the loop goes on from the phase it is in); one that cannot be
                 # taken up (a second failure, or any once the migration has ended) ends it as it is.
                 if s.phase in ENDED or not self._take_up(e):
+                    await self._leave()
                     raise
         if self._cancel_taken:
             # The migration stopped and cleaned up; Temporal shows it cancelled, as asked.
@@ -138,8 +153,7 @@ class MigrationWorkflow(MigrationControls):
         try:
             return MigrationInput.model_validate(given)
         except ValidationError as e:
-            problems = "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in e.errors())
-            raise ApplicationError(f"bad migration input, nothing was changed: {problems}", type="Input",
+            raise ApplicationError(f"bad migration input, nothing was changed: {problems(e)}", type="Input",
                                    non_retryable=True) from None  # fmt: skip
 
     async def _advance(self) -> None:
@@ -148,6 +162,8 @@ class MigrationWorkflow(MigrationControls):
         if s.phase == Phase.PREFLIGHT:
             await self._preflight()
         self._take_cancellation()
+        if self._coordinated and not s.joined and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED):
+            await self._join()
         if s.phase == Phase.ESTIMATING:
             await self._estimate()
         while s.phase in (Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK):
@@ -156,6 +172,7 @@ class MigrationWorkflow(MigrationControls):
         if s.phase == Phase.CLEANING_UP:
             await self._clean_up()
         if s.phase == Phase.FAILED:
+            await self._leave()
             raise ApplicationError(s.failure or "failed", type="Failed", non_retryable=True)
 
     def _take_cancellation(self) -> None:
@@ -163,59 +180,6 @@ class MigrationWorkflow(MigrationControls):
         returns normally) is raised here, once."""
         if workflow.cancellation_reason() is not None and not self._cancel_taken:
             raise asyncio.CancelledError()
-
-    async def _preflight(self) -> None:
-        assert self._input is not None
-        s, given = self._s, self._input
-        request = PreflightRequest(migration_id=workflow.info().workflow_id, moves=given.moves, plan_ref=given.plan_ref,
-                                   order=given.order, offline=given.offline, disk_margin=given.disk_margin)  # fmt: skip
-        try:
-            found = await workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT)
-        except ActivityError as e:
-            if is_cancelled_exception(e):
-                raise
-            s.fail(failure_message(e))
-            self._publish()
-            # The migration's failure says what is wrong with the plan, not just that an activity failed.
-            raise ApplicationError(s.failure or "", type="Preflight", non_retryable=True) from None
-        s.moves_total, s.bytes_total, s.unchanged, s.min_insync = (found.count, found.bytes_total, found.unchanged,
-                                                                    found.min_insync)  # fmt: skip
-        s.window.waiting, s.window.moves_ref, s.window.count = found.moves, found.moves_ref, found.count
-        s.large, s.skipped = found.moves_ref is not None, found.skipped
-        s.preflight_done(estimating=given.estimate is not None)
-        s.moving_since = workflow.now()
-        self._publish()
-
-    async def _estimate(self) -> None:
-        """Throttles and duration for the plan as it will run; a partition that could never catch up at the chosen
-        throttle fails the migration here, before anything changed on the cluster."""
-        assert self._input is not None and self._input.estimate is not None
-        s, given, spec = self._s, self._input, self._input.estimate
-        options = EstimateOptions(
-            limits=s.limits, replicas_per_step=given.replicas_per_step,
-            throttle="auto" if spec.auto_throttle else s.rate, headroom=spec.headroom,
-            floor_bytes_per_s=spec.floor_bytes_per_s, capacity_bytes_per_s=spec.capacity_bytes_per_s,
-            broker_capacity=spec.broker_capacity, step_overhead_s=spec.step_overhead_s,
-        )  # fmt: skip
-        step = EstimateStep(migration_id=workflow.info().workflow_id, moves=s.window.waiting,
-                            moves_ref=s.window.moves_ref, metrics_ref=spec.metrics_ref, sample_s=spec.sample_s,
-                            options=options)  # fmt: skip
-        try:
-            estimate = await workflow.execute_activity_method(EstimateActivities.estimate, step, **ESTIMATE)
-        except ActivityError as e:
-            if is_cancelled_exception(e):
-                raise
-            s.fail(failure_message(e))
-            raise ApplicationError(s.failure or "", type="Estimate", non_retryable=True) from None
-        s.estimate = estimate
-        if estimate.never_catch_up:
-            s.fail(estimate.never_catch_up_message())
-            raise ApplicationError(s.failure or "", type="Estimate", non_retryable=True)
-        if spec.auto_throttle:
-            s.broker_rates, s.rate = estimate.rates(), None
-        s.estimate_done()
-        s.moving_since = workflow.now()
-        self._publish()
 
     async def _look(self) -> None:
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
@@ -230,11 +194,8 @@ class MigrationWorkflow(MigrationControls):
         if s.phase == Phase.DRAINING and not s.window.in_flight:
             await self._continue_as_new()
             return
-        started = s.admit(self._input.replicas_per_step)
-        if started:
-            await self._update_throttle()
-            for record in started:
-                asyncio.ensure_future(self._run_child(record))
+        for record in await self._admit():
+            asyncio.ensure_future(self._run_child(record))
         if s.window_empty():
             if s.rollback_wanted():
                 await self._plan_rollback()
@@ -263,93 +224,6 @@ class MigrationWorkflow(MigrationControls):
         )  # fmt: skip
         s.window.cursor += len(page)
         s.window.waiting = [*s.window.waiting, *page]
-
-    async def _run_child(self, r: MoveRecord) -> None:
-        """Start the child and await it while this run lasts: its report signal is what counts (it reaches later
-        runs too); the result here covers a child that ended without reporting. Its parent close policy asks it
-        to cancel (undoing its step in flight) if this migration ends without it, terminated included."""
-        assert self._input is not None
-        given, m = self._input, r.move
-        move = MoveInput(
-            cluster=given.cluster, topic=m.topic, partition=m.partition, target=m.target,
-            replicas_per_step=given.replicas_per_step, min_insync=self._s.min_insync.get(m.topic),
-            stuck_after_s=given.stuck_after_s, stuck_policy=given.stuck_policy, token=r.token, expected=r.expected,
-        )  # fmt: skip
-        for attempt in range(RESTART_TRIES):
-            try:
-                handle = await workflow.start_child_workflow(
-                    PartitionMoveWorkflow.run, move, id=move_workflow_id(given.cluster, m.topic, m.partition),
-                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                )  # fmt: skip
-                break
-            except WorkflowAlreadyStartedError:
-                if self._s.direction == "rollback" and attempt + 1 < RESTART_TRIES:
-                    await workflow.sleep(1)
-                    continue
-                self._finished(r, self._outcome(r, error="refused: another migration is moving this partition",
-                                                 error_type="Refused"))  # fmt: skip
-                return
-        self._s.child_started(r.key, r.token, handle.first_execution_run_id)
-        self._wake = True
-        try:
-            done = await handle
-            outcome = self._outcome(r, final=done.final, steps=done.steps, rolled_back=done.rolled_back)
-        except (ChildWorkflowError, asyncio.CancelledError) as e:
-            cause = getattr(e, "cause", None) or e
-            cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
-            outcome = self._outcome(r, error="cancelled" if cancelled else str(cause),
-                                    error_type=getattr(cause, "type", None))  # fmt: skip
-        self._finished(r, outcome)
-
-    def _outcome(self, r: MoveRecord, final: list[int] | None = None, steps: list[list[int]] | None = None,
-                 rolled_back: bool = False, error: str | None = None, error_type: str | None = None) -> MoveOutcome:  # fmt: skip
-        m = r.move
-        return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=final,
-                           steps=steps or [], rolled_back=rolled_back, error=error, error_type=error_type,
-                           size_bytes=m.size_bytes)  # fmt: skip
-
-    def _finished(self, r: MoveRecord, outcome: MoveOutcome) -> None:
-        if self._s.finish(r.key, r.token, outcome):
-            self._finished_this_run += 1
-            self._throttle_stale = self._wake = True
-            self._publish()
-
-    def _cancel_child(self, r: MoveRecord) -> None:
-        assert self._input is not None
-        child = workflow.get_external_workflow_handle(move_workflow_id(self._input.cluster, *r.key), run_id=r.run_id)
-        asyncio.ensure_future(self._request_cancel(child))
-
-    @staticmethod
-    async def _request_cancel(child) -> None:
-        try:
-            await child.cancel()
-        except Exception:  # noqa: BLE001 - the child has ended already; its report is on its way
-            pass
-
-    async def _update_throttle(self) -> None:
-        s = self._s
-        specs = sorted(s.window.specs(), key=lambda m: (m.topic, m.partition))
-        if (s.rate is None and not s.broker_rates) or not specs:
-            await self._clear_throttle()
-            return
-        previous = s.throttle
-        # Recorded before the call: if it fails part-way, the final removal still covers what it wrote.
-        s.throttle = ThrottleState(brokers=sorted({*previous.brokers, *throttled_brokers(specs)}),
-                                   topics=sorted({*previous.topics, *throttled_replicas(specs)}))  # fmt: skip
-        # With auto throttle, a broker the estimate gave no rate (it only drops replicas) gets the highest one.
-        fallback = s.rate or max(r for rates in s.broker_rates.values() for r in rates)
-        request = ThrottleRequest(rate_bytes_per_s=fallback, broker_rates=s.broker_rates, in_flight=specs,
-                                  previous_brokers=previous.brokers, previous_topics=previous.topics)  # fmt: skip
-        # A cancel waits for a write under way (STEP_CALL), so the final removal comes after it, never before.
-        s.throttle = await workflow.execute_activity_method(MigrationActivities.set_throttle, request, **STEP_CALL)
-
-    async def _clear_throttle(self) -> None:
-        s = self._s
-        if s.throttle.brokers or s.throttle.topics:
-            # Waits (heartbeating) for a broker that is down; those still down keep an inert rate, reported.
-            left = await workflow.execute_activity_method(MigrationActivities.clear_throttle, s.throttle, **STEP_WAIT)
-            s.throttle_left = sorted(set(s.throttle_left) | set(left or []))
-            s.throttle = ThrottleState(brokers=[], topics=[])
 
     async def _plan_rollback(self) -> None:
         assert self._input is not None
@@ -416,29 +290,6 @@ class MigrationWorkflow(MigrationControls):
         if self._s.phase.value != self._published:
             self._published = self._s.phase.value
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(self._published)])
-
-    # -- from the moves ---------------------------------------------------------------------------------------------
-
-    @workflow.signal(name="move_step")
-    def move_step(self, report: MoveStepReport) -> None:
-        """From a PartitionMoveWorkflow as it issues a step: for the current batch."""
-        self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step)
-
-    @workflow.signal(name="move_stuck")
-    def move_stuck(self, report: MoveStuck) -> None:
-        """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
-        if self._s.stuck_reported((report.topic, report.partition), report.token, report.policy):
-            self._s.note("stuck", "drover", f"no progress for {report.idle_s:.0f} s", workflow.now(),
-                         f"{report.topic}-{report.partition} step {report.current} -> {report.step}; policy {report.policy}")  # fmt: skip
-            self._wake = True
-
-    @workflow.signal(name="move_finished")
-    def move_finished(self, report: MoveReport) -> None:
-        """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
-        r = self._s.window.record((report.topic, report.partition))
-        if r is not None:
-            self._finished(r, self._outcome(r, final=report.final, steps=report.steps, rolled_back=report.rolled_back,
-                                            error=report.error, error_type=report.error_type))  # fmt: skip
 
     @workflow.query
     def progress(self) -> MigrationProgress:

@@ -51,6 +51,8 @@ class PartitionMoveWorkflow:
         self._acted = False
         # The steps Kafka finished, in order.
         self._steps: list[list[int]] = []
+        # Set by the cluster's coordinator: no new step starts while the cluster is frozen.
+        self._frozen = False
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -124,6 +126,10 @@ class PartitionMoveWorkflow:
             step = next_step(state.replicas, target, state.isr, move.replicas_per_step, min_insync)
             if step is None:
                 break
+            if self._frozen:
+                # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen.
+                workflow.logger.info("%s waits: the cluster is frozen", tp)
+                await workflow.wait_condition(lambda: not self._frozen)
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             request = StepRequest(
                 topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas,
@@ -194,6 +200,11 @@ class PartitionMoveWorkflow:
         report = MoveStuck(topic=move.topic, partition=move.partition, token=move.token, current=current, step=step,
                            idle_s=idle_s, policy=policy)  # fmt: skip
         await self._signal(parent.workflow_id, "move_stuck", report)
+
+    @workflow.signal
+    def freeze(self, frozen: bool) -> None:
+        """From the cluster's coordinator: the cluster is frozen (steps in flight finish; no new one starts) or not."""
+        self._frozen = frozen
 
     @workflow.query
     def progress(self) -> MoveProgress | None:

@@ -67,3 +67,7 @@ ESTIMATE = dict(
         non_retryable_error_types=["Metrics"],
     ),
 )
+
+# Leaving the cluster's coordinator: it answers once the throttle is rewritten, waiting up to two minutes for a
+# broker that is down (ClusterWorkflow.CLEAR_WAIT); retried like QUICK_CALL.
+LEAVE_CALL = dict(QUICK_CALL, start_to_close_timeout=timedelta(minutes=5))

@@ -38,3 +38,15 @@ async def test_temporal_away_too_long_is_one_error_naming_the_address():
 
     with pytest.raises(TemporalUnavailable, match="Temporal at x:1 has not answered for 1 s"):
         await patiently(call, "x:1", lambda _: None, limit_s=1)
+
+
+def test_a_refused_update_or_a_failed_workflow_is_told_by_its_cause():
+    from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+    from temporalio.exceptions import ApplicationError
+
+    from adapters.temporal import failure_message
+
+    refused = WorkflowUpdateFailedError(ApplicationError("the cluster is already frozen", type="ValueError"))
+    assert failure_message(refused) == "the cluster is already frozen"
+    failed = WorkflowFailureError(cause=ApplicationError("preflight found 1 problem(s)", type="Preflight"))
+    assert failure_message(failed) == "preflight found 1 problem(s)"

@@ -16,7 +16,7 @@ from models import TopicPartition
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from steps.admission import Limits
-from tests.conftest import ROOT, worker_for
+from tests.conftest import ROOT, end_coordinators, worker_for
 from tests.integration.helpers import StepObserver, consume_topic, produce_topic, wait_until
 from worker import activities_for
 from workflows import MigrationWorkflow
@@ -69,6 +69,7 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
             await asyncio.sleep(4)
         result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=600)
     finally:
+        await end_coordinators(real_client, queue)
         worker.send_signal(signal.SIGTERM)
         worker.wait(timeout=30)
         observer.stop()

@@ -1,5 +1,6 @@
 """Cancel, rollback and clean-up paths on the real cluster: each ends with Kafka showing no reassignment of the
-migration's partitions and no throttle it wrote (a terminated migration's throttle excepted: see the README)."""
+migration's partitions and no throttle it wrote (a terminated migration's once its cluster's coordinator has
+cleaned up after it)."""
 
 import asyncio
 import uuid
@@ -129,7 +130,9 @@ async def test_a_terminated_migration_has_its_steps_in_flight_undone(real_client
         await handle.terminate(reason="test")
         # Its moves were asked to cancel (parent close policy) and cancel their steps on Kafka.
         await asyncio.to_thread(wait_until, lambda: no_reassignment(admin, topic_name), 60, 0.5, "steps undone")
-    assert no_reassignment(admin, topic_name)
+        # The coordinator notices the migration has gone (it checks every 20 s) and removes its throttle.
+        await asyncio.to_thread(wait_until, lambda: no_throttle(admin, topic_name), 90, 0.5, "its throttle removed")
+    assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
 
 
 async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_sync(

@@ -22,7 +22,8 @@ from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import cluster, metrics_file, spread_plan
 from worker import activities_for
-from workflows import MigrationWorkflow
+from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
+from workflows import ClusterWorkflow, MigrationWorkflow
 from workflows.ids import move_workflow_id
 
 HERE = Path(__file__).parent / "histories"
@@ -102,9 +103,29 @@ async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
+async def shared(client, fake: FakeKafka, name: str, queue: str):
+    """Two migrations through one coordinator, under cluster limits, with a freeze and an unfreeze."""
+    fake.ticks = 4
+    coordinator = client.get_workflow_handle(cluster_workflow_id(name))
+    first = await completed(client, fake, name, queue)
+    plan = [p.model_copy(update={"replicas": list(reversed(p.replicas))}) for p in spread_plan(fake)][:2]
+    other = MigrationInput(cluster=name, moves=[p.model_copy(update={"topic": "orders"}) for p in plan],
+                           limits=Limits(max_partitions=1), throttle_bytes_per_s=2000, priority=5)  # fmt: skip
+    await _progress(first, lambda p: p.done >= 1)
+    await coordinator.execute_update(ClusterWorkflow.set_limits, ClusterLimitsChange(limits=Limits(max_partitions=3),
+                                                                                     actor="ops", reason="night"))  # fmt: skip
+    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+    await asyncio.sleep(1)
+    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over"))
+    await first.result()
+    second = await client.start_workflow(MigrationWorkflow.run, other, id=f"migration:{name}-b", task_queue=queue)
+    await second.result()
+    return first
+
+
 SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
              "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle, "revert-pending": revert_pending,
-             "refused-signals": refused_signals}  # fmt: skip
+             "refused-signals": refused_signals, "shared": shared}  # fmt: skip
 
 
 def _save(path: Path, workflow_id: str, history) -> None:
@@ -138,6 +159,9 @@ async def main() -> None:
                     _save(HERE / f"{scenario}-run{i + 1}.json", handle.id, history)
                 child = env.client.get_workflow_handle(move_workflow_id(scenario, "orders", 1))
                 _save(HERE / f"{scenario}-move.json", child.id, await child.fetch_history())
+                # The cluster's coordinator runs on; its history so far replays too.
+                coordinator = env.client.get_workflow_handle(cluster_workflow_id(scenario))
+                _save(HERE / f"{scenario}-cluster.json", coordinator.id, await coordinator.fetch_history())
             print(f"recorded {scenario}: {len(runs)} run(s) and a move")
     finally:
         await env.shutdown()

@@ -457,3 +457,17 @@ async def test_signals_that_do_not_validate_or_are_unknown_are_recorded_as_refus
     assert seen[3] == ("resume", "cy", "the migration is not paused")
     assert seen[4] == ("pause", "dee", None)
     assert result.status == "completed" and result.verified
+
+
+async def test_a_continued_run_whose_handed_over_state_does_not_validate_fails_with_the_reason(local_env):
+    fake = cluster(2)
+    given = {"cluster": name(), "carry": {"phase": "somewhere", "limits": {"max_partitions": 0}}}
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow("MigrationWorkflow", given, task_queue=worker.task_queue,
+                                                       id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        with pytest.raises(WorkflowFailureError) as failed:
+            await ended(handle)
+    message = str(failed.value.cause)
+    assert "the state handed over by the previous run does not validate" in message
+    assert "phase" in message and "limits.max_partitions" in message
+    assert fake.altered == []

@@ -1,0 +1,157 @@
+"""Cluster coordinator activities: a migration joining and leaving its cluster's coordinator (started on demand),
+the throttle configs the coordinator owns, and which workflows are still running.
+
+The join and leave calls and the running check use the worker's own Temporal client, on the activity's task queue.
+"""
+
+import sys
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatus
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from activities import ledger
+from adapters.kafka_admin import KafkaAdmin
+from models.coordination import (
+    ClusterInput,
+    JoinRequest,
+    JoinResult,
+    JoinStep,
+    LeaveRequest,
+    LeaveResult,
+    ThrottleBook,
+    ThrottleWrite,
+    cluster_workflow_id,
+)
+from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, ThrottleWanted, merged_list
+
+LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
+RATES = (LEADER_RATE, FOLLOWER_RATE)
+
+
+class ClusterActivities:
+    def __init__(self, admin: KafkaAdmin):
+        self.admin = admin
+
+    @activity.defn(name="join_cluster")
+    async def join_cluster(self, step: JoinStep) -> JoinResult:
+        """Register the migration with its cluster's coordinator (started if it is not running), with the Kafka
+        cluster ID these workers reach and the partitions its moves name."""
+        moves = step.moves if step.moves_ref is None else ledger.read_moves(Path(step.moves_ref), 0, sys.maxsize)
+        partitions: dict[str, set[int]] = {}
+        for m in moves:
+            partitions.setdefault(m.topic, set()).add(m.partition)
+        cluster_id = self.admin.describe_cluster().cluster_id or "unknown"
+        request = JoinRequest(migration_id=step.migration_id, cluster=step.cluster, cluster_id=cluster_id,
+                              partitions={t: sorted(p) for t, p in sorted(partitions.items())}, priority=step.priority)  # fmt: skip
+        queue = activity.info().task_queue
+        try:
+            running = await activity.client().get_workflow_handle(cluster_workflow_id(step.cluster)).describe()
+        except RPCError as e:
+            if e.status != RPCStatusCode.NOT_FOUND:
+                raise
+        else:
+            if running.status == WorkflowExecutionStatus.RUNNING and running.task_queue != queue:
+                # Its workers would never answer this one's join: say so rather than wait.
+                return JoinResult(refused=f"the coordinator of cluster {step.cluster} runs on task queue "
+                                          f"{running.task_queue}, but this migration's workers poll {queue}; run "
+                                          "every worker of one cluster on one task queue")  # fmt: skip
+        start = WithStartWorkflowOperation(
+            "ClusterWorkflow", ClusterInput(name=step.cluster), id=cluster_workflow_id(step.cluster),
+            task_queue=queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )  # fmt: skip
+        return await activity.client().execute_update_with_start_workflow(
+            "join", request, start_workflow_operation=start, result_type=JoinResult
+        )
+
+    @activity.defn(name="leave_cluster")
+    async def leave_cluster(self, req: LeaveRequest, cluster: str) -> LeaveResult:
+        """Release everything the migration holds; returns once the coordinator has rewritten the throttle."""
+        handle = activity.client().get_workflow_handle(cluster_workflow_id(cluster))
+        try:
+            return await handle.execute_update("leave", req, result_type=LeaveResult)
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                # No coordinator runs: nothing is held.
+                return LeaveResult()
+            raise
+
+    @activity.defn(name="running_workflows")
+    async def running_workflows(self, ids: list[str]) -> list[str]:
+        """Of the workflow IDs given, those whose latest run is still running."""
+        client, running = activity.client(), []
+        for workflow_id in ids:
+            activity.heartbeat(workflow_id)
+            try:
+                described = await client.get_workflow_handle(workflow_id).describe()
+            except RPCError as e:
+                if e.status == RPCStatusCode.NOT_FOUND:
+                    continue
+                raise
+            if described.status == WorkflowExecutionStatus.RUNNING:
+                running.append(workflow_id)
+        return running
+
+    @activity.defn(name="save_throttle_configs")
+    def save_throttle_configs(self, req: ThrottleWrite) -> ThrottleBook:
+        """Before Drover first writes a topic's or broker's throttle: the operator's values of those configs (None:
+        not set), kept in the book to be restored when Drover's last entry there goes. Writes nothing."""
+        wanted, book = req.wanted, req.book
+        known = set(self.admin.list_topics())
+        topics = sorted(t for t in wanted.topics if t in known and t not in book.saved_topics)
+        live = set(self.admin.describe_cluster().broker_ids)
+        brokers = sorted(b for b in wanted.brokers if b in live and b not in book.saved_brokers)
+        found = self.admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
+        found_b = self.admin.describe_broker_configs(brokers, overrides_only=True) if brokers else {}
+        return book.model_copy(update={
+            "saved_topics": book.saved_topics | {t: {k: found.get(t, {}).get(k) for k in LISTS} for t in topics},
+            "saved_brokers": book.saved_brokers | {b: {k: found_b.get(b, {}).get(k) for k in RATES} for b in brokers},
+        })  # fmt: skip
+
+    @activity.defn(name="write_throttle")
+    def write_throttle(self, req: ThrottleWrite) -> ThrottleBook:
+        """Make Kafka's throttle configs Drover's wanted entries and rates, merged with the operator's own (saved in
+        the book first, by ``save_throttle_configs``); where Drover's last entry goes, the operator's values are
+        restored (set again, or deleted if there were none). A topic or broker whose operator values are not saved
+        (a broker that was down) is not written yet, and a broker that is down keeps what was written: the next
+        write tries again."""
+        wanted, book = req.wanted, req.book
+        saved_topics, saved_brokers = dict(book.saved_topics), dict(book.saved_brokers)
+        known = set(self.admin.list_topics())
+        topics = {t: v for t, v in wanted.topics.items() if t in known and t in saved_topics}
+        for topic, lists in topics.items():
+            if book.written.topics.get(topic) != lists:
+                activity.heartbeat(topic)
+                self._write(topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, topic=True)
+        for topic in sorted(set(book.written.topics) - set(wanted.topics)):
+            activity.heartbeat(topic)
+            if topic in known:
+                self._write(topic, saved_topics.get(topic, {}), topic=True)
+            saved_topics.pop(topic, None)
+        live = set(self.admin.describe_cluster().broker_ids)
+        written_brokers = {b: r for b, r in book.written.brokers.items() if b not in live}
+        for broker, (leader, follower) in wanted.brokers.items():
+            if broker not in live or broker not in saved_brokers:
+                continue
+            if book.written.brokers.get(broker) != (leader, follower):
+                activity.heartbeat(broker)
+                self._write(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)}, topic=False)
+            written_brokers[broker] = (leader, follower)
+        for broker in sorted(set(book.written.brokers) - set(wanted.brokers)):
+            if broker in live:
+                activity.heartbeat(broker)
+                self._write(broker, saved_brokers.pop(broker, {}), topic=False)
+                written_brokers.pop(broker, None)
+        written = ThrottleWanted(topics=topics, brokers=dict(sorted(written_brokers.items())))
+        return ThrottleBook(written=written, saved_topics=saved_topics, saved_brokers=saved_brokers)
+
+    def _write(self, name, values: dict[str, str | None], topic: bool) -> None:
+        keys = LISTS if topic else RATES
+        set_ = {k: v for k, v in values.items() if k in keys and v}
+        delete = [k for k in keys if k not in set_]
+        if topic:
+            self.admin.alter_topic_config(name, set_, delete=delete)
+        else:
+            self.admin.alter_broker_config(name, set_, delete=delete)

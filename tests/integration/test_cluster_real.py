@@ -1,0 +1,214 @@
+"""Three migrations on overlapping brokers of the real cluster, through one coordinator, with Kafka sampled every
+50 ms: the cluster limits are never exceeded, every reassigning partition is throttled at every sample, an
+operator's own throttle is there before, during and after, a freeze and an unfreeze take effect mid-run, and a
+terminated migration leaves no reassignment and no throttle once the coordinator has cleaned up after it."""
+
+import asyncio
+import threading
+import time
+import uuid
+from collections import Counter
+
+import pytest
+
+from models.coordination import FreezeRequest, cluster_workflow_id
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from steps.admission import Limits
+from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from tests.conftest import worker_for
+from tests.integration.helpers import produce, wait_until
+from worker import activities_for
+from workflows import ClusterWorkflow, MigrationWorkflow
+
+pytestmark = pytest.mark.integration
+
+BROKERS = [1, 2, 3, 4]
+# The operator's own throttle, set before any migration: an entry in a topic's leader list and a broker's rate.
+OPERATOR_ENTRY = "3:1"
+OPERATOR_RATE = "987654321"
+
+
+class ThrottleSampler(threading.Thread):
+    """Every 50 ms: the throttle configs, then the reassignments of the topics watched. A reassigning partition is
+    throttled when every replica it has is in its topic's leader list, every replica it is adding in the follower
+    list, and every one of those brokers has both rates."""
+
+    def __init__(self, admin, topics: list[str], interval_s: float = 0.05):
+        super().__init__(daemon=True)
+        self.admin, self.topics, self.interval_s = admin, topics, interval_s
+        self.samples = self.moving_samples = 0
+        self.peak_partitions = self.peak_per_broker = 0
+        self.unthrottled: list[str] = []
+        self.operator_missing = 0
+        self.started: list[tuple[float, str, int]] = []
+        self._seen: set[tuple[str, int, tuple[int, ...]]] = set()
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.is_set():
+            now = time.monotonic()
+            topic_configs = self.admin.describe_topic_configs(self.topics, overrides_only=True)
+            broker_configs = self.admin.describe_broker_configs(BROKERS, overrides_only=True)
+            ongoing = [r for r in self.admin.list_reassignments() if r.topic in self.topics]
+            self.samples += 1
+            # The operator's entry stays listed throughout (their rate is replaced by Drover's while it moves).
+            if OPERATOR_ENTRY not in topic_configs[self.topics[0]].get(LEADER_REPLICAS, "").split(","):
+                self.operator_missing += 1
+            for r in ongoing:
+                key = (r.topic, r.partition, tuple(r.target))
+                if key not in self._seen:
+                    self._seen.add(key)
+                    self.started.append((now, r.topic, r.partition))
+                configs = topic_configs.get(r.topic, {})
+                leaders = set(configs.get(LEADER_REPLICAS, "").split(","))
+                followers = set(configs.get(FOLLOWER_REPLICAS, "").split(","))
+                missing = [f"{r.partition}:{b}" for b in r.replicas if f"{r.partition}:{b}" not in leaders]
+                missing += [f"adding {r.partition}:{b}" for b in r.adding if f"{r.partition}:{b}" not in followers]
+                missing += [f"rate on {b}" for b in r.replicas
+                            if not {LEADER_RATE, FOLLOWER_RATE} <= set(broker_configs.get(b, {}))]  # fmt: skip
+                if missing:
+                    self.unthrottled.append(f"{r.topic}-{r.partition}: {missing}")
+            if ongoing:
+                self.moving_samples += 1
+            per_broker = Counter(b for r in ongoing for b in (*r.adding, *r.removing))
+            self.peak_partitions = max(self.peak_partitions, len(ongoing))
+            self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
+            self.stop_event.wait(max(0.0, self.interval_s - (time.monotonic() - now)))
+
+    def stop(self) -> None:
+        self.stop_event.set()
+        self.join()
+
+
+def loaded_topics(admin, settings, prefix: str, count: int = 3, partitions: int = 4) -> list[str]:
+    """Topics at RF 2 on brokers 1-2, about 1.5 MB per partition: seconds per step under a 500 kB/s throttle."""
+    topics = [f"{prefix}-{i}" for i in range(count)]
+    for t in topics:
+        admin.create_topic(t, [[1, 2] if p % 2 else [2, 1] for p in range(partitions)])
+        for p in range(partitions):
+            produce(settings, t, p, 500, pad=3000)
+    return topics
+
+
+def plan(topic: str, partitions: int = 4) -> list[PartitionReplicas]:
+    """Both replicas onto brokers 3 and 4: two steps at one replica per step, every move on overlapping brokers."""
+    return [PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(partitions)]
+
+
+def set_operator_throttle(admin, topic: str) -> None:
+    admin.alter_topic_config(topic, {LEADER_REPLICAS: OPERATOR_ENTRY})
+    admin.alter_broker_config(4, {FOLLOWER_RATE: OPERATOR_RATE})
+
+
+def drover_throttle_left(admin, topics: list[str]) -> list[str]:
+    """Throttle configs other than the operator's own."""
+    left = []
+    for t, c in admin.describe_topic_configs(topics, overrides_only=True).items():
+        lists = {k: v for k, v in c.items() if k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
+        if lists and lists != ({LEADER_REPLICAS: OPERATOR_ENTRY} if t == topics[0] else {}):
+            left.append(f"{t}: {lists}")
+    for b, c in admin.describe_broker_configs(BROKERS, overrides_only=True).items():
+        rates = {k: v for k, v in c.items() if k in (LEADER_RATE, FOLLOWER_RATE)}
+        if rates and rates != ({FOLLOWER_RATE: OPERATOR_RATE} if b == 4 else {}):
+            left.append(f"broker {b}: {rates}")
+    return left
+
+
+def clear_operator_throttle(admin, topic: str) -> None:
+    admin.alter_topic_config(topic, {}, delete=[LEADER_REPLICAS])
+    admin.alter_broker_config(4, {}, delete=[FOLLOWER_RATE])
+
+
+async def prepared(admin, settings, prefix: str) -> tuple[list[str], str, "ThrottleSampler"]:
+    """Three loaded topics, the operator's throttle set on the first, a cluster name of its own, and the sampler
+    running."""
+    topics = await asyncio.to_thread(loaded_topics, admin, settings, prefix)
+    await asyncio.to_thread(set_operator_throttle, admin, topics[0])
+    sampler = ThrottleSampler(admin, topics)
+    sampler.start()
+    return topics, f"shared-{uuid.uuid4().hex[:6]}", sampler
+
+
+async def start(client, queue: str, name: str, topic: str, limits: Limits):
+    migration = MigrationInput(cluster=name, moves=plan(topic), limits=limits, throttle_bytes_per_s=500_000)
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
+                                       task_queue=queue)  # fmt: skip
+
+
+async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throttled(real_client, admin,
+                                                                                     real_settings, topic_name):  # fmt: skip
+    topics, name, sampler = await prepared(admin, real_settings, topic_name)
+    try:
+        async with worker_for(real_client, activities_for(admin)) as worker:
+            # Each allowed 2 moves and 2 per broker: together, too, never more.
+            limits = Limits(max_partitions=2, max_per_broker=2)
+            handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
+            results = [await h.result() for h in handles]
+            status = await real_client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    finally:
+        sampler.stop()
+    print(f"3 migrations: peak {sampler.peak_partitions} moves and {sampler.peak_per_broker} per broker on Kafka "
+          f"(limits 2 and 2); {sampler.samples} samples, {sampler.moving_samples} with moves, "
+          f"{len(sampler.unthrottled)} unthrottled; coordinator peak {status.peak_in_flight}")  # fmt: skip
+    assert all(r.verified and r.status == "completed" for r in results)
+    assert sampler.moving_samples > 20
+    assert sampler.peak_partitions <= 2 and sampler.peak_per_broker <= 2
+    assert sampler.unthrottled == [], sampler.unthrottled[:5]
+    assert sampler.operator_missing == 0
+    left = await asyncio.to_thread(drover_throttle_left, admin, topics)
+    assert left == []
+    configs = await asyncio.to_thread(admin.describe_topic_configs, [topics[0]], True)
+    assert configs[topics[0]].get(LEADER_REPLICAS) == OPERATOR_ENTRY
+    await asyncio.to_thread(clear_operator_throttle, admin, topics[0])
+
+
+async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client, admin, real_settings, topic_name):
+    topics, name, sampler = await prepared(admin, real_settings, topic_name)
+    try:
+        async with worker_for(real_client, activities_for(admin)) as worker:
+            limits = Limits(max_partitions=2, max_per_broker=4)
+            handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
+            coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
+            await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 3, 120, 0.2, "moves under way")
+            await coordinator.execute_update(ClusterWorkflow.freeze,
+                                             FreezeRequest(frozen=True, actor="ops", reason="incident"))  # fmt: skip
+            frozen_at = time.monotonic()
+            # Steps in flight finish; then no new step reaches Kafka while frozen.
+            await asyncio.to_thread(
+                wait_until, lambda: not [r for r in admin.list_reassignments() if r.topic in topics], 120, 0.2,
+                "the steps in flight to finish",
+            )  # fmt: skip
+            quiet_from = time.monotonic()
+            await asyncio.sleep(4)
+            during = [s for s in sampler.started if s[0] > quiet_from]
+            await coordinator.execute_update(ClusterWorkflow.freeze,
+                                             FreezeRequest(frozen=False, actor="ops", reason="over"))  # fmt: skip
+            await asyncio.to_thread(wait_until, lambda: any(s[0] > quiet_from + 4 for s in sampler.started), 60, 0.2,
+                                    "a new step after the unfreeze")  # fmt: skip
+            # One migration is terminated mid-run: the coordinator cancels its moves and removes its throttle.
+            victim = handles[0]
+            await victim.terminate(reason="operator terminated it")
+            victim_topic = topics[0]
+
+            def victim_gone() -> bool:
+                moving = [r for r in admin.list_reassignments() if r.topic == victim_topic]
+                configs = admin.describe_topic_configs([victim_topic], overrides_only=True)[victim_topic]
+                return not moving and configs.get(FOLLOWER_REPLICAS) is None and \
+                    configs.get(LEADER_REPLICAS) == OPERATOR_ENTRY  # fmt: skip
+
+            await asyncio.to_thread(wait_until, victim_gone, 90, 0.5, "the terminated migration cleaned up")
+            results = [await h.result() for h in handles[1:]]
+            status = await coordinator.query(ClusterWorkflow.status)
+    finally:
+        sampler.stop()
+    print(f"freeze: steps in flight ended {quiet_from - frozen_at:.1f} s after it, {len(during)} new step(s) in the "
+          f"4 s after; {len(sampler.unthrottled)} unthrottled of {sampler.moving_samples} samples with moves")  # fmt: skip
+    assert during == []
+    assert all(r.verified for r in results)
+    assert any(a.action == "clean-up" and victim.id in a.reason for a in status.actions)
+    assert not status.holders and not status.in_flight
+    assert sampler.unthrottled == [], sampler.unthrottled[:5]
+    left = await asyncio.to_thread(drover_throttle_left, admin, topics)
+    assert left == []
+    await asyncio.to_thread(clear_operator_throttle, admin, topics[0])

@@ -1,0 +1,266 @@
+"""Several migrations on one cluster through its coordinator (ClusterWorkflow), on the real Temporal dev server with
+the in-memory Kafka: shared limits, the throttle on every partition in flight, an operator's own throttle kept,
+shares and priority, the freeze, clean-up after a terminated migration, and a name bound to one Kafka cluster."""
+
+import asyncio
+import uuid
+
+import pytest
+from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
+from temporalio.common import WorkflowIDConflictPolicy
+
+from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest, cluster_workflow_id
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from steps.admission import Limits
+from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from tests.workflows.test_migration import wait_for
+from worker import activities_for
+from workflows import ClusterWorkflow, MigrationWorkflow
+
+TOPICS = ("a", "b", "c")
+
+
+def shared_cluster(partitions: int = 6, ticks: int = 3) -> FakeKafka:
+    """Topics a, b and c at RF 2 on brokers 1-3; every plan moves one replica onto broker 4 or 5."""
+    assignment = {(t, p): [1 + p % 3, 1 + (p + 1) % 3] for t in TOPICS for p in range(partitions)}
+    return FakeKafka({b: None for b in range(1, 6)}, assignment, ticks=ticks)
+
+
+def plan_for(fake: FakeKafka, topic: str) -> list[PartitionReplicas]:
+    return [PartitionReplicas(topic=t, partition=p, replicas=[r[0], 4 + p % 2])
+            for (t, p), r in sorted(fake.replicas.items()) if t == topic]  # fmt: skip
+
+
+class Observer:
+    """Looks at Kafka every time a step is polled: what is reassigning, and whether it is throttled."""
+
+    def __init__(self, fake: FakeKafka):
+        self.fake = fake
+        self.samples = 0
+        self.unthrottled: list[str] = []
+        self.operator_lost: list[str] = []
+        self.operator_entry: tuple[str, str] | None = None
+        fake.hooks["list_reassignments"] = self.look
+
+    def look(self, _partitions) -> None:
+        fake = self.fake
+        with fake._lock:
+            self.samples += 1
+            for (topic, p), (target, _) in fake.ongoing.items():
+                configs = fake.topic_configs.get(topic, {})
+                leaders = set(configs.get(LEADER_REPLICAS, "").split(","))
+                followers = set(configs.get(FOLLOWER_REPLICAS, "").split(","))
+                replicas = {*fake.replicas[(topic, p)], *target}
+                adding = set(target) - set(fake.replicas[(topic, p)])
+                missing = [f"{p}:{b}" for b in replicas if f"{p}:{b}" not in leaders]
+                missing += [f"{p}:{b}" for b in adding if f"{p}:{b}" not in followers]
+                missing += [f"rate on {b}" for b in replicas
+                            if not {LEADER_RATE, FOLLOWER_RATE} <= set(fake.broker_configs.get(b, {}))]  # fmt: skip
+                if missing:
+                    self.unthrottled.append(f"{topic}-{p}: {missing}")
+            if self.operator_entry is not None:
+                topic, entry = self.operator_entry
+                if entry not in fake.topic_configs.get(topic, {}).get(LEADER_REPLICAS, ""):
+                    self.operator_lost.append(fake.topic_configs.get(topic, {}).get(LEADER_REPLICAS, ""))
+
+
+def start_order(fake: FakeKafka) -> list[tuple[str, int]]:
+    """Partitions in the order of their first step on Kafka."""
+    seen: list[tuple[str, int]] = []
+    for key, target in fake.altered:
+        if target is not None and key not in seen:
+            seen.append(key)
+    return seen
+
+
+async def start(env, queue: str, name: str, moves, limits: Limits, priority: int = 0, ticks_rate: int | None = 1000):
+    migration = MigrationInput(cluster=name, moves=moves, limits=limits, throttle_bytes_per_s=ticks_rate,
+                               priority=priority)  # fmt: skip
+    return await env.client.start_workflow(MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
+                                           task_queue=queue)  # fmt: skip
+
+
+async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits: Limits) -> None:
+    """As `drover cluster limits` does: the coordinator is started if need be, and the limits set."""
+    start_op = WithStartWorkflowOperation(
+        ClusterWorkflow.run, coordinator, id=cluster_workflow_id(coordinator.name), task_queue=queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )  # fmt: skip
+    change = ClusterLimitsChange(limits=limits, actor="ops", reason="peak hours")
+    await env.client.execute_update_with_start_workflow(ClusterWorkflow.set_limits, change,
+                                                        start_workflow_operation=start_op)  # fmt: skip
+
+
+@pytest.mark.parametrize("count", [2, 3])
+async def test_concurrent_migrations_stay_within_the_cluster_limits_throttled_throughout(local_env, count):
+    fake = shared_cluster()
+    observer = Observer(fake)
+    # An operator's own throttle, set before any migration: kept beside Drover's, and restored after.
+    fake.topic_configs["a"] = {LEADER_REPLICAS: "5:9"}
+    fake.broker_configs[4] = {FOLLOWER_RATE: "12345"}
+    observer.operator_entry = ("a", "5:9")
+    name = f"c{uuid.uuid4().hex[:6]}"
+    limits = Limits(max_partitions=2, max_per_broker=1)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), limits) for t in TOPICS[:count]]
+        results = [await h.result() for h in handles]
+    assert all(r.verified and r.status == "completed" for r in results)
+    assert all(fake.replicas[(m.topic, m.partition)] == m.replicas for t in TOPICS[:count] for m in plan_for(fake, t))
+    print(f"{count} migrations: peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker on Kafka "
+          f"(limits 2 and 1); {observer.samples} observations, {len(observer.unthrottled)} unthrottled")  # fmt: skip
+    # Together they never exceeded what each was allowed alone.
+    assert fake.peak_ongoing <= 2 and fake.peak_per_broker <= 1
+    assert observer.samples > 20 and observer.unthrottled == [] and observer.operator_lost == []
+    # Drover's throttle is gone; the operator's is as it was.
+    assert fake.topic_configs["a"] == {LEADER_REPLICAS: "5:9"}
+    assert all(not c for t, c in fake.topic_configs.items() if t != "a")
+    assert fake.broker_configs[4] == {FOLLOWER_RATE: "12345"}
+    assert all(not c for b, c in fake.broker_configs.items() if b != 4)
+
+
+async def test_slots_are_shared_evenly_and_a_higher_priority_migration_goes_first(local_env):
+    fake = shared_cluster(partitions=8)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    limits = Limits(max_partitions=2, max_per_broker=10)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), limits) for t in ("a", "b")]
+        await wait_for(lambda: len(start_order(fake)) >= 2, "the first moves")
+        urgent = await start(local_env, worker.task_queue, name, plan_for(fake, "c"), limits, priority=10)
+        for h in [*handles, urgent]:
+            assert (await h.result()).verified
+    order = [t for t, _ in start_order(fake)]
+    first_c, last_c = order.index("c"), len(order) - 1 - order[::-1].index("c")
+    print(f"start order: {''.join(order)}")
+    # Equal shares: after it, a and b alternated while both had moves to start (the slot freed by one's move went
+    # to the other while it held fewer).
+    left = {t: 8 - order[: last_c + 1].count(t) for t in "ab"}
+    both = []
+    for t in order[last_c + 1 :]:
+        if not all(left.values()):
+            break
+        both.append(t)
+        left[t] -= 1
+    runs = "".join(both).replace("aaa", "!").replace("bbb", "!")
+    assert len(both) >= 4 and "!" not in runs, both
+    # Once it came, every free slot went to it until it had nothing left to start.
+    assert [t for t in order[first_c : last_c + 1] if t != "c"] == []
+
+
+async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_env):
+    fake = shared_cluster(partitions=8, ticks=6)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
+                   for t in ("a", "b")]  # fmt: skip
+        await wait_for(lambda: len(start_order(fake)) >= 3, "moves under way")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+        # Steps in flight finish; then nothing new reaches Kafka.
+        await wait_for(lambda: not fake.ongoing, "the steps in flight to finish")
+        steps = len(fake.altered)
+        await asyncio.sleep(3)
+        assert len(fake.altered) == steps and not fake.ongoing
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert status.frozen and status.actions[-1].action == "freeze" and status.actions[-1].actor == "ops"
+        await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over"))
+        results = [await h.result() for h in handles]
+    assert all(r.verified and r.status == "completed" for r in results)
+    assert len(fake.altered) > steps
+
+
+async def test_a_terminated_migration_is_cleaned_up_by_the_coordinator(local_env):
+    fake = shared_cluster(partitions=4, ticks=10_000)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
+        assert fake.topic_configs["a"].get(FOLLOWER_REPLICAS)
+        await handle.terminate(reason="operator terminated it")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+
+        async def cleaned() -> bool:
+            status = await coordinator.query(ClusterWorkflow.status)
+            return not status.holders and not status.in_flight
+
+        for _ in range(90):
+            if await cleaned() and not fake.ongoing and not any(fake.topic_configs.values()):
+                break
+            await asyncio.sleep(1)
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert not status.holders and not status.in_flight, status
+        assert fake.ongoing == {}
+        assert all(not c for c in fake.topic_configs.values()) and all(not c for c in fake.broker_configs.values())
+        assert any(a.action == "clean-up" and handle.id in a.reason for a in status.actions)
+        # Its partitions are free again.
+        fake.ticks = 2
+        again = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        assert (await again.result()).verified
+
+
+async def test_a_name_bound_to_another_kafka_cluster_is_refused_with_both_ids(local_env):
+    fake = shared_cluster(partitions=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        first = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits())
+        assert (await first.result()).verified
+        # The same name, but the workers now reach another Kafka cluster.
+        fake.cluster_id = "other"
+        before = {k: list(v) for k, v in fake.replicas.items()}
+        second = await start(local_env, worker.task_queue, name, plan_for(fake, "b"), Limits())
+        with pytest.raises(WorkflowFailureError) as failed:
+            await second.result()
+    message = str(failed.value.cause)
+    assert "fake" in message and "other" in message and name in message
+    assert fake.replicas == before
+
+
+async def test_cluster_limits_set_by_an_operator_before_any_migration_bind_them_all(local_env):
+    fake = shared_cluster()
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=1))
+        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=4))
+                   for t in ("a", "b")]  # fmt: skip
+        results = [await h.result() for h in handles]
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    assert all(r.verified for r in results)
+    assert fake.peak_ongoing == 1 and status.peak_in_flight == 1
+    assert status.limits == Limits(max_partitions=1) and status.actions[0].action == "limits"
+
+
+async def test_the_coordinator_continues_as_new_and_keeps_its_grants_throttle_and_actions(local_env):
+    fake = shared_cluster(partitions=10)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    observer = Observer(fake)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name, events_per_run=150),
+                                 Limits(max_partitions=3, max_per_broker=2))  # fmt: skip
+        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
+                   for t in ("a", "b")]  # fmt: skip
+        results = [await h.result() for h in handles]
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    print(f"coordinator runs: {status.runs}; peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker")
+    assert status.runs >= 3
+    assert all(r.verified for r in results)
+    assert fake.peak_ongoing <= 3 and fake.peak_per_broker <= 2
+    assert observer.unthrottled == []
+    assert all(not c for c in fake.topic_configs.values()) and all(not c for c in fake.broker_configs.values())
+    assert status.limits == Limits(max_partitions=3, max_per_broker=2)
+    assert [a.action for a in status.actions[:2]] == ["limits", "bind"]
+    assert not status.holders and not status.in_flight
+
+
+async def test_a_migration_whose_workers_poll_another_task_queue_than_the_coordinators_is_refused(local_env):
+    fake = shared_cluster(partitions=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as first:
+        await set_cluster_limits(local_env, first.task_queue, ClusterInput(name=name), Limits(max_partitions=2))
+        async with worker_for(local_env.client, activities_for(fake)) as other:
+            handle = await start(local_env, other.task_queue, name, plan_for(fake, "a"), Limits())
+            with pytest.raises(WorkflowFailureError) as failed:
+                await handle.result()
+    message = str(failed.value.cause)
+    assert first.task_queue in message and other.task_queue in message

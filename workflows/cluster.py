@@ -1,0 +1,299 @@
+"""ClusterWorkflow: one per Kafka cluster name (ID ``cluster:<name>``), the owner of what the migrations on that
+cluster share (``execution.cluster.ClusterState``): its binding to a Kafka cluster ID, the partition registry, the
+cluster-wide limits and shares, the freeze switch and the throttle configs. It is started by the first migration
+that joins it, runs until terminated, and continues as new with its state."""
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.cluster import ClusterActivities
+    from adapters.temporal import failure_message
+    from execution.cluster import ClusterState
+    from models.coordination import (
+        ClusterInput,
+        ClusterLimitsChange,
+        ClusterStatus,
+        ClusterThrottleChange,
+        Demand,
+        FreezeRequest,
+        Grant,
+        HolderStatus,
+        InFlightMove,
+        JoinRequest,
+        JoinResult,
+        LeaveRequest,
+        LeaveResult,
+        ThrottleBook,
+        ThrottleWrite,
+    )
+    from steps.admission import Limits, MoveSpec
+    from steps.throttle import throttle_union
+    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
+    from workflows.policies import QUICK_CALL
+
+# How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
+CHECK_EVERY = timedelta(seconds=20)
+# Moves cancelled after their migration ended are checked this often until they have ended.
+ORPHAN_CHECK_EVERY = timedelta(seconds=5)
+# A leave waits this long for a broker that is down to take its throttle off, trying again this often; the
+# coordinator goes on trying after that, on its checks.
+CLEAR_WAIT = timedelta(seconds=120)
+CLEAR_RETRY = timedelta(seconds=2)
+# A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
+RESEND_EVERY = timedelta(seconds=1)
+
+
+@workflow.defn
+class ClusterWorkflow:
+    """Migrations join (update ``join``), keep one standing demand for slots (signal ``demand``), are granted moves
+    (signal ``granted`` to the migration) once their throttle is on Kafka, and leave (update ``leave``).
+    Operators: updates ``set_limits``, ``set_throttle`` and ``freeze``, each with who and why; query ``status``."""
+
+    @workflow.init
+    def __init__(self, given: ClusterInput) -> None:
+        # Set up before any handler runs: the first join arrives with the start (update-with-start).
+        if given.carry is None:
+            self._s = ClusterState(name=given.name)
+            self._book = ThrottleBook()
+        else:
+            self._s = ClusterState.model_validate(given.carry["state"])
+            self._book = ThrottleBook.model_validate(given.carry["book"])
+            self._s.runs += 1
+        # The first pass runs at once: a run that continues takes up the demands it carries without waiting.
+        self._wake = True
+        # Throttle write passes started and done: a leave waits for a pass that started after it.
+        self._passes = 0
+        self._passes_done = 0
+        self._write_error: str | None = None
+        self._throttle_left: list[int] = []
+        self._checked_at = None
+        # Granted moves not told to their migration yet: told once their throttle is on Kafka.
+        self._untold_grants: dict[str, list[MoveSpec]] = {}
+
+    @property
+    def s(self) -> ClusterState:
+        return self._s
+
+    @workflow.run
+    async def run(self, given: ClusterInput) -> None:
+        # General flow: wait for a demand, a release, an action or the next check; then clean up after migrations
+        # that ended without leaving, grant what fits, write the throttle for what is in flight, and tell each
+        # migration its grants (only then may it start them). Continue as new when the history grows.
+        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.name)])
+        self._publish()
+        self._checked_at = workflow.now()
+        while True:
+            await self._wait()
+            if workflow.now() - self._checked_at >= (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY):
+                await self._check_holders()
+            for mid, moves in self.s.allocate().items():
+                self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
+            if await self._write_throttle():
+                grants, self._untold_grants = self._untold_grants, {}
+                await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
+            await self._tell_freeze()
+            if self._due_for_new_run(given.events_per_run) and not self._untold_grants:
+                await self._settle()
+                carry = {"state": self.s.model_dump(mode="json"), "book": self._book.model_dump(mode="json")}
+                workflow.continue_as_new(given.model_copy(update={"carry": carry}))
+
+    async def _wait(self) -> None:
+        busy = self.s.holders or self.s.orphans or self.s.wanted() != self._book.written
+        retry = self._freeze_due() or self._untold_grants
+        timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
+        try:
+            await workflow.wait_condition(lambda: self._wake, timeout=timeout)
+        except asyncio.TimeoutError:
+            pass
+        self._wake = False
+
+    async def _settle(self) -> None:
+        """Before continuing as new: every handler done. A leave waits for the next throttle write, so write until
+        none is left waiting."""
+        while True:
+            await self._write_throttle()
+            try:
+                await workflow.wait_condition(workflow.all_handlers_finished, timeout=RESEND_EVERY)
+                return
+            except asyncio.TimeoutError:
+                continue
+
+    def _due_for_new_run(self, events: int) -> bool:
+        info = workflow.info()
+        return info.is_continue_as_new_suggested() or info.get_current_history_length() > events
+
+    async def _check_holders(self) -> None:
+        """Migrations that ended without leaving (terminated, say) and their moves: cancelled, then released."""
+        self._checked_at = workflow.now()
+        s = self.s
+        moves = {move_workflow_id(s.name, o.move.topic, o.move.partition): o for o in s.orphans}
+        ids = [*s.holders, *moves]
+        if not ids:
+            return
+        try:
+            found = await workflow.execute_activity_method(ClusterActivities.running_workflows, ids, **QUICK_CALL)
+        except ActivityError as e:
+            # Temporal's frontend did not answer: the next check tries again.
+            workflow.logger.warning("could not check the migrations holding slots: %s", e)
+            return
+        running = set(found)
+        for mid in [m for m in s.holders if m not in running]:
+            s.gone(mid, workflow.now())
+            self._wake = True
+        for wid, o in moves.items():
+            if wid not in running:
+                s.orphan_ended((o.move.topic, o.move.partition))
+                s.note("orphan-ended", f"{o.move.topic}-{o.move.partition} of {o.migration_id}", workflow.now())
+        for o in s.orphans:
+            if not o.cancel_sent:
+                o.cancel_sent = True
+                handle = workflow.get_external_workflow_handle(move_workflow_id(s.name, o.move.topic, o.move.partition))
+                await self._quietly(handle.cancel())
+
+    async def _write_throttle(self) -> bool:
+        """Kafka's throttle configs made what the moves in flight need (the operator's own values saved first where
+        Drover has not written yet). If Kafka refuses, whatever the write may have done is kept in the book, so a
+        later write removes it, and every migration hears why: none may run with a throttle it asked for missing.
+        False then (and no grant is told)."""
+        self._passes += 1
+        this = self._passes
+        wanted, book = self.s.wanted(), self._book
+        try:
+            if wanted != book.written:
+                request = ThrottleWrite(wanted=wanted, book=book)
+                if any(t not in book.saved_topics for t in wanted.topics) or \
+                        any(b not in book.saved_brokers for b in wanted.brokers):  # fmt: skip
+                    book = self._book = await workflow.execute_activity_method(
+                        ClusterActivities.save_throttle_configs, request, **QUICK_CALL)  # fmt: skip
+                    request = ThrottleWrite(wanted=wanted, book=book)
+                self._book = await workflow.execute_activity_method(ClusterActivities.write_throttle, request,
+                                                                    **QUICK_CALL)  # fmt: skip
+            self._write_error = None
+        except ActivityError as e:
+            self._book = book.model_copy(update={"written": throttle_union(book.written, wanted)})
+            self._write_error = f"the cluster's throttle could not be written: {failure_message(e)}"
+            workflow.logger.warning(self._write_error)
+            await self._refuse_all(self._write_error)
+        finally:
+            self._passes_done = this
+            self._throttle_left = sorted(set(self._book.written.brokers) - set(self.s.wanted().brokers))
+        return self._write_error is None
+
+    async def _refuse_all(self, error: str) -> None:
+        """Every migration hears the error (it stops and cleans up); grants not told yet are taken back."""
+        for mid, moves in self._untold_grants.items():
+            self.s.take_back(mid, [(m.topic, m.partition) for m in moves])
+        self._untold_grants = {}
+        refusal = Grant(seq=0, keys=[], error=error)
+        await asyncio.gather(*(self._quietly(workflow.get_external_workflow_handle(mid).signal("granted", refusal))
+                               for mid in list(self.s.holders)))  # fmt: skip
+
+    async def _grant(self, migration_id: str, moves) -> None:
+        h = self.s.holders.get(migration_id)
+        seq = h.demand.seq if h and h.demand else 0
+        grant = Grant(seq=seq, keys=[(m.topic, m.partition) for m in moves])
+        await self._quietly(workflow.get_external_workflow_handle(migration_id).signal("granted", grant))
+
+    def _freeze_due(self) -> list[tuple[str, int]]:
+        """Moves to tell the freeze state: while frozen, those in flight not told yet; once unfrozen, those told."""
+        in_flight = {(m.topic, m.partition) for _, m in self.s.in_flight()}
+        told = {tuple(k) for k in self.s.told_frozen} & in_flight
+        return sorted(in_flight - told) if self.s.frozen else sorted(told)
+
+    async def _tell_freeze(self) -> None:
+        """Moves wait before their next step while frozen: each in flight is told, and told again on unfreeze. A
+        move not started yet (or ended) is tried again shortly; one granted while not frozen needs no word."""
+        in_flight = {(m.topic, m.partition) for _, m in self.s.in_flight()}
+        self.s.told_frozen = [k for k in self.s.told_frozen if tuple(k) in in_flight]
+        for key in self._freeze_due():
+            handle = workflow.get_external_workflow_handle(move_workflow_id(self.s.name, *key))
+            if await self._quietly(handle.signal("freeze", self.s.frozen)):
+                told = [k for k in self.s.told_frozen if tuple(k) != key]
+                self.s.told_frozen = [*told, key] if self.s.frozen else told
+
+    @staticmethod
+    async def _quietly(call) -> bool:
+        try:
+            await call
+            return True
+        except Exception:  # noqa: BLE001 - the workflow has ended (or not started yet); the caller tries again
+            return False
+
+    def _publish(self) -> None:
+        workflow.upsert_search_attributes([STATUS_ATTR.value_set("frozen" if self.s.frozen else "coordinating")])
+
+    # -- migrations -------------------------------------------------------------------------------------------
+
+    @workflow.update
+    def join(self, req: JoinRequest) -> JoinResult:
+        refused = self.s.join(req, workflow.now())
+        self._wake = True
+        return JoinResult(refused=refused)
+
+    @workflow.signal
+    def demand(self, d: Demand) -> None:
+        if self.s.demand(d):
+            self._wake = True
+
+    @workflow.update
+    async def leave(self, req: LeaveRequest) -> LeaveResult:
+        self.s.leave(req.migration_id, workflow.now())
+        deadline = workflow.now() + CLEAR_WAIT
+        while True:
+            after = self._passes
+            self._wake = True
+            await workflow.wait_condition(lambda: self._passes_done > after)
+            # A broker that is down keeps the rate written on it: waited for (a while), like a restart.
+            if not self._throttle_left or workflow.now() >= deadline:
+                return LeaveResult(throttle_left=self._throttle_left, error=self._write_error)
+            await workflow.sleep(CLEAR_RETRY)
+
+    # -- operators --------------------------------------------------------------------------------------------
+
+    @workflow.update
+    def set_limits(self, change: ClusterLimitsChange) -> None:
+        self.s.set_limits(change.limits, change, workflow.now())
+        self._wake = True
+
+    @workflow.update
+    def set_throttle(self, change: ClusterThrottleChange) -> None:
+        self.s.set_rate(change.rate_bytes_per_s, change, workflow.now())
+        self._wake = True
+
+    @workflow.update
+    def freeze(self, req: FreezeRequest) -> None:
+        self.s.freeze(req.frozen, req, workflow.now())
+        self._publish()
+        self._wake = True
+
+    @freeze.validator
+    def _freeze_allowed(self, req: FreezeRequest) -> None:
+        refused = self.s.freeze_refusal(req.frozen)
+        if refused is not None:
+            raise ValueError(refused)
+
+    @workflow.query
+    def status(self) -> ClusterStatus:
+        s = self.s
+        holders = [
+            HolderStatus(migration_id=h.migration_id, priority=h.priority, in_flight=len(h.in_flight),
+                         waiting=len(h.demand.candidates) if h.demand else 0, granted_total=h.granted_total,
+                         partitions=sum(len(p) for p in h.partitions.values()),
+                         limits=h.demand.limits if h.demand else s.effective_limits() or Limits())  # fmt: skip
+            for h in s.holders.values()
+        ]
+        moves = [InFlightMove(migration_id=mid, topic=m.topic, partition=m.partition, original=m.original,
+                              target=m.target, brokers=sorted(m.brokers)) for mid, m in s.in_flight()]  # fmt: skip
+        written = self._book.written
+        return ClusterStatus(
+            name=s.name, cluster_id=s.cluster_id, frozen=s.frozen, limits=s.limits,
+            effective_limits=s.effective_limits(), rate_bytes_per_s=s.rate, holders=holders, in_flight=moves,
+            broker_throttles={b: f"{lr}/{fr}" for b, (lr, fr) in written.brokers.items()},
+            topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
+            peak_in_flight=s.peak_in_flight, peak_per_broker=s.peak_per_broker, actions=s.actions, runs=s.runs,
+            now=workflow.now(),
+        )  # fmt: skip

@@ -1,0 +1,117 @@
+"""MigrationWorkflow's moves: each runs as a child PartitionMoveWorkflow, started, cancelled and heard from here
+(its step, a stuck step, how it ended). Every decision stays in the migration's state (``execution``)."""
+
+import asyncio
+from collections.abc import Callable
+
+from temporalio import workflow
+from temporalio.exceptions import ChildWorkflowError, WorkflowAlreadyStartedError, is_cancelled_exception
+from temporalio.workflow import ParentClosePolicy
+
+with workflow.unsafe.imports_passed_through():
+    from execution import MigrationState, MoveRecord
+    from models import MoveInput, MoveReport, MoveStepReport, MoveStuck
+    from models.migration import MigrationInput, MoveOutcome
+    from workflows.ids import move_workflow_id
+    from workflows.partition_move import PartitionMoveWorkflow
+
+# Children refused as "already started" in a rollback are the partition's forward move still closing: tried again.
+RESTART_TRIES = 10
+
+
+class MigrationMoves:
+    """Children over ``_s``; a report wakes the window (``_wake``) and marks the throttle for rewriting."""
+
+    # Defined by MigrationWorkflow.
+    _s: MigrationState
+    _input: MigrationInput | None
+    _wake: bool
+    _throttle_stale: bool
+    _finished_this_run: int
+    _publish: Callable[[], None]
+
+    async def _run_child(self, r: MoveRecord) -> None:
+        """Start the child and await it while this run lasts: its report signal is what counts (it reaches later
+        runs too); the result here covers a child that ended without reporting. Its parent close policy asks it
+        to cancel (undoing its step in flight) if this migration ends without it, terminated included."""
+        assert self._input is not None
+        given, m = self._input, r.move
+        move = MoveInput(
+            cluster=given.cluster, topic=m.topic, partition=m.partition, target=m.target,
+            replicas_per_step=given.replicas_per_step, min_insync=self._s.min_insync.get(m.topic),
+            stuck_after_s=given.stuck_after_s, stuck_policy=given.stuck_policy, token=r.token, expected=r.expected,
+        )  # fmt: skip
+        for attempt in range(RESTART_TRIES):
+            try:
+                handle = await workflow.start_child_workflow(
+                    PartitionMoveWorkflow.run, move, id=move_workflow_id(given.cluster, m.topic, m.partition),
+                    parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                )  # fmt: skip
+                break
+            except WorkflowAlreadyStartedError:
+                if self._s.direction == "rollback" and attempt + 1 < RESTART_TRIES:
+                    await workflow.sleep(1)
+                    continue
+                self._finished(r, self._outcome(r, error="refused: another migration is moving this partition",
+                                                 error_type="Refused"))  # fmt: skip
+                return
+        self._s.child_started(r.key, r.token, handle.first_execution_run_id)
+        self._wake = True
+        try:
+            done = await handle
+            outcome = self._outcome(r, final=done.final, steps=done.steps, rolled_back=done.rolled_back)
+        except (ChildWorkflowError, asyncio.CancelledError) as e:
+            cause = getattr(e, "cause", None) or e
+            cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
+            outcome = self._outcome(r, error="cancelled" if cancelled else str(cause),
+                                    error_type=getattr(cause, "type", None))  # fmt: skip
+        self._finished(r, outcome)
+
+    def _outcome(self, r: MoveRecord, final: list[int] | None = None, steps: list[list[int]] | None = None,
+                 rolled_back: bool = False, error: str | None = None, error_type: str | None = None) -> MoveOutcome:  # fmt: skip
+        m = r.move
+        return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=final,
+                           steps=steps or [], rolled_back=rolled_back, error=error, error_type=error_type,
+                           size_bytes=m.size_bytes)  # fmt: skip
+
+    def _finished(self, r: MoveRecord, outcome: MoveOutcome) -> None:
+        if self._s.finish(r.key, r.token, outcome):
+            self._finished_this_run += 1
+            self._throttle_stale = self._wake = True
+            self._publish()
+
+    def _cancel_child(self, r: MoveRecord) -> None:
+        assert self._input is not None
+        child = workflow.get_external_workflow_handle(move_workflow_id(self._input.cluster, *r.key), run_id=r.run_id)
+        asyncio.ensure_future(self._request_cancel(child))
+
+    @staticmethod
+    async def _request_cancel(child) -> None:
+        try:
+            await child.cancel()
+        except Exception:  # noqa: BLE001 - the child has ended already; its report is on its way
+            pass
+
+
+    # -- from the moves ---------------------------------------------------------------------------------------------
+
+    @workflow.signal(name="move_step")
+    def move_step(self, report: MoveStepReport) -> None:
+        """From a PartitionMoveWorkflow as it issues a step: for the current batch."""
+        self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step)
+
+    @workflow.signal(name="move_stuck")
+    def move_stuck(self, report: MoveStuck) -> None:
+        """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
+        if self._s.stuck_reported((report.topic, report.partition), report.token, report.policy):
+            self._s.note("stuck", "drover", f"no progress for {report.idle_s:.0f} s", workflow.now(),
+                         f"{report.topic}-{report.partition} step {report.current} -> {report.step}; policy {report.policy}")  # fmt: skip
+            self._wake = True
+
+    @workflow.signal(name="move_finished")
+    def move_finished(self, report: MoveReport) -> None:
+        """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
+        r = self._s.window.record((report.topic, report.partition))
+        if r is not None:
+            self._finished(r, self._outcome(r, final=report.final, steps=report.steps, rolled_back=report.rolled_back,
+                                            error=report.error, error_type=report.error_type))  # fmt: skip
