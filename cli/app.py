@@ -8,6 +8,7 @@ import typer
 
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
+from cli import cluster as cluster_cmd
 from cli import demo as demo_cmd
 from cli import estimate as estimate_cmd
 from cli import migrate as migrate_cmd
@@ -42,6 +43,7 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 app.add_typer(sandbox_cmd.app, name="sandbox")
+app.add_typer(cluster_cmd.app, name="cluster")
 app.command("plan")(plan_cmd.plan)
 app.command("estimate")(estimate_cmd.estimate)
 app.command("start")(migrate_cmd.start)

@@ -1,9 +1,7 @@
 """drover start | status | pause | resume | cancel | limits | throttle: run a plan as a MigrationWorkflow, steer it."""
 
 import asyncio
-import getpass
 import re
-import socket
 import uuid
 from datetime import datetime, timezone
 from pathlib import Path
@@ -14,13 +12,14 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, failure_message, patiently
+from cli.cluster import freeze_notice
 from cli.errors import DroverError
 from cli.estimate import (
     CAPACITY, FLOOR, HEADROOM, MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, METRICS, REPLICAS_PER_STEP,
     SAMPLE, capacity_option, limits_from, rate_option, sample_option,
 )
 from cli.estimate import summary as estimate_summary  # fmt: skip
-from cli.output import Output
+from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
@@ -82,6 +81,9 @@ def start(
         help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
              f"inline; automatic above {INLINE_MOVES} moves",
     ),
+    priority: int = typer.Option(0, "--priority", min=-100, max=100,
+                                 help="Among the migrations on the cluster, free slots go to the highest priority "
+                                      "first (a broker decommission, say); equal priorities share evenly"),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
@@ -125,7 +127,7 @@ def start(
     migration = MigrationInput(
         cluster=name, moves=[] if by_ref else moves, plan_ref=str(plan.resolve()) if by_ref else None, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
         stuck_after_s=stuck_after_s, stuck_policy=on_stuck, estimate=settings_of_estimate, offline=offline,
-        disk_margin=margin,
+        disk_margin=margin, priority=priority,
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
     )  # fmt: skip
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
@@ -232,6 +234,9 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
     progress: MigrationProgress = await patiently(lambda: handle.query(MigrationWorkflow.progress), address,
                                                   out.warning)  # fmt: skip
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    frozen = await freeze_notice(client, progress.cluster)
+    if frozen:
+        out.warning(frozen)
     if progress.estimate is not None:
         out.info(estimate_summary(progress.estimate))
     if progress.stuck:
@@ -317,10 +322,6 @@ async def _list(settings: Settings, cluster: str | None, limit: int, out: Output
     out.data(found)
 
 
-def _actor() -> str:
-    return f"{getpass.getuser()}@{socket.gethostname()}"
-
-
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")
 REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's history")
 
@@ -333,7 +334,7 @@ def pause(
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues."""
-    action = OperatorAction(actor=actor or _actor(), reason=reason)
+    action = OperatorAction(actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.pause_update, action, Output(as_json)))
 
 
@@ -345,7 +346,7 @@ def resume(
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Start admitting moves again after `drover pause`."""
-    action = OperatorAction(actor=actor or _actor(), reason=reason)
+    action = OperatorAction(actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.resume_update, action, Output(as_json)))
 
 
@@ -365,7 +366,7 @@ def limits(
                                "max_replicas": max_replicas, "max_leaders": max_leaders}.items() if v is not None}  # fmt: skip
     if not given:
         raise DroverError("give at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders", 2)
-    asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or _actor(), reason, Output(as_json)))
+    asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or default_actor(), reason, Output(as_json)))
 
 
 async def _change_limits(settings, migration_id, given, actor, reason, out) -> None:
@@ -388,7 +389,7 @@ def throttle(
         value = None if rate.strip().lower() == "none" else parse_rate(rate)
     except ValueError as e:
         raise DroverError(f"rate: {e}", exit_code=2) from None
-    change = ThrottleChange(rate_bytes_per_s=value, actor=actor or _actor(), reason=reason)
+    change = ThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
 
 
@@ -453,5 +454,5 @@ def cancel(
     partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
     if mode not in CANCEL_MODES:
         raise DroverError(f"--mode {mode!r}: use {', '.join(CANCEL_MODES)}", exit_code=2)
-    request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or _actor(), reason=reason)
+    request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))

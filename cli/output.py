@@ -1,6 +1,8 @@
 """All CLI output goes through here: human lines on stderr, machine output (--json) on stdout."""
 
+import getpass
 import json
+import socket
 import sys
 
 from pydantic import BaseModel
@@ -42,3 +44,8 @@ class Output:
             sys.stdout.write(value.model_dump_json(indent=2) + "\n")
         else:
             sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
+
+
+def default_actor() -> str:
+    """Who asks, unless told: user@host."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"

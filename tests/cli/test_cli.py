@@ -244,3 +244,26 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
         assert not json.loads((state / "layout.json").read_text())["cluster_id"].startswith("-")
     finally:
         drover("sandbox", "down", "--wipe", env=env, timeout=120)
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["limits", "--reason", "x"], "give --unset, or at least one of --max-partitions"),
+        (["limits", "--unset", "--max-partitions", "3", "--reason", "x"], "give --unset, or at least one of"),
+        (["throttle", "fast", "--reason", "x"], "rate: 'fast' is not a rate"),
+        (["freeze"], "Missing option '--reason'"),
+    ],
+)
+def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):
+    # No Temporal at this address: a refusal must come before any attempt to reach the coordinator.
+    result = drover("cluster", *args, env={"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"})
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [result.stderr.strip()] and message in result.stderr
+
+
+@pytest.mark.integration
+def test_cluster_status_without_a_coordinator_is_one_line(real_settings):
+    env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
+    done = drover("cluster", "status", "--cluster", "never-used", env=env)
+    assert_one_line_error(done, 1, "cluster never-used has no coordinator yet")

@@ -1,0 +1,201 @@
+"""`drover cluster ...`: the cluster's coordinator, shared by every migration on one Kafka cluster."""
+
+import asyncio
+
+import typer
+from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.service import RPCError, RPCStatusCode
+
+from adapters.temporal import connect, failure_message
+from cli.errors import DroverError
+from cli.output import Output, default_actor
+from models.coordination import (
+    ClusterInput,
+    ClusterLimitsChange,
+    ClusterStatus,
+    ClusterThrottleChange,
+    FreezeRequest,
+    cluster_workflow_id,
+)
+from models.migration import OperatorAction
+from settings import Settings
+from steps.admission import Limits
+from cli.rates import human_bytes, parse_rate
+from workflows import ClusterWorkflow
+
+app = typer.Typer(
+    help="The cluster's coordinator: limits, throttle and freeze shared by every migration on one Kafka cluster. "
+    "It starts with the first migration (or the first of these commands) and runs until terminated.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+)
+
+# How long an operator's change waits for the coordinator (a worker must be running to answer).
+ANSWER_S = 30.0
+
+CLUSTER = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]")
+ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the coordinator's history")
+REASON = typer.Option(..., "--reason", help="Why; recorded in the coordinator's history")
+AS_JSON = typer.Option(False, "--json", help="Print the coordinator's status as JSON")
+
+
+@app.command("status")
+def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) -> None:
+    """The bound Kafka cluster ID, whether it is frozen, the cluster limits, every running migration with its
+    share, every move in flight, and the throttle Drover has written per broker and topic."""
+    asyncio.run(_status(ctx.obj, cluster or ctx.obj.cluster_name, Output(as_json)))
+
+
+@app.command("limits")
+def limits(
+    ctx: typer.Context,
+    cluster: str = CLUSTER,
+    max_partitions: int = typer.Option(None, "--max-partitions", min=1, help="Partition moves in flight in the cluster"),
+    max_per_broker: int = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker"),
+    max_replicas: int = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once"),
+    max_leaders: int = typer.Option(None, "--max-leaders", min=1, help="Moves in flight changing a leader"),
+    unset: bool = typer.Option(False, "--unset", help="Drop the cluster limits: the highest any migration asks for"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Set the cluster-wide limits every migration on the cluster shares (limits not given keep their value, or
+    the default); each migration also stays within its own. Applied at the next grant."""
+    given = {k: v for k, v in {"max_partitions": max_partitions, "max_per_broker": max_per_broker,
+                               "max_replicas": max_replicas, "max_leaders": max_leaders}.items() if v is not None}  # fmt: skip
+    if unset == bool(given):
+        raise DroverError("give --unset, or at least one of --max-partitions, --max-per-broker, --max-replicas, "
+                          "--max-leaders", exit_code=2)  # fmt: skip
+    asyncio.run(_limits(ctx.obj, cluster or ctx.obj.cluster_name, None if unset else given, actor or default_actor(), reason,
+                        Output(as_json)))  # fmt: skip
+
+
+@app.command("throttle")
+def throttle(
+    ctx: typer.Context,
+    rate: str = typer.Argument(..., help="A rate on every broker with a move in flight (50MB/s), or none"),
+    cluster: str = CLUSTER,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Set one replication throttle for every migration on the cluster, replacing their own rates; `none` gives
+    each migration its own rate back. Kafka gets it within seconds."""
+    try:
+        value = None if rate.strip().lower() == "none" else parse_rate(rate)
+    except ValueError as e:
+        raise DroverError(f"rate: {e}", exit_code=2) from None
+    change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
+    name = cluster or ctx.obj.cluster_name
+    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle, change, Output(as_json)))
+
+
+@app.command("freeze")
+def freeze(ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON,
+           as_json: bool = AS_JSON) -> None:  # fmt: skip
+    """Stop new steps in every migration on the cluster within seconds; steps in flight finish. `drover cluster
+    unfreeze` lets them go on."""
+    request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
+
+
+@app.command("unfreeze")
+def unfreeze(ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON,
+             as_json: bool = AS_JSON) -> None:  # fmt: skip
+    """Let the migrations on the cluster take new steps again after `drover cluster freeze`."""
+    request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
+
+
+async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
+    limits = None
+    if given is not None:
+        current = await _query(settings, name, missing_ok=True)
+        base = (current.limits if current else None) or Limits()
+        limits = base.model_copy(update=given)
+    change = ClusterLimitsChange(limits=limits, actor=actor, reason=reason)
+    await _update(settings, name, ClusterWorkflow.set_limits, change, out)
+
+
+async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
+    """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
+    client = await connect(settings)
+    start = WithStartWorkflowOperation(
+        ClusterWorkflow.run, ClusterInput(name=name), id=cluster_workflow_id(name), task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )  # fmt: skip
+    try:
+        await asyncio.wait_for(
+            client.execute_update_with_start_workflow(update, argument, start_workflow_operation=start), ANSWER_S
+        )
+    except asyncio.TimeoutError:
+        raise DroverError(f"the coordinator of cluster {name} did not answer within {ANSWER_S:.0f} s: is a Drover "
+                          f"worker running on task queue {settings.task_queue}?") from None  # fmt: skip
+    except WorkflowUpdateFailedError as e:
+        raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
+    except RPCError as e:
+        raise DroverError(f"cluster {name}: {e.message}") from None
+    await _status(settings, name, out, client)
+
+
+async def _query(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
+    client = client or await connect(settings)
+    try:
+        return await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            if missing_ok:
+                return None
+            raise DroverError(f"cluster {name} has no coordinator yet: it starts with the first migration or "
+                              "`drover cluster limits|throttle|freeze`") from None  # fmt: skip
+        raise DroverError(f"cluster {name}: {e.message}") from None
+
+
+async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
+    s = await _query(settings, name, client)
+    assert s is not None
+    out.info(render_status(s))
+    out.data(s)
+
+
+def render_status(s: ClusterStatus) -> str:
+    lim = s.effective_limits
+    shown = "none yet (no migration running)" if lim is None else (
+        f"{lim.max_partitions} partitions, {lim.max_per_broker} per broker, {lim.max_replicas} replicas, "
+        f"{lim.max_leaders} leaders" + ("" if s.limits else " (the highest any running migration asks for)"))  # fmt: skip
+    lines = [
+        f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "
+        + ("FROZEN: no new steps" if s.frozen else "not frozen"),
+        f"limits: {shown}",
+        f"throttle: {human_bytes(s.rate_bytes_per_s) + '/s on every broker moving' if s.rate_bytes_per_s else 'each migration its own'}",
+        f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
+        f"{s.peak_per_broker} per broker)",
+    ]  # fmt: skip
+    for h in s.holders:
+        lines.append(f"  {h.migration_id}: {h.in_flight} in flight, {h.waiting} asked for, {h.granted_total} granted, "
+                     f"priority {h.priority}")  # fmt: skip
+    for m in s.in_flight:
+        lines.append(f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers} ({m.migration_id})")
+    for b, rates in s.broker_throttles.items():
+        lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
+    for t, lists in s.topic_throttles.items():
+        lines.append(f"  topic {t}: " + "; ".join(f"{k}={v}" for k, v in lists.items() if v))
+    for a in s.actions[-5:]:
+        lines.append(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.action} by {a.actor}: {a.reason} {a.detail}".rstrip())
+    return "\n".join(lines)
+
+
+async def freeze_notice(client, name: str) -> str | None:
+    """"cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no coordinator)."""
+    try:
+        s = await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    except RPCError:
+        return None
+    if not s.frozen:
+        return None
+    by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
+    who = f" since {by.at:%Y-%m-%d %H:%M:%S} by {by.actor}: {by.reason}" if by else ""
+    return f"cluster {name} is frozen{who}; no move takes a new step until `drover cluster unfreeze`"
