@@ -70,14 +70,14 @@ class Counters:
         self.partitions += 1
         self.per_broker.update(m.brokers)
         self.replicas += min(replicas_per_step, m.adds)
-        self.leaders += m.changes_leader
+        self.leaders += m.moving_leader
 
     def fits(self, m: MoveSpec, limits: Limits, replicas_per_step: int) -> bool:
         return (
             self.partitions < limits.max_partitions
             and all(self.per_broker[b] < limits.max_per_broker for b in m.brokers)
             and self.replicas + min(replicas_per_step, m.adds) <= limits.max_replicas
-            and self.leaders + m.changes_leader <= limits.max_leaders
+            and self.leaders + m.moving_leader <= limits.max_leaders
         )
 
 
@@ -138,12 +138,13 @@ class ClusterState(BaseModel):
         h = self.holders.get(d.migration_id)
         if h is None or (h.demand is not None and d.seq <= h.demand.seq):
             return False
-        released = set(d.released)
-        h.in_flight = [m for m in h.in_flight if (m.topic, m.partition) not in released]
+        released, moved = set(d.released), {tuple(k) for k in d.leaders_moved}
+        h.in_flight = [m.model_copy(update={"leader_moved": True}) if (m.topic, m.partition) in moved else m
+                       for m in h.in_flight if (m.topic, m.partition) not in released]  # fmt: skip
         held = {(m.topic, m.partition) for m in h.in_flight}
         # Only moves of its own partitions, and not those already granted (a grant it has not seen yet).
         candidates = [m for m in d.candidates if h.holds((m.topic, m.partition)) and (m.topic, m.partition) not in held]
-        h.demand = d.model_copy(update={"candidates": candidates, "released": []})
+        h.demand = d.model_copy(update={"candidates": candidates, "released": [], "leaders_moved": []})
         return True
 
     def take_back(self, migration_id: str, keys: list[PartitionKey]) -> None:

@@ -342,6 +342,10 @@ class MigrationState(BaseModel):
             return []
         return self.window.waiting[: min(DEMAND_MAX, DEMAND_PER_SLOT * self.limits.max_partitions)]
 
+    def leaders_moved(self) -> list[tuple[str, int]]:
+        """Moves in flight whose leader movement is done: the coordinator no longer counts them against L."""
+        return sorted(r.key for r in self.window.in_flight if r.move.changes_leader and r.move.leader_moved)
+
     def take_granted(self) -> list[MoveRecord]:
         """The moves the coordinator granted: started if they still wait and the phase admits; released otherwise.
         While draining they are kept for the next run."""
@@ -391,10 +395,19 @@ class MigrationState(BaseModel):
                 due.append(r)
         return due
 
-    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int]) -> None:
+    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int],
+                      leaders_at_step: bool = True) -> bool:
+        """A child issues a step from ``current``. True when this shows its leader movement done: the list Kafka
+        shows already starts with the target's preferred leader (the step that put it first elected it), so the
+        move gives up its leader slot (``leaders_at_step``; a run from before that counted whole moves)."""
         r = self.window.record(key)
-        if r is not None and r.token == token:
-            r.current, r.step = current, step
+        if r is None or r.token != token:
+            return False
+        r.current, r.step = current, step
+        if leaders_at_step and r.move.moving_leader and current[:1] == r.move.target[:1]:
+            r.move = r.move.model_copy(update={"leader_moved": True})
+            return True
+        return False
 
     def stuck_reported(self, key: tuple[str, int], token: str, policy: StuckPolicy) -> bool:
         r = self.window.record(key)

@@ -42,6 +42,8 @@ class Demand(BaseModel):
     seq: int
     candidates: list[MoveSpec] = []
     released: list[PartitionKey] = []
+    # Its moves in flight whose leader movement is done (KIP-435's L counts leader movements at the step).
+    leaders_moved: list[PartitionKey] = []
     limits: Limits = Limits()
     replicas_per_step: int = 1
     # The throttle the migration asks for on the brokers of its moves: one rate, or per broker (leader, follower).

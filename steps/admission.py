@@ -5,10 +5,11 @@ A move in flight counts against every limit until it finishes:
 - partitions: one per move, cluster-wide;
 - per broker: one on every broker the move reads from or writes to (its original and target lists differ there);
 - replicas: the replicas it may be adding at once, min(replicas per step, replicas it adds in all);
-- leaders: one if its preferred leader changes.
-Moves are considered in order (partitions under-replicated or at their min.insync.replicas first, then by size) and
-admitted while every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding
-window). When nothing is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit
+- leaders: one while its leader change is still to come: KIP-435's L counts leader movements at the step, so a
+  move whose step electing the new leader is done no longer holds a leader slot.
+Moves are considered in order (partitions under-replicated or at their min.insync.replicas first, then those that
+move a leader, so leader movements fill a batch first as KIP-435's batches do, then by size) and admitted while
+every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding window). When nothing is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit
 lower than one move's needs slows a migration down rather than stopping it.
 """
 
@@ -26,7 +27,7 @@ class Limits(BaseModel):
     max_partitions: int = Field(5, ge=1, description="partition moves in flight in the cluster")
     max_per_broker: int = Field(2, ge=1, description="moves in flight touching one broker (as source or destination)")
     max_replicas: int = Field(10, ge=1, description="replicas being added at once in the cluster")
-    max_leaders: int = Field(5, ge=1, description="moves in flight that change a preferred leader")
+    max_leaders: int = Field(5, ge=1, description="moves in flight whose leader change is still to come")
 
 
 class MoveSpec(BaseModel):
@@ -44,6 +45,8 @@ class MoveSpec(BaseModel):
     # The list its next child is fenced on when it is not ``original``: where an earlier child of this migration
     # left the partition (a stuck move handed over to the next run).
     expected: list[int] | None = None
+    # In flight, its step that put the new preferred leader first is done (the leader was elected then).
+    leader_moved: bool = False
 
     @property
     def brokers(self) -> set[int]:
@@ -57,14 +60,21 @@ class MoveSpec(BaseModel):
     def changes_leader(self) -> bool:
         return self.original[0] != self.target[0]
 
+    @property
+    def moving_leader(self) -> bool:
+        """It holds one of KIP-435's L leader slots: its leader change is still to come."""
+        return self.changes_leader and not self.leader_moved
+
 
 Order = Literal["small-first", "large-first"]
 
 
 def ordered(moves: list[MoveSpec], order: Order = "small-first") -> list[MoveSpec]:
-    """Urgent moves first, then by size as asked, then by topic and partition (so the order is always the same)."""
+    """Urgent moves first, then those that move a leader (KIP-435: leader movements fill a batch first, and the rest
+    of it is filled with others), then by size as asked, then by topic and partition (the order is always the
+    same)."""
     sign = 1 if order == "small-first" else -1
-    return sorted(moves, key=lambda m: (not m.urgent, sign * m.size_bytes, m.topic, m.partition))
+    return sorted(moves, key=lambda m: (not m.urgent, not m.changes_leader, sign * m.size_bytes, m.topic, m.partition))
 
 
 def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, replicas_per_step: int) -> list[MoveSpec]:
@@ -72,7 +82,7 @@ def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, re
     partitions = len(in_flight)
     per_broker = Counter(b for m in in_flight for b in m.brokers)
     replicas = sum(min(replicas_per_step, m.adds) for m in in_flight)
-    leaders = sum(1 for m in in_flight if m.changes_leader)
+    leaders = sum(1 for m in in_flight if m.moving_leader)
     started: list[MoveSpec] = []
     for move in waiting:
         if partitions >= limits.max_partitions:
@@ -81,7 +91,7 @@ def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, re
         fits = (
             all(per_broker[b] < limits.max_per_broker for b in move.brokers)
             and replicas + adds <= limits.max_replicas
-            and leaders + move.changes_leader <= limits.max_leaders
+            and leaders + move.moving_leader <= limits.max_leaders
         )
         if not fits and partitions > 0:
             continue
@@ -89,5 +99,5 @@ def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, re
         partitions += 1
         per_broker.update(move.brokers)
         replicas += adds
-        leaders += move.changes_leader
+        leaders += move.moving_leader
     return started

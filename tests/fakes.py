@@ -32,6 +32,8 @@ class FakeKafka:
         # The most reassignments Kafka saw at once, and per broker (of the adding and removing replicas).
         self.peak_ongoing = 0
         self.peak_per_broker = 0
+        # The most steps at once that were moving a partition's leader (their list led by another broker).
+        self.peak_leader_steps = 0
         # Brokers that are down for reassignments: a step adding one of them never finishes (until it is back).
         self.stalled: set[int] = set()
         # Partitions with no replica in sync (and no leader), and each broker's (total, usable) disk bytes.
@@ -171,6 +173,8 @@ class FakeKafka:
                 self.max_replicas_seen[key] = max(self.max_replicas_seen.get(key, 0), len(union))
                 self.ongoing[key] = (list(target), self.ticks)
             self.peak_ongoing = max(self.peak_ongoing, len(self.ongoing))
+            leading = sum(1 for k, (t, _) in self.ongoing.items() if t[0] != self.leaders[k])
+            self.peak_leader_steps = max(self.peak_leader_steps, leading)
             touched: dict[int, int] = {}
             for k, (t, _) in self.ongoing.items():
                 for b in set(t) ^ set(self.replicas[k]):

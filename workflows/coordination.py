@@ -50,13 +50,15 @@ class MigrationCoordination:
         if not s.joined:
             return
         candidates = s.candidates()
-        asked = ([(m.topic, m.partition) for m in candidates], s.limits, s.rate, s.broker_rates)
+        leaders_moved = s.leaders_moved()
+        asked = ([(m.topic, m.partition) for m in candidates], leaders_moved, s.limits, s.rate, s.broker_rates)
         if asked == self._asked and not s.released:
             return
         s.demand_seq += 1
         released, s.released = s.released, []
         demand = Demand(migration_id=workflow.info().workflow_id, seq=s.demand_seq, candidates=candidates,
-                        released=released, limits=s.limits, replicas_per_step=self._input.replicas_per_step,
+                        released=released, leaders_moved=leaders_moved, limits=s.limits,
+                        replicas_per_step=self._input.replicas_per_step,
                         rate=s.rate, broker_rates=s.broker_rates)  # fmt: skip
         coordinator = workflow.get_external_workflow_handle(cluster_workflow_id(self._input.cluster))
         try:

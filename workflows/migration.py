@@ -83,6 +83,9 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._cancel_taken = False
         # Runs under its cluster's coordinator (every migration started since the coordinator exists).
         self._coordinated = False
+        # KIP-435's leader limit counts a move until its leader movement is done, not until the move ends (every
+        # run started since that is so).
+        self._leaders_at_step = False
         self._asked: tuple | None = None
 
     @workflow.run
@@ -99,6 +102,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # Whatever interrupts it (a cancel from Temporal, an activity that gives up), steps 4 and 6 still run.
         migration = self._input = self._parse(given)
         self._coordinated = workflow.patched("cluster-coordinator")
+        self._leaders_at_step = workflow.patched("leaders-at-step")
         s = self._s
         if migration.carry is None:
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()

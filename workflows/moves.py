@@ -28,6 +28,7 @@ class MigrationMoves:
     _wake: bool
     _throttle_stale: bool
     _finished_this_run: int
+    _leaders_at_step: bool
     _publish: Callable[[], None]
 
     async def _run_child(self, r: MoveRecord) -> None:
@@ -97,8 +98,11 @@ class MigrationMoves:
 
     @workflow.signal(name="move_step")
     def move_step(self, report: MoveStepReport) -> None:
-        """From a PartitionMoveWorkflow as it issues a step: for the current batch."""
-        self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step)
+        """From a PartitionMoveWorkflow as it issues a step: for the current batch. One that shows its leader
+        movement done frees a leader slot: the window looks again."""
+        if self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step,
+                                 self._leaders_at_step):  # fmt: skip
+            self._wake = True
 
     @workflow.signal(name="move_stuck")
     def move_stuck(self, report: MoveStuck) -> None:

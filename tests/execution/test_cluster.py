@@ -196,3 +196,18 @@ def test_an_operators_own_throttled_replicas_are_kept_beside_drovers():
     assert merged_list("0:9,1:9", ["0:1", "0:2"]) == "0:1,0:2,0:9,1:9"
     assert merged_list("*", ["0:1"]) == "*"
     assert merged_list(None, []) == ""
+
+
+def test_a_move_whose_leader_movement_is_done_no_longer_counts_against_the_leader_limit():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(3))
+    one_leader = Limits(max_partitions=5, max_per_broker=5, max_replicas=10, max_leaders=1)
+    leader_moves = [move("a", p, [1, 2], [3 + p, 2]) for p in range(3)]
+    demand(s, "m1", leader_moves, seq=1, limits=one_leader)
+    assert [m.partition for m in s.allocate()["m1"]] == [0]
+    assert s.allocate() == {}
+    # Its next demand says partition 0's leader has moved: the slot goes to the next leader movement.
+    assert s.demand(Demand(migration_id="m1", seq=2, candidates=leader_moves[1:], leaders_moved=[("a", 0)],
+                           limits=one_leader))  # fmt: skip
+    assert [m.partition for m in s.allocate()["m1"]] == [1]
+    assert [m.leader_moved for m in s.holders["m1"].in_flight] == [True, False]

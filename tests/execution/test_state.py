@@ -333,3 +333,22 @@ def test_a_grant_that_comes_after_a_stop_is_released_not_started():
     s.granted = [("t", 0), ("t", 1)]
     assert s.take_granted() == []
     assert s.released == [("t", 0), ("t", 1)]
+
+
+def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slot():
+    s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=4, max_per_broker=5, max_leaders=1))
+    s.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]
+    first = s.admit(replicas_per_step=1)
+    assert [r.move.partition for r in first] == [0]
+    # The first step puts the new leader first and elects it; until the next step is issued it holds the slot.
+    assert not s.step_reported(first[0].key, first[0].token, current=[1, 2], step=[3, 1, 2])
+    assert s.admit(replicas_per_step=1) == [] and s.leaders_moved() == []
+    assert s.step_reported(first[0].key, first[0].token, current=[3, 1, 2], step=[3, 4, 2])
+    assert s.leaders_moved() == [("t", 0)]
+    assert [r.move.partition for r in s.admit(replicas_per_step=1)] == [1]
+    # A run from before leader movements were counted at the step counts the whole move.
+    old = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=4, max_per_broker=5, max_leaders=1))
+    old.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]
+    r = old.admit(replicas_per_step=1)[0]
+    assert not old.step_reported(r.key, r.token, current=[3, 1, 2], step=[3, 4, 2], leaders_at_step=False)
+    assert old.admit(replicas_per_step=1) == []

@@ -67,8 +67,10 @@ class StepObserver(threading.Thread):
     Per partition it keeps a timeline of distinct states, each either ("moving", step target) or ("at", replica
     list), with when it was first seen. From it: the steps Kafka carried out (a step that only drops replicas
     finishes at once and shows only as a new list), and the gaps between a step finishing and the next one being
-    issued. Also the most partitions reassigning at once and per broker, the most replicas a partition had, and
-    the fewest in-sync replicas any partition had.
+    issued. Also the most partitions reassigning at once and per broker, the most replicas being added at once,
+    the most steps at once that move a partition's leader (those adding the replica their list puts first, which is
+    elected as the step ends), the most replicas a partition had, and the fewest in-sync replicas any partition
+    had.
     """
 
     def __init__(self, admin, topic: str, interval_s: float = 0.05):
@@ -77,6 +79,7 @@ class StepObserver(threading.Thread):
         self.timeline: dict[int, list[tuple[tuple[str, tuple[int, ...]], float]]] = {}
         self._candidates: dict[int, tuple[tuple[str, tuple[int, ...]], float]] = {}
         self.peak_partitions = self.peak_per_broker = self.peak_replicas = 0
+        self.peak_adding = self.peak_leader_steps = 0
         self.min_isr: int | None = None
         self.samples = 0
         self.stop_event = threading.Event()
@@ -109,6 +112,9 @@ class StepObserver(threading.Thread):
             self.peak_partitions = max(self.peak_partitions, len(ongoing))
             self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
             self.peak_replicas = max([self.peak_replicas, *(len(s.replicas) for s in states)])
+            self.peak_adding = max(self.peak_adding, sum(len(r.adding) for r in ongoing.values()))
+            moving_leader = [p for p, r in ongoing.items() if r.target and r.target[0] in r.adding]
+            self.peak_leader_steps = max(self.peak_leader_steps, len(moving_leader))
             lowest = min((len(s.isr) for s in states), default=None)
             if lowest is not None:
                 self.min_isr = lowest if self.min_isr is None else min(self.min_isr, lowest)

@@ -15,6 +15,7 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from models.plan import PartitionReplicas
 from models.migration import CancelRequest, EstimateSettings, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from steps.admission import Limits
@@ -123,9 +124,19 @@ async def shared(client, fake: FakeKafka, name: str, queue: str):
     return first
 
 
+async def leaders(client, fake: FakeKafka, name: str, queue: str):
+    """Every move hands its leader to broker 4 or 5 over two steps, under a leader limit of one: each frees its
+    leader slot at its second step, and the next leader movement is granted then."""
+    plan = [PartitionReplicas(topic=t, partition=p, replicas=[4 + p % 2, r[1], r[2]])
+            for (t, p), r in sorted(fake.replicas.items())]  # fmt: skip
+    migration = MigrationInput(cluster=name, moves=plan, limits=Limits(max_partitions=3, max_leaders=1),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
+
+
 SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
              "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle, "revert-pending": revert_pending,
-             "refused-signals": refused_signals, "shared": shared}  # fmt: skip
+             "refused-signals": refused_signals, "shared": shared, "leaders": leaders}  # fmt: skip
 
 
 def _save(path: Path, workflow_id: str, history) -> None:

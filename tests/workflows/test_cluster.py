@@ -264,3 +264,18 @@ async def test_a_migration_whose_workers_poll_another_task_queue_than_the_coordi
                 await handle.result()
     message = str(failed.value.cause)
     assert first.task_queue in message and other.task_queue in message
+
+
+async def test_the_leader_limit_counts_leader_movements_at_the_step_not_whole_moves(local_env):
+    # Every move hands its leader to a new broker over three steps; the leader movement is the first of them.
+    fake = FakeKafka({b: None for b in range(1, 11)}, {("a", p): [1, 2] for p in range(4)}, ticks=4)
+    moves = [PartitionReplicas(topic="a", partition=p, replicas=[3 + p, 7 + p]) for p in range(4)]
+    limits = Limits(max_partitions=4, max_per_broker=10, max_replicas=10, max_leaders=1)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, f"c{uuid.uuid4().hex[:6]}", moves, limits)
+        done = await handle.result()
+    assert done.verified and done.status == "completed"
+    print(f"leader limit 1: peak {fake.peak_leader_steps} leader-moving step(s), {fake.peak_ongoing} moves on Kafka")
+    # Never two leader movements at once; yet a move past its leader step let the next one start beside it.
+    assert fake.peak_leader_steps == 1
+    assert fake.peak_ongoing >= 2
