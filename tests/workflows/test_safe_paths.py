@@ -155,6 +155,28 @@ async def test_a_temporal_cancel_during_a_throttle_write_stops_every_move_and_re
     assert no_throttle(fake)
 
 
+async def test_a_temporal_cancel_during_the_rollback_stops_it_and_removes_the_throttle(local_env):
+    fake = cluster(8)
+    fake.ticks = 6
+    c = name()
+    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
+                               throttle_bytes_per_s=1000)  # fmt: skip
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker, migration)
+        await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
+        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        fake.ticks = 1000
+        await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback under way")
+        await wait_for(lambda: bool(fake.ongoing), "a rollback step on Kafka")
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await ended(handle)
+        described = await handle.describe()
+        await no_move_left(local_env, c, fake)
+    assert described.status == WorkflowExecutionStatus.CANCELED
+    assert no_throttle(fake)
+
+
 async def test_a_temporal_cancel_during_preflight_ends_cancelled_not_failed(local_env):
     fake = cluster(4)
     fake.hooks["list_reassignments"] = lambda *_: time.sleep(3)
