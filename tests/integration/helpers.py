@@ -7,7 +7,9 @@ from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
 from adapters.kafka_admin import client_configs, rdkafka_logger
+from models.coordination import cluster_workflow_id
 from settings import Settings
+from workflows import ClusterWorkflow
 
 
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.25, what: str = "condition"):
@@ -196,3 +198,12 @@ def consume_topic(settings: Settings, topic: str, partitions: int) -> dict[int, 
         return values
     finally:
         consumer.close()
+
+
+async def assert_coordinator_released(client, cluster: str) -> None:
+    """The cluster's coordinator holds nothing once its migrations have ended: no migration, no move in flight, no
+    throttle written on Kafka's behalf."""
+    status = await client.get_workflow_handle(cluster_workflow_id(cluster)).query(ClusterWorkflow.status)
+    assert status.holders == [] and status.in_flight == [], (status.holders, status.in_flight)
+    assert status.broker_throttles == {} and status.topic_throttles == {}, (status.broker_throttles,
+                                                                            status.topic_throttles)  # fmt: skip

@@ -17,7 +17,13 @@ from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from steps.admission import Limits
 from tests.conftest import ROOT, end_coordinators, worker_for
-from tests.integration.helpers import StepObserver, consume_topic, produce_topic, wait_until
+from tests.integration.helpers import (
+    StepObserver,
+    assert_coordinator_released,
+    consume_topic,
+    produce_topic,
+    wait_until,
+)
 from worker import activities_for
 from workflows import MigrationWorkflow
 
@@ -68,6 +74,8 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
             worker = start_worker(real_settings, queue, tmp_path)
             await asyncio.sleep(4)
         result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=600)
+        # The coordinator lived through the kills too: no slot leaked, no throttle left written.
+        await assert_coordinator_released(real_client, "test")
     finally:
         await end_coordinators(real_client, queue)
         worker.send_signal(signal.SIGTERM)
@@ -87,6 +95,7 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
         assert observer.steps[m.partition] == m.steps, (m.partition, observer.steps[m.partition], m.steps)
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, partitions) == written
 
 

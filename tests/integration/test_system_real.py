@@ -19,7 +19,13 @@ from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from steps.admission import Limits
 from tests.conftest import worker_for
-from tests.integration.helpers import StepObserver, consume_topic, produce_topic, wait_until
+from tests.integration.helpers import (
+    StepObserver,
+    assert_coordinator_released,
+    consume_topic,
+    produce_topic,
+    wait_until,
+)
 from worker import activities_for
 from workflows import MigrationWorkflow
 
@@ -135,7 +141,12 @@ async def test_temporal_server_stopped_and_started_mid_migration(real_client, ad
             await asyncio.to_thread(stack.up, False)
         back_after = time.monotonic() - down_at
         result = await asyncio.wait_for(handle.result(), timeout=300)
+        # The coordinator lived through the restart too: no slot leaked, no throttle left written.
+        await assert_coordinator_released(real_client, "test")
     print(f"\nTemporal stopped mid-migration and started again {back_after:.0f} s later: migration {result.status} "
           f"in {result.elapsed_s:.0f} s, {result.moves_done} moves, verified {result.verified}")
     assert result.verified and result.moves_done == 6
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, 6) == written
