@@ -16,13 +16,15 @@ from models.coordination import (
     ClusterStatus,
     ClusterThrottleChange,
     FreezeRequest,
+    InFlightMove,
     cluster_workflow_id,
 )
 from models.migration import OperatorAction
 from settings import Settings
 from steps.admission import Limits
 from cli.rates import human_bytes, parse_rate
-from workflows import ClusterWorkflow
+from workflows import ClusterWorkflow, PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
 
 app = typer.Typer(
     help="The cluster's coordinator: limits, throttle and freeze shared by every migration on one Kafka cluster. "
@@ -35,6 +37,8 @@ app = typer.Typer(
 
 # How long an operator's change waits for the coordinator (a worker must be running to answer).
 ANSWER_S = 30.0
+# How long status waits for each move in flight to say which step it is on.
+STEP_ANSWER_S = 5.0
 
 CLUSTER = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the coordinator's history")
@@ -155,10 +159,25 @@ async def _query(settings: Settings, name: str, client=None, missing_ok: bool = 
 
 
 async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
+    client = client or await connect(settings)
     s = await _query(settings, name, client)
     assert s is not None
+    steps = await asyncio.gather(*(_step_of(client, name, m) for m in s.in_flight))
+    s = s.model_copy(update={"in_flight": steps})
     out.info(render_status(s))
     out.data(s)
+
+
+async def _step_of(client, name: str, m: InFlightMove) -> InFlightMove:
+    """The move with the step it is on, as its workflow answers; as it was if it does not answer in time."""
+    handle = client.get_workflow_handle(move_workflow_id(name, m.topic, m.partition))
+    try:
+        found = await asyncio.wait_for(handle.query(PartitionMoveWorkflow.progress), STEP_ANSWER_S)
+    except (asyncio.TimeoutError, RPCError):
+        return m
+    if found is None:
+        return m
+    return m.model_copy(update={"current": found.current, "step": found.step_target})
 
 
 def render_status(s: ClusterStatus) -> str:
@@ -178,7 +197,9 @@ def render_status(s: ClusterStatus) -> str:
         lines.append(f"  {h.migration_id}: {h.in_flight} in flight, {h.waiting} asked for, {h.granted_total} granted, "
                      f"priority {h.priority}")  # fmt: skip
     for m in s.in_flight:
-        lines.append(f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers} ({m.migration_id})")
+        step = f", step {m.current} -> {m.step}" if m.step is not None else ""
+        lines.append(f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers}{step} "
+                     f"({m.migration_id})")  # fmt: skip
     for b, rates in s.broker_throttles.items():
         lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
     for t, lists in s.topic_throttles.items():

@@ -104,6 +104,10 @@ class InFlightMove(BaseModel):
     original: list[int]
     target: list[int]
     brokers: list[int]
+    # The step it is on, as its PartitionMoveWorkflow answers (filled in by `drover cluster status`): the list Kafka
+    # showed and the step's list; None before its first step or when the move did not answer.
+    current: list[int] | None = None
+    step: list[int] | None = None
 
 
 class ClusterStatus(BaseModel):

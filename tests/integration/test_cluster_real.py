@@ -4,6 +4,8 @@ operator's own throttle is there before, during and after, a freeze and an unfre
 terminated migration leaves no reassignment and no throttle once the coordinator has cleaned up after it."""
 
 import asyncio
+import json
+import os
 import threading
 import time
 import uuid
@@ -16,6 +18,7 @@ from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from tests.cli.test_cli import drover
 from tests.conftest import worker_for
 from tests.integration.helpers import produce, wait_until
 from worker import activities_for
@@ -144,6 +147,13 @@ async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throt
             # Each allowed 2 moves and 2 per broker: together, too, never more.
             limits = Limits(max_partitions=2, max_per_broker=2)
             handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
+            # `drover cluster status` while they run: each move in flight with its brokers and the step it is on.
+            await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 2, 120, 0.2, "moves under way")
+            env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
+            for _ in range(10):
+                shown = await asyncio.to_thread(drover, "cluster", "status", "--cluster", name, "--json", env=env)
+                if shown.returncode != 0 or any(m["step"] for m in json.loads(shown.stdout)["in_flight"]):
+                    break
             results = [await h.result() for h in handles]
             status = await real_client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     finally:
@@ -152,6 +162,11 @@ async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throt
           f"(limits 2 and 2); {sampler.samples} samples, {sampler.moving_samples} with moves, "
           f"{len(sampler.unthrottled)} unthrottled; coordinator peak {status.peak_in_flight}")  # fmt: skip
     assert all(r.verified and r.status == "completed" for r in results)
+    assert shown.returncode == 0, shown.stderr
+    during = json.loads(shown.stdout)
+    assert during["cluster_id"] == admin.describe_cluster().cluster_id and during["holders"]
+    assert 1 <= len(during["in_flight"]) <= 2
+    assert any(m["step"] is not None and set(m["brokers"]) <= set(BROKERS) for m in during["in_flight"])
     assert sampler.moving_samples > 20
     assert sampler.peak_partitions <= 2 and sampler.peak_per_broker <= 2
     assert sampler.unthrottled == [], sampler.unthrottled[:5]
