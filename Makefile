@@ -1,6 +1,7 @@
-# Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the test suite.
-# Both install what they need first: a virtual environment in .venv (pip), Kafka jars from Maven Central on first
-# use (into .cache/), and for the tests the docker-compose checker (Debian package).
+# Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the lint, format and
+# type checks (`make lint`) and then the test suite. They install what they need first: a virtual environment in
+# .venv (pip), Kafka jars from Maven Central on first use (into .cache/), and for the tests the docker-compose checker
+# (Debian package).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -8,14 +9,20 @@ STAMP := $(VENV)/.installed
 DROVER := $(VENV)/bin/drover
 PYTEST_ARGS ?=
 
-.PHONY: demo test install docker-compose stack-down clean
+.PHONY: demo test lint install docker-compose stack-down clean
 
 demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
-test: $(STAMP) docker-compose
+test: lint docker-compose
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy
 
 install: $(STAMP)
 

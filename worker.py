@@ -33,15 +33,35 @@ ACTIVITY_THREADS = 32
 
 def activities_for(admin: KafkaAdmin, work_dir: Path | None = None) -> list:
     work_dir = work_dir or Settings().work_dir
-    kafka, migration, estimate = KafkaActivities(admin), MigrationActivities(admin, work_dir), EstimateActivities(admin, work_dir)
+    kafka, migration, estimate = (
+        KafkaActivities(admin),
+        MigrationActivities(admin, work_dir),
+        EstimateActivities(admin, work_dir),
+    )
     cluster = ClusterActivities(admin)
     return [
-        kafka.describe_cluster, kafka.describe_partition, kafka.min_insync, kafka.alter_step, kafka.wait_step,
-        kafka.elect_leader, kafka.cancel_step, kafka.wait_online, migration.preflight, migration.set_throttle, migration.clear_throttle, migration.verify,
-        migration.elect_leaders, migration.read_moves, migration.save_outcomes, migration.plan_rollback,
-        estimate.estimate, cluster.join_cluster, cluster.leave_cluster, cluster.running_workflows,
-        cluster.save_throttle_configs, cluster.write_throttle,
-    ]  # fmt: skip
+        kafka.describe_partition,
+        kafka.min_insync,
+        kafka.alter_step,
+        kafka.wait_step,
+        kafka.elect_leader,
+        kafka.cancel_step,
+        kafka.wait_online,
+        migration.preflight,
+        migration.set_throttle,
+        migration.clear_throttle,
+        migration.verify,
+        migration.elect_leaders,
+        migration.read_moves,
+        migration.save_outcomes,
+        migration.plan_rollback,
+        estimate.estimate,
+        cluster.join_cluster,
+        cluster.leave_cluster,
+        cluster.running_workflows,
+        cluster.save_throttle_configs,
+        cluster.write_throttle,
+    ]
 
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
@@ -58,8 +78,12 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             graceful_shutdown_timeout=timedelta(seconds=10),
         )
         async with worker:
-            log.info("worker_started", task_queue=settings.task_queue, temporal=settings.temporal_address,
-                     kafka=settings.kafka_bootstrap)  # fmt: skip
+            log.info(
+                "worker_started",
+                task_queue=settings.task_queue,
+                temporal=settings.temporal_address,
+                kafka=settings.kafka_bootstrap,
+            )
             await stop.wait()
             log.info("worker_stopping")
     admin.close()

@@ -1,5 +1,5 @@
 """Activities: thin adapters from workflows to Kafka. Built in worker.py with their clients."""
 
-from activities.kafka import KafkaActivities, StaleStateError
+from activities.kafka import KafkaActivities
 
-__all__ = ["KafkaActivities", "StaleStateError"]
+__all__ = ["KafkaActivities"]

@@ -22,10 +22,11 @@ from models.coordination import (
     LeaveRequest,
     LeaveResult,
     ThrottleBook,
+    ThrottleWanted,
     ThrottleWrite,
     cluster_workflow_id,
 )
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, ThrottleWanted, merged_list
+from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, merged_list
 
 LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 RATES = (LEADER_RATE, FOLLOWER_RATE)
@@ -44,8 +45,13 @@ class ClusterActivities:
         for m in moves:
             partitions.setdefault(m.topic, set()).add(m.partition)
         cluster_id = self.admin.describe_cluster().cluster_id or "unknown"
-        request = JoinRequest(migration_id=step.migration_id, cluster=step.cluster, cluster_id=cluster_id,
-                              partitions={t: sorted(p) for t, p in sorted(partitions.items())}, priority=step.priority)  # fmt: skip
+        request = JoinRequest(
+            migration_id=step.migration_id,
+            cluster=step.cluster,
+            cluster_id=cluster_id,
+            partitions={t: sorted(p) for t, p in sorted(partitions.items())},
+            priority=step.priority,
+        )
         queue = activity.info().task_queue
         try:
             running = await activity.client().get_workflow_handle(cluster_workflow_id(step.cluster)).describe()
@@ -55,13 +61,18 @@ class ClusterActivities:
         else:
             if running.status == WorkflowExecutionStatus.RUNNING and running.task_queue != queue:
                 # Its workers would never answer this one's join: say so rather than wait.
-                return JoinResult(refused=f"the coordinator of cluster {step.cluster} runs on task queue "
-                                          f"{running.task_queue}, but this migration's workers poll {queue}; run "
-                                          "every worker of one cluster on one task queue")  # fmt: skip
+                return JoinResult(
+                    refused=f"the coordinator of cluster {step.cluster} runs on task queue "
+                    f"{running.task_queue}, but this migration's workers poll {queue}; run "
+                    "every worker of one cluster on one task queue"
+                )
         start = WithStartWorkflowOperation(
-            "ClusterWorkflow", ClusterInput(name=step.cluster), id=cluster_workflow_id(step.cluster),
-            task_queue=queue, id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-        )  # fmt: skip
+            "ClusterWorkflow",
+            ClusterInput(name=step.cluster),
+            id=cluster_workflow_id(step.cluster),
+            task_queue=queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
         return await activity.client().execute_update_with_start_workflow(
             "join", request, start_workflow_operation=start, result_type=JoinResult
         )
@@ -105,10 +116,13 @@ class ClusterActivities:
         brokers = sorted(b for b in wanted.brokers if b in live and b not in book.saved_brokers)
         found = self.admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
         found_b = self.admin.describe_broker_configs(brokers, overrides_only=True) if brokers else {}
-        return book.model_copy(update={
-            "saved_topics": book.saved_topics | {t: {k: found.get(t, {}).get(k) for k in LISTS} for t in topics},
-            "saved_brokers": book.saved_brokers | {b: {k: found_b.get(b, {}).get(k) for k in RATES} for b in brokers},
-        })  # fmt: skip
+        return book.model_copy(
+            update={
+                "saved_topics": book.saved_topics | {t: {k: found.get(t, {}).get(k) for k in LISTS} for t in topics},
+                "saved_brokers": book.saved_brokers
+                | {b: {k: found_b.get(b, {}).get(k) for k in RATES} for b in brokers},
+            }
+        )
 
     @activity.defn(name="write_throttle")
     def write_throttle(self, req: ThrottleWrite) -> ThrottleBook:
@@ -124,7 +138,9 @@ class ClusterActivities:
         for topic, lists in topics.items():
             if book.written.topics.get(topic) != lists:
                 activity.heartbeat(topic)
-                self._write(topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, topic=True)
+                self._write(
+                    topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, topic=True
+                )
         for topic in sorted(set(book.written.topics) - set(wanted.topics)):
             activity.heartbeat(topic)
             if topic in known:

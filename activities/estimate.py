@@ -11,8 +11,8 @@ Failure types a workflow can match on (raised non-retryable):
 import contextvars
 import threading
 import time
-from contextlib import contextmanager
 from collections.abc import Callable
+from contextlib import contextmanager
 from pathlib import Path
 
 from temporalio import activity
@@ -21,16 +21,18 @@ from temporalio.exceptions import ApplicationError
 from activities import ledger
 from adapters.kafka_admin import KafkaAdmin
 from models import TopicPartition
+from models.admission import MoveSpec
+from models.errors import ErrorType
 from models.estimate import Estimate, EstimateOptions, EstimateRequest
 from models.migration import EstimateStep
-from steps.admission import MoveSpec
 
 # How often the sampling window reports it is alive.
 _TICK_S = 1.0
 
 
-def sample_metrics(admin: KafkaAdmin, topics: list[str], window_s: float,
-                   tick: Callable[[], None] = lambda: None) -> list[dict]:
+def sample_metrics(
+    admin: KafkaAdmin, topics: list[str], window_s: float, tick: Callable[[], None] = lambda: None
+) -> list[dict]:
     """Rows {topic, partition, bytes_in_per_sec, size_bytes, leader} for every partition of ``topics``.
 
     A partition's write rate is its log's growth over the window. A log that shrank meanwhile (retention deleted a
@@ -41,8 +43,11 @@ def sample_metrics(admin: KafkaAdmin, topics: list[str], window_s: float,
     partitions = [TopicPartition(topic=t, partition=p) for t, p in sorted(leaders)]
 
     def sizes() -> dict[tuple[str, int], int]:
-        return {(r.topic, r.partition): r.size_bytes for r in admin.describe_log_dirs()
-                if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker}  # fmt: skip
+        return {
+            (r.topic, r.partition): r.size_bytes
+            for r in admin.describe_log_dirs()
+            if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
+        }
 
     before, offsets_before, t0 = sizes(), admin.log_offsets(partitions), time.monotonic()
     while time.monotonic() - t0 < window_s:
@@ -59,8 +64,9 @@ def sample_metrics(admin: KafkaAdmin, topics: list[str], window_s: float,
             (_, end0), (start1, end1) = offsets_before[key], offsets_after[key]
             record = size / (end1 - start1) if end1 > start1 else 0.0
             rate = max(0, end1 - end0) * record / elapsed
-        rows.append({"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size,
-                     "leader": leaders[key]})  # fmt: skip
+        rows.append(
+            {"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size, "leader": leaders[key]}
+        )
     return rows
 
 
@@ -126,7 +132,7 @@ class EstimateActivities:
             with _heartbeating("estimating"):
                 result = run_estimate(moves_ref, metrics_ref, req.options)
         except MetricsError as e:
-            raise ApplicationError(str(e), type="Metrics", non_retryable=True) from None
+            raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))
         return result
 

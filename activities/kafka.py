@@ -11,7 +11,8 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
-from models import ClusterDescription, PartitionState, StepRequest, StepStatus, TopicPartition
+from models import PartitionState, StepRequest, StepStatus, TopicPartition
+from models.errors import ErrorType
 
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
@@ -30,16 +31,12 @@ SIZE_EVERY_S = 5.0
 
 class StaleStateError(ApplicationError):
     def __init__(self, message: str):
-        super().__init__(message, type="StaleState", non_retryable=True)
+        super().__init__(message, type=ErrorType.STALE_STATE, non_retryable=True)
 
 
 class KafkaActivities:
     def __init__(self, admin: KafkaAdmin):
         self.admin = admin
-
-    @activity.defn(name="describe_cluster")
-    def describe_cluster(self) -> ClusterDescription:
-        return self.admin.describe_cluster()
 
     @activity.defn(name="describe_partition")
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
@@ -51,7 +48,7 @@ class KafkaActivities:
         try:
             configs = self.admin.describe_topic_configs([topic])[topic]
         except KafkaAdminError as e:
-            raise ApplicationError(str(e), type="UnknownPartition", non_retryable=True) from e
+            raise ApplicationError(str(e), type=ErrorType.UNKNOWN_PARTITION, non_retryable=True) from e
         return int(configs.get("min.insync.replicas", "1"))
 
     @activity.defn(name="alter_step")
@@ -134,7 +131,9 @@ class KafkaActivities:
             replicas = self.admin.describe_log_dirs(asked)
         except KafkaAdminError:
             return ()
-        return tuple(sorted((r.broker, r.size_bytes) for r in replicas if (r.topic, r.partition) == (tp.topic, tp.partition)))
+        return tuple(
+            sorted((r.broker, r.size_bytes) for r in replicas if (r.topic, r.partition) == (tp.topic, tp.partition))
+        )
 
     @activity.defn(name="cancel_step")
     def cancel_step(self, req: StepRequest) -> PartitionState:
@@ -179,5 +178,5 @@ class KafkaActivities:
             return self.admin.describe_partition(tp)
         except KafkaAdminError as e:
             if "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper():
-                raise ApplicationError(str(e), type="UnknownPartition", non_retryable=True) from e
+                raise ApplicationError(str(e), type=ErrorType.UNKNOWN_PARTITION, non_retryable=True) from e
             raise

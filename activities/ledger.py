@@ -11,10 +11,10 @@ from pathlib import Path
 
 from pydantic import ValidationError
 
+from models.admission import MoveSpec
 from models.migration import MoveOutcome
 from models.plan import PartitionReplicas, ReassignmentFile
 from settings import describe_validation_error
-from steps.admission import MoveSpec
 
 
 class PlanFileError(ValueError):

@@ -6,14 +6,16 @@ Failure types a workflow can match on (raised non-retryable):
 
 import time
 from collections import Counter
+from pathlib import Path
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from adapters.kafka_admin import KafkaAdmin
-from pathlib import Path
-
 from activities import ledger
+from adapters.kafka_admin import KafkaAdmin
+from models import TopicPartition
+from models.admission import MoveSpec
+from models.errors import ErrorType
 from models.migration import (
     INLINE_MOVES,
     LeaderElection,
@@ -31,8 +33,7 @@ from models.migration import (
 )
 from models.plan import PartitionReplicas
 from models.units import human_bytes
-from models import TopicPartition
-from steps.admission import MoveSpec, ordered
+from steps.admission import ordered
 from steps.throttle import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -42,7 +43,6 @@ from steps.throttle import (
     throttled_replicas,
 )
 
-
 # How long the final removal of the throttle waits for a broker that is down.
 CLEAR_WAIT_S = 120.0
 
@@ -51,7 +51,7 @@ def _preflight_error(problems: list[str]) -> ApplicationError:
     unique = list(dict.fromkeys(problems))
     return ApplicationError(
         f"preflight found {len(unique)} problem(s), nothing was changed: " + "; ".join(unique),
-        type="Preflight",
+        type=ErrorType.PREFLIGHT,
         non_retryable=True,
     )
 
@@ -78,12 +78,20 @@ class MigrationActivities:
         specs, min_insync, offline = self._check(moves, req.disk_margin)
         skipped = []
         if req.offline == "skip":
-            skipped = [f"{m.topic}-{m.partition}: offline (no replica in sync); not moved" for m in specs
-                       if (m.topic, m.partition) in offline and m.original != m.target]  # fmt: skip
+            skipped = [
+                f"{m.topic}-{m.partition}: offline (no replica in sync); not moved"
+                for m in specs
+                if (m.topic, m.partition) in offline and m.original != m.target
+            ]
             specs = [m for m in specs if (m.topic, m.partition) not in offline]
         moving = ordered([m for m in specs if m.original != m.target], req.order)
-        result = PreflightResult(count=len(moving), bytes_total=sum(m.size_bytes for m in moving),
-                                 unchanged=len(specs) - len(moving), min_insync=min_insync, skipped=skipped)  # fmt: skip
+        result = PreflightResult(
+            count=len(moving),
+            bytes_total=sum(m.size_bytes for m in moving),
+            unchanged=len(specs) - len(moving),
+            min_insync=min_insync,
+            skipped=skipped,
+        )
         if req.plan_ref is None and len(moving) <= INLINE_MOVES:
             return result.model_copy(update={"moves": moving})
         path = ledger.write_moves(ledger.migration_dir(self.work_dir, req.migration_id), moving)
@@ -117,21 +125,27 @@ class MigrationActivities:
         back, skipped = [], []
         # Saved outcomes first, this run's over them: a move's last outcome is the one that counts.
         latest = {(o.topic, o.partition): o for o in [*self._saved(req.outcomes_of), *req.outcomes]}
-        wanted = [o for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition))
-                  if req.mode == "rollback" or o.error is not None]  # fmt: skip
+        wanted = [
+            o
+            for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition))
+            if req.mode == "rollback" or o.error is not None
+        ]
         now = {(p.topic, p.partition): p for p in self.admin.describe_topics(sorted({o.topic for o in wanted}))}
         for o in wanted:
             name, state = f"{o.topic}-{o.partition}", now.get((o.topic, o.partition))
             shown = state.replicas if state else None
             if o.final is None or o.final == o.original:
-                if o.error_type in ("StaleState", "Refused"):
+                if o.error_type in (ErrorType.STALE_STATE, ErrorType.REFUSED):
                     skipped.append(f"{name}: not changed by this migration ({o.error}); left as it is")
                 elif o.final is None and shown not in (None, o.original):
-                    skipped.append(f"{name}: its move ended without saying where it left it and Kafka shows "
-                                   f"{shown}; left as it is")  # fmt: skip
+                    skipped.append(
+                        f"{name}: its move ended without saying where it left it and Kafka shows {shown}; left as it is"
+                    )
                 continue
             if shown != o.final:
-                skipped.append(f"{name}: Kafka shows {shown}, not {o.final} where this migration left it; left as it is")
+                skipped.append(
+                    f"{name}: Kafka shows {shown}, not {o.final} where this migration left it; left as it is"
+                )
                 continue
             holding = set(o.original) & set(o.final)
             if holding and not holding & set(state.isr):
@@ -140,8 +154,16 @@ class MigrationActivities:
             if not holding and not set(o.original) & live:
                 skipped.append(f"{name}: none of its original brokers {o.original} is live; left on {o.final}")
                 continue
-            back.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.final, target=o.original,
-                                 expected=o.final, size_bytes=o.size_bytes))  # fmt: skip
+            back.append(
+                MoveSpec(
+                    topic=o.topic,
+                    partition=o.partition,
+                    original=o.final,
+                    target=o.original,
+                    expected=o.final,
+                    size_bytes=o.size_bytes,
+                )
+            )
         if req.outcomes_of is None and len(back) <= INLINE_MOVES:
             return RollbackPlan(moves=back, count=len(back), skipped=skipped)
         path = ledger.write_moves(self._folder(req.migration_id, rollback=True), back)
@@ -184,7 +206,7 @@ class MigrationActivities:
                 problems.append(
                     f"{m.topic}-{m.partition}: its target has {len(m.replicas)} replica(s), fewer than the topic's "
                     f"min.insync.replicas {min_insync[m.topic]} (producers with acks=all would be refused)"
-                )  # fmt: skip
+                )
         sizes: dict[tuple[str, int], int] = {}
         for r in self.admin.describe_log_dirs():
             key = (r.topic, r.partition)
@@ -201,9 +223,13 @@ class MigrationActivities:
             urgent = not down and (len(state.isr) < len(state.replicas) or len(state.isr) <= min_insync[m.topic])
             specs.append(
                 MoveSpec(
-                    topic=m.topic, partition=m.partition, original=state.replicas, target=m.replicas,
-                    size_bytes=sizes.get((m.topic, m.partition), 0), urgent=urgent and len(state.replicas) > 1,
-                )  # fmt: skip
+                    topic=m.topic,
+                    partition=m.partition,
+                    original=state.replicas,
+                    target=m.replicas,
+                    size_bytes=sizes.get((m.topic, m.partition), 0),
+                    urgent=urgent and len(state.replicas) > 1,
+                )
             )
         problems += self._disk_problems([s for s in specs if s.original != s.target], disk_margin)
         if problems:
@@ -229,7 +255,7 @@ class MigrationActivities:
                 problems.append(
                     f"broker {disk.broker} would receive {human_bytes(need)} but has {human_bytes(disk.usable_bytes)} "
                     f"free of {human_bytes(disk.total_bytes)}, {margin:.0%} of which must stay free"
-                )  # fmt: skip
+                )
         return problems
 
     @activity.defn(name="set_throttle")
@@ -290,10 +316,15 @@ class MigrationActivities:
         """Elect the preferred leader of every partition given that is led by another replica, ``req.batch`` at a
         time, each batch waited for (up to 30 s) before the next; a preferred replica out of sync is left alone."""
         activity.heartbeat()
-        saved = [TopicPartition(topic=o.topic, partition=o.partition) for o in self._saved(req.outcomes_of, req.rollback)
-                 if o.error is None and o.final is not None and o.final != o.original]  # fmt: skip
+        saved = [
+            TopicPartition(topic=o.topic, partition=o.partition)
+            for o in self._saved(req.outcomes_of, req.rollback)
+            if o.error is None and o.final is not None and o.final != o.original
+        ]
         wanted = {(p.topic, p.partition) for p in [*req.partitions, *saved]}
-        states = [s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted]
+        states = [
+            s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted
+        ]
         off = [s for s in states if s.replicas and s.leader != s.replicas[0] and s.replicas[0] in s.isr]
         elected = 0
         for i in range(0, len(off), req.batch):
@@ -303,15 +334,20 @@ class MigrationActivities:
             deadline = time.monotonic() + 30
             while True:
                 now = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({p.topic for p in batch}))}
-                led = [p for p in batch if now[(p.topic, p.partition)].leader == now[(p.topic, p.partition)].replicas[0]]
+                led = [
+                    p for p in batch if now[(p.topic, p.partition)].leader == now[(p.topic, p.partition)].replicas[0]
+                ]
                 if len(led) == len(batch) or time.monotonic() > deadline:
                     break
                 activity.heartbeat(i)
                 time.sleep(0.25)
             elected += len(led)
         after = self.admin.describe_topics(sorted({t for t, _ in wanted}))
-        not_preferred = [f"{s.topic}-{s.partition}" for s in after
-                         if (s.topic, s.partition) in wanted and s.replicas and s.leader != s.replicas[0]]  # fmt: skip
+        not_preferred = [
+            f"{s.topic}-{s.partition}"
+            for s in after
+            if (s.topic, s.partition) in wanted and s.replicas and s.leader != s.replicas[0]
+        ]
         return LeaderElectionResult(elected=elected, not_preferred=not_preferred)
 
     @activity.defn(name="verify")
@@ -326,8 +362,14 @@ class MigrationActivities:
                 if o.final is not None or o.error is None:
                     moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original, target=o.target))
             elif o.error is None and o.original != o.target:
-                moves.append(MoveSpec(topic=o.topic, partition=o.partition, original=o.original,
-                                      target=o.original if o.rolled_back else o.target))  # fmt: skip
+                moves.append(
+                    MoveSpec(
+                        topic=o.topic,
+                        partition=o.partition,
+                        original=o.original,
+                        target=o.original if o.rolled_back else o.target,
+                    )
+                )
         if not moves:
             return []
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({m.topic for m in moves}))}

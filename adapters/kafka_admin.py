@@ -13,13 +13,13 @@ import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
-    OffsetSpec,
     AdminClient,
     AlterConfigOpType,
     ConfigEntry,
     ConfigResource,
     ConfigSource,
     NewTopic,
+    OffsetSpec,
     ResourceType,
 )
 from kafka import TopicPartition as KpTopicPartition
@@ -29,7 +29,15 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
-from models import BrokerDisk, BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
+from models import (
+    BrokerDisk,
+    BrokerInfo,
+    ClusterDescription,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaSize,
+    TopicPartition,
+)
 from settings import Settings
 
 log = structlog.get_logger(__name__)
@@ -91,8 +99,9 @@ class KafkaAdmin:
         # librdkafka's own log lines go through structlog instead of raw stderr. Its admin requests go to the
         # broker the last metadata named as controller (in KRaft, any live broker): refreshed every 2 s, a broker
         # that stops is not waited for until the request times out.
-        self._ck = AdminClient(self._ck_config | {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS},
-                               logger=rdkafka_logger())  # fmt: skip
+        self._ck = AdminClient(
+            self._ck_config | {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS}, logger=rdkafka_logger()
+        )
         self._kp: KafkaAdminClient | None = None
         # kafka-python's client is not thread-safe; activities call in from a thread pool.
         self._kp_lock = threading.Lock()
@@ -181,9 +190,7 @@ class KafkaAdmin:
                 return state
         raise KafkaAdminError(f"partition {tp} does not exist")
 
-    def create_topic(
-        self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None
-    ) -> None:
+    def create_topic(self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None) -> None:
         """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader."""
         topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))
         futures = self._ck.create_topics([topic], request_timeout=self._timeout)
@@ -198,7 +205,9 @@ class KafkaAdmin:
             except KafkaAdminError:
                 pass
             if time.monotonic() > deadline:
-                raise KafkaAdminError(f"topic {name} was created but has no leader on every partition after {self._timeout:.0f} s")
+                raise KafkaAdminError(
+                    f"topic {name} was created but has no leader on every partition after {self._timeout:.0f} s"
+                )
             time.sleep(0.2)
 
     def delete_topics(self, names: list[str]) -> None:
@@ -265,8 +274,10 @@ class KafkaAdmin:
         ends: dict[str, dict[tuple[str, int], int]] = {}
         for name, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
             futures = self._ck.list_offsets({tp: spec for tp in tps})
-            ends[name] = {(tp.topic, tp.partition): self._wait(f, f"list offsets of {tp.topic}-{tp.partition}").offset
-                          for tp, f in futures.items()}  # fmt: skip
+            ends[name] = {
+                (tp.topic, tp.partition): self._wait(f, f"list offsets of {tp.topic}-{tp.partition}").offset
+                for tp, f in futures.items()
+            }
         return {key: (ends["start"][key], ends["end"][key]) for key in sorted(ends["end"])}
 
     # -- log dirs ----------------------------------------------------------------------------------------------
@@ -286,7 +297,6 @@ class KafkaAdmin:
                 topic=topic["name"],
                 partition=p["partition_index"],
                 size_bytes=p["partition_size"],
-                offset_lag=p["offset_lag"],
                 is_future=p["is_future_key"],
             )
             for entry in answer
@@ -309,8 +319,13 @@ class KafkaAdmin:
             total = [d.get("total_bytes", -1) for d in dirs]
             usable = [d.get("usable_bytes", -1) for d in dirs]
             known = dirs and all(v >= 0 for v in total + usable)
-            disks.append(BrokerDisk(broker=entry["broker"], total_bytes=sum(total) if known else None,
-                                    usable_bytes=sum(usable) if known else None))  # fmt: skip
+            disks.append(
+                BrokerDisk(
+                    broker=entry["broker"],
+                    total_bytes=sum(total) if known else None,
+                    usable_bytes=sum(usable) if known else None,
+                )
+            )
         return sorted(disks, key=lambda d: d.broker)
 
     # -- configs -----------------------------------------------------------------------------------------------
@@ -332,7 +347,9 @@ class KafkaAdmin:
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._alter_config(ResourceType.TOPIC, topic, set_, delete)
 
-    def _describe_configs(self, kind: ResourceType, names: list[str], overrides_only: bool) -> dict[str, dict[str, str]]:
+    def _describe_configs(
+        self, kind: ResourceType, names: list[str], overrides_only: bool
+    ) -> dict[str, dict[str, str]]:
         out: dict[str, dict[str, str]] = {}
         for name in sorted(set(names)):
             entries = self._describe_one(kind, name)
@@ -389,7 +406,11 @@ class KafkaAdmin:
 
 def _unknown_topic(error: KafkaAdminError) -> bool:
     cause = error.__cause__
-    return isinstance(cause, KafkaException) and bool(cause.args) and cause.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    return (
+        isinstance(cause, KafkaException)
+        and bool(cause.args)
+        and cause.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
+    )
 
 
 def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:

@@ -42,8 +42,9 @@ def unreachable(e: BaseException) -> bool:
     return isinstance(e, RPCError) and (e.status == RPCStatusCode.UNAVAILABLE or "connect error" in str(e))
 
 
-async def patiently(call: Callable[[], Awaitable[T]], address: str, say: Callable[[str], None],
-                    limit_s: float = RECONNECT_S) -> T:  # fmt: skip
+async def patiently(
+    call: Callable[[], Awaitable[T]], address: str, say: Callable[[str], None], limit_s: float = RECONNECT_S
+) -> T:
     """``call()``, tried again with backoff while Temporal is unreachable (a restart), saying once that it waits and
     once that Temporal is back; after ``limit_s`` without an answer, TemporalUnavailable."""
     delay, deadline, waiting = 0.5, time.monotonic() + limit_s, False

@@ -10,6 +10,8 @@ from temporalio.service import RPCError, RPCStatusCode
 from adapters.temporal import connect, failure_message
 from cli.errors import DroverError
 from cli.output import Output, default_actor
+from cli.rates import human_bytes, parse_rate
+from models.admission import Limits
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -21,8 +23,6 @@ from models.coordination import (
 )
 from models.migration import OperatorAction
 from settings import Settings
-from steps.admission import Limits
-from cli.rates import human_bytes, parse_rate
 from workflows import ClusterWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
 
@@ -57,7 +57,9 @@ def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) 
 def limits(
     ctx: typer.Context,
     cluster: str = CLUSTER,
-    max_partitions: int = typer.Option(None, "--max-partitions", min=1, help="Partition moves in flight in the cluster"),
+    max_partitions: int = typer.Option(
+        None, "--max-partitions", min=1, help="Partition moves in flight in the cluster"
+    ),
     max_per_broker: int = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker"),
     max_replicas: int = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once"),
     max_leaders: int = typer.Option(None, "--max-leaders", min=1, help="Moves in flight changing a leader"),
@@ -68,13 +70,31 @@ def limits(
 ) -> None:
     """Set the cluster-wide limits every migration on the cluster shares (limits not given keep their value, or
     the default); each migration also stays within its own. Applied at the next grant."""
-    given = {k: v for k, v in {"max_partitions": max_partitions, "max_per_broker": max_per_broker,
-                               "max_replicas": max_replicas, "max_leaders": max_leaders}.items() if v is not None}  # fmt: skip
+    given = {
+        k: v
+        for k, v in {
+            "max_partitions": max_partitions,
+            "max_per_broker": max_per_broker,
+            "max_replicas": max_replicas,
+            "max_leaders": max_leaders,
+        }.items()
+        if v is not None
+    }
     if unset == bool(given):
-        raise DroverError("give --unset, or at least one of --max-partitions, --max-per-broker, --max-replicas, "
-                          "--max-leaders", exit_code=2)  # fmt: skip
-    asyncio.run(_limits(ctx.obj, cluster or ctx.obj.cluster_name, None if unset else given, actor or default_actor(), reason,
-                        Output(as_json)))  # fmt: skip
+        raise DroverError(
+            "give --unset, or at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders",
+            exit_code=2,
+        )
+    asyncio.run(
+        _limits(
+            ctx.obj,
+            cluster or ctx.obj.cluster_name,
+            None if unset else given,
+            actor or default_actor(),
+            reason,
+            Output(as_json),
+        )
+    )
 
 
 @app.command("throttle")
@@ -98,8 +118,9 @@ def throttle(
 
 
 @app.command("freeze")
-def freeze(ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON,
-           as_json: bool = AS_JSON) -> None:  # fmt: skip
+def freeze(
+    ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON, as_json: bool = AS_JSON
+) -> None:
     """Stop new steps in every migration on the cluster within seconds; steps in flight finish. `drover cluster
     unfreeze` lets them go on."""
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
@@ -107,8 +128,9 @@ def freeze(ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reaso
 
 
 @app.command("unfreeze")
-def unfreeze(ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON,
-             as_json: bool = AS_JSON) -> None:  # fmt: skip
+def unfreeze(
+    ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON, as_json: bool = AS_JSON
+) -> None:
     """Let the migrations on the cluster take new steps again after `drover cluster freeze`."""
     request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
@@ -128,16 +150,21 @@ async def _update(settings: Settings, name: str, update, argument: OperatorActio
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
     client = await connect(settings)
     start = WithStartWorkflowOperation(
-        ClusterWorkflow.run, ClusterInput(name=name), id=cluster_workflow_id(name), task_queue=settings.task_queue,
+        ClusterWorkflow.run,
+        ClusterInput(name=name),
+        id=cluster_workflow_id(name),
+        task_queue=settings.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )  # fmt: skip
+    )
     try:
         await asyncio.wait_for(
             client.execute_update_with_start_workflow(update, argument, start_workflow_operation=start), ANSWER_S
         )
-    except asyncio.TimeoutError:
-        raise DroverError(f"the coordinator of cluster {name} did not answer within {ANSWER_S:.0f} s: is a Drover "
-                          f"worker running on task queue {settings.task_queue}?") from None  # fmt: skip
+    except TimeoutError:
+        raise DroverError(
+            f"the coordinator of cluster {name} did not answer within {ANSWER_S:.0f} s: is a Drover "
+            f"worker running on task queue {settings.task_queue}?"
+        ) from None
     except WorkflowUpdateFailedError as e:
         raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
     except RPCError as e:
@@ -153,8 +180,10 @@ async def _query(settings: Settings, name: str, client=None, missing_ok: bool = 
         if e.status == RPCStatusCode.NOT_FOUND:
             if missing_ok:
                 return None
-            raise DroverError(f"cluster {name} has no coordinator yet: it starts with the first migration or "
-                              "`drover cluster limits|throttle|freeze`") from None  # fmt: skip
+            raise DroverError(
+                f"cluster {name} has no coordinator yet: it starts with the first migration or "
+                "`drover cluster limits|throttle|freeze`"
+            ) from None
         raise DroverError(f"cluster {name}: {e.message}") from None
 
 
@@ -173,7 +202,7 @@ async def _step_of(client, name: str, m: InFlightMove) -> InFlightMove:
     handle = client.get_workflow_handle(move_workflow_id(name, m.topic, m.partition))
     try:
         found = await asyncio.wait_for(handle.query(PartitionMoveWorkflow.progress), STEP_ANSWER_S)
-    except (asyncio.TimeoutError, RPCError):
+    except (TimeoutError, RPCError):
         return m
     if found is None:
         return m
@@ -182,24 +211,37 @@ async def _step_of(client, name: str, m: InFlightMove) -> InFlightMove:
 
 def render_status(s: ClusterStatus) -> str:
     lim = s.effective_limits
-    shown = "none yet (no migration running)" if lim is None else (
-        f"{lim.max_partitions} partitions, {lim.max_per_broker} per broker, {lim.max_replicas} replicas, "
-        f"{lim.max_leaders} leaders" + ("" if s.limits else " (the highest any running migration asks for)"))  # fmt: skip
+    shown = (
+        "none yet (no migration running)"
+        if lim is None
+        else (
+            f"{lim.max_partitions} partitions, {lim.max_per_broker} per broker, {lim.max_replicas} replicas, "
+            f"{lim.max_leaders} leaders" + ("" if s.limits else " (the highest any running migration asks for)")
+        )
+    )
     lines = [
         f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "
         + ("FROZEN: no new steps" if s.frozen else "not frozen"),
         f"limits: {shown}",
-        f"throttle: {human_bytes(s.rate_bytes_per_s) + '/s on every broker moving' if s.rate_bytes_per_s else 'each migration its own'}",
+        "throttle: "
+        + (
+            f"{human_bytes(s.rate_bytes_per_s)}/s on every broker moving"
+            if s.rate_bytes_per_s
+            else "each migration its own"
+        ),
         f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
         f"{s.peak_per_broker} per broker)",
-    ]  # fmt: skip
+    ]
     for h in s.holders:
-        lines.append(f"  {h.migration_id}: {h.in_flight} in flight, {h.waiting} asked for, {h.granted_total} granted, "
-                     f"priority {h.priority}")  # fmt: skip
+        lines.append(
+            f"  {h.migration_id}: {h.in_flight} in flight, {h.waiting} asked for, {h.granted_total} granted, "
+            f"priority {h.priority}"
+        )
     for m in s.in_flight:
         step = f", step {m.current} -> {m.step}" if m.step is not None else ""
-        lines.append(f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers}{step} "
-                     f"({m.migration_id})")  # fmt: skip
+        lines.append(
+            f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers}{step} ({m.migration_id})"
+        )
     for b, rates in s.broker_throttles.items():
         lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
     for t, lists in s.topic_throttles.items():
@@ -210,7 +252,7 @@ def render_status(s: ClusterStatus) -> str:
 
 
 async def freeze_notice(client, name: str) -> str | None:
-    """"cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no coordinator)."""
+    """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no coordinator)."""
     try:
         s = await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     except RPCError:

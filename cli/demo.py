@@ -9,7 +9,7 @@ every partition's final list and reads every message back.
 import asyncio
 import time
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import typer
 from confluent_kafka import Consumer, Producer
@@ -22,14 +22,14 @@ from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.output import Output
 from cli.rates import human_bytes
-from cli.watch import _watch
+from cli.watch import watch_migration
 from models import ClusterDescription, TopicPartition
+from models.admission import Limits
 from models.estimate import Estimate
 from models.migration import EstimateSettings, MigrationInput, MigrationResult
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
 from settings import Settings
-from steps.admission import Limits
 from workflows import MigrationWorkflow
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
@@ -54,7 +54,9 @@ class DemoResult(BaseModel):
     estimate: Estimate | None = None
 
 
-def demo(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout")) -> None:
+def demo(
+    ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout")
+) -> None:
     """Plan and run a real migration of a topic with data on the local stack, with limits, a throttle and live
     progress, then verify it: every partition on its planned list, every message read back."""
     settings: Settings = ctx.obj
@@ -67,8 +69,9 @@ def demo(ctx: typer.Context, as_json: bool = typer.Option(False, "--json", help=
     r = demo_result.result
     out.success(
         f"{demo_result.migration_id}: {len(r.moves)} partitions ({demo_result.replica_moves} replica moves) on their "
-        f"planned lists in {demo_result.seconds:.1f} s{_estimated(demo_result.estimate)}; peak {r.peak_in_flight} in flight (limit "
-        f"{LIMITS.max_partitions}), {r.peak_per_broker} per broker (limit {LIMITS.max_per_broker}); throttle "
+        f"planned lists in {demo_result.seconds:.1f} s{_estimated(demo_result.estimate)}; "
+        f"peak {r.peak_in_flight} in flight (limit {LIMITS.max_partitions}), "
+        f"{r.peak_per_broker} per broker (limit {LIMITS.max_per_broker}); throttle "
         f"{human_bytes(THROTTLE)}/s, removed; {demo_result.consumed} of {demo_result.produced} messages read back"
     )
     out.info("The stack is still running: look around in the Web UI, or stop it with 'drover sandbox down'.")
@@ -93,8 +96,9 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
         raise DroverError(f"the demo needs at least 4 brokers, the cluster has {len(cluster.brokers)}")
     home = _two_racks(cluster)
     if DEMO_TOPIC not in admin.list_topics():
-        admin.create_topic(DEMO_TOPIC, [home[p % 2 :] + home[: p % 2] for p in range(PARTITIONS)],
-                           {"min.insync.replicas": "1"})  # fmt: skip
+        admin.create_topic(
+            DEMO_TOPIC, [home[p % 2 :] + home[: p % 2] for p in range(PARTITIONS)], {"min.insync.replicas": "1"}
+        )
         out.info(f"created topic {DEMO_TOPIC}: {PARTITIONS} partitions on brokers {home}")
     if admin.list_reassignments([TopicPartition(topic=DEMO_TOPIC, partition=p) for p in range(PARTITIONS)]):
         raise DroverError(f"{DEMO_TOPIC} is being reassigned already; run the demo again when it has finished")
@@ -107,8 +111,13 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
     used = {b for s in states for b in s.replicas}
     remove = [] if used <= set(home) else [b for b in cluster.broker_ids if b not in home]
-    plan = make_plan(PlanRequest(partitions=partitions, brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
-                                 remove_brokers=remove))  # fmt: skip
+    plan = make_plan(
+        PlanRequest(
+            partitions=partitions,
+            brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+            remove_brokers=remove,
+        )
+    )
     moving = plan.changes
     if not moving:
         raise DroverError(f"the plan for {DEMO_TOPIC} moves nothing; its partitions are where they should be")
@@ -116,18 +125,28 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     out.info(f"plan: {what}: {plan.summary.replica_moves} replica moves in {len(moving)} partitions")
 
     client = await connect(settings)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{settings.cluster_name}:demo-{stamp}-{run[:4]}"
-    migration = MigrationInput(cluster=settings.cluster_name, moves=moving, limits=LIMITS, replicas_per_step=1,
-                               throttle_bytes_per_s=THROTTLE, estimate=EstimateSettings(sample_s=SAMPLE_S))  # fmt: skip
+    migration = MigrationInput(
+        cluster=settings.cluster_name,
+        moves=moving,
+        limits=LIMITS,
+        replicas_per_step=1,
+        throttle_bytes_per_s=THROTTLE,
+        estimate=EstimateSettings(sample_s=SAMPLE_S),
+    )
     started = time.monotonic()
     handle = await client.start_workflow(
-        MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
-        search_attributes=TypedSearchAttributes([SearchAttributePair(CLUSTER_ATTR, settings.cluster_name),
-                                                 SearchAttributePair(STATUS_ATTR, "preflight")]),
-    )  # fmt: skip
+        MigrationWorkflow.run,
+        migration,
+        id=migration_id,
+        task_queue=settings.task_queue,
+        search_attributes=TypedSearchAttributes(
+            [SearchAttributePair(CLUSTER_ATTR, settings.cluster_name), SearchAttributePair(STATUS_ATTR, "preflight")]
+        ),
+    )
     out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
-    await _watch(settings, migration_id, 0.5, Output(False))
+    await watch_migration(settings, migration_id, 0.5, Output(False))
     result: MigrationResult = await handle.result()
     seconds = time.monotonic() - started
     estimate = (await handle.query(MigrationWorkflow.progress)).estimate
@@ -138,24 +157,43 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     wanted = {p.partition: p.replicas for p in moving}
     deadline = time.monotonic() + 10
     while True:
-        wrong = [s for s in admin.describe_topics([DEMO_TOPIC]) if s.partition in wanted and s.replicas != wanted[s.partition]]
+        wrong = [
+            s
+            for s in admin.describe_topics([DEMO_TOPIC])
+            if s.partition in wanted and s.replicas != wanted[s.partition]
+        ]
         if not wrong or time.monotonic() > deadline:
             break
         await asyncio.sleep(0.5)
     if wrong:
-        raise DroverError(f"{DEMO_TOPIC}-{wrong[0].partition} ended at {wrong[0].replicas}, not at {wanted[wrong[0].partition]}")
-    throttled = {b: c for b, c in admin.describe_broker_configs(cluster.broker_ids, overrides_only=True).items()
-                 if any("replication.throttled" in key for key in c)}  # fmt: skip
+        raise DroverError(
+            f"{DEMO_TOPIC}-{wrong[0].partition} ended at {wrong[0].replicas}, not at {wanted[wrong[0].partition]}"
+        )
+    throttled = {
+        b: c
+        for b, c in admin.describe_broker_configs(cluster.broker_ids, overrides_only=True).items()
+        if any("replication.throttled" in key for key in c)
+    }
     if throttled:
         raise DroverError(f"broker {min(throttled)} still has a replication throttle after the migration")
     consumed = {p: _consume(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
     short = [p for p in range(PARTITIONS) if consumed[p] < produced[p]]
     if short:
-        raise DroverError(f"read back {consumed[short[0]]} messages from {DEMO_TOPIC}-{short[0]}, fewer than the "
-                          f"{produced[short[0]]} written")  # fmt: skip
-    return DemoResult(cluster=cluster, migration_id=migration_id, ui_url=settings.workflow_url(migration_id),
-                      result=result, replica_moves=plan.summary.replica_moves, produced=sum(produced.values()),
-                      consumed=sum(consumed.values()), seconds=seconds, estimate=estimate)  # fmt: skip
+        raise DroverError(
+            f"read back {consumed[short[0]]} messages from {DEMO_TOPIC}-{short[0]}, fewer than the "
+            f"{produced[short[0]]} written"
+        )
+    return DemoResult(
+        cluster=cluster,
+        migration_id=migration_id,
+        ui_url=settings.workflow_url(migration_id),
+        result=result,
+        replica_moves=plan.summary.replica_moves,
+        produced=sum(produced.values()),
+        consumed=sum(consumed.values()),
+        seconds=seconds,
+        estimate=estimate,
+    )
 
 
 def _two_racks(cluster: ClusterDescription) -> list[int]:
@@ -175,8 +213,13 @@ def _produce(settings: Settings, tp: TopicPartition, run: str) -> int:
             delivered.append(msg.offset())
 
     for i in range(MESSAGES_PER_PARTITION):
-        producer.produce(tp.topic, key=f"{run}-{i}", value=f"drover demo message {i} of run {run}",
-                         partition=tp.partition, on_delivery=on_delivery)  # fmt: skip
+        producer.produce(
+            tp.topic,
+            key=f"{run}-{i}",
+            value=f"drover demo message {i} of run {run}",
+            partition=tp.partition,
+            on_delivery=on_delivery,
+        )
         producer.poll(0)
     remaining = producer.flush(30)
     if remaining:
@@ -187,8 +230,15 @@ def _produce(settings: Settings, tp: TopicPartition, run: str) -> int:
 def _consume(settings: Settings, tp: TopicPartition, run: str) -> int:
     """How many of this run's messages the partition holds, read from the beginning."""
     config, _ = client_configs(settings)
-    consumer = Consumer(config | {"group.id": f"drover-demo-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False,
-                                  "auto.offset.reset": "earliest"}, logger=rdkafka_logger())  # fmt: skip
+    consumer = Consumer(
+        config
+        | {
+            "group.id": f"drover-demo-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False,
+            "auto.offset.reset": "earliest",
+        },
+        logger=rdkafka_logger(),
+    )
     try:
         low, high = consumer.get_watermark_offsets(CkTopicPartition(tp.topic, tp.partition), timeout=10)
         consumer.assign([CkTopicPartition(tp.topic, tp.partition, low)])

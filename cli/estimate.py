@@ -12,35 +12,47 @@ from cli.errors import DroverError
 from cli.output import Output
 from cli.plan import load_model, partition_label, rollback_file
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
+from models.admission import Limits, MoveSpec
 from models.estimate import Estimate, EstimateOptions
 from models.plan import PartitionReplicas, ReassignmentFile
 from settings import Settings
-from steps.admission import Limits, MoveSpec, ordered
+from steps.admission import ordered
 
 _DEFAULTS = Limits()
-MAX_PARTITIONS = typer.Option(_DEFAULTS.max_partitions, "--max-partitions", min=1,
-                              help="Partition moves in flight in the cluster")  # fmt: skip
-MAX_PER_BROKER = typer.Option(_DEFAULTS.max_per_broker, "--max-per-broker", min=1,
-                              help="Moves in flight touching one broker")  # fmt: skip
-MAX_REPLICAS = typer.Option(_DEFAULTS.max_replicas, "--max-replicas", min=1,
-                            help="Replicas being added at once in the cluster")  # fmt: skip
-MAX_LEADERS = typer.Option(_DEFAULTS.max_leaders, "--max-leaders", min=1,
-                           help="Moves in flight that change a preferred leader")  # fmt: skip
+MAX_PARTITIONS = typer.Option(
+    _DEFAULTS.max_partitions, "--max-partitions", min=1, help="Partition moves in flight in the cluster"
+)
+MAX_PER_BROKER = typer.Option(
+    _DEFAULTS.max_per_broker, "--max-per-broker", min=1, help="Moves in flight touching one broker"
+)
+MAX_REPLICAS = typer.Option(
+    _DEFAULTS.max_replicas, "--max-replicas", min=1, help="Replicas being added at once in the cluster"
+)
+MAX_LEADERS = typer.Option(
+    _DEFAULTS.max_leaders, "--max-leaders", min=1, help="Moves in flight that change a preferred leader"
+)
 REPLICAS_PER_STEP = typer.Option(1, "--replicas-per-step", min=1, help="Replicas a move adds per step (R)")
-METRICS = typer.Option(None, "--metrics",
-                       help="Per-partition metrics (Parquet, CSV or JSON lines: topic, partition, bytes_in_per_sec, "
-                            "size_bytes) instead of sampling the cluster")  # fmt: skip
+METRICS = typer.Option(
+    None,
+    "--metrics",
+    help="Per-partition metrics (Parquet, CSV or JSON lines: topic, partition, bytes_in_per_sec, "
+    "size_bytes) instead of sampling the cluster",
+)
 SAMPLE = typer.Option("30s", "--sample", help="Window over which each partition's write rate is sampled (5s, 1m)")
 HEADROOM = typer.Option(0.2, "--headroom", min=0.0, help="Recommended rate = minimum x (1 + headroom)")
 FLOOR = typer.Option("10MiB/s", "--floor", help="Recommended rates are at least this")
-CAPACITY = typer.Option(None, "--capacity",
-                        help="Network capacity: one rate for every broker (1Gb is 125MB/s) or per broker, "
-                             "1=125MB/s,2=60MB/s; recommended rates stay at or below it")  # fmt: skip
+CAPACITY = typer.Option(
+    None,
+    "--capacity",
+    help="Network capacity: one rate for every broker (1Gb is 125MB/s) or per broker, "
+    "1=125MB/s,2=60MB/s; recommended rates stay at or below it",
+)
 
 
 def limits_from(max_partitions: int, max_per_broker: int, max_replicas: int, max_leaders: int) -> Limits:
-    return Limits(max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas,
-                  max_leaders=max_leaders)  # fmt: skip
+    return Limits(
+        max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas, max_leaders=max_leaders
+    )
 
 
 def rate_option(name: str, text: str | None) -> int | None:
@@ -80,10 +92,13 @@ def estimate(
     bootstrap: str = typer.Option(None, "--bootstrap", help="The cluster [default: DROVER_KAFKA_BOOTSTRAP]"),
     metrics: Path = METRICS,
     current: Path = typer.Option(
-        None, "--current",
+        None,
+        "--current",
         help="With --metrics and no --bootstrap: the current lists (default: the rollback file beside the plan)",
-    ),  # fmt: skip
-    throttle: str = typer.Option("auto", "--throttle", help="The throttle to estimate for: a rate (50MB/s), auto or none"),
+    ),
+    throttle: str = typer.Option(
+        "auto", "--throttle", help="The throttle to estimate for: a rate (50MB/s), auto or none"
+    ),
     sample: str = SAMPLE,
     replicas_per_step: int = REPLICAS_PER_STEP,
     max_partitions: int = MAX_PARTITIONS,
@@ -117,9 +132,11 @@ def estimate(
         raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
     options = EstimateOptions(
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
-        replicas_per_step=replicas_per_step, throttle=None if chosen == "none" else chosen, headroom=headroom,
+        replicas_per_step=replicas_per_step,
+        throttle=None if chosen == "none" else chosen,
+        headroom=headroom,
         floor_bytes_per_s=rate_option("--floor", floor),
-    )  # fmt: skip
+    )
     all_brokers, per_broker = capacity_option(capacity)
     options = options.model_copy(update={"capacity_bytes_per_s": all_brokers, "broker_capacity": per_broker})
     window = sample_option(sample)
@@ -166,15 +183,19 @@ def _run(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate
 def _offline_moves(plan: Path, current: Path | None, targets: list[PartitionReplicas]) -> list[MoveSpec]:
     source = current or rollback_file(plan)
     if not source.exists():
-        raise DroverError(f"{source}: no such file; give the current lists with --current, or --bootstrap",
-                          exit_code=2)  # fmt: skip
-    originals = {(p.topic, p.partition): p.replicas for p in load_model(source, ReassignmentFile, partition_label).partitions}
+        raise DroverError(f"{source}: no such file; give the current lists with --current, or --bootstrap", exit_code=2)
+    originals = {
+        (p.topic, p.partition): p.replicas for p in load_model(source, ReassignmentFile, partition_label).partitions
+    }
     missing = [f"{t.topic}-{t.partition}" for t in targets if (t.topic, t.partition) not in originals]
     if missing:
-        raise DroverError(f"{source}: no current list for {len(missing)} partition(s) of the plan, e.g. {missing[0]}",
-                          exit_code=2)  # fmt: skip
-    return [MoveSpec(topic=t.topic, partition=t.partition, original=originals[(t.topic, t.partition)],
-                     target=t.replicas) for t in targets]  # fmt: skip
+        raise DroverError(
+            f"{source}: no current list for {len(missing)} partition(s) of the plan, e.g. {missing[0]}", exit_code=2
+        )
+    return [
+        MoveSpec(topic=t.topic, partition=t.partition, original=originals[(t.topic, t.partition)], target=t.replicas)
+        for t in targets
+    ]
 
 
 def _live_moves(admin: KafkaAdmin, targets: list[PartitionReplicas]) -> list[MoveSpec]:
@@ -188,7 +209,9 @@ def _live_moves(admin: KafkaAdmin, targets: list[PartitionReplicas]) -> list[Mov
     for t in targets:
         state = states.get((t.topic, t.partition))
         if state is None:
-            raise DroverError(f"partition {t.topic}-{t.partition} of the plan does not exist on the cluster", exit_code=2)
+            raise DroverError(
+                f"partition {t.topic}-{t.partition} of the plan does not exist on the cluster", exit_code=2
+            )
         moves.append(MoveSpec(topic=t.topic, partition=t.partition, original=state.replicas, target=t.replicas))
     return moves
 
@@ -197,13 +220,23 @@ def show(out: Output, e: Estimate) -> None:
     def rate(value: float | None) -> str:
         return "-" if value is None else f"{human_bytes(int(value))}/s"
 
-    rows = [[b.broker, human_bytes(b.receive_bytes), human_bytes(b.serve_bytes),
-             f"{rate(b.min_leader_rate)} {rate(b.min_follower_rate)}",
-             f"{rate(b.recommended_leader_rate)} {rate(b.recommended_follower_rate)}",
-             f"{rate(b.leader_rate)} {rate(b.follower_rate)}", human_seconds(b.transfer_s)]
-            for b in e.brokers]  # fmt: skip
-    out.table("Per broker (rates: leader follower)", ["broker", "receives", "serves", "minimum", "recommended",
-                                                      "using", "transfers"], rows)  # fmt: skip
+    rows = [
+        [
+            b.broker,
+            human_bytes(b.receive_bytes),
+            human_bytes(b.serve_bytes),
+            f"{rate(b.min_leader_rate)} {rate(b.min_follower_rate)}",
+            f"{rate(b.recommended_leader_rate)} {rate(b.recommended_follower_rate)}",
+            f"{rate(b.leader_rate)} {rate(b.follower_rate)}",
+            human_seconds(b.transfer_s),
+        ]
+        for b in e.brokers
+    ]
+    out.table(
+        "Per broker (rates: leader follower)",
+        ["broker", "receives", "serves", "minimum", "recommended", "using", "transfers"],
+        rows,
+    )
     out.info(summary(e))
 
 
@@ -216,5 +249,7 @@ def summary(e: Estimate) -> str:
     else:
         duration = "never done (a partition cannot catch up)" if e.never_catch_up else "unbounded"
     bottleneck = f", bottleneck broker {e.bottleneck}" if e.bottleneck is not None else ""
-    return (f"estimate: {e.moves} moves, {human_bytes(e.bytes_to_move)} to copy, written at "
-            f"{human_bytes(int(e.write_rate))}/s; at {throttle}: {duration} ({e.duration_method}){bottleneck}")
+    return (
+        f"estimate: {e.moves} moves, {human_bytes(e.bytes_to_move)} to copy, written at "
+        f"{human_bytes(int(e.write_rate))}/s; at {throttle}: {duration} ({e.duration_method}){bottleneck}"
+    )

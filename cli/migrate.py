@@ -3,7 +3,7 @@
 import asyncio
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import typer
@@ -15,15 +15,28 @@ from adapters.temporal import connect, failure_message, patiently
 from cli.cluster import freeze_notice
 from cli.errors import DroverError
 from cli.estimate import (
-    CAPACITY, FLOOR, HEADROOM, MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, METRICS, REPLICAS_PER_STEP,
-    SAMPLE, capacity_option, limits_from, rate_option, sample_option,
+    CAPACITY,
+    FLOOR,
+    HEADROOM,
+    MAX_LEADERS,
+    MAX_PARTITIONS,
+    MAX_PER_BROKER,
+    MAX_REPLICAS,
+    METRICS,
+    REPLICAS_PER_STEP,
+    SAMPLE,
+    capacity_option,
+    limits_from,
+    rate_option,
+    sample_option,
 )
-from cli.estimate import summary as estimate_summary  # fmt: skip
+from cli.estimate import summary as estimate_summary
 from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from models.migration import (
     CANCEL_MODES,
+    HANDING_OVER,
     INLINE_MOVES,
     CancelRequest,
     EstimateSettings,
@@ -38,7 +51,6 @@ from models.plan import ReassignmentFile
 from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
-from models.migration import HANDING_OVER
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 MIGRATION_ID = typer.Argument(..., help="The migration ID")
@@ -54,36 +66,56 @@ def start(
     max_per_broker: int = MAX_PER_BROKER,
     max_replicas: int = MAX_REPLICAS,
     max_leaders: int = MAX_LEADERS,
-    throttle: str = typer.Option("none", "--throttle",
-                                 help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, "
-                                      "10MiB/s), auto (each broker's recommended rates, from the estimate) or none"),
-    estimate: bool = typer.Option(True, "--estimate/--no-estimate",
-                                  help="Estimate throttles and duration before the first step (needed by auto)"),
+    throttle: str = typer.Option(
+        "none",
+        "--throttle",
+        help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, "
+        "10MiB/s), auto (each broker's recommended rates, from the estimate) or none",
+    ),
+    estimate: bool = typer.Option(
+        True, "--estimate/--no-estimate", help="Estimate throttles and duration before the first step (needed by auto)"
+    ),
     metrics: Path = METRICS,
     sample: str = SAMPLE,
     headroom: float = HEADROOM,
     floor: str = FLOOR,
     capacity: str = CAPACITY,
     order: str = typer.Option("small-first", "--order", help="small-first or large-first (urgent moves always first)"),
-    stuck_after: str = typer.Option("10m", "--stuck-after",
-                                    help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"),
-    on_stuck: str = typer.Option("wait", "--on-stuck",
-                                 help="What a stuck move does: wait (for the broker to return), rollback (that "
-                                      "partition back to its original list; the rest go on) or fail (stop the migration)"),
-    offline: str = typer.Option("skip", "--offline",
-                                help="A partition with no replica in sync is never stepped: skip (leave it, and "
-                                     "report it) or wait (its move waits until a replica is in sync again)"),
-    disk_margin: str = typer.Option("10%", "--disk-margin",
-                                    help="Share of each destination broker's disk that must stay free once it holds "
-                                         "the replicas it receives; preflight refuses the plan otherwise"),
-    by_reference: bool = typer.Option(
-        False, "--by-reference",
-        help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
-             f"inline; automatic above {INLINE_MOVES} moves",
+    stuck_after: str = typer.Option(
+        "10m", "--stuck-after", help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"
     ),
-    priority: int = typer.Option(0, "--priority", min=-100, max=100,
-                                 help="Among the migrations on the cluster, free slots go to the highest priority "
-                                      "first (a broker decommission, say); equal priorities share evenly"),
+    on_stuck: str = typer.Option(
+        "wait",
+        "--on-stuck",
+        help="What a stuck move does: wait (for the broker to return), rollback (that "
+        "partition back to its original list; the rest go on) or fail (stop the migration)",
+    ),
+    offline: str = typer.Option(
+        "skip",
+        "--offline",
+        help="A partition with no replica in sync is never stepped: skip (leave it, and "
+        "report it) or wait (its move waits until a replica is in sync again)",
+    ),
+    disk_margin: str = typer.Option(
+        "10%",
+        "--disk-margin",
+        help="Share of each destination broker's disk that must stay free once it holds "
+        "the replicas it receives; preflight refuses the plan otherwise",
+    ),
+    by_reference: bool = typer.Option(
+        False,
+        "--by-reference",
+        help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
+        f"inline; automatic above {INLINE_MOVES} moves",
+    ),
+    priority: int = typer.Option(
+        0,
+        "--priority",
+        min=-100,
+        max=100,
+        help="Among the migrations on the cluster, free slots go to the highest priority "
+        "first (a broker decommission, say); equal priorities share evenly",
+    ),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
@@ -111,11 +143,19 @@ def start(
     if metrics is not None and not metrics.exists():
         raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
     all_brokers, per_broker = capacity_option(capacity)
-    settings_of_estimate = EstimateSettings(
-        metrics_ref=str(metrics.resolve()) if metrics else None, sample_s=sample_option(sample), auto_throttle=auto,
-        headroom=headroom, floor_bytes_per_s=rate_option("--floor", floor),
-        capacity_bytes_per_s=all_brokers, broker_capacity=per_broker,
-    ) if estimate else None  # fmt: skip
+    settings_of_estimate = (
+        EstimateSettings(
+            metrics_ref=str(metrics.resolve()) if metrics else None,
+            sample_s=sample_option(sample),
+            auto_throttle=auto,
+            headroom=headroom,
+            floor_bytes_per_s=rate_option("--floor", floor),
+            capacity_bytes_per_s=all_brokers,
+            broker_capacity=per_broker,
+        )
+        if estimate
+        else None
+    )
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
@@ -125,12 +165,21 @@ def start(
     # A large plan stays out of the workflow history: the workers read it from its file, a page at a time.
     by_ref = by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(
-        cluster=name, moves=[] if by_ref else moves, plan_ref=str(plan.resolve()) if by_ref else None, replicas_per_step=replicas_per_step, throttle_bytes_per_s=rate, order=order,
-        stuck_after_s=stuck_after_s, stuck_policy=on_stuck, estimate=settings_of_estimate, offline=offline,
-        disk_margin=margin, priority=priority,
+        cluster=name,
+        moves=[] if by_ref else moves,
+        plan_ref=str(plan.resolve()) if by_ref else None,
+        replicas_per_step=replicas_per_step,
+        throttle_bytes_per_s=rate,
+        order=order,
+        stuck_after_s=stuck_after_s,
+        stuck_policy=on_stuck,
+        estimate=settings_of_estimate,
+        offline=offline,
+        disk_margin=margin,
+        priority=priority,
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
-    )  # fmt: skip
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
     asyncio.run(_start(settings, migration, migration_id, wait, out))
 
@@ -149,13 +198,19 @@ def _share(option: str, text: str) -> float:
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
     client = await connect(settings)
-    attributes = TypedSearchAttributes([
-        SearchAttributePair(CLUSTER_ATTR, migration.cluster), SearchAttributePair(STATUS_ATTR, "preflight"),
-    ])  # fmt: skip
+    attributes = TypedSearchAttributes(
+        [
+            SearchAttributePair(CLUSTER_ATTR, migration.cluster),
+            SearchAttributePair(STATUS_ATTR, "preflight"),
+        ]
+    )
     handle = await client.start_workflow(
-        MigrationWorkflow.run, migration, id=migration_id, task_queue=settings.task_queue,
+        MigrationWorkflow.run,
+        migration,
+        id=migration_id,
+        task_queue=settings.task_queue,
         search_attributes=attributes,
-    )  # fmt: skip
+    )
     what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
     out.info(f"migration {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
     if not wait:
@@ -169,31 +224,52 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
 
 
 def _show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
-    rows = [[f"{m.topic}-{m.partition}", m.original, m.final, len(m.steps),
-             m.error or ("stuck, rolled back" if m.rolled_back else "ok")] for m in result.moves]  # fmt: skip
-    out.table(f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows)
+    rows = [
+        [
+            f"{m.topic}-{m.partition}",
+            m.original,
+            m.final,
+            len(m.steps),
+            m.error or ("stuck, rolled back" if m.rolled_back else "ok"),
+        ]
+        for m in result.moves
+    ]
+    out.table(
+        f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows
+    )
     if result.rolled_back:
         rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
     for line in result.skipped:
         out.warning(f"not rolled back: {line}")
     if result.runs > 1 or result.unchanged:
-        out.info(f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
-                 f"already on their target lists")
-    out.info(f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
-             f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}")
+        out.info(
+            f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
+            f"already on their target lists"
+        )
+    out.info(
+        f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
+        f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}"
+    )
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     for broker in result.throttle_left:
-        out.warning(f"broker {broker} was down when the throttle was removed: its rates stay set (inert, no replica is "
-                    f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
-                    f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}")  # fmt: skip
+        out.warning(
+            f"broker {broker} was down when the throttle was removed: its rates stay set (inert, no replica is "
+            f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
+            f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}"
+        )
     out.data(result)
     if not result.verified:
-        raise DroverError(f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
-                          f"should; see above")  # fmt: skip
-    ends = {"completed": "its target list", "stopped": "its target (finished moves) or a list it had",
-            "rolled_back": "its original list"}  # fmt: skip
+        raise DroverError(
+            f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
+            f"should; see above"
+        )
+    ends = {
+        "completed": "its target list",
+        "stopped": "its target (finished moves) or a list it had",
+        "rolled_back": "its original list",
+    }
     out.success(f"migration {result.status}: every partition shows {ends[result.status]}")
 
 
@@ -203,7 +279,7 @@ def status(
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle."""
-    asyncio.run(_status(ctx.obj, migration_id, Output(as_json)))
+    asyncio.run(show_status(ctx.obj, migration_id, Output(as_json)))
 
 
 async def describe(handle, migration_id: str):
@@ -216,7 +292,7 @@ async def describe(handle, migration_id: str):
         raise
 
 
-async def _status(settings: Settings, migration_id: str, out: Output) -> None:
+async def show_status(settings: Settings, migration_id: str, out: Output) -> None:
     client = await connect(settings)
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     address = settings.temporal_address
@@ -231,8 +307,9 @@ async def _status(settings: Settings, migration_id: str, out: Output) -> None:
         except WorkflowFailureError as e:
             raise DroverError(f"migration {migration_id} {state}: {failure_message(e)}") from None
         raise DroverError(f"migration {migration_id} {state}")
-    progress: MigrationProgress = await patiently(lambda: handle.query(MigrationWorkflow.progress), address,
-                                                  out.warning)  # fmt: skip
+    progress: MigrationProgress = await patiently(
+        lambda: handle.query(MigrationWorkflow.progress), address, out.warning
+    )
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
     frozen = await freeze_notice(client, progress.cluster)
     if frozen:
@@ -312,13 +389,19 @@ async def _list(settings: Settings, cluster: str | None, limit: int, out: Output
     async for w in client.list_workflows(query, limit=limit):
         drover_state = w.typed_search_attributes.get(STATUS_ATTR)
         temporal_state = w.status.name.lower() if w.status else "unknown"
-        found.append({
-            "migration_id": w.id, "cluster": w.typed_search_attributes.get(CLUSTER_ATTR),
-            "state": _state(temporal_state, drover_state),
-            "started": w.start_time.isoformat(timespec="seconds") if w.start_time else None,
-        })  # fmt: skip
-    out.table("Migrations", ["migration", "cluster", "state", "started"],
-              [[f["migration_id"], f["cluster"], f["state"], f["started"]] for f in found])  # fmt: skip
+        found.append(
+            {
+                "migration_id": w.id,
+                "cluster": w.typed_search_attributes.get(CLUSTER_ATTR),
+                "state": _state(temporal_state, drover_state),
+                "started": w.start_time.isoformat(timespec="seconds") if w.start_time else None,
+            }
+        )
+    out.table(
+        "Migrations",
+        ["migration", "cluster", "state", "started"],
+        [[f["migration_id"], f["cluster"], f["state"], f["started"]] for f in found],
+    )
     out.data(found)
 
 
@@ -362,8 +445,16 @@ def limits(
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Change the limits of a running migration; they apply when the next move is admitted (limits not given stay)."""
-    given = {k: v for k, v in {"max_partitions": max_partitions, "max_per_broker": max_per_broker,
-                               "max_replicas": max_replicas, "max_leaders": max_leaders}.items() if v is not None}  # fmt: skip
+    given = {
+        k: v
+        for k, v in {
+            "max_partitions": max_partitions,
+            "max_per_broker": max_per_broker,
+            "max_replicas": max_replicas,
+            "max_leaders": max_leaders,
+        }.items()
+        if v is not None
+    }
     if not given:
         raise DroverError("give at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders", 2)
     asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or default_actor(), reason, Output(as_json)))
@@ -418,7 +509,8 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
     state = phase(progress)
     out.info(
         f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
-        f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, {limits_now.max_leaders} leaders; "
+        f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, "
+        f"{limits_now.max_leaders} leaders; "
         f"throttle {progress.throttle_bytes_per_s or 'none'}"
     )
     out.data(progress)
@@ -426,24 +518,27 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
 
 async def execute_update(handle, update, argument, attempts: int = 20):
     """Send an update; one refused because the migration is handing over to its next run is sent again."""
-    for attempt in range(attempts):
+    for _ in range(attempts - 1):
         try:
             return await handle.execute_update(update, argument)
         except WorkflowUpdateFailedError as e:
-            if HANDING_OVER not in str(getattr(e.cause, "message", "")) or attempt == attempts - 1:
+            if HANDING_OVER not in str(getattr(e.cause, "message", "")):
                 raise
         await asyncio.sleep(0.5)
-    raise AssertionError("unreachable")
+    return await handle.execute_update(update, argument)
 
 
 def cancel(
     ctx: typer.Context,
     migration_id: str = MIGRATION_ID,
-    mode: str = typer.Option("stop", "--mode",
-                             help="stop: cancel the steps in flight (Kafka reverts each), start nothing new, keep "
-                                  "finished moves; revert-pending: also step every move that was in flight back to "
-                                  "its original list (KIP-236); rollback: also every partition this migration "
-                                  "changed, finished moves included"),
+    mode: str = typer.Option(
+        "stop",
+        "--mode",
+        help="stop: cancel the steps in flight (Kafka reverts each), start nothing new, keep "
+        "finished moves; revert-pending: also step every move that was in flight back to "
+        "its original list (KIP-236); rollback: also every partition this migration "
+        "changed, finished moves included",
+    ),
     rollback: bool = typer.Option(False, "--rollback", help="The same as --mode rollback"),
     actor: str = ACTOR,
     reason: str = REASON,

@@ -19,7 +19,9 @@ def plan(
     ctx: typer.Context,
     current: Path = typer.Option(None, "--current", help="Current assignment, Kafka's reassignment JSON format"),
     brokers: Path = typer.Option(None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'),
-    bootstrap: str = typer.Option(None, "--bootstrap", help="Read assignment, brokers and sizes from this live cluster"),
+    bootstrap: str = typer.Option(
+        None, "--bootstrap", help="Read assignment, brokers and sizes from this live cluster"
+    ),
     remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8"),
     sizes: Path = typer.Option(None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'),
     topics: str = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex"),
@@ -57,7 +59,9 @@ def plan(
     if pattern is not None:
         partitions = [p for p in partitions if pattern.fullmatch(p.topic)]
     if not partitions:
-        raise DroverError("no partition to plan" + (f": no topic matches --topics {topics!r}" if topics else ""), exit_code=2)
+        raise DroverError(
+            "no partition to plan" + (f": no topic matches --topics {topics!r}" if topics else ""), exit_code=2
+        )
 
     request = PlanRequest(
         partitions=partitions, brokers=broker_specs, remove_brokers=remove, sizes=size_map, max_moves=max_moves
@@ -134,8 +138,11 @@ def _read_json(path: Path):
     except OSError as e:
         raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DroverError(f"{path}: not valid JSON: {getattr(e, 'msg', e)}" + (
-            f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""), exit_code=2) from None
+        raise DroverError(
+            f"{path}: not valid JSON: {getattr(e, 'msg', e)}"
+            + (f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""),
+            exit_code=2,
+        ) from None
 
 
 def _validate(path: Path, raw, model, label):

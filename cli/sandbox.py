@@ -4,7 +4,6 @@ import typer
 from pydantic import ValidationError
 
 from cli.errors import DroverError
-
 from cli.output import Output
 from sandbox import Sandbox, SandboxSettings
 from sandbox.stack import SandboxStatus
@@ -41,8 +40,12 @@ def show_status(out: Output, status: SandboxStatus) -> None:
 
 @app.command()
 def up(
-    brokers: int = typer.Option(None, "--brokers", min=1, max=20, help="Number of brokers [env: DROVER_SANDBOX_BROKERS; default 4]"),
-    racks: int = typer.Option(None, "--racks", min=1, max=20, help="Racks to spread them over [env: DROVER_SANDBOX_RACKS; default 2]"),
+    brokers: int = typer.Option(
+        None, "--brokers", min=1, max=20, help="Number of brokers [env: DROVER_SANDBOX_BROKERS; default 4]"
+    ),
+    racks: int = typer.Option(
+        None, "--racks", min=1, max=20, help="Racks to spread them over [env: DROVER_SANDBOX_RACKS; default 2]"
+    ),
     worker: bool = typer.Option(True, "--worker/--no-worker", help="Also start the Drover worker"),
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout"),
 ) -> None:

@@ -14,7 +14,7 @@ from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
 from cli.errors import DroverError
-from cli.migrate import _status, current_batch, describe, summary
+from cli.migrate import current_batch, describe, show_status, summary
 from cli.output import Output
 from models.migration import MigrationProgress, MigrationResult
 from settings import Settings
@@ -39,12 +39,12 @@ def watch(
     result. Without a terminal, one summary line per look. Ctrl-C stops watching, not the migration."""
     settings: Settings = ctx.obj
     try:
-        asyncio.run(_watch(settings, migration_id, interval, Output(as_json)))
+        asyncio.run(watch_migration(settings, migration_id, interval, Output(as_json)))
     except KeyboardInterrupt:
         raise DroverError("stopped watching; the migration goes on", exit_code=130) from None
 
 
-async def _watch(settings: Settings, migration_id: str, interval: float, out: Output) -> None:
+async def watch_migration(settings: Settings, migration_id: str, interval: float, out: Output) -> None:
     client = await connect(settings)
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     live = Live(console=out.err, auto_refresh=False) if out.err.is_terminal and not out.as_json else None
@@ -58,8 +58,9 @@ async def _watch(settings: Settings, migration_id: str, interval: float, out: Ou
             if described.status != WorkflowExecutionStatus.RUNNING:
                 break
             try:
-                progress: MigrationProgress = await patiently(lambda: handle.query(MigrationWorkflow.progress),
-                                                              address, out.warning)  # fmt: skip
+                progress: MigrationProgress = await patiently(
+                    lambda: handle.query(MigrationWorkflow.progress), address, out.warning
+                )
             except RPCError:
                 # Not started on a worker yet (no worker running, or it is busy): look again.
                 await asyncio.sleep(interval)
@@ -80,7 +81,7 @@ async def _watch(settings: Settings, migration_id: str, interval: float, out: Ou
         if live:
             live.stop()
     # Ended: the same report as drover status (the result, or why it failed).
-    await _status(settings, migration_id, Output(False) if out.as_json else out)
+    await show_status(settings, migration_id, Output(False) if out.as_json else out)
     if out.as_json:
         sys.stdout.write(json.dumps({"migration_id": migration_id, "ended": True}) + "\n")
 
@@ -89,8 +90,12 @@ def _render(migration_id: str, progress: MigrationProgress, batch: list[list[obj
     parts: list[object] = [Text(f"{migration_id}: {summary('running', progress)}")]
     parts.append(Text(f"moves  {bar(progress.done, progress.moves_total)} {progress.done}/{progress.moves_total}"))
     if progress.bytes_total:
-        parts.append(Text(f"bytes  {bar(progress.bytes_done, progress.bytes_total)} "
-                          f"{progress.bytes_done * 100 // progress.bytes_total}%"))  # fmt: skip
+        parts.append(
+            Text(
+                f"bytes  {bar(progress.bytes_done, progress.bytes_total)} "
+                f"{progress.bytes_done * 100 // progress.bytes_total}%"
+            )
+        )
     brokers = Table(title="Per broker (moves touching it)", title_justify="left")
     for column in ("broker", "done", "", "in flight", "waiting"):
         brokers.add_column(column)

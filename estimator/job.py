@@ -37,12 +37,14 @@ SIMULATE_MAX = 50_000
 # Partitions that can never catch up listed at most (the count is in the message).
 FLAGGED_MAX = 100
 
-MOVE_SCHEMA = T.StructType([
-    T.StructField("topic", T.StringType()),
-    T.StructField("partition", T.IntegerType()),
-    T.StructField("original", T.ArrayType(T.IntegerType())),
-    T.StructField("target", T.ArrayType(T.IntegerType())),
-])  # fmt: skip
+MOVE_SCHEMA = T.StructType(
+    [
+        T.StructField("topic", T.StringType()),
+        T.StructField("partition", T.IntegerType()),
+        T.StructField("original", T.ArrayType(T.IntegerType())),
+        T.StructField("target", T.ArrayType(T.IntegerType())),
+    ]
+)
 
 
 def read_moves(spark: SparkSession, ref: str) -> DataFrame:
@@ -57,8 +59,10 @@ def moving_partitions(moves: DataFrame, metrics: DataFrame, metrics_name: str, r
     missing = joined.filter(F.col("bytes_in_per_sec").isNull())
     example = missing.select("topic", "partition").first()
     if example is not None:
-        raise MetricsError(f"metrics {metrics_name}: columns topic, partition: no row for {missing.count()} moving "
-                           f"partition(s), e.g. {example['topic']}-{example['partition']}")  # fmt: skip
+        raise MetricsError(
+            f"metrics {metrics_name}: columns topic, partition: no row for {missing.count()} moving "
+            f"partition(s), e.g. {example['topic']}-{example['partition']}"
+        )
     leader = F.col("leader") if "leader" in metrics.columns else F.lit(None).cast("int")
     adds = F.array_except("target", "original")
     new_leader = F.element_at("target", 1)
@@ -66,11 +70,18 @@ def moving_partitions(moves: DataFrame, metrics: DataFrame, metrics_name: str, r
         F.slice(adds, 1, replicas_per_step)
     )
     return joined.select(
-        "seq", "topic", "partition", "original", "target",
-        F.col("bytes_in_per_sec").alias("w"), F.col("size_bytes").alias("s"),
-        F.coalesce(leader, F.element_at("original", 1)).alias("leader"), new_leader.alias("new_leader"),
-        first.alias("first"), F.array_except(adds, first).alias("rest"),
-    )  # fmt: skip
+        "seq",
+        "topic",
+        "partition",
+        "original",
+        "target",
+        F.col("bytes_in_per_sec").alias("w"),
+        F.col("size_bytes").alias("s"),
+        F.coalesce(leader, F.element_at("original", 1)).alias("leader"),
+        new_leader.alias("new_leader"),
+        first.alias("first"),
+        F.array_except(adds, first).alias("rest"),
+    )
 
 
 def estimate(moves: DataFrame, metrics: DataFrame, options: EstimateOptions, metrics_name: str = "") -> Estimate:
@@ -88,18 +99,29 @@ def _estimate(parts: DataFrame, options: EstimateOptions, R: int, k: int) -> Est
     followers = parts.select("topic", "partition", "w", "s", F.explode(F.array_union("first", "rest")).alias("broker"))
     followers = followers.withColumn("c", F.col("w")).withColumn("bytes", F.col("s"))
     # Leader side: the broker serving the first step's copies, and the new leader serving the rest (R at a time).
-    served = F.explode(F.array(
-        F.struct(F.col("leader").alias("broker"), F.size("first").alias("at_once"), F.size("first").alias("copies")),
-        F.struct(F.col("new_leader").alias("broker"), F.least(F.lit(R), F.size("rest")).alias("at_once"),
-                 F.size("rest").alias("copies")),
-    ))  # fmt: skip
+    served = F.explode(
+        F.array(
+            F.struct(
+                F.col("leader").alias("broker"), F.size("first").alias("at_once"), F.size("first").alias("copies")
+            ),
+            F.struct(
+                F.col("new_leader").alias("broker"),
+                F.least(F.lit(R), F.size("rest")).alias("at_once"),
+                F.size("rest").alias("copies"),
+            ),
+        )
+    )
     leaders = (
         parts.select("topic", "partition", "w", "s", served.alias("x"))
         .select("topic", "partition", "w", "s", "x.*")
         .filter(F.col("copies") > 0)
         .groupBy("broker", "topic", "partition")
-        .agg(F.first("w").alias("w"), F.first("s").alias("s"), F.max("at_once").alias("at_once"),
-             F.sum("copies").alias("copies"))  # fmt: skip
+        .agg(
+            F.first("w").alias("w"),
+            F.first("s").alias("s"),
+            F.max("at_once").alias("at_once"),
+            F.sum("copies").alias("copies"),
+        )
         .withColumn("c", F.col("w") * F.col("at_once"))
         .withColumn("bytes", F.col("s") * F.col("copies"))
     )
@@ -112,11 +134,15 @@ def _estimate(parts: DataFrame, options: EstimateOptions, R: int, k: int) -> Est
             df.unpersist()
 
 
-def _summarise(parts: DataFrame, roles: dict[str, DataFrame], sums: dict[str, DataFrame], options: EstimateOptions,
-               k: int) -> Estimate:
+def _summarise(
+    parts: DataFrame, roles: dict[str, DataFrame], sums: dict[str, DataFrame], options: EstimateOptions, k: int
+) -> Estimate:
     per_broker = {role: {r["broker"]: r for r in df.collect()} for role, df in sums.items()}
-    totals = parts.agg(F.count(F.lit(1)).alias("n"), F.sum("w").alias("w"),
-                       F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes")).first()  # fmt: skip
+    totals = parts.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum("w").alias("w"),
+        F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
+    ).first()
     brokers = sorted(set(per_broker["follower"]) | set(per_broker["leader"]))
     estimates = [_broker(b, per_broker["follower"].get(b), per_broker["leader"].get(b), options, k) for b in brokers]
     flagged = _never_catch_up(roles, sums, estimates, k, parts.sparkSession)
@@ -199,15 +225,23 @@ def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> 
     )
 
 
-def _never_catch_up(roles: dict[str, DataFrame], sums: dict[str, DataFrame], estimates: list[BrokerEstimate],
-                    k: int, spark: SparkSession) -> list[NeverCatchesUp]:
+def _never_catch_up(
+    roles: dict[str, DataFrame],
+    sums: dict[str, DataFrame],
+    estimates: list[BrokerEstimate],
+    k: int,
+    spark: SparkSession,
+) -> list[NeverCatchesUp]:
     """Rows whose need (write rate x replicas fed at once) is at or above their share of the broker's rate.
 
     The share is max-min fair: with the k-1 largest others in flight beside it, each other takes its own need or,
     if larger, as much as this one; what is left is this row's share. (Replicas in sync leave the throttle, so a
     partition that is merely slower than others still catches up; these never do while the others move.)"""
-    rates = [(e.broker, float(e.leader_rate), float(e.follower_rate)) for e in estimates
-             if e.leader_rate is not None and e.follower_rate is not None]  # fmt: skip
+    rates = [
+        (e.broker, float(e.leader_rate), float(e.follower_rate))
+        for e in estimates
+        if e.leader_rate is not None and e.follower_rate is not None
+    ]
     if not rates:
         return []
     rate_df = spark.createDataFrame(rates, "broker int, leader_rate double, follower_rate double")
@@ -226,26 +260,47 @@ def _never_catch_up(roles: dict[str, DataFrame], sums: dict[str, DataFrame], est
             .orderBy("topic", "partition", "broker")
             .limit(FLAGGED_MAX)
         )
-        found += [NeverCatchesUp(topic=r["topic"], partition=r["partition"], broker=r["broker"], role=role,
-                                 write_rate=r["w"], share=max(0.0, r["share"])) for r in rows.collect()]  # fmt: skip
+        found += [
+            NeverCatchesUp(
+                topic=r["topic"],
+                partition=r["partition"],
+                broker=r["broker"],
+                role=role,
+                write_rate=r["w"],
+                share=max(0.0, r["share"]),
+            )
+            for r in rows.collect()
+        ]
     return found
 
 
-def _duration(parts: DataFrame, estimates: list[BrokerEstimate], options: EstimateOptions, n: int,
-              k: int) -> tuple[float | None, str]:
-    rates = {e.broker: (float(e.leader_rate), float(e.follower_rate)) for e in estimates
-             if e.leader_rate is not None and e.follower_rate is not None}  # fmt: skip
+def _duration(
+    parts: DataFrame, estimates: list[BrokerEstimate], options: EstimateOptions, n: int, k: int
+) -> tuple[float | None, str]:
+    rates = {
+        e.broker: (float(e.leader_rate), float(e.follower_rate))
+        for e in estimates
+        if e.leader_rate is not None and e.follower_rate is not None
+    }
     R, overhead = options.replicas_per_step, options.step_overhead_s
     if n <= SIMULATE_MAX:
-        rows = parts.select("topic", "partition", "original", "target", "w", "s", "leader", "new_leader", "first",
-                            "rest").orderBy("seq").collect()  # fmt: skip
+        rows = (
+            parts.select("topic", "partition", "original", "target", "w", "s", "leader", "new_leader", "first", "rest")
+            .orderBy("seq")
+            .collect()
+        )
         moves = [_sim_move(r, R) for r in rows]
         return simulate(moves, options.limits, R, rates, overhead), "simulated"
     steps = parts.agg(F.sum(1 + F.ceil(F.size("rest") / R)).alias("steps")).first()["steps"]
     if any(e.transfer_s is None for e in estimates):
         return None, "bound"
-    per_broker = max((e.transfer_s + overhead * max(e.receiving, e.serving) / min(k, max(e.receiving, e.serving, 1))
-                      for e in estimates), default=0.0)  # fmt: skip
+    per_broker = max(
+        (
+            e.transfer_s + overhead * max(e.receiving, e.serving) / min(k, max(e.receiving, e.serving, 1))
+            for e in estimates
+        ),
+        default=0.0,
+    )
     return max(per_broker, overhead * float(steps) / options.limits.max_partitions), "bound"
 
 
@@ -273,8 +328,9 @@ def main(argv: list[str] | None = None) -> int:
     # Under spark-submit the master and the rest of the configuration are spark-submit's.
     session = SparkSession.builder.appName("drover-estimate").getOrCreate()
     try:
-        result = estimate_request(session, EstimateRequest(moves_ref=args.moves, metrics_ref=args.metrics,
-                                                           options=options))  # fmt: skip
+        result = estimate_request(
+            session, EstimateRequest(moves_ref=args.moves, metrics_ref=args.metrics, options=options)
+        )
     except MetricsError as e:
         print(f"error: {e}", file=sys.stderr)
         return 2

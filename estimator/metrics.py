@@ -56,8 +56,9 @@ def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
     if missing:
         raise MetricsError(f"metrics {path}: missing column {', '.join(missing)} (needs {', '.join(METRIC_COLUMNS)})")
     wanted = [c for c in _TYPES if c in columns]
-    typed = raw.select(*[F.col(c).try_cast(_TYPES[c]).alias(c) for c in wanted],
-                       *[F.col(c).alias(f"_raw_{c}") for c in wanted])  # fmt: skip
+    typed = raw.select(
+        *[F.col(c).try_cast(_TYPES[c]).alias(c) for c in wanted], *[F.col(c).alias(f"_raw_{c}") for c in wanted]
+    )
     checks = []
     for c in wanted:
         required = c != "leader"
@@ -65,20 +66,26 @@ def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
         checks.append((c, "is empty or not a " + ("text" if c == "topic" else "number"), unusable))
         if c != "topic":
             checks.append((c, "is negative", F.col(c) < 0))
-    counts = typed.agg(*[F.sum(F.when(cond, 1).otherwise(0)).alias(f"c{i}") for i, (_, _, cond) in enumerate(checks)],
-                       F.count(F.lit(1)).alias("rows"),
-                       F.countDistinct("topic", "partition").alias("distinct"))  # fmt: skip
+    counts = typed.agg(
+        *[F.sum(F.when(cond, 1).otherwise(0)).alias(f"c{i}") for i, (_, _, cond) in enumerate(checks)],
+        F.count(F.lit(1)).alias("rows"),
+        F.countDistinct("topic", "partition").alias("distinct"),
+    )
     row = counts.first()
     for i, (column, problem, cond) in enumerate(checks):
         if row[f"c{i}"]:
             example = typed.filter(cond).select("topic", "partition", f"_raw_{column}").first()
             where = f"{example['topic']}-{example['partition']}" if example["topic"] is not None else "a row"
-            raise MetricsError(f"metrics {path}: column {column} {problem} in {row[f'c{i}']} row(s), "
-                               f"e.g. {where}: {example[f'_raw_{column}']!r}")  # fmt: skip
+            raise MetricsError(
+                f"metrics {path}: column {column} {problem} in {row[f'c{i}']} row(s), "
+                f"e.g. {where}: {example[f'_raw_{column}']!r}"
+            )
     if row["rows"] == 0:
         raise MetricsError(f"metrics {path}: no rows")
     if row["distinct"] != row["rows"]:
         twice = typed.groupBy("topic", "partition").count().filter("count > 1").first()
-        raise MetricsError(f"metrics {path}: columns topic, partition: {twice['topic']}-{twice['partition']} "
-                           f"appears {twice['count']} times")  # fmt: skip
+        raise MetricsError(
+            f"metrics {path}: columns topic, partition: {twice['topic']}-{twice['partition']} "
+            f"appears {twice['count']} times"
+        )
     return typed.select(*wanted)

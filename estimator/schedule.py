@@ -9,7 +9,8 @@ leader rate, and gains on the log at that share minus the partition's write rate
 
 from dataclasses import dataclass, field
 
-from steps.admission import Limits, MoveSpec, admit
+from models.admission import Limits, MoveSpec
+from steps.admission import admit
 
 # Waiting moves admission looks at, as a migration does with a plan paged in from its file.
 LOOKAHEAD = 500

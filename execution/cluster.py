@@ -20,10 +20,10 @@ from datetime import datetime
 
 from pydantic import BaseModel
 
-from models.coordination import Demand, JoinRequest, PartitionKey
+from models.admission import Limits, MoveSpec
+from models.coordination import Demand, JoinRequest, PartitionKey, ThrottleWanted
 from models.migration import AuditEntry, OperatorAction
-from steps.admission import Limits, MoveSpec
-from steps.throttle import ThrottleWanted, wanted_throttle
+from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).
 KEPT_ACTIONS = 200
@@ -104,8 +104,10 @@ class ClusterState(BaseModel):
         if req.migration_id in self.holders:
             return None
         if self.cluster_id is not None and req.cluster_id != self.cluster_id:
-            return (f"cluster name {self.name} is bound to Kafka cluster ID {self.cluster_id}, but this migration's "
-                    f"workers reach Kafka cluster ID {req.cluster_id}; nothing was changed")  # fmt: skip
+            return (
+                f"cluster name {self.name} is bound to Kafka cluster ID {self.cluster_id}, but this migration's "
+                f"workers reach Kafka cluster ID {req.cluster_id}; nothing was changed"
+            )
         taken: list[str] = []
         for other in [*self.holders.values(), *self._orphan_holders()]:
             for topic, parts in req.partitions.items():
@@ -117,10 +119,14 @@ class ClusterState(BaseModel):
         if self.cluster_id is None:
             self.cluster_id = req.cluster_id
             self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
-        self.holders[req.migration_id] = Holder(migration_id=req.migration_id, priority=req.priority,
-                                                partitions=req.partitions)  # fmt: skip
-        self.note("join", f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), "
-                          f"priority {req.priority}", now)  # fmt: skip
+        self.holders[req.migration_id] = Holder(
+            migration_id=req.migration_id, priority=req.priority, partitions=req.partitions
+        )
+        self.note(
+            "join",
+            f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), priority {req.priority}",
+            now,
+        )
         return None
 
     def _orphan_holders(self) -> list[Holder]:
@@ -139,8 +145,11 @@ class ClusterState(BaseModel):
         if h is None or (h.demand is not None and d.seq <= h.demand.seq):
             return False
         released, moved = set(d.released), {tuple(k) for k in d.leaders_moved}
-        h.in_flight = [m.model_copy(update={"leader_moved": True}) if (m.topic, m.partition) in moved else m
-                       for m in h.in_flight if (m.topic, m.partition) not in released]  # fmt: skip
+        h.in_flight = [
+            m.model_copy(update={"leader_moved": True}) if (m.topic, m.partition) in moved else m
+            for m in h.in_flight
+            if (m.topic, m.partition) not in released
+        ]
         held = {(m.topic, m.partition) for m in h.in_flight}
         # Only moves of its own partitions, and not those already granted (a grant it has not seen yet).
         candidates = [m for m in d.candidates if h.holds((m.topic, m.partition)) and (m.topic, m.partition) not in held]
@@ -164,10 +173,18 @@ class ClusterState(BaseModel):
         if h is None:
             return
         d = h.demand
-        self.orphans += [Orphan(migration_id=migration_id, move=m, rate=d.rate if d else None,
-                                broker_rates=d.broker_rates if d else {}) for m in h.in_flight]  # fmt: skip
-        self.note("clean-up", f"{migration_id} ended without releasing {len(h.in_flight)} move(s); "
-                              "they are cancelled and their slots, partitions and throttle released", now)  # fmt: skip
+        self.orphans += [
+            Orphan(
+                migration_id=migration_id, move=m, rate=d.rate if d else None, broker_rates=d.broker_rates if d else {}
+            )
+            for m in h.in_flight
+        ]
+        self.note(
+            "clean-up",
+            f"{migration_id} ended without releasing {len(h.in_flight)} move(s); "
+            "they are cancelled and their slots, partitions and throttle released",
+            now,
+        )
 
     def orphan_ended(self, key: PartitionKey) -> None:
         self.orphans = [o for o in self.orphans if (o.move.topic, o.move.partition) != key]
@@ -208,8 +225,14 @@ class ClusterState(BaseModel):
                 r = rps[h.migration_id]
                 first = cluster.partitions == 0
                 mine = own[h.migration_id]
-                move = next((m for m in h.demand.candidates
-                             if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))), None)  # fmt: skip
+                move = next(
+                    (
+                        m
+                        for m in h.demand.candidates
+                        if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))
+                    ),
+                    None,
+                )
                 if move is None:
                     continue
                 rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
@@ -276,10 +299,14 @@ class ClusterState(BaseModel):
         self._audit(action, OperatorAction(actor="drover", reason=detail), now, "")
 
     def _audit(self, action: str, by: OperatorAction, now: datetime, detail: str) -> None:
-        self.actions = [*self.actions[-(KEPT_ACTIONS - 1):],
-                        AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail)]  # fmt: skip
+        self.actions = [
+            *self.actions[-(KEPT_ACTIONS - 1) :],
+            AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail),
+        ]
 
 
 def _limits_text(limits: Limits) -> str:
-    return (f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
-            f"leaders {limits.max_leaders}")  # fmt: skip
+    return (
+        f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
+        f"leaders {limits.max_leaders}"
+    )

@@ -4,8 +4,8 @@ Pure: the time is passed in."""
 from datetime import datetime
 
 from execution.state import MigrationState, Phase, succeeded
+from models.admission import MoveSpec
 from models.migration import BatchEntry, BrokerProgress, MigrationProgress, MigrationResult, MoveOutcome
-from steps.admission import MoveSpec
 
 
 def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgress:
@@ -32,10 +32,16 @@ def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgres
         stuck=sorted(f"{r.move.topic}-{r.move.partition}" for r in records if r.stuck),
         runs=s.runs,
         batch=[
-            BatchEntry(topic=r.move.topic, partition=r.move.partition, original=r.move.original,
-                       current=r.current or r.expected or r.move.original, step=r.step, final=r.move.target)
+            BatchEntry(
+                topic=r.move.topic,
+                partition=r.move.partition,
+                original=r.move.original,
+                current=r.current or r.expected or r.move.original,
+                step=r.step,
+                final=r.move.target,
+            )
             for r in records
-        ],  # fmt: skip
+        ],
         estimate=s.estimate,
         estimating=s.phase == Phase.ESTIMATING,
         auto_throttle=bool(s.broker_rates),
@@ -60,9 +66,14 @@ def _rates(s: MigrationState, now: datetime) -> dict:
         left = max(planned - moving, 0.0)
         done_share = bytes_done / s.bytes_total if s.bytes_total else done_count / max(s.moves_total, 1)
         eta = left if eta is None else (1 - done_share) * left + done_share * eta
-    return dict(started_at=s.started_at, elapsed_s=round(elapsed, 1), moves_total=s.moves_total,
-                bytes_total=s.bytes_total, bytes_done=bytes_done,
-                eta_s=None if eta is None else round(max(eta, 0.0), 1))  # fmt: skip
+    return dict(
+        started_at=s.started_at,
+        elapsed_s=round(elapsed, 1),
+        moves_total=s.moves_total,
+        bytes_total=s.bytes_total,
+        bytes_done=bytes_done,
+        eta_s=None if eta is None else round(max(eta, 0.0), 1),
+    )
 
 
 def _brokers(s: MigrationState) -> list[BrokerProgress]:
@@ -70,7 +81,8 @@ def _brokers(s: MigrationState) -> list[BrokerProgress]:
     counts: dict[int, list[int]] = {}
     w = s.window
     done = [o for o in w.outcomes if succeeded(o) and o.original != o.target]
-    for column, moves in enumerate((w.waiting, w.specs(), done)):
+    columns: list[list[MoveSpec] | list[MoveOutcome]] = [w.waiting, w.specs(), done]
+    for column, moves in enumerate(columns):
         for m in moves:
             for b in sorted(set(m.original) ^ set(m.target)):
                 counts.setdefault(b, [0, 0, 0])[column] += 1
@@ -85,8 +97,11 @@ def expected_lists(s: MigrationState) -> list[MoveSpec]:
     on its original list where its stuck policy stepped it back."""
     if s.direction == "rollback":
         return [_spec(o, o.target) for o in s.rollback_outcomes if o.final is not None or o.error is None]
-    return [_spec(o, o.original if o.rolled_back else o.target)
-            for o in s.forward_outcomes if o.error is None and o.original != o.target]  # fmt: skip
+    return [
+        _spec(o, o.original if o.rolled_back else o.target)
+        for o in s.forward_outcomes
+        if o.error is None and o.original != o.target
+    ]
 
 
 def _spec(o: MoveOutcome, target: list[int]) -> MoveSpec:

@@ -7,7 +7,8 @@ Modelled on Cruise Control's executor: ``ExecutionTask`` (a state enum with a ``
 ``ExecutionTaskManager`` (the moves in flight) and ``ExecutionTaskPlanner`` (admission, here ``steps.admission``).
 
     PREFLIGHT -> ESTIMATING -> RUNNING <-> PAUSED
-    RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused meanwhile
+    RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused
+        meanwhile
     any phase before CLEANING_UP -> STOPPING (a cancel, a failure) -> ROLLING_BACK (revert-pending, rollback)
     RUNNING | STOPPING | ROLLING_BACK (nothing left to do) -> CLEANING_UP -> COMPLETED | STOPPED | ROLLED_BACK | FAILED
 
@@ -24,11 +25,12 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from models.admission import Limits, MoveSpec
+from models.errors import ErrorType
 from models.estimate import Estimate
 from models.migration import AuditEntry, CancelMode, MoveOutcome, OperatorAction, ThrottleState
 from models.moves import StuckPolicy
-from steps.admission import Limits, MoveSpec, admit
-
+from steps.admission import admit
 
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
 DEMAND_PER_SLOT = 2
@@ -267,14 +269,25 @@ class MigrationState(BaseModel):
             if p == Phase.STOPPING and self.cancel == mode:
                 return f"a cancel with mode {mode} is already under way"
             if p == Phase.ROLLING_BACK or (p == Phase.DRAINING and self.after_drain == Phase.ROLLING_BACK):
-                return None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
+                return (
+                    None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
+                )
             if p == Phase.STOPPING and self.direction == "rollback":
                 return "the rollback is already being stopped"
             return None
         return None
 
-    def apply(self, action: Action, request: OperatorAction, now: datetime, *, mode: CancelMode | None = None,
-              limits: Limits | None = None, rate: int | None = None, detail: str = "") -> AuditEntry:  # fmt: skip
+    def apply(
+        self,
+        action: Action,
+        request: OperatorAction,
+        now: datetime,
+        *,
+        mode: CancelMode | None = None,
+        limits: Limits | None = None,
+        rate: int | None = None,
+        detail: str = "",
+    ) -> AuditEntry:
         """Apply an allowed action (``refusal`` returned None) and record it in the audit."""
         reason = self.refusal(action, mode)
         if reason is not None:
@@ -395,8 +408,9 @@ class MigrationState(BaseModel):
                 due.append(r)
         return due
 
-    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int],
-                      leaders_at_step: bool = True) -> bool:
+    def step_reported(
+        self, key: tuple[str, int], token: str, current: list[int], step: list[int], leaders_at_step: bool = True
+    ) -> bool:
         """A child issues a step from ``current``. True when this shows its leader movement done: the list Kafka
         shows already starts with the target's preferred leader (the step that put it first elected it), so the
         move gives up its leader slot (``leaders_at_step``; a run from before that counted whole moves)."""
@@ -433,7 +447,7 @@ class MigrationState(BaseModel):
             w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]
             return True
         w.outcomes = [*w.outcomes, outcome]
-        if outcome.error_type == "Stuck":
+        if outcome.error_type == ErrorType.STUCK:
             self.fail(f"stopped: {outcome.error}")
         return True
 

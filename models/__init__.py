@@ -9,7 +9,18 @@ from models.cluster import (
     ReplicaSize,
     TopicPartition,
 )
-from models.moves import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, Step, StepRequest, StepStatus, StuckPolicy
+from models.moves import (
+    MoveInput,
+    MoveProgress,
+    MoveReport,
+    MoveResult,
+    MoveStepReport,
+    MoveStuck,
+    Step,
+    StepRequest,
+    StepStatus,
+    StuckPolicy,
+)
 
 __all__ = [
     "BrokerDisk",

@@ -76,5 +76,4 @@ class ReplicaSize(_Frozen):
     topic: str
     partition: int
     size_bytes: int
-    offset_lag: int = 0
     is_future: bool = False

@@ -3,14 +3,25 @@
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
+from models.admission import Limits, MoveSpec
 from models.migration import AuditEntry, OperatorAction
-from steps.admission import Limits, MoveSpec
-from steps.throttle import ThrottleWanted
+
+
+class ThrottleWanted(BaseModel):
+    """Drover's own throttle for the moves in flight of every migration on a cluster: per topic the replicas it
+    lists, per broker its (leader, follower) rates. An operator's own settings are merged in when written."""
+
+    model_config = ConfigDict(frozen=True)
+
+    topics: dict[str, dict[str, list[str]]] = {}
+    brokers: dict[int, tuple[int, int]] = {}
+
 
 def cluster_workflow_id(cluster: str) -> str:
-    """The coordinator of the cluster of that name (``ClusterWorkflow``): one per name, bound to one Kafka cluster ID."""
+    """The coordinator of the cluster of that name (``ClusterWorkflow``): one per name, bound to one Kafka cluster
+    ID."""
     return f"cluster:{cluster}"
 
 

@@ -10,7 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
-from steps.admission import Limits
+from models.admission import Limits
 
 # The columns a metrics dataset must have (Parquet, CSV or JSON lines); ``leader`` is optional.
 METRIC_COLUMNS = ("topic", "partition", "bytes_in_per_sec", "size_bytes")
@@ -102,13 +102,21 @@ class Estimate(BaseModel):
         """One line naming the partitions that could never catch up at the chosen throttle."""
         flagged = self.never_catch_up
         partitions = len({(f.topic, f.partition) for f in flagged})
-        shown = "; ".join(f"{f.topic}-{f.partition} writes {f.write_rate / 1e6:.2f} MB/s, its share of broker "
-                          f"{f.broker}'s {f.role} throttle is {f.share / 1e6:.2f} MB/s" for f in flagged[:3])  # fmt: skip
+        shown = "; ".join(
+            f"{f.topic}-{f.partition} writes {f.write_rate / 1e6:.2f} MB/s, its share of broker "
+            f"{f.broker}'s {f.role} throttle is {f.share / 1e6:.2f} MB/s"
+            for f in flagged[:3]
+        )
         more = f" (and {len(flagged) - 3} more)" if len(flagged) > 3 else ""
-        return (f"{partitions} partition(s) would never catch up at the chosen throttle, nothing was changed: "
-                f"{shown}{more}; raise the throttle or use --throttle auto")
+        return (
+            f"{partitions} partition(s) would never catch up at the chosen throttle, nothing was changed: "
+            f"{shown}{more}; raise the throttle or use --throttle auto"
+        )
 
     def rates(self) -> dict[int, tuple[int, int]]:
         """Broker -> (leader rate, follower rate) the migration should set; only brokers with a rate."""
-        return {b.broker: (b.leader_rate, b.follower_rate) for b in self.brokers
-                if b.leader_rate is not None and b.follower_rate is not None}  # fmt: skip
+        return {
+            b.broker: (b.leader_rate, b.follower_rate)
+            for b in self.brokers
+            if b.leader_rate is not None and b.follower_rate is not None
+        }

@@ -5,12 +5,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field, model_validator
 
+from models.admission import Limits, MoveSpec
 from models.cluster import TopicPartition
 from models.estimate import Estimate, EstimateOptions
 from models.moves import StuckPolicy
 from models.plan import PartitionReplicas
-from steps.admission import Limits, MoveSpec
-
 
 # The refusal of an update that arrives while a run hands over to the next; the CLI tries again on it.
 HANDING_OVER = "the migration is handing over to its next run; try again in a moment"
@@ -327,4 +326,3 @@ class RollbackPlan(BaseModel):
     count: int
     # Partitions left as they are, each with the reason.
     skipped: list[str] = []
-

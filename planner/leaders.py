@@ -17,7 +17,8 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
     """
     leader = [r[0] for r in replicas]
     kept = set(brokers)
-    led: dict[int, set[int]] = {b: set() for r in replicas for b in r} | {b: set() for b in brokers}
+    led: dict[int, set[int]] = {b: set() for r in replicas for b in r}
+    led |= {b: set() for b in brokers}
     for i, b in enumerate(leader):
         led[b].add(i)
     floor, extra = divmod(len(replicas), len(brokers))
@@ -39,8 +40,9 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
         while over(b) and _hand_over({b}, under_ceil, replicas, leader, led):
             pass
     for b in sorted(led):
-        while under_floor(b) and _hand_over({c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b,
-                                             replicas, leader, led):  # fmt: skip
+        while under_floor(b) and _hand_over(
+            {c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b, replicas, leader, led
+        ):
             pass
     return leader
 
@@ -57,8 +59,8 @@ def _hand_over(sources: set[int], is_target, replicas, leader, led) -> bool:
                     continue
                 came_from[c] = (i, b)
                 if is_target(c):
-                    while came_from[c] is not None:
-                        i, prev = came_from[c]
+                    while (hop := came_from[c]) is not None:
+                        i, prev = hop
                         led[prev].discard(i)
                         led[c].add(i)
                         leader[i] = c

@@ -37,17 +37,21 @@ def make_plan(request: PlanRequest) -> Plan:
     topics = [p.topic for p in parts]
 
     placement = Placement(
-        replicas=[list(r) for r in original], topics=topics, sizes=sizes, rack_of=rack_of, limits=limits,
-        quota=dict.fromkeys(kept, 0), racked=racked, group=dict.fromkeys(kept),
-    )  # fmt: skip
+        replicas=[list(r) for r in original],
+        topics=topics,
+        sizes=sizes,
+        rack_of=rack_of,
+        limits=limits,
+        quota=dict.fromkeys(kept, 0),
+        racked=racked,
+        group=dict.fromkeys(kept),
+    )
     # Replicas that must move whatever the quotas (removed or unknown broker, over a rack limit) leave first, the
     # fullest brokers giving up the rack's extra ones; quotas then fit what stays, so those moves count once.
     mandatory = evict_mandatory(placement)
     must_move = {h.partition for h in mandatory}
     quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
-    placement.reset_quotas(
-        quotas.per_broker, {b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept}
-    )
+    placement.reset_quotas(quotas.per_broker, {b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept})
     lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if quotas.balance == "per-rack" else None)
     fill(placement, mandatory + evict_for_balance(placement))
     rebalance(placement)
@@ -76,7 +80,9 @@ def make_plan(request: PlanRequest) -> Plan:
         max_moves_reached=budget_hit,
     )
     return Plan(
-        changes=[PartitionReplicas(topic=parts[i].topic, partition=parts[i].partition, replicas=final[i]) for i in changed],
+        changes=[
+            PartitionReplicas(topic=parts[i].topic, partition=parts[i].partition, replicas=final[i]) for i in changed
+        ],
         rollback=[parts[i] for i in changed],
         summary=summary,
     )
@@ -156,9 +162,7 @@ def _spread(assignment, rack_of, rack_of_all, limits) -> Spread:
     kept_leaders = [leaders[b] for b in rack_of]
     racked = len({r for r in rack_of.values() if r is not None}) > 1
     violations = (
-        sum(1 for r, lim in zip(assignment, limits, strict=True) if _rack_excess(r, rack_of_all, lim))
-        if racked
-        else 0
+        sum(1 for r, lim in zip(assignment, limits, strict=True) if _rack_excess(r, rack_of_all, lim)) if racked else 0
     )
     return Spread(
         replicas_min=min(kept_loads),

@@ -35,10 +35,9 @@ def even_split(total: int, brokers: list[int], current: dict[int, int]) -> dict[
     return {b: base + (1 if i < extra else 0) for i, b in enumerate(ranked)}
 
 
-def broker_quotas(
-    rfs: list[int], rack_of: dict[int, str | None], current: dict[int, int]
-) -> Quotas:
-    """Replicas per kept broker. ``rfs``: replication factor of every partition; ``current``: replicas per kept broker."""
+def broker_quotas(rfs: list[int], rack_of: dict[int, str | None], current: dict[int, int]) -> Quotas:
+    """Replicas per kept broker. ``rfs``: replication factor of every partition; ``current``: replicas per kept
+    broker."""
     brokers = sorted(rack_of)
     total = sum(rfs)
     racks = sorted({r for r in rack_of.values() if r is not None})
@@ -47,7 +46,8 @@ def broker_quotas(
 
     members = {r: [b for b in brokers if rack_of[b] == r] for r in racks}
     sizes = [len(members[r]) for r in racks]
-    lo, hi = Counter(), Counter()
+    lo: Counter[str] = Counter()
+    hi: Counter[str] = Counter()
     for rf, count in sorted(Counter(rfs).items()):
         limit = rack_limit(rf, sizes)
         caps = {r: min(limit, len(members[r])) for r in racks}
@@ -97,20 +97,26 @@ def _fit(
         return totals[r] / len(members[r])
 
     while sum(totals.values()) > total:
-        r = min((r for r in racks if totals[r] > low[r]),
-                key=lambda r: (excess(r, totals[r] - 1) - excess(r, totals[r]), -per_broker(r), r))  # fmt: skip
+        r = min(
+            (r for r in racks if totals[r] > low[r]),
+            key=lambda r: (excess(r, totals[r] - 1) - excess(r, totals[r]), -per_broker(r), r),
+        )
         totals[r] -= 1
     while sum(totals.values()) < total:
-        r = min((r for r in racks if totals[r] < high[r]),
-                key=lambda r: (excess(r, totals[r] + 1) - excess(r, totals[r]), per_broker(r), r))  # fmt: skip
+        r = min(
+            (r for r in racks if totals[r] < high[r]),
+            key=lambda r: (excess(r, totals[r] + 1) - excess(r, totals[r]), per_broker(r), r),
+        )
         totals[r] += 1
     # Trade replicas between racks while that leaves fewer replicas over their brokers' quotas.
     while True:
         gains = [
             (excess(a, totals[a] - 1) + excess(b, totals[b] + 1) - excess(a, totals[a]) - excess(b, totals[b]), a, b)
-            for a in racks if totals[a] > low[a]
-            for b in racks if b != a and totals[b] < high[b]
-        ]  # fmt: skip
+            for a in racks
+            if totals[a] > low[a]
+            for b in racks
+            if b != a and totals[b] < high[b]
+        ]
         best = min(gains, default=None)
         if best is None or best[0] >= 0:
             break

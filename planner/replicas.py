@@ -155,8 +155,11 @@ def fill(p: Placement, holes: list[Hole]) -> int:
     # Holes that must be filled first; then those of partitions with most replicas in place (fewest brokers fit
     # them); then the larger partitions, whose bytes are spread before the small ones'.
     in_place = {h.partition: sum(1 for b in p.replicas[h.partition] if b != HOLE) for h in holes}
-    pending = deque(sorted(holes, key=lambda h: (
-        not h.mandatory, -in_place[h.partition], -p.sizes[h.partition], h.partition, h.slot)))  # fmt: skip
+    pending = deque(
+        sorted(
+            holes, key=lambda h: (not h.mandatory, -in_place[h.partition], -p.sizes[h.partition], h.partition, h.slot)
+        )
+    )
     deferred: set[tuple[int, int]] = set()
     while pending:
         hole = pending.popleft()
@@ -284,8 +287,11 @@ def _make_room(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
     """
     i = hole.partition
     for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
-        traders = [a for a in sorted(p.rack_of) if a != b and p.group[a] == p.group[b]
-                   and p.quota[a] == p.quota[b] + 1 and p.room(a) == 0]  # fmt: skip
+        traders = [
+            a
+            for a in sorted(p.rack_of)
+            if a != b and p.group[a] == p.group[b] and p.quota[a] == p.quota[b] + 1 and p.room(a) == 0
+        ]
         for a in [b, *traders]:
             for j in sorted(p.hosted[a], key=lambda j: (p.sizes[j], j)):
                 moved = _move_to_open(p, j, a, avoid=(a, b)) if j != i else None

@@ -61,7 +61,8 @@ class ProcessTable:
         return pid
 
     def stop(self, names: list[str], timeout_s: float = 30.0) -> list[str]:
-        """SIGTERM each running process of ``names``, SIGKILL what is left after ``timeout_s``; returns those stopped."""
+        """SIGTERM each running process of ``names``, SIGKILL what is left after ``timeout_s``; returns those
+        stopped."""
         running = {name: pid for name in names if (pid := self.pid(name)) is not None}
         for pid in running.values():
             os.kill(pid, signal.SIGTERM)

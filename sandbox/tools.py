@@ -23,10 +23,20 @@ def tools_classpath(cache_dir: Path = ROOT / ".cache") -> str:
             raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
         shutil.rmtree(libs, ignore_errors=True)
         done = subprocess.run(
-            [mvn, "-q", "-B", "-f", str(POM), "dependency:copy-dependencies", f"-DoutputDirectory={libs}",
-             "-DincludeScope=runtime", f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}"],
-            capture_output=True, text=True,
-        )  # fmt: skip
+            [
+                mvn,
+                "-q",
+                "-B",
+                "-f",
+                str(POM),
+                "dependency:copy-dependencies",
+                f"-DoutputDirectory={libs}",
+                "-DincludeScope=runtime",
+                f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if done.returncode != 0:
             raise SandboxError(f"Maven could not resolve kafka-tools {TOOLS_VERSION}: {done.stdout[-300:]}")
         (libs / ".complete").write_text(TOOLS_VERSION)

@@ -5,8 +5,8 @@ Kafka credentials live here and only here: they never enter a workflow input, so
 """
 
 from pathlib import Path
-from urllib.parse import quote
 from typing import Literal
+from urllib.parse import quote
 
 from pydantic import Field, SecretStr, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict

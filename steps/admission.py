@@ -9,62 +9,15 @@ A move in flight counts against every limit until it finishes:
   move whose step electing the new leader is done no longer holds a leader slot.
 Moves are considered in order (partitions under-replicated or at their min.insync.replicas first, then those that
 move a leader, so leader movements fill a batch first as KIP-435's batches do, then by size) and admitted while
-every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding window). When nothing is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit
-lower than one move's needs slows a migration down rather than stopping it.
+every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding window). When nothing
+is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit lower than one move's
+needs slows a migration down rather than stopping it.
 """
 
 from collections import Counter
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
-
-
-class Limits(BaseModel):
-    """The migration's concurrency limits; changing them takes effect at the next admission."""
-
-    model_config = ConfigDict(frozen=True)
-
-    max_partitions: int = Field(5, ge=1, description="partition moves in flight in the cluster")
-    max_per_broker: int = Field(2, ge=1, description="moves in flight touching one broker (as source or destination)")
-    max_replicas: int = Field(10, ge=1, description="replicas being added at once in the cluster")
-    max_leaders: int = Field(5, ge=1, description="moves in flight whose leader change is still to come")
-
-
-class MoveSpec(BaseModel):
-    """One partition's move as admission sees it."""
-
-    model_config = ConfigDict(frozen=True)
-
-    topic: str
-    partition: int
-    original: list[int]
-    target: list[int]
-    size_bytes: int = 0
-    # Under-replicated or at its min.insync.replicas: moving it first shortens the time at risk.
-    urgent: bool = False
-    # The list its next child is fenced on when it is not ``original``: where an earlier child of this migration
-    # left the partition (a stuck move handed over to the next run).
-    expected: list[int] | None = None
-    # In flight, its step that put the new preferred leader first is done (the leader was elected then).
-    leader_moved: bool = False
-
-    @property
-    def brokers(self) -> set[int]:
-        return set(self.original) ^ set(self.target)
-
-    @property
-    def adds(self) -> int:
-        return len(set(self.target) - set(self.original))
-
-    @property
-    def changes_leader(self) -> bool:
-        return self.original[0] != self.target[0]
-
-    @property
-    def moving_leader(self) -> bool:
-        """It holds one of KIP-435's L leader slots: its leader change is still to come."""
-        return self.changes_leader and not self.leader_moved
-
+from models.admission import Limits, MoveSpec
 
 Order = Literal["small-first", "large-first"]
 

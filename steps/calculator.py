@@ -78,7 +78,7 @@ def _drops(current: list[int], wanted: set[int], in_sync: set[int], limit: int, 
     # Out-of-sync replicas first (dropping them costs no redundancy), then in the current list's order.
     surplus = sorted((b for b in current if b not in wanted), key=lambda b: (b in in_sync, current.index(b)))
     in_sync_left = len(in_sync.intersection(current))
-    dropped = []
+    dropped: list[int] = []
     for broker in surplus:
         if len(dropped) == limit:
             break

@@ -7,9 +7,8 @@ Only partitions in flight are listed, so the rest of the cluster replicates unth
 replicas live on.
 """
 
-from pydantic import BaseModel, ConfigDict
-
-from steps.admission import MoveSpec
+from models.admission import MoveSpec
+from models.coordination import ThrottleWanted
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -36,16 +35,6 @@ def throttled_replicas(in_flight: list[MoveSpec]) -> dict[str, dict[str, str]]:
 def throttled_brokers(in_flight: list[MoveSpec]) -> list[int]:
     """Every broker holding or receiving a replica of a partition in flight."""
     return sorted({b for m in in_flight for b in (*m.original, *m.target)})
-
-
-class ThrottleWanted(BaseModel):
-    """Drover's own throttle for the moves in flight of every migration on a cluster: per topic the replicas it
-    lists, per broker its (leader, follower) rates. An operator's own settings are merged in when written."""
-
-    model_config = ConfigDict(frozen=True)
-
-    topics: dict[str, dict[str, list[str]]] = {}
-    brokers: dict[int, tuple[int, int]] = {}
 
 
 def wanted_throttle(asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]]) -> ThrottleWanted:
@@ -96,12 +85,12 @@ def merged_list(operator: str | None, drover: list[str]) -> str:
 def throttle_union(a: ThrottleWanted, b: ThrottleWanted) -> ThrottleWanted:
     """Every entry and rate of either (the higher rate where both have one): what may be on Kafka after a write
     from ``a`` to ``b`` failed part-way, so that a later write removes all of it."""
-    topics = {}
+    topics: dict[str, dict[str, list[str]]] = {}
     for t in sorted({*a.topics, *b.topics}):
         x, y = a.topics.get(t, {}), b.topics.get(t, {})
         topics[t] = {k: sorted({*x.get(k, []), *y.get(k, [])}) for k in (LEADER_REPLICAS, FOLLOWER_REPLICAS)}
-    brokers = {}
+    brokers: dict[int, tuple[int, int]] = {}
     for br in sorted({*a.brokers, *b.brokers}):
-        x, y = a.brokers.get(br, (0, 0)), b.brokers.get(br, (0, 0))
-        brokers[br] = (max(x[0], y[0]), max(x[1], y[1]))
+        ra, rb = a.brokers.get(br, (0, 0)), b.brokers.get(br, (0, 0))
+        brokers[br] = (max(ra[0], rb[0]), max(ra[1], rb[1]))
     return ThrottleWanted(topics=topics, brokers=brokers)

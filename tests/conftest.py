@@ -4,6 +4,7 @@ The real local stack (Kafka and Temporal) is started once per test session, on p
 `drover sandbox` is left alone, and wiped at the end (DROVER_TEST_KEEP_STACK=1 keeps it for the next run).
 """
 
+import contextlib
 import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -11,8 +12,8 @@ from pathlib import Path
 
 import pytest
 from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
 from temporalio.service import RPCError
+from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
@@ -102,10 +103,8 @@ async def end_coordinators(client, task_queue: str) -> None:
     """Terminate the cluster coordinators running on a test's task queue, before its worker goes."""
     query = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
     async for found in client.list_workflows(query):
-        try:
+        with contextlib.suppress(RPCError):
             await client.get_workflow_handle(found.id, run_id=found.run_id).terminate(reason="test worker stops")
-        except RPCError:
-            pass
 
 
 def worker_for(client, activities: list, workflows: list | None = None) -> Worker:

@@ -8,7 +8,15 @@ import threading
 from collections.abc import Callable
 
 from adapters.kafka_admin import KafkaAdminError
-from models import BrokerDisk, BrokerInfo, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
+from models import (
+    BrokerDisk,
+    BrokerInfo,
+    ClusterDescription,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaSize,
+    TopicPartition,
+)
 
 
 class FakeKafka:
@@ -74,7 +82,7 @@ class FakeKafka:
         return {b: dict(self.broker_configs.get(b, {})) for b in sorted(set(broker_ids))}
 
     def alter_topic_config(self, topic: str, set_, delete=()) -> None:
-        self._hook('alter_topic_config', topic, set_, delete)
+        self._hook("alter_topic_config", topic, set_, delete)
         with self._lock:
             configs = self.topic_configs.setdefault(topic, {})
             configs.update(set_)
@@ -82,7 +90,7 @@ class FakeKafka:
                 configs.pop(key, None)
 
     def alter_broker_config(self, broker_id: int, set_, delete=()) -> None:
-        self._hook('alter_broker_config', broker_id, set_, delete)
+        self._hook("alter_broker_config", broker_id, set_, delete)
         with self._lock:
             configs = self.broker_configs.setdefault(broker_id, {})
             configs.update(set_)
@@ -111,17 +119,21 @@ class FakeKafka:
     def describe_disks(self, brokers=None) -> list[BrokerDisk]:
         """Each broker's disk as set in ``disks``; a terabyte, nearly empty, otherwise."""
         return [
-            BrokerDisk(broker=b, total_bytes=self.disks.get(b, (10**12, 10**12))[0],
-                       usable_bytes=self.disks.get(b, (10**12, 10**12))[1])
-            for b in sorted(self.brokers) if brokers is None or b in brokers
-        ]  # fmt: skip
+            BrokerDisk(
+                broker=b,
+                total_bytes=self.disks.get(b, (10**12, 10**12))[0],
+                usable_bytes=self.disks.get(b, (10**12, 10**12))[1],
+            )
+            for b in sorted(self.brokers)
+            if brokers is None or b in brokers
+        ]
 
     def log_offsets(self, partitions) -> dict[tuple[str, int], tuple[int, int]]:
         """(log start, log end) offsets as set in ``offsets``; (0, 0) otherwise."""
         return {(p.topic, p.partition): self.offsets.get((p.topic, p.partition), (0, 0)) for p in partitions}
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
-        self._hook('describe_partition', tp)
+        self._hook("describe_partition", tp)
         with self._lock:
             key = (tp.topic, tp.partition)
             if key not in self.replicas:
@@ -138,7 +150,7 @@ class FakeKafka:
             )
 
     def list_reassignments(self, partitions=None) -> list[OngoingReassignment]:
-        self._hook('list_reassignments', partitions)
+        self._hook("list_reassignments", partitions)
         with self._lock:
             for key, (target, left) in list(self.ongoing.items()):
                 if self.stalled & (set(target) - set(self.replicas[key])):
@@ -161,7 +173,7 @@ class FakeKafka:
             ]
 
     def alter_reassignments(self, targets) -> None:
-        self._hook('alter_reassignments', targets)
+        self._hook("alter_reassignments", targets)
         with self._lock:
             for tp, target in targets.items():
                 key = (tp.topic, tp.partition)

@@ -4,6 +4,7 @@ cluster-wide limits and shares, the freeze switch and the throttle configs. It i
 that joins it, runs until terminated, and continues as new with its state."""
 
 import asyncio
+import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
@@ -13,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from adapters.temporal import failure_message
     from execution.cluster import ClusterState
+    from models.admission import Limits, MoveSpec
     from models.coordination import (
         ClusterInput,
         ClusterLimitsChange,
@@ -30,7 +32,6 @@ with workflow.unsafe.imports_passed_through():
         ThrottleBook,
         ThrottleWrite,
     )
-    from steps.admission import Limits, MoveSpec
     from steps.throttle import throttle_union
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.policies import QUICK_CALL
@@ -105,10 +106,8 @@ class ClusterWorkflow:
         busy = self.s.holders or self.s.orphans or self.s.wanted() != self._book.written
         retry = self._freeze_due() or self._untold_grants
         timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
-        try:
+        with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._wake, timeout=timeout)
-        except asyncio.TimeoutError:
-            pass
         self._wake = False
 
     async def _settle(self) -> None:
@@ -119,7 +118,7 @@ class ClusterWorkflow:
             try:
                 await workflow.wait_condition(workflow.all_handlers_finished, timeout=RESEND_EVERY)
                 return
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 continue
 
     def _due_for_new_run(self, events: int) -> bool:
@@ -165,13 +164,16 @@ class ClusterWorkflow:
         try:
             if wanted != book.written:
                 request = ThrottleWrite(wanted=wanted, book=book)
-                if any(t not in book.saved_topics for t in wanted.topics) or \
-                        any(b not in book.saved_brokers for b in wanted.brokers):  # fmt: skip
+                if any(t not in book.saved_topics for t in wanted.topics) or any(
+                    b not in book.saved_brokers for b in wanted.brokers
+                ):
                     book = self._book = await workflow.execute_activity_method(
-                        ClusterActivities.save_throttle_configs, request, **QUICK_CALL)  # fmt: skip
+                        ClusterActivities.save_throttle_configs, request, **QUICK_CALL
+                    )
                     request = ThrottleWrite(wanted=wanted, book=book)
-                self._book = await workflow.execute_activity_method(ClusterActivities.write_throttle, request,
-                                                                    **QUICK_CALL)  # fmt: skip
+                self._book = await workflow.execute_activity_method(
+                    ClusterActivities.write_throttle, request, **QUICK_CALL
+                )
             self._write_error = None
         except ActivityError as e:
             self._book = book.model_copy(update={"written": throttle_union(book.written, wanted)})
@@ -189,8 +191,12 @@ class ClusterWorkflow:
             self.s.take_back(mid, [(m.topic, m.partition) for m in moves])
         self._untold_grants = {}
         refusal = Grant(seq=0, keys=[], error=error)
-        await asyncio.gather(*(self._quietly(workflow.get_external_workflow_handle(mid).signal("granted", refusal))
-                               for mid in list(self.s.holders)))  # fmt: skip
+        await asyncio.gather(
+            *(
+                self._quietly(workflow.get_external_workflow_handle(mid).signal("granted", refusal))
+                for mid in list(self.s.holders)
+            )
+        )
 
     async def _grant(self, migration_id: str, moves) -> None:
         h = self.s.holders.get(migration_id)
@@ -246,7 +252,7 @@ class ClusterWorkflow:
         while True:
             after = self._passes
             self._wake = True
-            await workflow.wait_condition(lambda: self._passes_done > after)
+            await workflow.wait_condition(lambda after=after: self._passes_done > after)
             # A broker that is down keeps the rate written on it: waited for (a while), like a restart.
             if not self._throttle_left or workflow.now() >= deadline:
                 return LeaveResult(throttle_left=self._throttle_left, error=self._write_error)
@@ -280,20 +286,43 @@ class ClusterWorkflow:
     def status(self) -> ClusterStatus:
         s = self.s
         holders = [
-            HolderStatus(migration_id=h.migration_id, priority=h.priority, in_flight=len(h.in_flight),
-                         waiting=len(h.demand.candidates) if h.demand else 0, granted_total=h.granted_total,
-                         partitions=sum(len(p) for p in h.partitions.values()),
-                         limits=h.demand.limits if h.demand else s.effective_limits() or Limits())  # fmt: skip
+            HolderStatus(
+                migration_id=h.migration_id,
+                priority=h.priority,
+                in_flight=len(h.in_flight),
+                waiting=len(h.demand.candidates) if h.demand else 0,
+                granted_total=h.granted_total,
+                partitions=sum(len(p) for p in h.partitions.values()),
+                limits=h.demand.limits if h.demand else s.effective_limits() or Limits(),
+            )
             for h in s.holders.values()
         ]
-        moves = [InFlightMove(migration_id=mid, topic=m.topic, partition=m.partition, original=m.original,
-                              target=m.target, brokers=sorted(m.brokers)) for mid, m in s.in_flight()]  # fmt: skip
+        moves = [
+            InFlightMove(
+                migration_id=mid,
+                topic=m.topic,
+                partition=m.partition,
+                original=m.original,
+                target=m.target,
+                brokers=sorted(m.brokers),
+            )
+            for mid, m in s.in_flight()
+        ]
         written = self._book.written
         return ClusterStatus(
-            name=s.name, cluster_id=s.cluster_id, frozen=s.frozen, limits=s.limits,
-            effective_limits=s.effective_limits(), rate_bytes_per_s=s.rate, holders=holders, in_flight=moves,
+            name=s.name,
+            cluster_id=s.cluster_id,
+            frozen=s.frozen,
+            limits=s.limits,
+            effective_limits=s.effective_limits(),
+            rate_bytes_per_s=s.rate,
+            holders=holders,
+            in_flight=moves,
             broker_throttles={b: f"{lr}/{fr}" for b, (lr, fr) in written.brokers.items()},
             topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
-            peak_in_flight=s.peak_in_flight, peak_per_broker=s.peak_per_broker, actions=s.actions, runs=s.runs,
+            peak_in_flight=s.peak_in_flight,
+            peak_per_broker=s.peak_per_broker,
+            actions=s.actions,
+            runs=s.runs,
             now=workflow.now(),
-        )  # fmt: skip
+        )

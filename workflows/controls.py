@@ -3,6 +3,7 @@ updates (the CLI). Each is applied as a transition of the migration's state, or 
 has no caller to answer, so a refused one (the phase does not allow it, its payload does not validate, or its name
 is unknown) is recorded in the audit instead."""
 
+import contextlib
 from collections.abc import Callable, Sequence
 
 from temporalio import workflow
@@ -23,9 +24,12 @@ with workflow.unsafe.imports_passed_through():
 
 # The operator actions a signal may carry, with the payload each takes.
 SIGNALS: dict[str, type[OperatorAction]] = {
-    "pause": OperatorAction, "resume": OperatorAction, "cancel": CancelRequest, "set_limits": LimitsChange,
+    "pause": OperatorAction,
+    "resume": OperatorAction,
+    "cancel": CancelRequest,
+    "set_limits": LimitsChange,
     "set_throttle": ThrottleChange,
-}  # fmt: skip
+}
 
 
 class MigrationControls:
@@ -75,8 +79,12 @@ class MigrationControls:
             request = SIGNALS[name].model_validate(data)
         except (ValidationError, ValueError, TypeError) as e:
             detail = e.errors()[0] if isinstance(e, ValidationError) else None
-            why = f"invalid payload: {'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else f"invalid payload: {e}"
-            self._refuse_raw(name, data, why + f"; {name} takes {{\"actor\", \"reason\"{_extra(name)}}}")
+            why = (
+                f"invalid payload: {'.'.join(map(str, detail['loc']))}: {detail['msg']}"
+                if detail
+                else f"invalid payload: {e}"
+            )
+            self._refuse_raw(name, data, why + f'; {name} takes {{"actor", "reason"{_extra(name)}}}')
             return
         self._act(name, request)
 
@@ -110,10 +118,9 @@ class MigrationControls:
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         data = None
         if args:
-            try:
+            # A payload that cannot be read is recorded as unreadable, not applied.
+            with contextlib.suppress(Exception):
                 data = workflow.payload_converter().from_payload(args[0].payload)
-            except Exception:  # noqa: BLE001 - the payload is recorded as unreadable, not applied
-                pass
         self._refuse_raw(name, data, f"unknown signal {name!r}; Drover takes {', '.join(SIGNALS)}")
 
     @workflow.update(name="pause_update")
@@ -161,7 +168,7 @@ class MigrationControls:
     def _validate_throttle(self, change: ThrottleChange) -> None:
         self._validate("set_throttle", change)
 
+
 def _extra(name: str) -> str:
     fields = [f for f in SIGNALS[name].model_fields if f not in OperatorAction.model_fields]
     return "".join(f', "{f}"' for f in fields)
-

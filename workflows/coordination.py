@@ -56,10 +56,17 @@ class MigrationCoordination:
             return
         s.demand_seq += 1
         released, s.released = s.released, []
-        demand = Demand(migration_id=workflow.info().workflow_id, seq=s.demand_seq, candidates=candidates,
-                        released=released, leaders_moved=leaders_moved, limits=s.limits,
-                        replicas_per_step=self._input.replicas_per_step,
-                        rate=s.rate, broker_rates=s.broker_rates)  # fmt: skip
+        demand = Demand(
+            migration_id=workflow.info().workflow_id,
+            seq=s.demand_seq,
+            candidates=candidates,
+            released=released,
+            leaders_moved=leaders_moved,
+            limits=s.limits,
+            replicas_per_step=self._input.replicas_per_step,
+            rate=s.rate,
+            broker_rates=s.broker_rates,
+        )
         coordinator = workflow.get_external_workflow_handle(cluster_workflow_id(self._input.cluster))
         try:
             await coordinator.signal("demand", demand)
@@ -73,8 +80,13 @@ class MigrationCoordination:
         migration's, or its name is bound to another Kafka cluster), the migration fails with nothing changed."""
         assert self._input is not None
         s, given = self._s, self._input
-        step = JoinStep(migration_id=workflow.info().workflow_id, cluster=given.cluster, moves=s.window.waiting,
-                        moves_ref=s.window.moves_ref, priority=given.priority)  # fmt: skip
+        step = JoinStep(
+            migration_id=workflow.info().workflow_id,
+            cluster=given.cluster,
+            moves=s.window.waiting,
+            moves_ref=s.window.moves_ref,
+            priority=given.priority,
+        )
         joined = await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **QUICK_CALL)
         if joined.refused is not None:
             s.fail(joined.refused)
@@ -88,9 +100,11 @@ class MigrationCoordination:
         s = self._s
         if not s.joined:
             return
-        left = await workflow.execute_activity_method(ClusterActivities.leave_cluster,
-                                                      args=[LeaveRequest(migration_id=workflow.info().workflow_id),
-                                                            self._input.cluster], **LEAVE_CALL)  # fmt: skip
+        left = await workflow.execute_activity_method(
+            ClusterActivities.leave_cluster,
+            args=[LeaveRequest(migration_id=workflow.info().workflow_id), self._input.cluster],
+            **LEAVE_CALL,
+        )
         s.throttle_left = sorted(set(s.throttle_left) | set(left.throttle_left))
         if left.error is not None:
             s.note("throttle", "drover", left.error, workflow.now(), "what could not be removed may be left on Kafka")
@@ -108,12 +122,19 @@ class MigrationCoordination:
             return
         previous = s.throttle
         # Recorded before the call: if it fails part-way, the final removal still covers what it wrote.
-        s.throttle = ThrottleState(brokers=sorted({*previous.brokers, *throttled_brokers(specs)}),
-                                   topics=sorted({*previous.topics, *throttled_replicas(specs)}))  # fmt: skip
+        s.throttle = ThrottleState(
+            brokers=sorted({*previous.brokers, *throttled_brokers(specs)}),
+            topics=sorted({*previous.topics, *throttled_replicas(specs)}),
+        )
         # With auto throttle, a broker the estimate gave no rate (it only drops replicas) gets the highest one.
         fallback = s.rate or max(r for rates in s.broker_rates.values() for r in rates)
-        request = ThrottleRequest(rate_bytes_per_s=fallback, broker_rates=s.broker_rates, in_flight=specs,
-                                  previous_brokers=previous.brokers, previous_topics=previous.topics)  # fmt: skip
+        request = ThrottleRequest(
+            rate_bytes_per_s=fallback,
+            broker_rates=s.broker_rates,
+            in_flight=specs,
+            previous_brokers=previous.brokers,
+            previous_topics=previous.topics,
+        )
         # A cancel waits for a write under way (STEP_CALL), so the final removal comes after it, never before.
         s.throttle = await workflow.execute_activity_method(MigrationActivities.set_throttle, request, **STEP_CALL)
 

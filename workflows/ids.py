@@ -10,4 +10,3 @@ STATUS_ATTR = SearchAttributeKey.for_keyword("DroverStatus")
 def move_workflow_id(cluster: str, topic: str, partition: int) -> str:
     # Kafka topic names cannot contain ':', so the ID is unambiguous; nor does it need escaping in a UI link.
     return f"move:{cluster}:{topic}:{partition}"
-

@@ -17,6 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from execution import ENDED, Action, MigrationState, Phase
     from execution.progress import expected_lists, progress, result
     from models import TopicPartition
+    from models.errors import ErrorType
     from models.migration import (
         LeaderElection,
         MigrationInput,
@@ -33,8 +34,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.coordination import MigrationCoordination
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.moves import MigrationMoves
-    from workflows.preparation import MigrationPreparation
     from workflows.policies import QUICK_CALL, STEP_WAIT
+    from workflows.preparation import MigrationPreparation
 
 
 def problems(e: ValidationError) -> str:
@@ -108,8 +109,11 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
             workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster)])
         elif self._bad_carry is not None:
-            raise ApplicationError(f"the state handed over by the previous run does not validate: {self._bad_carry}",
-                                   type="Input", non_retryable=True)  # fmt: skip
+            raise ApplicationError(
+                f"the state handed over by the previous run does not validate: {self._bad_carry}",
+                type=ErrorType.INPUT,
+                non_retryable=True,
+            )
         else:
             s.handed_over()
         self._publish()
@@ -157,8 +161,9 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         try:
             return MigrationInput.model_validate(given)
         except ValidationError as e:
-            raise ApplicationError(f"bad migration input, nothing was changed: {problems(e)}", type="Input",
-                                   non_retryable=True) from None  # fmt: skip
+            raise ApplicationError(
+                f"bad migration input, nothing was changed: {problems(e)}", type=ErrorType.INPUT, non_retryable=True
+            ) from None
 
     async def _advance(self) -> None:
         """Drive the state machine from its phase to its end."""
@@ -177,7 +182,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             await self._clean_up()
         if s.phase == Phase.FAILED:
             await self._leave()
-            raise ApplicationError(s.failure or "failed", type="Failed", non_retryable=True)
+            raise ApplicationError(s.failure or "failed", type=ErrorType.FAILED, non_retryable=True)
 
     def _take_cancellation(self) -> None:
         """A cancellation from Temporal that came while an activity it waits for was finishing (that activity then
@@ -223,17 +228,22 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             return
         assert s.window.moves_ref is not None
         page = await workflow.execute_activity_method(
-            MigrationActivities.read_moves, MovesPage(moves_ref=s.window.moves_ref, offset=s.window.cursor, limit=size),
+            MigrationActivities.read_moves,
+            MovesPage(moves_ref=s.window.moves_ref, offset=s.window.cursor, limit=size),
             **QUICK_CALL,
-        )  # fmt: skip
+        )
         s.window.cursor += len(page)
         s.window.waiting = [*s.window.waiting, *page]
 
     async def _plan_rollback(self) -> None:
         assert self._input is not None
         s = self._s
-        request = RollbackRequest(migration_id=workflow.info().workflow_id, mode=s.cancel, outcomes=s.window.outcomes,
-                                  outcomes_of=self._saved_in())  # fmt: skip
+        request = RollbackRequest(
+            migration_id=workflow.info().workflow_id,
+            mode=s.cancel,
+            outcomes=s.window.outcomes,
+            outcomes_of=self._saved_in(),
+        )
         plan = await workflow.execute_activity_method(MigrationActivities.plan_rollback, request, **QUICK_CALL)
         s.rollback_planned(ordered(plan.moves, self._input.order), plan.moves_ref, plan.count, plan.skipped)
         if s.phase == Phase.STOPPING:
@@ -250,8 +260,12 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         moved = sorted({(o.topic, o.partition) for o in outcomes if o.final is not None and o.final != o.original})
         elected, not_preferred = 0, []
         if moved or self._saved_in():
-            request = LeaderElection(partitions=[TopicPartition(topic=t, partition=p) for t, p in moved],
-                                     batch=s.limits.max_leaders, outcomes_of=self._saved_in(), rollback=rollback)  # fmt: skip
+            request = LeaderElection(
+                partitions=[TopicPartition(topic=t, partition=p) for t, p in moved],
+                batch=s.limits.max_leaders,
+                outcomes_of=self._saved_in(),
+                rollback=rollback,
+            )
             try:
                 done = await workflow.execute_activity_method(MigrationActivities.elect_leaders, request, **STEP_WAIT)
                 elected, not_preferred = done.elected, done.not_preferred
@@ -276,8 +290,12 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         await workflow.wait_condition(workflow.all_handlers_finished)
         if s.large:
             # Finished moves go to the migration's folder; the next run carries counts and the failed ones.
-            batch = OutcomesBatch(migration_id=workflow.info().workflow_id, run=s.runs, outcomes=s.window.outcomes,
-                                  rollback=s.direction == "rollback")  # fmt: skip
+            batch = OutcomesBatch(
+                migration_id=workflow.info().workflow_id,
+                run=s.runs,
+                outcomes=s.window.outcomes,
+                rollback=s.direction == "rollback",
+            )
             await workflow.execute_activity_method(MigrationActivities.save_outcomes, batch, **QUICK_CALL)
             s.take_saved()
         if s.phase != Phase.DRAINING:
@@ -298,5 +316,3 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
     @workflow.query
     def progress(self) -> MigrationProgress:
         return progress(self._s, self._input.cluster if self._input else "", workflow.now())
-
-

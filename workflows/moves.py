@@ -2,6 +2,7 @@
 (its step, a stuck step, how it ended). Every decision stays in the migration's state (``execution``)."""
 
 import asyncio
+import contextlib
 from collections.abc import Callable
 
 from temporalio import workflow
@@ -11,6 +12,7 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from execution import MigrationState, MoveRecord
     from models import MoveInput, MoveReport, MoveStepReport, MoveStuck
+    from models.errors import ErrorType
     from models.migration import MigrationInput, MoveOutcome
     from workflows.ids import move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
@@ -38,23 +40,36 @@ class MigrationMoves:
         assert self._input is not None
         given, m = self._input, r.move
         move = MoveInput(
-            cluster=given.cluster, topic=m.topic, partition=m.partition, target=m.target,
-            replicas_per_step=given.replicas_per_step, min_insync=self._s.min_insync.get(m.topic),
-            stuck_after_s=given.stuck_after_s, stuck_policy=given.stuck_policy, token=r.token, expected=r.expected,
-        )  # fmt: skip
+            cluster=given.cluster,
+            topic=m.topic,
+            partition=m.partition,
+            target=m.target,
+            replicas_per_step=given.replicas_per_step,
+            min_insync=self._s.min_insync.get(m.topic),
+            stuck_after_s=given.stuck_after_s,
+            stuck_policy=given.stuck_policy,
+            token=r.token,
+            expected=r.expected,
+        )
         for attempt in range(RESTART_TRIES):
             try:
                 handle = await workflow.start_child_workflow(
-                    PartitionMoveWorkflow.run, move, id=move_workflow_id(given.cluster, m.topic, m.partition),
+                    PartitionMoveWorkflow.run,
+                    move,
+                    id=move_workflow_id(given.cluster, m.topic, m.partition),
                     parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
-                )  # fmt: skip
+                )
                 break
             except WorkflowAlreadyStartedError:
                 if self._s.direction == "rollback" and attempt + 1 < RESTART_TRIES:
                     await workflow.sleep(1)
                     continue
-                self._finished(r, self._outcome(r, error="refused: another migration is moving this partition",
-                                                 error_type="Refused"))  # fmt: skip
+                self._finished(
+                    r,
+                    self._outcome(
+                        r, error="refused: another migration is moving this partition", error_type=ErrorType.REFUSED
+                    ),
+                )
                 return
         self._s.child_started(r.key, r.token, handle.first_execution_run_id)
         self._wake = True
@@ -64,16 +79,33 @@ class MigrationMoves:
         except (ChildWorkflowError, asyncio.CancelledError) as e:
             cause = getattr(e, "cause", None) or e
             cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
-            outcome = self._outcome(r, error="cancelled" if cancelled else str(cause),
-                                    error_type=getattr(cause, "type", None))  # fmt: skip
+            outcome = self._outcome(
+                r, error="cancelled" if cancelled else str(cause), error_type=getattr(cause, "type", None)
+            )
         self._finished(r, outcome)
 
-    def _outcome(self, r: MoveRecord, final: list[int] | None = None, steps: list[list[int]] | None = None,
-                 rolled_back: bool = False, error: str | None = None, error_type: str | None = None) -> MoveOutcome:  # fmt: skip
+    def _outcome(
+        self,
+        r: MoveRecord,
+        final: list[int] | None = None,
+        steps: list[list[int]] | None = None,
+        rolled_back: bool = False,
+        error: str | None = None,
+        error_type: str | None = None,
+    ) -> MoveOutcome:
         m = r.move
-        return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target, final=final,
-                           steps=steps or [], rolled_back=rolled_back, error=error, error_type=error_type,
-                           size_bytes=m.size_bytes)  # fmt: skip
+        return MoveOutcome(
+            topic=m.topic,
+            partition=m.partition,
+            original=m.original,
+            target=m.target,
+            final=final,
+            steps=steps or [],
+            rolled_back=rolled_back,
+            error=error,
+            error_type=error_type,
+            size_bytes=m.size_bytes,
+        )
 
     def _finished(self, r: MoveRecord, outcome: MoveOutcome) -> None:
         if self._s.finish(r.key, r.token, outcome):
@@ -88,11 +120,9 @@ class MigrationMoves:
 
     @staticmethod
     async def _request_cancel(child) -> None:
-        try:
+        # The child may have ended already: its report is on its way.
+        with contextlib.suppress(Exception):
             await child.cancel()
-        except Exception:  # noqa: BLE001 - the child has ended already; its report is on its way
-            pass
-
 
     # -- from the moves ---------------------------------------------------------------------------------------------
 
@@ -100,16 +130,22 @@ class MigrationMoves:
     def move_step(self, report: MoveStepReport) -> None:
         """From a PartitionMoveWorkflow as it issues a step: for the current batch. One that shows its leader
         movement done frees a leader slot: the window looks again."""
-        if self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step,
-                                 self._leaders_at_step):  # fmt: skip
+        if self._s.step_reported(
+            (report.topic, report.partition), report.token, report.current, report.step, self._leaders_at_step
+        ):
             self._wake = True
 
     @workflow.signal(name="move_stuck")
     def move_stuck(self, report: MoveStuck) -> None:
         """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
         if self._s.stuck_reported((report.topic, report.partition), report.token, report.policy):
-            self._s.note("stuck", "drover", f"no progress for {report.idle_s:.0f} s", workflow.now(),
-                         f"{report.topic}-{report.partition} step {report.current} -> {report.step}; policy {report.policy}")  # fmt: skip
+            self._s.note(
+                "stuck",
+                "drover",
+                f"no progress for {report.idle_s:.0f} s",
+                workflow.now(),
+                f"{report.topic}-{report.partition} step {report.current} -> {report.step}; policy {report.policy}",
+            )
             self._wake = True
 
     @workflow.signal(name="move_finished")
@@ -117,5 +153,14 @@ class MigrationMoves:
         """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
         r = self._s.window.record((report.topic, report.partition))
         if r is not None:
-            self._finished(r, self._outcome(r, final=report.final, steps=report.steps, rolled_back=report.rolled_back,
-                                            error=report.error, error_type=report.error_type))  # fmt: skip
+            self._finished(
+                r,
+                self._outcome(
+                    r,
+                    final=report.final,
+                    steps=report.steps,
+                    rolled_back=report.rolled_back,
+                    error=report.error,
+                    error_type=report.error_type,
+                ),
+            )

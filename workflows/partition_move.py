@@ -1,6 +1,7 @@
 """PartitionMoveWorkflow: one partition, stepped from its replica list to its target a few replicas at a time."""
 
 import asyncio
+import contextlib
 
 from temporalio import workflow
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
@@ -17,6 +18,7 @@ with workflow.unsafe.imports_passed_through():
         StepRequest,
         TopicPartition,
     )
+    from models.errors import ErrorType
     from steps import next_step
     from workflows.policies import QUICK_CALL, STEP_CALL, STEP_WAIT
 
@@ -65,18 +67,28 @@ class PartitionMoveWorkflow:
             # The list this move left the partition on, or None if it never changed it: a rollback reverts only
             # what a move changed, from where it left it.
             final = self._current if self._acted else None
-            report = MoveReport(topic=move.topic, partition=move.partition, token=move.token, final=final,
-                                steps=self._steps, error=error, error_type=kind)  # fmt: skip
+            report = MoveReport(
+                topic=move.topic,
+                partition=move.partition,
+                token=move.token,
+                final=final,
+                steps=self._steps,
+                error=error,
+                error_type=kind,
+            )
             await asyncio.shield(self._report(report))
             raise
-        try:
-            await asyncio.shield(
-                self._report(MoveReport(topic=move.topic, partition=move.partition, token=move.token,
-                                        final=result.final, steps=result.steps, rolled_back=result.rolled_back))
-            )  # fmt: skip
-        except asyncio.CancelledError:
-            # The move is done and reported; a cancel that comes now (its migration closing) changes nothing.
-            pass
+        report = MoveReport(
+            topic=move.topic,
+            partition=move.partition,
+            token=move.token,
+            final=result.final,
+            steps=result.steps,
+            rolled_back=result.rolled_back,
+        )
+        # The move is done and reported; a cancel that comes now (its migration closing) changes nothing.
+        with contextlib.suppress(asyncio.CancelledError):
+            await asyncio.shield(self._report(report))
         return result
 
     def _tell_step(self, move: MoveInput, current: list[int], step: list[int]) -> None:
@@ -85,16 +97,16 @@ class PartitionMoveWorkflow:
         parent = workflow.info().parent
         if parent is None:
             return
-        report = MoveStepReport(topic=move.topic, partition=move.partition, token=move.token, current=current,
-                                step=step)  # fmt: skip
+        report = MoveStepReport(
+            topic=move.topic, partition=move.partition, token=move.token, current=current, step=step
+        )
         asyncio.ensure_future(self._signal(parent.workflow_id, "move_step", report))
 
     @staticmethod
     async def _signal(workflow_id: str, name: str, payload) -> None:
-        try:
+        # The migration may have ended: this move's own history still records what it said.
+        with contextlib.suppress(Exception):
             await workflow.get_external_workflow_handle(workflow_id).signal(name, payload)
-        except Exception:  # noqa: BLE001 - the migration has ended; this move's own history still records it
-            pass
 
     async def _report(self, report: MoveReport) -> None:
         """Tell the migration that started this move how it ended (it may have continued as new since: a signal
@@ -110,8 +122,10 @@ class PartitionMoveWorkflow:
         if move.expected is not None and state.replicas not in (move.expected, move.target):
             raise ApplicationError(
                 f"{tp} changed since the migration checked it: Kafka shows {state.replicas}, not {move.expected}; "
-                f"left as it is", type="StaleState", non_retryable=True,
-            )  # fmt: skip
+                f"left as it is",
+                type=ErrorType.STALE_STATE,
+                non_retryable=True,
+            )
         min_insync = move.min_insync
         if min_insync is None:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
@@ -132,9 +146,12 @@ class PartitionMoveWorkflow:
                 await workflow.wait_condition(lambda: not self._frozen)
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             request = StepRequest(
-                topic=move.topic, partition=move.partition, expected=state.replicas, target=step.replicas,
+                topic=move.topic,
+                partition=move.partition,
+                expected=state.replicas,
+                target=step.replicas,
                 stuck_after_s=move.stuck_after_s,
-            )  # fmt: skip
+            )
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             try:
                 self._tell_step(move, state.replicas, step.replicas)
@@ -170,8 +187,9 @@ class PartitionMoveWorkflow:
                     raise ApplicationError(
                         f"{tp} stuck: no progress for {status.idle_s:.0f} s on step {request.expected} -> "
                         f"{request.target}; the step was cancelled, the partition is on {state.replicas}",
-                        type="Stuck", non_retryable=True,
-                    )  # fmt: skip
+                        type=ErrorType.STUCK,
+                        non_retryable=True,
+                    )
                 # Step back to the original list; if that gets stuck too, it waits rather than flip-flopping.
                 target, policy, rolled_back = original, "wait", True
                 continue
@@ -182,9 +200,13 @@ class PartitionMoveWorkflow:
             steps.append(step.replicas)
         self._set_progress(move, original, state.replicas, None, steps)
         return MoveResult(
-            topic=move.topic, partition=move.partition, original=original, final=state.replicas, steps=steps,
+            topic=move.topic,
+            partition=move.partition,
+            original=original,
+            final=state.replicas,
+            steps=steps,
             rolled_back=rolled_back,
-        )  # fmt: skip
+        )
 
     async def _report_stuck(
         self, move: MoveInput, current: list[int], step: list[int], idle_s: float, policy: str
@@ -192,13 +214,27 @@ class PartitionMoveWorkflow:
         self._stuck = True
         if self._progress is not None:
             self._progress = self._progress.model_copy(update={"stuck": True})
-        workflow.logger.warning("%s-%s stuck for %.0f s at step %s -> %s (policy %s)", move.topic, move.partition,
-                                idle_s, current, step, policy)  # fmt: skip
+        workflow.logger.warning(
+            "%s-%s stuck for %.0f s at step %s -> %s (policy %s)",
+            move.topic,
+            move.partition,
+            idle_s,
+            current,
+            step,
+            policy,
+        )
         parent = workflow.info().parent
         if parent is None:
             return
-        report = MoveStuck(topic=move.topic, partition=move.partition, token=move.token, current=current, step=step,
-                           idle_s=idle_s, policy=policy)  # fmt: skip
+        report = MoveStuck(
+            topic=move.topic,
+            partition=move.partition,
+            token=move.token,
+            current=current,
+            step=step,
+            idle_s=idle_s,
+            policy=policy,
+        )
         await self._signal(parent.workflow_id, "move_stuck", report)
 
     @workflow.signal

@@ -5,6 +5,8 @@ from datetime import timedelta
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
+from models.errors import ErrorType
+
 # Kafka admin calls that answer at once. A minute covers a slow controller; retries with backoff ride out a
 # broker restart, and give up after about ten minutes so a dead cluster surfaces as a failed workflow.
 QUICK_CALL = dict(
@@ -14,7 +16,7 @@ QUICK_CALL = dict(
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=12,
-        non_retryable_error_types=["StaleState", "UnknownPartition"],
+        non_retryable_error_types=[ErrorType.STALE_STATE, ErrorType.UNKNOWN_PARTITION],
     ),
 )
 
@@ -28,7 +30,7 @@ STEP_WAIT = dict(
         initial_interval=timedelta(seconds=1),
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=30),
-        non_retryable_error_types=["StaleState", "UnknownPartition"],
+        non_retryable_error_types=[ErrorType.STALE_STATE, ErrorType.UNKNOWN_PARTITION],
     ),
 )
 
@@ -42,7 +44,7 @@ STEP_CALL = dict(
 )
 
 # Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once. A plan that
-# does not fit the cluster will not fit it on a retry either, so "Preflight" fails the migration at once.
+# does not fit the cluster will not fit it on a retry either, so ErrorType.PREFLIGHT fails the migration at once.
 PREFLIGHT = dict(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=RetryPolicy(
@@ -50,12 +52,13 @@ PREFLIGHT = dict(
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=12,
-        non_retryable_error_types=["Preflight"],
+        non_retryable_error_types=[ErrorType.PREFLIGHT],
     ),
 )
 
-# The estimate samples write rates over a window and then runs a Spark job (heartbeating throughout), which starts a session
-# the first time (seconds) and takes under a minute for a million partitions on one machine. Bad metrics stay bad.
+# The estimate samples write rates over a window and then runs a Spark job (heartbeating throughout), which starts a
+# session the first time (seconds) and takes under a minute for a million partitions on one machine. Bad metrics stay
+# bad.
 ESTIMATE = dict(
     start_to_close_timeout=timedelta(hours=1),
     heartbeat_timeout=timedelta(seconds=30),
@@ -64,7 +67,7 @@ ESTIMATE = dict(
         backoff_coefficient=2.0,
         maximum_interval=timedelta(seconds=60),
         maximum_attempts=5,
-        non_retryable_error_types=["Metrics"],
+        non_retryable_error_types=[ErrorType.METRICS],
     ),
 )
 

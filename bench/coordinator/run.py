@@ -27,7 +27,7 @@ from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 ROOT = Path(__file__).resolve().parents[2]
 
 # Run in the tree under test (its own models, workflows and in-memory Kafka): prints one JSON line.
-WORKLOAD = r'''
+WORKLOAD = r"""
 import asyncio, json, sys, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
@@ -35,7 +35,7 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
+from models.admission import Limits
 from tests.fakes import FakeKafka
 from worker import activities_for
 from workflows import WORKFLOWS, MigrationWorkflow
@@ -57,19 +57,26 @@ async def main(address, moves):
             result = await client.execute_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
                                                    id=f"bench-{uuid.uuid4().hex[:8]}")
             took = time.monotonic() - began
-            async for w in client.list_workflows(f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{worker.task_queue}' AND ExecutionStatus = 'Running'"):
+            running = (f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{worker.task_queue}' "
+                       "AND ExecutionStatus = 'Running'")
+            async for w in client.list_workflows(running):
                 await client.get_workflow_handle(w.id).terminate(reason="bench done")
     assert result.verified
     print(json.dumps({"moves": moves, "seconds": took, "peak": fake.peak_ongoing}))
 
 asyncio.run(main(sys.argv[1], int(sys.argv[2])))
-'''
+"""
 
 
 def baseline_ref() -> str:
     """The last commit before the coordinator came in (the newest without workflows/cluster.py)."""
-    added = subprocess.run(["git", "log", "--diff-filter=A", "--format=%H", "--", "workflows/cluster.py"], cwd=ROOT,
-                           capture_output=True, text=True, check=True).stdout.split()  # fmt: skip
+    added = subprocess.run(
+        ["git", "log", "--diff-filter=A", "--format=%H", "--", "workflows/cluster.py"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     if not added:
         sys.exit("no commit adds workflows/cluster.py: give --baseline")
     return f"{added[-1]}~1"
@@ -77,8 +84,9 @@ def baseline_ref() -> str:
 
 def run_in(tree: Path, script: Path, address: str, moves: int) -> dict:
     env = dict(os.environ, PYTHONPATH=str(tree))
-    done = subprocess.run([sys.executable, str(script), address, str(moves)], cwd=tree, env=env, capture_output=True,
-                          text=True)  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, str(script), address, str(moves)], cwd=tree, env=env, capture_output=True, text=True
+    )
     if done.returncode != 0:
         sys.exit(f"workload failed in {tree}:\n{done.stderr[-3000:]}")
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -92,14 +100,17 @@ async def main() -> None:
     args = parser.parse_args()
     ref = args.baseline or baseline_ref()
     server = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
-    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
-                                                dev_server_existing_path=str(find_temporal()),
-                                                dev_server_extra_args=server)  # fmt: skip
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(find_temporal()),
+        dev_server_extra_args=server,
+    )
     address = env.client.service_client.config.target_host
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp) / "baseline"
-        subprocess.run(["git", "worktree", "add", "--detach", str(base), ref], cwd=ROOT, check=True,
-                       capture_output=True)  # fmt: skip
+        subprocess.run(
+            ["git", "worktree", "add", "--detach", str(base), ref], cwd=ROOT, check=True, capture_output=True
+        )
         script = Path(tmp) / "workload.py"
         script.write_text(WORKLOAD)
         rates: dict[str, list[float]] = {"with coordinator": [], "without (baseline)": []}
@@ -109,14 +120,19 @@ async def main() -> None:
                     found = run_in(tree, script, address, args.moves)
                     rate = found["moves"] / found["seconds"]
                     rates[name].append(rate)
-                    print(f"{name}: {found['moves']} moves in {found['seconds']:.1f} s = {rate:.1f} moves/s "
-                          f"(at most {found['peak']} reassigning at once on Kafka)", flush=True)  # fmt: skip
+                    print(
+                        f"{name}: {found['moves']} moves in {found['seconds']:.1f} s = {rate:.1f} moves/s "
+                        f"(at most {found['peak']} reassigning at once on Kafka)",
+                        flush=True,
+                    )
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
             await env.shutdown()
     with_c, without = statistics.median(rates["with coordinator"]), statistics.median(rates["without (baseline)"])
-    print(f"median: with coordinator {with_c:.1f} moves/s, without {without:.1f} moves/s (baseline {ref}); "
-          f"ratio {with_c / without:.2f}")  # fmt: skip
+    print(
+        f"median: with coordinator {with_c:.1f} moves/s, without {without:.1f} moves/s (baseline {ref}); "
+        f"ratio {with_c / without:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -26,11 +26,12 @@ from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
 from cli.rates import parse_rate
+from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from settings import load_settings
-from steps.admission import Limits, MoveSpec, ordered
+from steps.admission import ordered
 from worker import activities_for
 from workflows import WORKFLOWS, MigrationWorkflow
 
@@ -85,27 +86,47 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
         throttle = parse_rate(args.throttle)
         rows = await asyncio.to_thread(sample_metrics, admin, [topic], args.sample)
         sizes = {(r["topic"], r["partition"]): r["size_bytes"] for r in rows}
-        moves = ordered([MoveSpec(topic=topic, partition=p.partition, original=original[p.partition],
-                                  target=p.replicas, size_bytes=sizes[(topic, p.partition)]) for p in plan])  # fmt: skip
+        moves = ordered(
+            [
+                MoveSpec(
+                    topic=topic,
+                    partition=p.partition,
+                    original=original[p.partition],
+                    target=p.replicas,
+                    size_bytes=sizes[(topic, p.partition)],
+                )
+                for p in plan
+            ]
+        )
         with tempfile.TemporaryDirectory(prefix="drover-bench-") as tmp:
             metrics = write_metrics(rows, Path(tmp) / "metrics.parquet")
             options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle)
-            estimate = await asyncio.to_thread(run_estimate, str(write_moves(Path(tmp), moves)),
-                                               metrics, options)  # fmt: skip
-        print(f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "
-              f"{estimate.write_rate / 1e3:.0f} kB/s; duration {estimate.duration_s:.1f} s, bottleneck broker "
-              f"{estimate.bottleneck}")  # fmt: skip
-        migration = MigrationInput(cluster=settings.cluster_name, moves=plan, limits=LIMITS, replicas_per_step=1,
-                                   throttle_bytes_per_s=throttle)  # fmt: skip
+            estimate = await asyncio.to_thread(run_estimate, str(write_moves(Path(tmp), moves)), metrics, options)
+        print(
+            f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "
+            f"{estimate.write_rate / 1e3:.0f} kB/s; duration {estimate.duration_s:.1f} s, bottleneck broker "
+            f"{estimate.bottleneck}"
+        )
+        migration = MigrationInput(
+            cluster=settings.cluster_name, moves=plan, limits=LIMITS, replicas_per_step=1, throttle_bytes_per_s=throttle
+        )
         client = await connect(settings)
         with ThreadPoolExecutor(16) as pool:
-            async with Worker(client, task_queue=f"bench-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS,
-                              activities=activities_for(admin), activity_executor=pool) as worker:  # fmt: skip
+            async with Worker(
+                client,
+                task_queue=f"bench-{uuid.uuid4().hex[:8]}",
+                workflows=WORKFLOWS,
+                activities=activities_for(admin),
+                activity_executor=pool,
+            ) as worker:
                 t0 = time.monotonic()
                 result = await client.execute_workflow(
-                    MigrationWorkflow.run, migration, id=f"bench-estimate-{uuid.uuid4().hex[:8]}",
-                    task_queue=worker.task_queue, result_type=MigrationResult,
-                )  # fmt: skip
+                    MigrationWorkflow.run,
+                    migration,
+                    id=f"bench-estimate-{uuid.uuid4().hex[:8]}",
+                    task_queue=worker.task_queue,
+                    result_type=MigrationResult,
+                )
                 actual = time.monotonic() - t0
         return estimate.duration_s, actual, result
     finally:
@@ -128,10 +149,12 @@ def main() -> None:
         for run in range(1, args.runs + 1):
             estimated, actual, result = asyncio.run(one_run(settings, admin, args))
             ratio = actual / estimated if estimated else float("nan")
-            print(f"run {run}: {args.mb} MB in {PARTITIONS} partitions plus {args.write_kbs} kB/s of writes, throttle "
-                  f"{args.throttle}, limits {LIMITS.max_partitions}/{LIMITS.max_per_broker}: estimated "
-                  f"{estimated:.1f} s, actual {actual:.1f} s (actual/estimated {ratio:.2f}); "
-                  f"{result.moves_done} moves done, verified {result.verified}")  # fmt: skip
+            print(
+                f"run {run}: {args.mb} MB in {PARTITIONS} partitions plus {args.write_kbs} kB/s of writes, throttle "
+                f"{args.throttle}, limits {LIMITS.max_partitions}/{LIMITS.max_per_broker}: estimated "
+                f"{estimated:.1f} s, actual {actual:.1f} s (actual/estimated {ratio:.2f}); "
+                f"{result.moves_done} moves done, verified {result.verified}"
+            )
     finally:
         admin.close()
 

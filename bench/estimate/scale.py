@@ -16,8 +16,8 @@ from pyspark.sql import functions as F
 
 from estimator.job import estimate_request
 from estimator.session import spark
+from models.admission import Limits
 from models.estimate import EstimateOptions, EstimateRequest
-from steps.admission import Limits
 
 
 def write_inputs(folder: Path, rows: int, brokers: int, moving: float) -> tuple[str, str]:
@@ -28,13 +28,18 @@ def write_inputs(folder: Path, rows: int, brokers: int, moving: float) -> tuple[
         F.col("id"),
     )
     b = lambda offset: ((F.col("id") + offset) % brokers + 1).cast("int")  # noqa: E731
-    metrics = base.select("topic", "partition", (F.rand(1) * 50_000).alias("bytes_in_per_sec"),
-                          (F.rand(2) * 1e9).cast("long").alias("size_bytes"))  # fmt: skip
+    metrics = base.select(
+        "topic",
+        "partition",
+        (F.rand(1) * 50_000).alias("bytes_in_per_sec"),
+        (F.rand(2) * 1e9).cast("long").alias("size_bytes"),
+    )
     moves = base.filter(F.rand(3) < moving).select(
-        "topic", "partition",
+        "topic",
+        "partition",
         F.array(b(0), b(1), b(2)).alias("original"),
         F.array(b(0), b(1), b(3)).alias("target"),
-    )  # fmt: skip
+    )
     metrics_path, moves_path = str(folder / "metrics.parquet"), str(folder / "moves")
     metrics.write.mode("overwrite").parquet(metrics_path)
     moves.coalesce(1).write.mode("overwrite").json(moves_path)
@@ -49,8 +54,13 @@ def main() -> None:
     args = parser.parse_args()
     with tempfile.TemporaryDirectory(prefix="drover-estimate-scale-") as tmp:
         moves, metrics = write_inputs(Path(tmp), args.rows, args.brokers, args.moving)
-        request = EstimateRequest(moves_ref=moves, metrics_ref=metrics, options=EstimateOptions(
-            limits=Limits(max_partitions=50, max_per_broker=2, max_replicas=50), throttle="auto"))  # fmt: skip
+        request = EstimateRequest(
+            moves_ref=moves,
+            metrics_ref=metrics,
+            options=EstimateOptions(
+                limits=Limits(max_partitions=50, max_per_broker=2, max_replicas=50), throttle="auto"
+            ),
+        )
         t0 = time.monotonic()
         estimate_request(spark(), request)
         warmup = time.monotonic() - t0
@@ -58,10 +68,12 @@ def main() -> None:
         result = estimate_request(spark(), request)
         took = time.monotonic() - t0
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"{args.rows} partition rows, {result.moves} moving over {len(result.brokers)} brokers: "
-          f"estimate in {took:.1f} s on a warm session (first run {warmup:.1f} s); duration "
-          f"{result.duration_s and result.duration_s / 3600:.1f} h ({result.duration_method}), bottleneck broker "
-          f"{result.bottleneck}; driver peak RSS {peak:.0f} MiB")
+    print(
+        f"{args.rows} partition rows, {result.moves} moving over {len(result.brokers)} brokers: "
+        f"estimate in {took:.1f} s on a warm session (first run {warmup:.1f} s); duration "
+        f"{result.duration_s and result.duration_s / 3600:.1f} h ({result.duration_method}), bottleneck broker "
+        f"{result.bottleneck}; driver peak RSS {peak:.0f} MiB"
+    )
 
 
 if __name__ == "__main__":

@@ -58,8 +58,12 @@ def measure(name: str) -> dict:
         "moves": s.replica_moves,
         "lower_bound": s.lower_bound,
         "optimum": optimum,
-        "replicas_per_broker": f"{s.before.replicas_min}-{s.before.replicas_max} -> {s.after.replicas_min}-{s.after.replicas_max}",
-        "leaders_per_broker": f"{s.before.leaders_min}-{s.before.leaders_max} -> {s.after.leaders_min}-{s.after.leaders_max}",
+        "replicas_per_broker": (
+            f"{s.before.replicas_min}-{s.before.replicas_max} -> {s.after.replicas_min}-{s.after.replicas_max}"
+        ),
+        "leaders_per_broker": (
+            f"{s.before.leaders_min}-{s.before.leaders_max} -> {s.after.leaders_min}-{s.after.leaders_max}"
+        ),
         "rack_violations": f"{s.before.rack_violations} -> {s.after.rack_violations}",
         "balance": s.balance,
         "seconds": round(elapsed, 2),
@@ -83,9 +87,24 @@ def synthetic() -> None:
             rows.append(pool.apply(measure, (name,)))
         print(f"  planned: {name}", file=sys.stderr)
     print("\n## Synthetic scenarios (moves: replica moves; optimum: exact min-cost flow)\n")
-    print_table(rows, ["scenario", "brokers", "partitions", "replicas", "moves", "lower_bound", "optimum",
-                       "replicas_per_broker", "leaders_per_broker", "rack_violations", "balance", "seconds",
-                       "peak_rss_mib"])  # fmt: skip
+    print_table(
+        rows,
+        [
+            "scenario",
+            "brokers",
+            "partitions",
+            "replicas",
+            "moves",
+            "lower_bound",
+            "optimum",
+            "replicas_per_broker",
+            "leaders_per_broker",
+            "rack_violations",
+            "balance",
+            "seconds",
+            "peak_rss_mib",
+        ],
+    )
 
 
 # -- against Kafka's tool, on the sandbox cluster ------------------------------------------------------------------
@@ -149,26 +168,30 @@ def against_kafka(bootstrap: str) -> None:
             started = time.perf_counter()
             kafka = kafka_generate(bootstrap, [topic], keep)
             kafka_seconds = time.perf_counter() - started
-            current = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas)
-                       for s in admin.describe_topics([topic])]  # fmt: skip
+            current = [
+                PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas)
+                for s in admin.describe_topics([topic])
+            ]
             remove = [b.id for b in brokers if b.id not in keep]
             started = time.perf_counter()
             plan = make_plan(PlanRequest(partitions=current, brokers=brokers, remove_brokers=remove))
             drover_seconds = time.perf_counter() - started
             after_kafka = {(p.topic, p.partition): p.replicas for p in kafka}
             after_drover = dict(before) | {(p.topic, p.partition): p.replicas for p in plan.changes}
-            rows.append({
-                "scenario": name,
-                "replicas": sum(len(r) for r in lists),
-                "kafka_moves": moves_between(before, kafka),
-                "drover_moves": plan.summary.replica_moves,
-                "lower_bound": plan.summary.lower_bound,
-                "kafka_spread": spread(after_kafka, keep),
-                "drover_spread": spread(after_drover, keep),
-                "drover_rack_violations": plan.summary.after.rack_violations,
-                "kafka_s": round(kafka_seconds, 2),
-                "drover_s": round(drover_seconds, 3),
-            })
+            rows.append(
+                {
+                    "scenario": name,
+                    "replicas": sum(len(r) for r in lists),
+                    "kafka_moves": moves_between(before, kafka),
+                    "drover_moves": plan.summary.replica_moves,
+                    "lower_bound": plan.summary.lower_bound,
+                    "kafka_spread": spread(after_kafka, keep),
+                    "drover_spread": spread(after_drover, keep),
+                    "drover_rack_violations": plan.summary.after.rack_violations,
+                    "kafka_s": round(kafka_seconds, 2),
+                    "drover_s": round(drover_seconds, 3),
+                }
+            )
         finally:
             admin.delete_topics([topic])
     admin.close()

@@ -21,10 +21,10 @@ from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
+from models.admission import Limits
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from settings import load_settings
-from steps.admission import Limits
 from tests.integration.helpers import StepObserver, produce_topic
 from worker import activities_for
 from workflows import WORKFLOWS, MigrationWorkflow
@@ -39,19 +39,31 @@ async def one_run(settings, admin: KafkaAdmin, partitions: int) -> tuple[list[fl
     try:
         await asyncio.to_thread(produce_topic, settings, topic, partitions, 1000)
         plan = [PartitionReplicas(topic=topic, partition=p, replicas=[4, r[1], r[2]]) for p, r in enumerate(original)]
-        migration = MigrationInput(cluster=settings.cluster_name, moves=plan, limits=LIMITS, replicas_per_step=1,
-                                   throttle_bytes_per_s=10_000_000)  # fmt: skip
+        migration = MigrationInput(
+            cluster=settings.cluster_name,
+            moves=plan,
+            limits=LIMITS,
+            replicas_per_step=1,
+            throttle_bytes_per_s=10_000_000,
+        )
         client = await connect(settings)
         observer = StepObserver(admin, topic)
         observer.start()
         try:
             with ThreadPoolExecutor(16) as pool:
-                async with Worker(client, task_queue=f"bench-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS,
-                                  activities=activities_for(admin), activity_executor=pool) as worker:  # fmt: skip
+                async with Worker(
+                    client,
+                    task_queue=f"bench-{uuid.uuid4().hex[:8]}",
+                    workflows=WORKFLOWS,
+                    activities=activities_for(admin),
+                    activity_executor=pool,
+                ) as worker:
                     result = await client.execute_workflow(
-                        MigrationWorkflow.run, migration, id=f"bench-steps-{uuid.uuid4().hex[:8]}",
+                        MigrationWorkflow.run,
+                        migration,
+                        id=f"bench-steps-{uuid.uuid4().hex[:8]}",
                         task_queue=worker.task_queue,
-                    )  # fmt: skip
+                    )
         finally:
             observer.stop()
         return observer.gaps(), observer, result
@@ -67,21 +79,28 @@ def main() -> None:
     settings = load_settings()
     admin = KafkaAdmin(settings)
     gaps: list[float] = []
-    print("| run | moves | steps on Kafka | gaps | median s | p90 s | max s | peak partitions (limit 4) | peak per broker (limit 2) | peak replicas (RF+R = 4) | min ISR |")
+    print(
+        "| run | moves | steps on Kafka | gaps | median s | p90 s | max s | peak partitions (limit 4) "
+        "| peak per broker (limit 2) | peak replicas (RF+R = 4) | min ISR |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|")
     try:
         for run in range(1, args.runs + 1):
             found, observer, result = asyncio.run(one_run(settings, admin, args.partitions))
             gaps += found
             seen = sum(len(s) for s in observer.steps.values())
-            print(f"| {run} | {len(result.moves)} | {seen} | {len(found)} | {statistics.median(found):.2f} | "
-                  f"{found[int(0.9 * (len(found) - 1))]:.2f} | {max(found):.2f} | {observer.peak_partitions} | "
-                  f"{observer.peak_per_broker} | {observer.peak_replicas} | {observer.min_isr} |")
+            print(
+                f"| {run} | {len(result.moves)} | {seen} | {len(found)} | {statistics.median(found):.2f} | "
+                f"{found[int(0.9 * (len(found) - 1))]:.2f} | {max(found):.2f} | {observer.peak_partitions} | "
+                f"{observer.peak_per_broker} | {observer.peak_replicas} | {observer.min_isr} |"
+            )
     finally:
         admin.close()
     gaps.sort()
-    print(f"\nall runs: {len(gaps)} gaps, median {statistics.median(gaps):.2f} s, "
-          f"p90 {gaps[int(0.9 * (len(gaps) - 1))]:.2f} s, max {gaps[-1]:.2f} s")
+    print(
+        f"\nall runs: {len(gaps)} gaps, median {statistics.median(gaps):.2f} s, "
+        f"p90 {gaps[int(0.9 * (len(gaps) - 1))]:.2f} s, max {gaps[-1]:.2f} s"
+    )
 
 
 if __name__ == "__main__":

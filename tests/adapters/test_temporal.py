@@ -21,7 +21,9 @@ async def test_a_call_is_tried_again_until_temporal_answers():
         return answer
 
     assert await patiently(call, "127.0.0.1:7233", said.append) == "progress"
-    assert len(said) == 2 and said[0].startswith("waiting for Temporal at 127.0.0.1:7233") and "answers again" in said[1]
+    assert (
+        len(said) == 2 and said[0].startswith("waiting for Temporal at 127.0.0.1:7233") and "answers again" in said[1]
+    )
 
 
 async def test_an_answer_that_is_an_error_is_not_tried_again():

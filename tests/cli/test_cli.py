@@ -118,7 +118,13 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
     state = tmp_path / "state"
     # broker-1's storage was formatted for another cluster: Kafka refuses to start it.
     # Fixed ports below the kernel's ephemeral range (32768+): a client socket elsewhere in the run cannot hold one.
-    layout = {"cluster_id": "AAAAAAAAAAAAAAAAAAAAAA", "brokers": 4, "racks": 2, "port_base": 22092, "kafka_version": "4.4.0"}
+    layout = {
+        "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+        "brokers": 4,
+        "racks": 2,
+        "port_base": 22092,
+        "kafka_version": "4.4.0",
+    }
     (state / "data" / "broker-1").mkdir(parents=True)
     (state / "layout.json").write_text(json.dumps(layout))
     (state / "data" / "broker-1" / "meta.properties").write_text(
@@ -133,16 +139,26 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
     }
     done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
     assert_one_line_error(
-        done, 1, "broker-1 exited during start-up", "broker-1.kafka.log", "INCONSISTENT_CLUSTER_ID", "stopped what had started"
+        done,
+        1,
+        "broker-1 exited during start-up",
+        "broker-1.kafka.log",
+        "INCONSISTENT_CLUSTER_ID",
+        "stopped what had started",
     )
     assert list((state / "pids").glob("*.pid")) == []
 
 
 @pytest.mark.parametrize(
     ("text", "expected"),
-    [("1048576", 1048576), ("50MB/s", 50_000_000), ("10MiB", 10 * 1024 * 1024), ("1.5 GB/s", 1_500_000_000),
-     ("512kib/s", 512 * 1024)],
-)  # fmt: skip
+    [
+        ("1048576", 1048576),
+        ("50MB/s", 50_000_000),
+        ("10MiB", 10 * 1024 * 1024),
+        ("1.5 GB/s", 1_500_000_000),
+        ("512kib/s", 512 * 1024),
+    ],
+)
 def test_rates_accept_units(text, expected):
     assert parse_rate(text) == expected
 
@@ -194,8 +210,18 @@ def test_estimate_from_a_metrics_file_prints_brokers_and_duration(tmp_path):
     current.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
     metrics = tmp_path / "m.csv"
     metrics.write_text("topic,partition,bytes_in_per_sec,size_bytes\nt,0,1000000,100000000\n")
-    done = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(current), "--throttle", "11MB/s",
-                  "--json", env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "work")})  # fmt: skip
+    done = drover(
+        "estimate",
+        str(plan),
+        "--metrics",
+        str(metrics),
+        "--current",
+        str(current),
+        "--throttle",
+        "11MB/s",
+        "--json",
+        env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "work")},
+    )
     assert done.returncode == 0, done.stderr
     estimate = json.loads(done.stdout)
     brokers = {b["broker"]: b for b in estimate["brokers"]}
@@ -209,10 +235,14 @@ def test_estimate_from_a_metrics_file_prints_brokers_and_duration(tmp_path):
 def test_estimate_with_bad_metrics_is_one_line(tmp_path):
     plan = tmp_path / "plan.json"
     plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
-    (tmp_path / "plan.rollback.json").write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    (tmp_path / "plan.rollback.json").write_text(
+        '{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}'
+    )
     metrics = tmp_path / "m.csv"
     metrics.write_text("topic,partition,bytes_in_per_sec\nt,0,1\n")
-    done = drover("estimate", str(plan), "--metrics", str(metrics), env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "w")})
+    done = drover(
+        "estimate", str(plan), "--metrics", str(metrics), env=os.environ | {"DROVER_WORK_DIR": str(tmp_path / "w")}
+    )
     assert_one_line_error(done, 2, f"metrics {metrics}: missing column size_bytes")
     absent = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(tmp_path / "none.json"))
     assert_one_line_error(absent, 2, "none.json: no such file")

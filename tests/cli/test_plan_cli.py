@@ -49,9 +49,15 @@ def write(tmp_path, name, content) -> str:
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json, brokers_json, extra, needles):
     args = [
-        "plan", "--current", write(tmp_path, "current.json", current_json),
-        "--brokers", write(tmp_path, "brokers.json", brokers_json), "--out", str(tmp_path / "plan.json"), *extra,
-    ]  # fmt: skip
+        "plan",
+        "--current",
+        write(tmp_path, "current.json", current_json),
+        "--brokers",
+        write(tmp_path, "brokers.json", brokers_json),
+        "--out",
+        str(tmp_path / "plan.json"),
+        *extra,
+    ]
     assert_one_line_error(drover(*args), 2, *needles)
     assert not (tmp_path / "plan.json").exists() and not (tmp_path / "plan.rollback.json").exists()
 
@@ -59,15 +65,24 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json,
 def test_bad_sizes_file_names_the_partition(tmp_path):
     sizes = [{"topic": "t", "partition": 0, "size_bytes": -5}]
     args = [
-        "plan", "--current", write(tmp_path, "current.json", GOOD), "--brokers", write(tmp_path, "brokers.json", BROKERS),
-        "--sizes", write(tmp_path, "sizes.json", sizes), "--out", str(tmp_path / "plan.json"),
-    ]  # fmt: skip
+        "plan",
+        "--current",
+        write(tmp_path, "current.json", GOOD),
+        "--brokers",
+        write(tmp_path, "brokers.json", BROKERS),
+        "--sizes",
+        write(tmp_path, "sizes.json", sizes),
+        "--out",
+        str(tmp_path / "plan.json"),
+    ]
     assert_one_line_error(drover(*args), 2, "sizes.json", "partition t-0", "size_bytes")
     assert not (tmp_path / "plan.json").exists()
 
 
 def test_missing_input_files_and_modes(tmp_path):
-    assert_one_line_error(drover("plan", "--out", str(tmp_path / "p.json")), 2, "--current and --brokers, or --bootstrap")
+    assert_one_line_error(
+        drover("plan", "--out", str(tmp_path / "p.json")), 2, "--current and --brokers, or --bootstrap"
+    )
     missing = str(tmp_path / "missing.json")
     done = drover("plan", "--current", missing, "--brokers", missing, "--out", str(tmp_path / "p.json"))
     assert_one_line_error(done, 2, "missing.json", "cannot read")
@@ -78,9 +93,14 @@ def test_missing_input_files_and_modes(tmp_path):
 def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     skewed = current(*[("t", p, [1, 2]) for p in range(6)])
     args = [
-        "plan", "--current", write(tmp_path, "current.json", skewed), "--brokers", write(tmp_path, "brokers.json", BROKERS),
-        "--out", str(tmp_path / "out" / "plan.json"),
-    ]  # fmt: skip
+        "plan",
+        "--current",
+        write(tmp_path, "current.json", skewed),
+        "--brokers",
+        write(tmp_path, "brokers.json", BROKERS),
+        "--out",
+        str(tmp_path / "out" / "plan.json"),
+    ]
     done = drover(*args)
     assert done.returncode == 0, done.stderr
     assert "replica moves: 4 (lower bound 4)" in done.stderr

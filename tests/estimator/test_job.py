@@ -8,8 +8,8 @@ import pytest
 from estimator.job import estimate_request
 from estimator.metrics import MetricsError
 from estimator.session import spark
+from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions, EstimateRequest
-from steps.admission import Limits, MoveSpec
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, throttled_replicas
 
 # Seed 004's plan: partitions of t0 and t1 moving over brokers 101-104.
@@ -25,13 +25,21 @@ def session(tmp_path_factory):
 
 def write_moves(folder: Path, current=SEED_CURRENT, proposed=SEED_PROPOSED) -> str:
     path = folder / "moves.jsonl"
-    path.write_text("".join(json.dumps({"topic": t, "partition": p, "original": current[(t, p)],
-                                        "target": proposed[(t, p)]}) + "\n" for t, p in current))  # fmt: skip
+    path.write_text(
+        "".join(
+            json.dumps({"topic": t, "partition": p, "original": current[(t, p)], "target": proposed[(t, p)]}) + "\n"
+            for t, p in current
+        )
+    )
     return str(path)
 
 
-def write_csv(folder: Path, rows: list[str], name: str = "metrics.csv",
-              header: str = "topic,partition,bytes_in_per_sec,size_bytes") -> str:
+def write_csv(
+    folder: Path,
+    rows: list[str],
+    name: str = "metrics.csv",
+    header: str = "topic,partition,bytes_in_per_sec,size_bytes",
+) -> str:
     path = folder / name
     path.write_text("\n".join([header, *rows]) + "\n")
     return str(path)
@@ -48,8 +56,10 @@ def run(session, folder: Path, metrics: str, **options):
 
 
 def test_the_seed_example_gives_the_seeds_throttle_tables():
-    moves = [MoveSpec(topic=t, partition=p, original=SEED_CURRENT[(t, p)], target=SEED_PROPOSED[(t, p)])
-             for t, p in SEED_CURRENT]  # fmt: skip
+    moves = [
+        MoveSpec(topic=t, partition=p, original=SEED_CURRENT[(t, p)], target=SEED_PROPOSED[(t, p)])
+        for t, p in SEED_CURRENT
+    ]
     lists = throttled_replicas(moves)
     # The seed's leader table: every current replica of a moving partition; its follower table: the new ones.
     assert lists["t0"][LEADER_REPLICAS] == "0:101,0:102,1:102,1:103,2:101,2:103"
@@ -74,11 +84,23 @@ def test_the_seed_example_gives_the_minimum_rates_per_broker(session, tmp_path):
 
 
 def test_only_partitions_in_flight_together_count(session, tmp_path):
-    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1,
-            limits=Limits(max_partitions=10, max_per_broker=1))  # fmt: skip
+    e = run(
+        session,
+        tmp_path,
+        seed_metrics(tmp_path),
+        throttle=11,
+        floor_bytes_per_s=1,
+        limits=Limits(max_partitions=10, max_per_broker=1),
+    )
     assert {b.broker: b.min_follower_rate for b in e.brokers}[104] == 1.0
-    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1,
-            limits=Limits(max_partitions=10, max_per_broker=2))  # fmt: skip
+    e = run(
+        session,
+        tmp_path,
+        seed_metrics(tmp_path),
+        throttle=11,
+        floor_bytes_per_s=1,
+        limits=Limits(max_partitions=10, max_per_broker=2),
+    )
     assert {b.broker: b.min_follower_rate for b in e.brokers}[104] == 2.0
 
 
@@ -87,12 +109,14 @@ def test_recommended_rates_have_headroom_and_stay_under_capacity(session, tmp_pa
     e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1)
     b104 = next(b for b in e.brokers if b.broker == 104)
     assert b104.recommended_follower_rate == 4_500_000 and b104.follower_rate == 4_500_000
-    e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1,
-            capacity_bytes_per_s=4_000_000)  # fmt: skip
+    e = run(
+        session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1, capacity_bytes_per_s=4_000_000
+    )
     b104 = next(b for b in e.brokers if b.broker == 104)
     assert b104.follower_rate == 4_000_000 and e.never_catch_up == []
-    e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1,
-            broker_capacity={104: 3_500_000})  # fmt: skip
+    e = run(
+        session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1, broker_capacity={104: 3_500_000}
+    )
     rates = {b.broker: b.follower_rate for b in e.brokers}
     assert rates[104] == 3_500_000 and rates[103] == 1_500_000
 
@@ -156,11 +180,26 @@ def test_the_job_runs_under_spark_submit(tmp_path):
     root = Path(__file__).resolve().parents[2]
     env = os.environ | {"SPARK_HOME": str(Path(pyspark.__file__).parent), "PYSPARK_PYTHON": sys.executable}
     done = subprocess.run(
-        [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[1]", str(root / "estimator" / "job.py"),
-         "--moves", write_moves(tmp_path), "--metrics", seed_metrics(tmp_path), "--options", str(options),
-         "--out", str(out)],
-        capture_output=True, text=True, cwd=tmp_path, env=env, timeout=300,
-    )  # fmt: skip
+        [
+            str(Path(sys.executable).parent / "spark-submit"),
+            "--master",
+            "local[1]",
+            str(root / "estimator" / "job.py"),
+            "--moves",
+            write_moves(tmp_path),
+            "--metrics",
+            seed_metrics(tmp_path),
+            "--options",
+            str(options),
+            "--out",
+            str(out),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        env=env,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["duration_s"] == pytest.approx(37.5) and result["bottleneck"] == 104

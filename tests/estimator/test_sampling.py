@@ -16,7 +16,10 @@ class Shrinking(FakeKafka):
     def describe_log_dirs(self, brokers=None):
         self.looks += 1
         first = self.looks == 1
-        self.offsets = {("orders", 0): (0, 100 if first else 120), ("orders", 1): (0 if first else 100, 300 if first else 350)}
+        self.offsets = {
+            ("orders", 0): (0, 100 if first else 120),
+            ("orders", 1): (0 if first else 100, 300 if first else 350),
+        }
         sizes = {("orders", 0): 10_000 if first else 12_000, ("orders", 1): 30_000 if first else 25_000}
         return [ReplicaSize(broker=self.leaders[k], topic=k[0], partition=k[1], size_bytes=v) for k, v in sizes.items()]
 

@@ -3,7 +3,7 @@
 import pytest
 
 from estimator.schedule import SimMove, Stage, simulate
-from steps.admission import Limits, MoveSpec
+from models.admission import Limits, MoveSpec
 
 
 def move(partition: int, original: list[int], target: list[int], size: float, rate: float = 0.0) -> SimMove:

@@ -6,9 +6,9 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from execution.cluster import ClusterState, Counters
+from models.admission import Limits, MoveSpec
 from models.coordination import Demand, JoinRequest
 from models.migration import OperatorAction
-from steps.admission import Limits, MoveSpec
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -20,13 +20,28 @@ def move(topic: str, p: int, original: list[int], target: list[int]) -> MoveSpec
 
 
 def join(s: ClusterState, mid: str, topic: str, parts, cluster_id: str = "abc", priority: int = 0) -> str | None:
-    return s.join(JoinRequest(migration_id=mid, cluster="prod", cluster_id=cluster_id, partitions={topic: list(parts)},
-                              priority=priority), NOW)  # fmt: skip
+    return s.join(
+        JoinRequest(
+            migration_id=mid, cluster="prod", cluster_id=cluster_id, partitions={topic: list(parts)}, priority=priority
+        ),
+        NOW,
+    )
 
 
-def demand(s: ClusterState, mid: str, moves: list[MoveSpec], seq: int, limits: Limits = Limits(), released=(),
-           rate: int | None = None) -> None:  # fmt: skip
-    assert s.demand(Demand(migration_id=mid, seq=seq, candidates=moves, released=list(released), limits=limits, rate=rate))
+def demand(
+    s: ClusterState,
+    mid: str,
+    moves: list[MoveSpec],
+    seq: int,
+    limits: Limits | None = None,
+    released=(),
+    rate: int | None = None,
+) -> None:
+    assert s.demand(
+        Demand(
+            migration_id=mid, seq=seq, candidates=moves, released=list(released), limits=limits or Limits(), rate=rate
+        )
+    )
 
 
 def spread(topic: str, n: int) -> list[MoveSpec]:
@@ -147,14 +162,20 @@ def test_random_demands_and_releases_never_exceed_the_cluster_limits():
     rng = random.Random(7)
     for _ in range(30):
         s = ClusterState(name="prod")
-        limits = Limits(max_partitions=rng.randint(1, 6), max_per_broker=rng.randint(1, 3),
-                        max_replicas=rng.randint(1, 6), max_leaders=rng.randint(1, 3))  # fmt: skip
+        limits = Limits(
+            max_partitions=rng.randint(1, 6),
+            max_per_broker=rng.randint(1, 3),
+            max_replicas=rng.randint(1, 6),
+            max_leaders=rng.randint(1, 3),
+        )
         s.set_limits(limits, BY, NOW)
         waiting: dict[str, list[MoveSpec]] = {}
         for i in range(3):
             topic = f"t{i}"
             join(s, f"m{i}", topic, range(30))
-            waiting[f"m{i}"] = [move(topic, p, rng.sample(range(1, 9), 3), rng.sample(range(1, 9), 3)) for p in range(30)]
+            waiting[f"m{i}"] = [
+                move(topic, p, rng.sample(range(1, 9), 3), rng.sample(range(1, 9), 3)) for p in range(30)
+            ]
         seq = Counter()
         for _ in range(40):
             for mid in waiting:
@@ -207,7 +228,8 @@ def test_a_move_whose_leader_movement_is_done_no_longer_counts_against_the_leade
     assert [m.partition for m in s.allocate()["m1"]] == [0]
     assert s.allocate() == {}
     # Its next demand says partition 0's leader has moved: the slot goes to the next leader movement.
-    assert s.demand(Demand(migration_id="m1", seq=2, candidates=leader_moves[1:], leaders_moved=[("a", 0)],
-                           limits=one_leader))  # fmt: skip
+    assert s.demand(
+        Demand(migration_id="m1", seq=2, candidates=leader_moves[1:], leaders_moved=[("a", 0)], limits=one_leader)
+    )
     assert [m.partition for m in s.allocate()["m1"]] == [1]
     assert [m.leader_moved for m in s.holders["m1"].in_flight] == [True, False]

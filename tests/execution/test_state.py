@@ -5,8 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from execution import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
+from models.admission import Limits, MoveSpec
 from models.migration import MoveOutcome, OperatorAction
-from steps.admission import Limits, MoveSpec
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WHO = OperatorAction(actor="ana", reason="test")
@@ -53,39 +53,103 @@ def expect(state: str, **answers: tuple[str, object]) -> None:
 
 
 ok, no = "ok", "refused"
-CANCELS = dict(cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
-               cancel__rollback=(ok, (Phase.STOPPING, "rollback")))  # fmt: skip
+CANCELS = dict(
+    cancel__stop=(ok, (Phase.STOPPING, "stop")),
+    cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
+    cancel__rollback=(ok, (Phase.STOPPING, "rollback")),
+)
 for before in ("preflight", "estimating"):
-    expect(before, pause=(no, "no move has started yet"), resume=(no, "not paused"), **CANCELS,
-           set_limits=(ok, Phase[before.upper()]), set_throttle=(ok, Phase[before.upper()]))  # fmt: skip
-expect("running", pause=(ok, Phase.PAUSED), resume=(no, "not paused"), **CANCELS, set_limits=(ok, Phase.RUNNING),
-       set_throttle=(ok, Phase.RUNNING))  # fmt: skip
-expect("paused", pause=(no, "already paused"), resume=(ok, Phase.RUNNING), **CANCELS, set_limits=(ok, Phase.PAUSED),
-       set_throttle=(ok, Phase.PAUSED))  # fmt: skip
-expect("draining", pause=(ok, (Phase.DRAINING, Phase.PAUSED)), resume=(no, "not paused"), **CANCELS,
-       set_limits=(ok, Phase.DRAINING), set_throttle=(ok, Phase.DRAINING))  # fmt: skip
-expect("draining-paused", pause=(no, "already paused"), resume=(ok, (Phase.DRAINING, Phase.RUNNING)), **CANCELS,
-       set_limits=(ok, Phase.DRAINING), set_throttle=(ok, Phase.DRAINING))  # fmt: skip
-expect("draining-rollback", pause=(no, "a rollback is not paused"), resume=(no, "not paused"),
-       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(no, "already rolling back"),
-       cancel__rollback=(no, "already rolling back"), set_limits=(ok, Phase.DRAINING),
-       set_throttle=(ok, Phase.DRAINING))  # fmt: skip
-expect("stopping-stop", pause=(no, "stopping"), resume=(no, "not paused"), cancel__stop=(no, "already under way"),
-       cancel_rp=(ok, (Phase.STOPPING, "revert-pending")), cancel__rollback=(ok, (Phase.STOPPING, "rollback")),
-       set_limits=(ok, Phase.STOPPING), set_throttle=(ok, Phase.STOPPING))  # fmt: skip
+    expect(
+        before,
+        pause=(no, "no move has started yet"),
+        resume=(no, "not paused"),
+        **CANCELS,
+        set_limits=(ok, Phase[before.upper()]),
+        set_throttle=(ok, Phase[before.upper()]),
+    )
+expect(
+    "running",
+    pause=(ok, Phase.PAUSED),
+    resume=(no, "not paused"),
+    **CANCELS,
+    set_limits=(ok, Phase.RUNNING),
+    set_throttle=(ok, Phase.RUNNING),
+)
+expect(
+    "paused",
+    pause=(no, "already paused"),
+    resume=(ok, Phase.RUNNING),
+    **CANCELS,
+    set_limits=(ok, Phase.PAUSED),
+    set_throttle=(ok, Phase.PAUSED),
+)
+expect(
+    "draining",
+    pause=(ok, (Phase.DRAINING, Phase.PAUSED)),
+    resume=(no, "not paused"),
+    **CANCELS,
+    set_limits=(ok, Phase.DRAINING),
+    set_throttle=(ok, Phase.DRAINING),
+)
+expect(
+    "draining-paused",
+    pause=(no, "already paused"),
+    resume=(ok, (Phase.DRAINING, Phase.RUNNING)),
+    **CANCELS,
+    set_limits=(ok, Phase.DRAINING),
+    set_throttle=(ok, Phase.DRAINING),
+)
+expect(
+    "draining-rollback",
+    pause=(no, "a rollback is not paused"),
+    resume=(no, "not paused"),
+    cancel__stop=(ok, (Phase.STOPPING, "stop")),
+    cancel_rp=(no, "already rolling back"),
+    cancel__rollback=(no, "already rolling back"),
+    set_limits=(ok, Phase.DRAINING),
+    set_throttle=(ok, Phase.DRAINING),
+)
+expect(
+    "stopping-stop",
+    pause=(no, "stopping"),
+    resume=(no, "not paused"),
+    cancel__stop=(no, "already under way"),
+    cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
+    cancel__rollback=(ok, (Phase.STOPPING, "rollback")),
+    set_limits=(ok, Phase.STOPPING),
+    set_throttle=(ok, Phase.STOPPING),
+)
 # A stop sent while the rollback is being planned is honoured: nothing is rolled back.
-expect("stopping-rollback", pause=(no, "stopping"), resume=(no, "not paused"),
-       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
-       cancel__rollback=(no, "already under way"), set_limits=(ok, Phase.STOPPING),
-       set_throttle=(ok, Phase.STOPPING))  # fmt: skip
-expect("stopping-the-rollback", pause=(no, "stopping"), resume=(no, "not paused"),
-       cancel__stop=(no, "already under way"), cancel_rp=(no, "already being stopped"),
-       cancel__rollback=(no, "already being stopped"), set_limits=(ok, Phase.STOPPING),
-       set_throttle=(ok, Phase.STOPPING))  # fmt: skip
-expect("rolling_back", pause=(no, "a rollback is not paused"), resume=(no, "not paused"),
-       cancel__stop=(ok, (Phase.STOPPING, "stop")), cancel_rp=(no, "already rolling back"),
-       cancel__rollback=(no, "already rolling back"), set_limits=(ok, Phase.ROLLING_BACK),
-       set_throttle=(ok, Phase.ROLLING_BACK))  # fmt: skip
+expect(
+    "stopping-rollback",
+    pause=(no, "stopping"),
+    resume=(no, "not paused"),
+    cancel__stop=(ok, (Phase.STOPPING, "stop")),
+    cancel_rp=(ok, (Phase.STOPPING, "revert-pending")),
+    cancel__rollback=(no, "already under way"),
+    set_limits=(ok, Phase.STOPPING),
+    set_throttle=(ok, Phase.STOPPING),
+)
+expect(
+    "stopping-the-rollback",
+    pause=(no, "stopping"),
+    resume=(no, "not paused"),
+    cancel__stop=(no, "already under way"),
+    cancel_rp=(no, "already being stopped"),
+    cancel__rollback=(no, "already being stopped"),
+    set_limits=(ok, Phase.STOPPING),
+    set_throttle=(ok, Phase.STOPPING),
+)
+expect(
+    "rolling_back",
+    pause=(no, "a rollback is not paused"),
+    resume=(no, "not paused"),
+    cancel__stop=(ok, (Phase.STOPPING, "stop")),
+    cancel_rp=(no, "already rolling back"),
+    cancel__rollback=(no, "already rolling back"),
+    set_limits=(ok, Phase.ROLLING_BACK),
+    set_throttle=(ok, Phase.ROLLING_BACK),
+)
 for after in ("cleaning_up", "completed", "stopped", "rolled_back", "failed"):
     words = CLEANING if after == "cleaning_up" else ENDED_NOTE
     expect(after, **{a.replace("-", "__").replace("__revert__pending", "_rp"): (no, words) for a in ACTIONS})
@@ -147,8 +211,15 @@ def spec(p: int, original=(1, 2), target=(1, 3)) -> MoveSpec:
 
 
 def outcome(m: MoveSpec, **kw) -> MoveOutcome:
-    return MoveOutcome(topic=m.topic, partition=m.partition, original=m.original, target=m.target,
-                       final=kw.pop("final", m.target), size_bytes=m.size_bytes, **kw)  # fmt: skip
+    return MoveOutcome(
+        topic=m.topic,
+        partition=m.partition,
+        original=m.original,
+        target=m.target,
+        final=kw.pop("final", m.target),
+        size_bytes=m.size_bytes,
+        **kw,
+    )
 
 
 def running(n: int, **kw) -> MigrationState:

@@ -133,7 +133,7 @@ class StepObserver(threading.Thread):
         found = {}
         for partition, line in self.timeline.items():
             steps: list[list[int]] = []
-            for (kind, replicas), _ in line[1:]:
+            for (_kind, replicas), _ in line[1:]:
                 if not steps or steps[-1] != list(replicas):
                     steps.append(list(replicas))
             if steps:
@@ -205,5 +205,7 @@ async def assert_coordinator_released(client, cluster: str) -> None:
     throttle written on Kafka's behalf."""
     status = await client.get_workflow_handle(cluster_workflow_id(cluster)).query(ClusterWorkflow.status)
     assert status.holders == [] and status.in_flight == [], (status.holders, status.in_flight)
-    assert status.broker_throttles == {} and status.topic_throttles == {}, (status.broker_throttles,
-                                                                            status.topic_throttles)  # fmt: skip
+    assert status.broker_throttles == {} and status.topic_throttles == {}, (
+        status.broker_throttles,
+        status.topic_throttles,
+    )

@@ -13,10 +13,10 @@ from collections import Counter
 
 import pytest
 
+from models.admission import Limits
 from models.coordination import FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.cli.test_cli import drover
 from tests.conftest import worker_for
@@ -68,8 +68,11 @@ class ThrottleSampler(threading.Thread):
                 followers = set(configs.get(FOLLOWER_REPLICAS, "").split(","))
                 missing = [f"{r.partition}:{b}" for b in r.replicas if f"{r.partition}:{b}" not in leaders]
                 missing += [f"adding {r.partition}:{b}" for b in r.adding if f"{r.partition}:{b}" not in followers]
-                missing += [f"rate on {b}" for b in r.replicas
-                            if not {LEADER_RATE, FOLLOWER_RATE} <= set(broker_configs.get(b, {}))]  # fmt: skip
+                missing += [
+                    f"rate on {b}"
+                    for b in r.replicas
+                    if not {LEADER_RATE, FOLLOWER_RATE} <= set(broker_configs.get(b, {}))
+                ]
                 if missing:
                     self.unthrottled.append(f"{r.topic}-{r.partition}: {missing}")
             if ongoing:
@@ -96,7 +99,9 @@ def loaded_topics(admin, settings, prefix: str, count: int = 3, partitions: int 
 
 def plan(topic: str, partitions: int = 4) -> list[PartitionReplicas]:
     """Both replicas onto brokers 3 and 4: two steps at one replica per step, every move on overlapping brokers."""
-    return [PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(partitions)]
+    return [
+        PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(partitions)
+    ]
 
 
 def set_operator_throttle(admin, topic: str) -> None:
@@ -135,12 +140,14 @@ async def prepared(admin, settings, prefix: str) -> tuple[list[str], str, "Throt
 
 async def start(client, queue: str, name: str, topic: str, limits: Limits):
     migration = MigrationInput(cluster=name, moves=plan(topic), limits=limits, throttle_bytes_per_s=500_000)
-    return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
-                                       task_queue=queue)  # fmt: skip
+    return await client.start_workflow(
+        MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
+    )
 
 
-async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throttled(real_client, admin,
-                                                                                     real_settings, topic_name):  # fmt: skip
+async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throttled(
+    real_client, admin, real_settings, topic_name
+):
     topics, name, sampler = await prepared(admin, real_settings, topic_name)
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
@@ -158,9 +165,11 @@ async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throt
             status = await real_client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     finally:
         sampler.stop()
-    print(f"3 migrations: peak {sampler.peak_partitions} moves and {sampler.peak_per_broker} per broker on Kafka "
-          f"(limits 2 and 2); {sampler.samples} samples, {sampler.moving_samples} with moves, "
-          f"{len(sampler.unthrottled)} unthrottled; coordinator peak {status.peak_in_flight}")  # fmt: skip
+    print(
+        f"3 migrations: peak {sampler.peak_partitions} moves and {sampler.peak_per_broker} per broker on Kafka "
+        f"(limits 2 and 2); {sampler.samples} samples, {sampler.moving_samples} with moves, "
+        f"{len(sampler.unthrottled)} unthrottled; coordinator peak {status.peak_in_flight}"
+    )
     assert all(r.verified and r.status == "completed" for r in results)
     assert shown.returncode == 0, shown.stderr
     during = json.loads(shown.stdout)
@@ -186,21 +195,31 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
             handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
             coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
             await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 3, 120, 0.2, "moves under way")
-            await coordinator.execute_update(ClusterWorkflow.freeze,
-                                             FreezeRequest(frozen=True, actor="ops", reason="incident"))  # fmt: skip
+            await coordinator.execute_update(
+                ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+            )
             frozen_at = time.monotonic()
             # Steps in flight finish; then no new step reaches Kafka while frozen.
             await asyncio.to_thread(
-                wait_until, lambda: not [r for r in admin.list_reassignments() if r.topic in topics], 120, 0.2,
+                wait_until,
+                lambda: not [r for r in admin.list_reassignments() if r.topic in topics],
+                120,
+                0.2,
                 "the steps in flight to finish",
-            )  # fmt: skip
+            )
             quiet_from = time.monotonic()
             await asyncio.sleep(4)
             during = [s for s in sampler.started if s[0] > quiet_from]
-            await coordinator.execute_update(ClusterWorkflow.freeze,
-                                             FreezeRequest(frozen=False, actor="ops", reason="over"))  # fmt: skip
-            await asyncio.to_thread(wait_until, lambda: any(s[0] > quiet_from + 4 for s in sampler.started), 60, 0.2,
-                                    "a new step after the unfreeze")  # fmt: skip
+            await coordinator.execute_update(
+                ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            )
+            await asyncio.to_thread(
+                wait_until,
+                lambda: any(s[0] > quiet_from + 4 for s in sampler.started),
+                60,
+                0.2,
+                "a new step after the unfreeze",
+            )
             # One migration is terminated mid-run: the coordinator cancels its moves and removes its throttle.
             victim = handles[0]
             await victim.terminate(reason="operator terminated it")
@@ -209,16 +228,21 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
             def victim_gone() -> bool:
                 moving = [r for r in admin.list_reassignments() if r.topic == victim_topic]
                 configs = admin.describe_topic_configs([victim_topic], overrides_only=True)[victim_topic]
-                return not moving and configs.get(FOLLOWER_REPLICAS) is None and \
-                    configs.get(LEADER_REPLICAS) == OPERATOR_ENTRY  # fmt: skip
+                return (
+                    not moving
+                    and configs.get(FOLLOWER_REPLICAS) is None
+                    and configs.get(LEADER_REPLICAS) == OPERATOR_ENTRY
+                )
 
             await asyncio.to_thread(wait_until, victim_gone, 90, 0.5, "the terminated migration cleaned up")
             results = [await h.result() for h in handles[1:]]
             status = await coordinator.query(ClusterWorkflow.status)
     finally:
         sampler.stop()
-    print(f"freeze: steps in flight ended {quiet_from - frozen_at:.1f} s after it, {len(during)} new step(s) in the "
-          f"4 s after; {len(sampler.unthrottled)} unthrottled of {sampler.moving_samples} samples with moves")  # fmt: skip
+    print(
+        f"freeze: steps in flight ended {quiet_from - frozen_at:.1f} s after it, {len(during)} new step(s) in the "
+        f"4 s after; {len(sampler.unthrottled)} unthrottled of {sampler.moving_samples} samples with moves"
+    )
     assert during == []
     assert all(r.verified for r in results)
     assert any(a.action == "clean-up" and victim.id in a.reason for a in status.actions)

@@ -10,9 +10,9 @@ from confluent_kafka import Producer
 from temporalio.client import WorkflowFailureError
 
 from adapters.kafka_admin import client_configs, rdkafka_logger
+from models.admission import Limits
 from models.migration import EstimateSettings, MigrationInput, MigrationProgress, MigrationResult
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.integration.helpers import produce
@@ -55,18 +55,24 @@ async def test_a_partition_writing_faster_than_the_throttle_is_refused_before_st
     before = {(s.topic, s.partition): s.replicas for s in admin.describe_topics([topic_name])}
     writer = Writer(real_settings, topic_name, 0, 400_000)
     writer.start()
-    moves = [PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4]),
-             PartitionReplicas(topic=topic_name, partition=1, replicas=[4, 1])]  # fmt: skip
+    moves = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4]),
+        PartitionReplicas(topic=topic_name, partition=1, replicas=[4, 1]),
+    ]
     # 400 kB/s into partition 0 against a 100 kB/s throttle: its new replicas could never catch up.
-    migration = MigrationInput(cluster="test", moves=moves, throttle_bytes_per_s=100_000,
-                               estimate=EstimateSettings(sample_s=4))  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=moves, throttle_bytes_per_s=100_000, estimate=EstimateSettings(sample_s=4)
+    )
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
             with pytest.raises(WorkflowFailureError) as failed:
                 await real_client.execute_workflow(
-                    MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
-                    task_queue=worker.task_queue, result_type=MigrationResult,
-                )  # fmt: skip
+                    MigrationWorkflow.run,
+                    migration,
+                    id=f"migration-{uuid.uuid4().hex[:8]}",
+                    task_queue=worker.task_queue,
+                    result_type=MigrationResult,
+                )
     finally:
         writer.stopped.set()
         writer.join()
@@ -81,26 +87,34 @@ async def test_a_partition_writing_faster_than_the_throttle_is_refused_before_st
     assert writer.acked > 1000
 
 
-async def test_auto_throttle_sets_each_brokers_recommended_rates(real_client, admin, real_settings, topic_name, tmp_path):
+async def test_auto_throttle_sets_each_brokers_recommended_rates(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
     admin.create_topic(topic_name, [[1, 2], [2, 3], [3, 1]])
     for p in range(3):
         await asyncio.to_thread(produce, real_settings, topic_name, p, 2000, 1000)
     writer = Writer(real_settings, topic_name, 0, 200_000)
     writer.start()
-    moves = [PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 4]),
-             PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 4]),
-             PartitionReplicas(topic=topic_name, partition=2, replicas=[3, 4])]  # fmt: skip
+    moves = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 4]),
+        PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 4]),
+        PartitionReplicas(topic=topic_name, partition=2, replicas=[3, 4]),
+    ]
     # A floor of 1 MB/s: the recommended rates are about 1 MB/s, so 2 MB per partition takes a few seconds to copy.
     estimate = EstimateSettings(sample_s=4, auto_throttle=True, floor_bytes_per_s=1_000_000)
-    migration = MigrationInput(cluster="test", moves=moves, estimate=estimate,
-                               limits=Limits(max_partitions=1, max_per_broker=1))  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=moves, estimate=estimate, limits=Limits(max_partitions=1, max_per_broker=1)
+    )
     seen: dict[int, dict[str, str]] = {}
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
             handle = await real_client.start_workflow(
-                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
+                MigrationWorkflow.run,
+                migration,
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue,
                 result_type=MigrationResult,
-            )  # fmt: skip
+            )
             progress: MigrationProgress | None = None
             while True:
                 progress = await handle.query(MigrationWorkflow.progress)

@@ -13,9 +13,9 @@ import uuid
 import pytest
 
 from models import TopicPartition
+from models.admission import Limits
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from tests.conftest import ROOT, end_coordinators, worker_for
 from tests.integration.helpers import (
     StepObserver,
@@ -39,8 +39,9 @@ def start_worker(real_settings, queue: str, work_dir) -> subprocess.Popen:
         "DROVER_WORK_DIR": str(work_dir),
         "DROVER_LOG_LEVEL": "warning",
     }
-    return subprocess.Popen([sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
+    return subprocess.Popen(
+        [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
 
 
 async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
@@ -52,9 +53,12 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
     original = [[1, 2] if p % 2 else [2, 1] for p in range(partitions)]
     admin.create_topic(topic_name, original)
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, partitions, 400)
-    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)]
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=2),
-                               throttle_bytes_per_s=200_000)  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
+    ]
+    migration = MigrationInput(
+        cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=2), throttle_bytes_per_s=200_000
+    )
     queue = f"faults-{uuid.uuid4().hex[:6]}"
     observer = StepObserver(admin, topic_name)
     observer.start()
@@ -82,12 +86,17 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
         worker.wait(timeout=30)
         observer.stop()
     assert kills == 3
-    print(f"\nworker killed {kills} times mid-step: migration {result.status} in {result.elapsed_s:.0f} s, "
-          f"{sum(len(m.steps) for m in result.moves)} steps, peak {observer.peak_replicas} replicas on Kafka")
+    print(
+        f"\nworker killed {kills} times mid-step: migration {result.status} in {result.elapsed_s:.0f} s, "
+        f"{sum(len(m.steps) for m in result.moves)} steps, peak {observer.peak_replicas} replicas on Kafka"
+    )
     assert result.verified and all(m.error is None for m in result.moves)
     wanted = {p.partition: p.replicas for p in plan}
-    wait_until(lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
-               timeout_s=15, what="every partition on its planned list")  # fmt: skip
+    wait_until(
+        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
+        timeout_s=15,
+        what="every partition on its planned list",
+    )
     # No step was applied twice in a way Kafka could see: no partition ever held more than RF + R replicas, and
     # Kafka carried out exactly the steps each move recorded, once each.
     assert observer.peak_replicas <= 2 + 1
@@ -119,15 +128,23 @@ class Offline(threading.Thread):
 async def run_with_broker_stopped(real_client, admin, real_settings, stack, topic_name, tmp_path, policy: str):
     """Four partitions move (partition 0 onto broker 4, the rest onto 3) under a 200 KB/s throttle; broker 4 is
     stopped while partition 0's step is under way, and started again once the move is reported stuck (policy wait)
-    or once partition 0 is back on its original list (policy rollback). Returns the result, what progress showed, and how long after the
-    stop the move was reported stuck."""
+    or once partition 0 is back on its original list (policy rollback). Returns the result, what progress showed,
+    and how long after the stop the move was reported stuck."""
     original = [[1, 2], [2, 1], [1, 2], [2, 1]]
     admin.create_topic(topic_name, original)
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 4, 600)
-    plan = [PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 4]),
-            *[PartitionReplicas(topic=topic_name, partition=p, replicas=[original[p][0], 3]) for p in (1, 2, 3)]]
-    migration = MigrationInput(cluster="test", moves=plan, throttle_bytes_per_s=200_000, stuck_after_s=3.0,
-                               stuck_policy=policy, limits=Limits(max_partitions=4, max_per_broker=4))  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 4]),
+        *[PartitionReplicas(topic=topic_name, partition=p, replicas=[original[p][0], 3]) for p in (1, 2, 3)],
+    ]
+    migration = MigrationInput(
+        cluster="test",
+        moves=plan,
+        throttle_bytes_per_s=200_000,
+        stuck_after_s=3.0,
+        stuck_policy=policy,
+        limits=Limits(max_partitions=4, max_per_broker=4),
+    )
     tp0 = TopicPartition(topic=topic_name, partition=0)
     offline = Offline(admin, topic_name)
     offline.start()
@@ -135,9 +152,12 @@ async def run_with_broker_stopped(real_client, admin, real_settings, stack, topi
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
             handle = await real_client.start_workflow(
-                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
-                task_queue=worker.task_queue, result_type=MigrationResult,
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                migration,
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue,
+                result_type=MigrationResult,
+            )
             await asyncio.to_thread(wait_until, lambda: admin.list_reassignments([tp0]), 60, 0.05, "partition 0's step")
             stack.procs.stop(["broker-4"])
             stopped_at = time.monotonic()
@@ -171,23 +191,30 @@ async def run_with_broker_stopped(real_client, admin, real_settings, stack, topi
     return result, progress, stuck_after
 
 
-async def test_destination_broker_stopped_mid_step_rollback(real_client, admin, real_settings, stack, topic_name,
-                                                            tmp_path):
-    result, progress, stuck_after = await run_with_broker_stopped(real_client, admin, real_settings, stack,
-                                                                  topic_name, tmp_path, "rollback")
+async def test_destination_broker_stopped_mid_step_rollback(
+    real_client, admin, real_settings, stack, topic_name, tmp_path
+):
+    result, progress, stuck_after = await run_with_broker_stopped(
+        real_client, admin, real_settings, stack, topic_name, tmp_path, "rollback"
+    )
     outcomes = {o.partition: o for o in result.moves}
     # Partition 0 went back to its original list; the other three reached theirs.
     assert outcomes[0].rolled_back and outcomes[0].final == [1, 2]
     assert all(outcomes[p].error is None and outcomes[p].final == [outcomes[p].original[0], 3] for p in (1, 2, 3))
     assert [a for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
-    print(f"\nbroker 4 stopped mid-step, policy rollback: stuck reported {stuck_after:.1f} s after the stop "
-          f"(stuck_after 3 s); partition 0 back on {outcomes[0].final}, 3 others moved; no partition offline")
+    print(
+        f"\nbroker 4 stopped mid-step, policy rollback: stuck reported {stuck_after:.1f} s after the stop "
+        f"(stuck_after 3 s); partition 0 back on {outcomes[0].final}, 3 others moved; no partition offline"
+    )
 
 
 async def test_destination_broker_stopped_mid_step_wait(real_client, admin, real_settings, stack, topic_name, tmp_path):
-    result, progress, stuck_after = await run_with_broker_stopped(real_client, admin, real_settings, stack,
-                                                                  topic_name, tmp_path, "wait")
+    result, progress, stuck_after = await run_with_broker_stopped(
+        real_client, admin, real_settings, stack, topic_name, tmp_path, "wait"
+    )
     assert result.verified and all(o.error is None and not o.rolled_back for o in result.moves)
     assert {o.partition: o.final for o in result.moves}[0] == [1, 4]
-    print(f"\nbroker 4 stopped mid-step, policy wait: stuck reported {stuck_after:.1f} s after the stop; the move "
-          f"resumed when broker 4 came back and the migration completed in {result.elapsed_s:.0f} s")
+    print(
+        f"\nbroker 4 stopped mid-step, policy wait: stuck reported {stuck_after:.1f} s after the stop; the move "
+        f"resumed when broker 4 came back and the migration completed in {result.elapsed_s:.0f} s"
+    )

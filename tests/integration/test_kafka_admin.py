@@ -30,6 +30,7 @@ def test_move_a_partition_with_data_to_another_broker(admin, real_settings, topi
     )
     assert admin.list_reassignments([tp]) == []
     assert 1 not in state.replicas
+
     # Broker 1 drops its copy of the log shortly after the move completes.
     def sizes_on_2_and_3():
         found = {s.broker: s.size_bytes for s in admin.describe_log_dirs() if s.topic == topic_name}

@@ -14,11 +14,11 @@ import pytest
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from models import PartitionState, TopicPartition
+from models.admission import Limits
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
 from sandbox import Sandbox, SandboxSettings
 from settings import Settings
-from steps.admission import Limits
 from tests.conftest import ROOT, worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce, wait_until
 from worker import activities_for
@@ -46,8 +46,9 @@ SEED_STEPS = [[6, 1, 2, 3, 4, 5], [6, 7, 3, 4, 5], [6, 7, 8, 9, 5], [6, 7, 8, 9,
 def ten_brokers():
     sandbox = Sandbox(TEN_BROKERS)
     sandbox.up(worker=False)
-    settings = Settings(cluster_name="ten", kafka_bootstrap=TEN_BROKERS.bootstrap,
-                        temporal_address=TEN_BROKERS.temporal_address)  # fmt: skip
+    settings = Settings(
+        cluster_name="ten", kafka_bootstrap=TEN_BROKERS.bootstrap, temporal_address=TEN_BROKERS.temporal_address
+    )
     admin = KafkaAdmin(settings)
     yield settings, admin
     admin.close()
@@ -61,8 +62,9 @@ async def test_kip_435_example_takes_the_seeds_steps_on_kafka(ten_brokers):
     # About 4 MB under a 2 MB/s throttle: each step takes a second or more, long enough to be seen on Kafka.
     written = await asyncio.to_thread(produce, settings, topic, 0, 4000, 1000)
     plan = [PartitionReplicas(topic=topic, partition=0, replicas=[6, 7, 8, 9, 10])]
-    migration = MigrationInput(cluster="ten", moves=plan, limits=Limits(max_replicas=2), replicas_per_step=2,
-                               throttle_bytes_per_s=2_000_000)  # fmt: skip
+    migration = MigrationInput(
+        cluster="ten", moves=plan, limits=Limits(max_replicas=2), replicas_per_step=2, throttle_bytes_per_s=2_000_000
+    )
     client = await connect(settings)
     observer = StepObserver(admin, topic)
     observer.start()
@@ -81,9 +83,11 @@ async def test_kip_435_example_takes_the_seeds_steps_on_kafka(ten_brokers):
     final = wait_until(lambda: _settled(admin, topic), timeout_s=15, what="the final list with leader 6")
     assert final.replicas == [6, 7, 8, 9, 10] and final.leader == 6
     gaps = observer.gaps()
-    print(f"\nKIP-435 example on 10 brokers: Kafka carried out {observer.steps[0]}; peak {observer.peak_replicas} "
-          f"replicas, ISR at least {observer.min_isr}; gaps between a step ending and the next issued: "
-          f"{[round(g, 2) for g in gaps]} s, median {statistics.median(gaps):.2f} s")
+    print(
+        f"\nKIP-435 example on 10 brokers: Kafka carried out {observer.steps[0]}; peak {observer.peak_replicas} "
+        f"replicas, ISR at least {observer.min_isr}; gaps between a step ending and the next issued: "
+        f"{[round(g, 2) for g in gaps]} s, median {statistics.median(gaps):.2f} s"
+    )
     assert await asyncio.to_thread(consume_all, settings, topic, 0) == written
     overrides = admin.describe_broker_configs(list(range(1, 11)), overrides_only=True)
     assert all("leader.replication.throttled.rate" not in c for c in overrides.values())

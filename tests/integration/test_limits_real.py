@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
+from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce
 from worker import activities_for
@@ -18,8 +18,7 @@ from workflows import MigrationWorkflow
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-WIDE = dict(max_partitions=PARTITIONS, max_per_broker=PARTITIONS, max_replicas=4 * PARTITIONS,
-            max_leaders=PARTITIONS)  # fmt: skip
+WIDE = dict(max_partitions=PARTITIONS, max_per_broker=PARTITIONS, max_replicas=4 * PARTITIONS, max_leaders=PARTITIONS)
 
 
 def rf2_leader_kept(p: int) -> tuple[list[int], list[int]]:
@@ -59,20 +58,27 @@ async def test_each_limit_binds_and_is_never_exceeded_on_kafka(real_client, admi
     for p in range(PARTITIONS):
         await asyncio.to_thread(produce, real_settings, topic_name, p, 500, 3000)
     plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=target) for p, (_, target) in enumerate(lists)]
-    migration = MigrationInput(cluster=f"limits-{uuid.uuid4().hex[:6]}", moves=plan, limits=limits,
-                               replicas_per_step=replicas_per_step, throttle_bytes_per_s=1_000_000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"limits-{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=limits,
+        replicas_per_step=replicas_per_step,
+        throttle_bytes_per_s=1_000_000,
+    )
     observer = StepObserver(admin, topic_name)
     observer.start()
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            handle = await real_client.start_workflow(MigrationWorkflow.run, migration,
-                                                      id=f"migration-{uuid.uuid4().hex[:8]}",
-                                                      task_queue=worker.task_queue)  # fmt: skip
+            handle = await real_client.start_workflow(
+                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+            )
             result = await handle.result()
     finally:
         observer.stop()
-    seen = {name: getattr(observer, name) for name in
-            ("peak_partitions", "peak_per_broker", "peak_adding", "peak_leader_steps")}  # fmt: skip
+    seen = {
+        name: getattr(observer, name)
+        for name in ("peak_partitions", "peak_per_broker", "peak_adding", "peak_leader_steps")
+    }
     print(f"\n{case} limit {bound}: Kafka showed {seen} in {observer.samples} samples")
     assert result.verified and result.status == "completed"
     assert observer.samples > 20

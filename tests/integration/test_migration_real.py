@@ -9,6 +9,8 @@ from asyncio.subprocess import PIPE
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from models import MoveInput, TopicPartition
+from models.admission import Limits
 from models.migration import (
     CancelRequest,
     LimitsChange,
@@ -17,16 +19,13 @@ from models.migration import (
     OperatorAction,
     ThrottleChange,
 )
-from models import TopicPartition
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
 from sandbox.stack import find_temporal
-from steps.admission import Limits
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import worker_for
 from tests.integration.helpers import StepObserver, consume_all, consume_topic, produce, produce_topic, wait_until
 from worker import activities_for
-from models import MoveInput
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
 
@@ -41,14 +40,17 @@ async def test_thirty_partitions_stay_within_limits_and_reach_the_plan(real_clie
     admin.create_topic(topic_name, original, {"min.insync.replicas": "2"})
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, partitions, 200)
     cluster = admin.describe_cluster()
-    plan = make_plan(PlanRequest(
-        partitions=[PartitionReplicas(topic=topic_name, partition=p, replicas=r) for p, r in enumerate(original)],
-        brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
-    )).changes  # fmt: skip
+    plan = make_plan(
+        PlanRequest(
+            partitions=[PartitionReplicas(topic=topic_name, partition=p, replicas=r) for p, r in enumerate(original)],
+            brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+        )
+    ).changes
     assert len(plan) >= 20
     limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
-    migration = MigrationInput(cluster="test", moves=plan, limits=limits, replicas_per_step=1,
-                               throttle_bytes_per_s=50_000_000)  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=plan, limits=limits, replicas_per_step=1, throttle_bytes_per_s=50_000_000
+    )
 
     observer = StepObserver(admin, topic_name)
     observer.start()
@@ -81,14 +83,19 @@ async def test_thirty_partitions_stay_within_limits_and_reach_the_plan(real_clie
     # Every step Kafka carried out added at most R = 1 replica to the list it had.
     for p, steps in observer.steps.items():
         lists = [original[p], *steps]
-        assert all(len(set(b) - set(a)) <= 1 for a, b in zip(lists, lists[1:])), (p, steps)
-    print(f"\n30 partitions: {len(plan)} moves, {sum(len(m.steps) for m in result.moves)} steps; peak on Kafka "
-          f"{observer.peak_partitions} partitions, {observer.peak_per_broker} per broker, {observer.peak_replicas} "
-          f"replicas, ISR at least {observer.min_isr}; {observer.samples} samples")
+        assert all(len(set(b) - set(a)) <= 1 for a, b in zip(lists, lists[1:], strict=False)), (p, steps)
+    print(
+        f"\n30 partitions: {len(plan)} moves, {sum(len(m.steps) for m in result.moves)} steps; peak on Kafka "
+        f"{observer.peak_partitions} partitions, {observer.peak_per_broker} per broker, {observer.peak_replicas} "
+        f"replicas, ISR at least {observer.min_isr}; {observer.samples} samples"
+    )
     wanted = {p.partition: p.replicas for p in plan}
     final = wait_until(
-        lambda: (states := admin.describe_topics([topic_name]))
-        and all(s.replicas == wanted.get(s.partition, original[s.partition]) for s in states) and states,
+        lambda: (
+            (states := admin.describe_topics([topic_name]))
+            and all(s.replicas == wanted.get(s.partition, original[s.partition]) for s in states)
+            and states
+        ),
         timeout_s=15,
         what="every partition on its planned list",
     )
@@ -99,7 +106,9 @@ async def test_thirty_partitions_stay_within_limits_and_reach_the_plan(real_clie
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, partitions) == written
 
 
-async def test_migration_started_and_queried_with_the_temporal_cli(real_client, admin, real_settings, topic_name, tmp_path):
+async def test_migration_started_and_queried_with_the_temporal_cli(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
     migration = {
         "cluster": "test",
@@ -122,25 +131,41 @@ async def test_migration_started_and_queried_with_the_temporal_cli(real_client, 
         return out.decode()
 
     async with worker_for(real_client, activities_for(admin)) as worker:
-        await cli("workflow", "execute", "--task-queue", worker.task_queue, "--type", "MigrationWorkflow",
-                  "--workflow-id", workflow_id, "--input-file", str(input_file))  # fmt: skip
-        progress = json.loads(await cli("workflow", "query", "--workflow-id", workflow_id, "--type", "progress",
-                                        "--output", "json"))  # fmt: skip
+        await cli(
+            "workflow",
+            "execute",
+            "--task-queue",
+            worker.task_queue,
+            "--type",
+            "MigrationWorkflow",
+            "--workflow-id",
+            workflow_id,
+            "--input-file",
+            str(input_file),
+        )
+        progress = json.loads(
+            await cli("workflow", "query", "--workflow-id", workflow_id, "--type", "progress", "--output", "json")
+        )
     result = await real_client.get_workflow_handle(workflow_id, result_type=MigrationResult).result()
     assert result.verified and [m.final for m in result.moves] == [[3, 2], [4, 1]]
     assert result.peak_in_flight == 1
     assert progress["queryResult"][0]["done"] == 2
 
 
-async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(real_client, admin, real_settings, topic_name):
+async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
+    real_client, admin, real_settings, topic_name
+):
     original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
     admin.create_topic(topic_name, original)
     for p in range(6):
         produce(real_settings, topic_name, p, 2000)  # about 150 KB a partition
-    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)]
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)
+    ]
     # 100 KB/s makes each move take a second or two: slow enough to act while one is in flight.
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=1, max_per_broker=3),
-                               throttle_bytes_per_s=100_000)  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=plan, limits=Limits(max_partitions=1, max_per_broker=3), throttle_bytes_per_s=100_000
+    )
     who = OperatorAction(actor="test", reason="integration")
     sampler = StepObserver(admin, topic_name, interval_s=0.1)
     async with worker_for(real_client, activities_for(admin)) as worker:
@@ -186,9 +211,12 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
     original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
     admin.create_topic(topic_name, original)
     written = {p: produce(real_settings, topic_name, p, 2000) for p in range(6)}
-    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)]
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4),
-                               throttle_bytes_per_s=100_000)  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
+    ]
+    migration = MigrationInput(
+        cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4), throttle_bytes_per_s=100_000
+    )
 
     def one_done_and_one_moving() -> bool:
         states = admin.describe_topics([topic_name])
@@ -217,13 +245,22 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
         assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == written[p]
 
 
-async def test_drover_start_status_and_list_from_the_command_line(real_client, admin, real_settings, topic_name, tmp_path):
+async def test_drover_start_status_and_list_from_the_command_line(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
     plan = tmp_path / "plan.json"
-    plan.write_text(json.dumps({"version": 1, "partitions": [
-        {"topic": topic_name, "partition": 0, "replicas": [3, 2]},
-        {"topic": topic_name, "partition": 1, "replicas": [4, 1]},
-    ]}))  # fmt: skip
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [
+                    {"topic": topic_name, "partition": 0, "replicas": [3, 2]},
+                    {"topic": topic_name, "partition": 1, "replicas": [4, 1]},
+                ],
+            }
+        )
+    )
     async with worker_for(real_client, activities_for(admin)) as worker:
         env = os.environ | {
             "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
@@ -237,7 +274,9 @@ async def test_drover_start_status_and_list_from_the_command_line(real_client, a
             out, err = await proc.communicate()
             return proc.returncode, out.decode(), err.decode()
 
-        code, out, err = await drover_cli("start", str(plan), "--throttle", "10MB/s", "--sample", "3s", "--wait", "--json")
+        code, out, err = await drover_cli(
+            "start", str(plan), "--throttle", "10MB/s", "--sample", "3s", "--wait", "--json"
+        )
         assert code == 0, err
         result = json.loads(out)
         assert result["status"] == "completed" and result["verified"]
@@ -257,10 +296,15 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
     # workflow ID), with a clear error, and partition 1 of the second plan still moves.
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
     produce(real_settings, topic_name, 0, 1000, pad=1000)
-    first = MigrationInput(cluster="test", moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
-                           throttle_bytes_per_s=100_000)  # fmt: skip
-    second_moves = [PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 3]),
-                    PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 3])]  # fmt: skip
+    first = MigrationInput(
+        cluster="test",
+        moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
+        throttle_bytes_per_s=100_000,
+    )
+    second_moves = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 3]),
+        PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 3]),
+    ]
     async with worker_for(real_client, activities_for(admin)) as worker:
         one = await real_client.start_workflow(
             MigrationWorkflow.run, first, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
@@ -269,9 +313,11 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
         # Mid-step: preflight sees the reassignment and refuses the whole plan, changing nothing.
         with pytest.raises(WorkflowFailureError) as refused:
             await real_client.execute_workflow(
-                MigrationWorkflow.run, MigrationInput(cluster="test", moves=second_moves),
-                id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                MigrationInput(cluster="test", moves=second_moves),
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue,
+            )
         assert f"{topic_name}-0 is already being reassigned" in str(refused.value.cause)
         assert admin.describe_partition(TopicPartition(topic=topic_name, partition=1)).replicas == [2, 1]
         stopped = await one.execute_update(MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="done"))
@@ -282,13 +328,16 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
         holder = await real_client.start_workflow(
             PartitionMoveWorkflow.run,
             MoveInput(cluster="test", topic=topic_name, partition=0, target=[1, 2]),
-            id=move_workflow_id("test", topic_name, 0), task_queue=f"idle-{uuid.uuid4().hex[:6]}",
-        )  # fmt: skip
+            id=move_workflow_id("test", topic_name, 0),
+            task_queue=f"idle-{uuid.uuid4().hex[:6]}",
+        )
         try:
             result = await real_client.execute_workflow(
-                MigrationWorkflow.run, MigrationInput(cluster="test", moves=second_moves),
-                id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                MigrationInput(cluster="test", moves=second_moves),
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue,
+            )
         finally:
             await holder.terminate("test over")
     outcomes = {m.partition: m for m in result.moves}
@@ -305,19 +354,30 @@ async def test_a_plan_by_reference_runs_over_several_workflow_runs_on_the_real_c
     original = [[1, 2] if p % 2 else [2, 1] for p in range(8)]
     admin.create_topic(topic_name, original)
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 8, 100)
-    plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)]
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=p, replicas=[r[0], 3 + p % 2]) for p, r in enumerate(original)
+    ]
     path = tmp_path / "plan.json"
     path.write_text(json.dumps({"version": 1, "partitions": [p.model_dump() for p in plan]}))
-    migration = MigrationInput(cluster="test", plan_ref=str(path), limits=Limits(max_partitions=2, max_per_broker=2),
-                               throttle_bytes_per_s=10_000_000, continue_every=3, page_moves=4)  # fmt: skip
+    migration = MigrationInput(
+        cluster="test",
+        plan_ref=str(path),
+        limits=Limits(max_partitions=2, max_per_broker=2),
+        throttle_bytes_per_s=10_000_000,
+        continue_every=3,
+        page_moves=4,
+    )
     async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
         result = await real_client.execute_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
     assert result.verified and result.moves_done == 8 and result.runs >= 2
     wanted = {p.partition: p.replicas for p in plan}
-    wait_until(lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
-               timeout_s=15, what="every partition on its planned list")  # fmt: skip
+    wait_until(
+        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name])),
+        timeout_s=15,
+        what="every partition on its planned list",
+    )
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, 8) == written

@@ -18,7 +18,9 @@ def test_plan_from_the_live_cluster_runs_with_kafka_reassign_partitions(admin, r
     produce(real_settings, topic_name, 0, 300)
 
     out = tmp_path / "plan.json"
-    done = drover("plan", "--bootstrap", real_settings.kafka_bootstrap, "--topics", topic_name, "--out", str(out), "--json")
+    done = drover(
+        "plan", "--bootstrap", real_settings.kafka_bootstrap, "--topics", topic_name, "--out", str(out), "--json"
+    )
     assert done.returncode == 0, done.stderr
     summary = json.loads(done.stdout)
     # 16 replicas over 4 brokers: 4 each, so brokers 1 and 2 each give up 4; sizes came from DescribeLogDirs.
@@ -39,7 +41,9 @@ def test_plan_from_the_live_cluster_runs_with_kafka_reassign_partitions(admin, r
     wait_until(finished, timeout_s=90, interval_s=2, what="Kafka's tool finishing the plan")
     wanted = {p["partition"]: p["replicas"] for p in plan["partitions"]}
     wait_until(
-        lambda: all(s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name]) if s.partition in wanted),
+        lambda: all(
+            s.replicas == wanted[s.partition] for s in admin.describe_topics([topic_name]) if s.partition in wanted
+        ),
         timeout_s=15,
         what="every planned partition on its planned replicas",
     )

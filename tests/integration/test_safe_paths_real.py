@@ -9,9 +9,9 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from models import TopicPartition
+from models.admission import Limits
 from models.migration import CancelRequest, MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
@@ -50,19 +50,27 @@ def slow_topic(admin, settings, topic: str, partitions: int = 6):
     original = [[1, 2] if p % 2 else [2, 1] for p in range(partitions)]
     admin.create_topic(topic, original)
     written = {p: produce(settings, topic, p, 800, pad=2500) if p else [] for p in range(partitions)}
-    plan = [PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(partitions)]
+    plan = [
+        PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(partitions)
+    ]
     return original, plan, written
 
 
 async def start_mid_step(client, worker, plan: list[PartitionReplicas]):
     """Start the slow topic's migration (3 in flight, 300 kB/s) and return once the empty partition has moved and
     two steps are under way on Kafka."""
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6),
-                               throttle_bytes_per_s=300_000)  # fmt: skip
-    handle = await client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                         id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
-    await wait_for_progress(handle, lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
-                            "two steps under way", timeout_s=90)  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6), throttle_bytes_per_s=300_000
+    )
+    handle = await client.start_workflow(
+        MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
+    )
+    await wait_for_progress(
+        handle,
+        lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
+        "two steps under way",
+        timeout_s=90,
+    )
     return handle
 
 
@@ -71,7 +79,9 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
     original, plan, written = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
     async with worker_for(real_client, activities_for(admin)) as worker:
         handle = await start_mid_step(real_client, worker, plan)
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="test"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="test")
+        )
         result = await asyncio.wait_for(handle.result(), 300)
     now = lists(admin, topic_name)
     targets = {p.partition: p.replicas for p in plan}
@@ -97,8 +107,10 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
         assert all(now[p] == original[p] for p in now if p not in finished | cancelled)
     assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, len(original)) == written
-    print(f"\ncancel {mode}: {len(finished)} finished, {len(cancelled)} cancelled, "
-          f"{len(result.rolled_back)} rolled back; lists {now}")
+    print(
+        f"\ncancel {mode}: {len(finished)} finished, {len(cancelled)} cancelled, "
+        f"{len(result.rolled_back)} rolled back; lists {now}"
+    )
 
 
 async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_the_throttle(
@@ -116,9 +128,15 @@ async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_th
     assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
     # Every step was undone or finished: no partition is left short of in-sync replicas.
     states = await asyncio.to_thread(
-        wait_until, lambda: all(sorted(s.isr) == sorted(s.replicas) for s in admin.describe_topics([topic_name]))
-        and admin.describe_topics([topic_name]), 30, 0.5, "every replica in sync",
-    )  # fmt: skip
+        wait_until,
+        lambda: (
+            all(sorted(s.isr) == sorted(s.replicas) for s in admin.describe_topics([topic_name]))
+            and admin.describe_topics([topic_name])
+        ),
+        30,
+        0.5,
+        "every replica in sync",
+    )
     assert len(states) == len(original)
 
 
@@ -141,24 +159,33 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
     # orders-0 moves [4, 1] -> [4, 2] and orders-1 [1, 3] -> [1, 2]; orders-2, large, goes on under a low throttle.
     admin.create_topic(topic_name, [[4, 1], [1, 3], [3, 1]])
     await asyncio.to_thread(produce_topic, real_settings, topic_name, 3, 50)
-    plan = [PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 2]),
-            PartitionReplicas(topic=topic_name, partition=1, replicas=[1, 2]),
-            PartitionReplicas(topic=topic_name, partition=2, replicas=[3, 2])]  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[4, 2]),
+        PartitionReplicas(topic=topic_name, partition=1, replicas=[1, 2]),
+        PartitionReplicas(topic=topic_name, partition=2, replicas=[3, 2]),
+    ]
     await asyncio.to_thread(produce_topic_partition, real_settings, topic_name, 2)
-    migration = MigrationInput(cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4),
-                               throttle_bytes_per_s=200_000, order="small-first")  # fmt: skip
+    migration = MigrationInput(
+        cluster="test",
+        moves=plan,
+        limits=Limits(max_partitions=2, max_per_broker=4),
+        throttle_bytes_per_s=200_000,
+        order="small-first",
+    )
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            handle = await real_client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                                      id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+            handle = await real_client.start_workflow(
+                MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
+            )
             await wait_for_progress(handle, lambda p: p.done == 2 and p.in_flight, "orders-0 and -1 moved", 90)
             # Broker 4, orders-0's only original replica left, stops: it is out of sync.
             await asyncio.to_thread(stack.procs.stop, ["broker-4"])
             await asyncio.to_thread(
                 wait_until, lambda: 4 not in partition_state(admin, topic_name, 0).isr, 60, 0.5, "4 out of sync"
             )
-            await handle.execute_update(MigrationWorkflow.cancel_update,
-                                        CancelRequest(mode="rollback", actor="ops", reason="test"))  # fmt: skip
+            await handle.execute_update(
+                MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="test")
+            )
             await wait_for_progress(handle, lambda p: p.phase in ("rolling_back", "cleaning_up"), "the rollback", 90)
             await asyncio.to_thread(stack.up, False)
             result = await asyncio.wait_for(handle.result(), 300)
@@ -167,7 +194,9 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
             await asyncio.to_thread(stack.up, False)
     now = lists(admin, topic_name)
     assert result.status == "rolled_back" and result.verified
-    assert any(line.startswith(f"{topic_name}-0: none of its original replicas [4] is in sync") for line in result.skipped)
+    assert any(
+        line.startswith(f"{topic_name}-0: none of its original replicas [4] is in sync") for line in result.skipped
+    )
     assert now[0] == [4, 2] and now[1] == [1, 3] and now[2] == [3, 1]
     # orders-1 was stepped back; orders-2 too if its step finished before the cancel reached it.
     assert 1 in {m.partition for m in result.rolled_back} <= {1, 2}
@@ -184,8 +213,10 @@ async def test_offline_partitions_are_skipped_or_waited_for_and_never_stepped(
 ):
     # Partition 0 lives on broker 4 alone; with broker 4 stopped it is offline. Partition 1 moves as usual.
     admin.create_topic(topic_name, [[4], [1]])
-    plan = [PartitionReplicas(topic=topic_name, partition=0, replicas=[3]),
-            PartitionReplicas(topic=topic_name, partition=1, replicas=[2])]  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=topic_name, partition=0, replicas=[3]),
+        PartitionReplicas(topic=topic_name, partition=1, replicas=[2]),
+    ]
     try:
         await asyncio.to_thread(stack.procs.stop, ["broker-4"])
         await asyncio.to_thread(
@@ -193,16 +224,20 @@ async def test_offline_partitions_are_skipped_or_waited_for_and_never_stepped(
         )
         async with worker_for(real_client, activities_for(admin)) as worker:
             skipped = await real_client.execute_workflow(
-                MigrationWorkflow.run, MigrationInput(cluster="test", moves=plan), task_queue=worker.task_queue,
+                MigrationWorkflow.run,
+                MigrationInput(cluster="test", moves=plan),
+                task_queue=worker.task_queue,
                 id=f"migration-{uuid.uuid4().hex[:8]}",
-            )  # fmt: skip
+            )
             assert skipped.skipped == [f"{topic_name}-0: offline (no replica in sync); not moved"]
             assert skipped.verified and lists(admin, topic_name) == {0: [4], 1: [2]}
             back = [PartitionReplicas(topic=topic_name, partition=1, replicas=[1]), plan[0]]
             handle = await real_client.start_workflow(
-                MigrationWorkflow.run, MigrationInput(cluster="test", moves=back, offline="wait"),
-                task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}",
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                MigrationInput(cluster="test", moves=back, offline="wait"),
+                task_queue=worker.task_queue,
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+            )
             await wait_for_progress(handle, lambda p: p.done == 1 and p.in_flight, "partition 1 moved, 0 waiting", 90)
             await asyncio.sleep(2)
             assert no_reassignment(admin, topic_name) and lists(admin, topic_name)[0] == [4]
@@ -226,9 +261,11 @@ async def test_preflight_refuses_a_destination_broker_without_room(real_client, 
     async with worker_for(real_client, activities_for(admin)) as worker:
         with pytest.raises(WorkflowFailureError) as refused:
             await real_client.execute_workflow(
-                MigrationWorkflow.run, MigrationInput(cluster="test", moves=plan, disk_margin=margin),
-                task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}",
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                MigrationInput(cluster="test", moves=plan, disk_margin=margin),
+                task_queue=worker.task_queue,
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+            )
     message = refused.value.cause.message
     assert message.startswith("preflight found 1 problem(s), nothing was changed: broker 3 would receive ")
     assert lists(admin, topic_name) == {0: [1, 2]} and no_reassignment(admin, topic_name)

@@ -15,9 +15,9 @@ import pytest
 from confluent_kafka import KafkaError, Producer
 
 from adapters.kafka_admin import client_configs, rdkafka_logger
+from models.admission import Limits
 from models.migration import MigrationInput, MigrationResult
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.integration.helpers import (
     StepObserver,
@@ -41,8 +41,9 @@ class SteadyProducer(threading.Thread):
     def __init__(self, settings, topic: str, rate: int):
         super().__init__(daemon=True)
         config, _ = client_configs(settings)
-        self.producer = Producer(config | {"acks": "all", "enable.idempotence": True, "linger.ms": 5},
-                                 logger=rdkafka_logger())  # fmt: skip
+        self.producer = Producer(
+            config | {"acks": "all", "enable.idempotence": True, "linger.ms": 5}, logger=rdkafka_logger()
+        )
         self.topic, self.rate, self.stopped = topic, rate, threading.Event()
         self.sent = 0
         self.acked: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
@@ -61,8 +62,12 @@ class SteadyProducer(threading.Thread):
         while not self.stopped.is_set():
             while self.sent < int((time.monotonic() - start) * self.rate):
                 sent_at, value = time.monotonic(), f"system-{self.sent}-{uuid.uuid4().hex[:8]}"
-                self.producer.produce(self.topic, value=value, partition=self.sent % PARTITIONS,
-                                      on_delivery=lambda err, msg, t=sent_at: self._delivered(err, msg, t))  # fmt: skip
+                self.producer.produce(
+                    self.topic,
+                    value=value,
+                    partition=self.sent % PARTITIONS,
+                    on_delivery=lambda err, msg, t=sent_at: self._delivered(err, msg, t),
+                )
                 self.sent += 1
             self.producer.poll(0.005)
         self.producer.flush(60)
@@ -72,7 +77,7 @@ def reshuffle(original: list[list[int]], seed: int) -> list[PartitionReplicas]:
     """A random new list of 3 of the 4 brokers for every partition (as Kafka's test does), changed for each."""
     rng = random.Random(seed)
     plan = []
-    for p, replicas in enumerate(original):
+    for replicas in original:
         target = replicas
         while target == replicas:
             target = rng.sample([1, 2, 3, 4], 3)
@@ -85,8 +90,13 @@ async def test_kafka_system_test_with_drover_doing_the_reshuffle(real_client, ad
     admin.create_topic(topic_name, original, {"min.insync.replicas": "3"})
     targets = reshuffle(original, seed=20261123)
     plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=t) for p, t in enumerate(targets)]
-    migration = MigrationInput(cluster="test", moves=plan, replicas_per_step=1, throttle_bytes_per_s=5_000_000,
-                               limits=Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4))  # fmt: skip
+    migration = MigrationInput(
+        cluster="test",
+        moves=plan,
+        replicas_per_step=1,
+        throttle_bytes_per_s=5_000_000,
+        limits=Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4),
+    )
     producer = SteadyProducer(real_settings, topic_name, 1000)
     observer = StepObserver(admin, topic_name)
     producer.start()
@@ -95,25 +105,33 @@ async def test_kafka_system_test_with_drover_doing_the_reshuffle(real_client, ad
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
             result: MigrationResult = await real_client.execute_workflow(
-                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
-                task_queue=worker.task_queue, result_type=MigrationResult,
-            )  # fmt: skip
+                MigrationWorkflow.run,
+                migration,
+                id=f"migration-{uuid.uuid4().hex[:8]}",
+                task_queue=worker.task_queue,
+                result_type=MigrationResult,
+            )
         await asyncio.sleep(3)  # and some after it
     finally:
         observer.stop()
         producer.stopped.set()
         producer.join()
     assert result.verified and all(m.error is None for m in result.moves)
-    wait_until(lambda: [s.replicas for s in sorted(admin.describe_topics([topic_name]), key=lambda s: s.partition)]
-               == targets, 15, what="the final assignment to equal the plan")  # fmt: skip
+    wait_until(
+        lambda: [s.replicas for s in sorted(admin.describe_topics([topic_name]), key=lambda s: s.partition)] == targets,
+        15,
+        what="the final assignment to equal the plan",
+    )
     consumed = await asyncio.to_thread(consume_topic, real_settings, topic_name, PARTITIONS)
     acked = sum(len(v) for v in producer.acked.values())
     missing = sum(len(set(producer.acked[p]) - set(consumed[p])) for p in range(PARTITIONS))
-    print(f"\nsystem test: {producer.sent} messages produced at about 1000/s, {acked} acknowledged, "
-          f"{sum(len(v) for v in consumed.values())} consumed, {missing} acknowledged ones missing; producer errors "
-          f"{producer.errors or 'none'}, slowest acknowledgement {producer.slowest_ack_s:.2f} s; {len(plan)} moves, "
-          f"{sum(len(m.steps) for m in result.moves)} steps in {result.elapsed_s:.0f} s; fewest in-sync replicas seen "
-          f"{observer.min_isr} (min.insync.replicas 3)")  # fmt: skip
+    print(
+        f"\nsystem test: {producer.sent} messages produced at about 1000/s, {acked} acknowledged, "
+        f"{sum(len(v) for v in consumed.values())} consumed, {missing} acknowledged ones missing; producer errors "
+        f"{producer.errors or 'none'}, slowest acknowledgement {producer.slowest_ack_s:.2f} s; {len(plan)} moves, "
+        f"{sum(len(m.steps) for m in result.moves)} steps in {result.elapsed_s:.0f} s; fewest in-sync replicas seen "
+        f"{observer.min_isr} (min.insync.replicas 3)"
+    )
     assert missing == 0 and acked == producer.sent
     # Never fewer than min.insync.replicas in sync by Drover's doing, so acks=all never failed for want of them.
     assert observer.min_isr is not None and observer.min_isr >= 3
@@ -125,13 +143,17 @@ async def test_temporal_server_stopped_and_started_mid_migration(real_client, ad
     admin.create_topic(topic_name, original)
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 6, 400)
     plan = [PartitionReplicas(topic=topic_name, partition=p, replicas=[3, 4]) for p in range(6)]
-    migration = MigrationInput(cluster="test", moves=plan, throttle_bytes_per_s=300_000,
-                               limits=Limits(max_partitions=2, max_per_broker=2))  # fmt: skip
+    migration = MigrationInput(
+        cluster="test", moves=plan, throttle_bytes_per_s=300_000, limits=Limits(max_partitions=2, max_per_broker=2)
+    )
     async with worker_for(real_client, activities_for(admin)) as worker:
         handle = await real_client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue,
+            MigrationWorkflow.run,
+            migration,
+            id=f"migration-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
             result_type=MigrationResult,
-        )  # fmt: skip
+        )
         await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 60, 0.05, "a step under way")
         stack.procs.stop(["temporal"])
         down_at = time.monotonic()
@@ -143,8 +165,10 @@ async def test_temporal_server_stopped_and_started_mid_migration(real_client, ad
         result = await asyncio.wait_for(handle.result(), timeout=300)
         # The coordinator lived through the restart too: no slot leaked, no throttle left written.
         await assert_coordinator_released(real_client, "test")
-    print(f"\nTemporal stopped mid-migration and started again {back_after:.0f} s later: migration {result.status} "
-          f"in {result.elapsed_s:.0f} s, {result.moves_done} moves, verified {result.verified}")
+    print(
+        f"\nTemporal stopped mid-migration and started again {back_after:.0f} s later: migration {result.status} "
+        f"in {result.elapsed_s:.0f} s, {result.moves_done} moves, verified {result.verified}"
+    )
     assert result.verified and result.moves_done == 6
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())

@@ -1,25 +1,15 @@
-"""Workflows whose activities call the adapter against the real local cluster, through the real Temporal."""
+"""A partition move whose activities call the adapter against the real local cluster, through the real Temporal."""
 
 import pytest
 
 from models import MoveInput, TopicPartition
 from tests.conftest import worker_for
-from tests.integration.probe_workflow import DescribeClusterWorkflow
 from tests.integration.helpers import consume_all, produce, wait_until
 from worker import activities_for
 from workflows import PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
 
 pytestmark = pytest.mark.integration
-
-
-async def test_trivial_workflow_reads_the_real_cluster(real_client, admin):
-    async with worker_for(real_client, activities_for(admin), [DescribeClusterWorkflow]) as worker:
-        cluster = await real_client.execute_workflow(
-            DescribeClusterWorkflow.run, id=f"describe-{worker.task_queue}", task_queue=worker.task_queue
-        )
-    assert cluster.broker_ids == [1, 2, 3, 4]
-    assert [b.rack for b in cluster.brokers] == ["rack-a", "rack-b", "rack-a", "rack-b"]
 
 
 async def test_partition_move_steps_on_real_kafka(real_client, admin, real_settings, topic_name):

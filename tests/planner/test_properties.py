@@ -3,7 +3,7 @@
 import os
 from collections import Counter
 
-from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
@@ -35,13 +35,19 @@ def requests(draw, racks: bool | None = None, removals: bool = True) -> PlanRequ
 def apply(request: PlanRequest, plan) -> list[PartitionReplicas]:
     changed = {(c.topic, c.partition): c.replicas for c in plan.changes}
     return [
-        PartitionReplicas(topic=p.topic, partition=p.partition, replicas=changed.get((p.topic, p.partition), p.replicas))
+        PartitionReplicas(
+            topic=p.topic, partition=p.partition, replicas=changed.get((p.topic, p.partition), p.replicas)
+        )
         for p in request.partitions
     ]
 
 
 # DROVER_HYPOTHESIS_EXAMPLES raises the count for a deeper search than CI runs.
-FAST = settings(max_examples=int(os.environ.get("DROVER_HYPOTHESIS_EXAMPLES", "150")), deadline=None, suppress_health_check=[HealthCheck.too_slow])
+FAST = settings(
+    max_examples=int(os.environ.get("DROVER_HYPOTHESIS_EXAMPLES", "150")),
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
 
 
 @FAST

@@ -15,15 +15,22 @@ from pathlib import Path
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
+from models.admission import Limits
+from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
+from models.migration import (
+    CancelRequest,
+    EstimateSettings,
+    LimitsChange,
+    MigrationInput,
+    OperatorAction,
+    ThrottleChange,
+)
 from models.plan import PartitionReplicas
-from models.migration import CancelRequest, EstimateSettings, LimitsChange, MigrationInput, OperatorAction, ThrottleChange
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
-from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import cluster, metrics_file, spread_plan
 from worker import activities_for
-from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
 from workflows import ClusterWorkflow, MigrationWorkflow
 from workflows.ids import move_workflow_id
 
@@ -40,8 +47,9 @@ async def _progress(handle, predicate):
 
 
 async def completed(client, fake: FakeKafka, name: str, queue: str):
-    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
@@ -49,7 +57,9 @@ async def rolled_back(client, fake: FakeKafka, name: str, queue: str):
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
     await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
-    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort"))
+    await handle.execute_update(
+        MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
+    )
     return handle
 
 
@@ -57,8 +67,9 @@ async def revert_pending(client, fake: FakeKafka, name: str, queue: str):
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
     await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
-    await handle.execute_update(MigrationWorkflow.cancel_update,
-                                CancelRequest(mode="revert-pending", actor="ops", reason="abort"))  # fmt: skip
+    await handle.execute_update(
+        MigrationWorkflow.cancel_update, CancelRequest(mode="revert-pending", actor="ops", reason="abort")
+    )
     return handle
 
 
@@ -78,15 +89,22 @@ async def controls(client, fake: FakeKafka, name: str, queue: str):
     who = {"actor": "ana", "reason": "peak hours"}
     await _progress(handle, lambda p: p.in_flight)
     await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
-    await handle.execute_update(MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who))
+    await handle.execute_update(
+        MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who)
+    )
     await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))
     await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
     return handle
 
 
 async def continued(client, fake: FakeKafka, name: str, queue: str):
-    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000, continue_every=3)  # fmt: skip
+    migration = MigrationInput(
+        cluster=name,
+        moves=spread_plan(fake),
+        limits=Limits(max_partitions=2),
+        throttle_bytes_per_s=1000,
+        continue_every=3,
+    )
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
@@ -100,7 +118,9 @@ async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
     # The estimate from a metrics file (its path is only in the history; replay does not read it).
     folder = Path(tempfile.mkdtemp(prefix="drover-record-"))
     estimate = EstimateSettings(metrics_ref=metrics_file(folder, fake), auto_throttle=True, floor_bytes_per_s=1)
-    migration = MigrationInput(cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2), estimate=estimate)
+    migration = MigrationInput(
+        cluster=name, moves=spread_plan(fake), limits=Limits(max_partitions=2), estimate=estimate
+    )
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
@@ -110,11 +130,17 @@ async def shared(client, fake: FakeKafka, name: str, queue: str):
     coordinator = client.get_workflow_handle(cluster_workflow_id(name))
     first = await completed(client, fake, name, queue)
     plan = [p.model_copy(update={"replicas": list(reversed(p.replicas))}) for p in spread_plan(fake)][:2]
-    other = MigrationInput(cluster=name, moves=[p.model_copy(update={"topic": "orders"}) for p in plan],
-                           limits=Limits(max_partitions=1), throttle_bytes_per_s=2000, priority=5)  # fmt: skip
+    other = MigrationInput(
+        cluster=name,
+        moves=[p.model_copy(update={"topic": "orders"}) for p in plan],
+        limits=Limits(max_partitions=1),
+        throttle_bytes_per_s=2000,
+        priority=5,
+    )
     await _progress(first, lambda p: p.done >= 1)
-    await coordinator.execute_update(ClusterWorkflow.set_limits, ClusterLimitsChange(limits=Limits(max_partitions=3),
-                                                                                     actor="ops", reason="night"))  # fmt: skip
+    await coordinator.execute_update(
+        ClusterWorkflow.set_limits, ClusterLimitsChange(limits=Limits(max_partitions=3), actor="ops", reason="night")
+    )
     await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
     await asyncio.sleep(1)
     await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over"))
@@ -127,16 +153,28 @@ async def shared(client, fake: FakeKafka, name: str, queue: str):
 async def leaders(client, fake: FakeKafka, name: str, queue: str):
     """Every move hands its leader to broker 4 or 5 over two steps, under a leader limit of one: each frees its
     leader slot at its second step, and the next leader movement is granted then."""
-    plan = [PartitionReplicas(topic=t, partition=p, replicas=[4 + p % 2, r[1], r[2]])
-            for (t, p), r in sorted(fake.replicas.items())]  # fmt: skip
-    migration = MigrationInput(cluster=name, moves=plan, limits=Limits(max_partitions=3, max_leaders=1),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=t, partition=p, replicas=[4 + p % 2, r[1], r[2]])
+        for (t, p), r in sorted(fake.replicas.items())
+    ]
+    migration = MigrationInput(
+        cluster=name, moves=plan, limits=Limits(max_partitions=3, max_leaders=1), throttle_bytes_per_s=1000
+    )
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
-SCENARIOS = {"completed": completed, "rolled-back": rolled_back, "controls": controls, "continued": continued,
-             "stuck-rollback": stuck_rollback, "auto-throttle": auto_throttle, "revert-pending": revert_pending,
-             "refused-signals": refused_signals, "shared": shared, "leaders": leaders}  # fmt: skip
+SCENARIOS = {
+    "completed": completed,
+    "rolled-back": rolled_back,
+    "controls": controls,
+    "continued": continued,
+    "stuck-rollback": stuck_rollback,
+    "auto-throttle": auto_throttle,
+    "revert-pending": revert_pending,
+    "refused-signals": refused_signals,
+    "shared": shared,
+    "leaders": leaders,
+}
 
 
 def _save(path: Path, workflow_id: str, history) -> None:
@@ -146,9 +184,11 @@ def _save(path: Path, workflow_id: str, history) -> None:
 
 async def main() -> None:
     args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
-    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
-                                                dev_server_existing_path=str(find_temporal()),
-                                                dev_server_extra_args=args)  # fmt: skip
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(find_temporal()),
+        dev_server_extra_args=args,
+    )
     HERE.mkdir(exist_ok=True)
     try:
         # Only the scenarios named on the command line, or all.

@@ -16,13 +16,25 @@ HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 
 def test_every_scenario_has_histories():
     names = {p.name for p in HISTORIES}
-    for scenario in ("completed", "rolled-back", "controls", "continued", "stuck-rollback", "auto-throttle",
-                     "revert-pending", "refused-signals", "shared", "leaders"):
+    for scenario in (
+        "completed",
+        "rolled-back",
+        "controls",
+        "continued",
+        "stuck-rollback",
+        "auto-throttle",
+        "revert-pending",
+        "refused-signals",
+        "shared",
+        "leaders",
+    ):
         assert {f"{scenario}-run1.json", f"{scenario}-move.json", f"{scenario}-cluster.json"} <= names
     assert "continued-run2.json" in names
     # Migrations started before the cluster coordinator existed (they throttle on their own) still replay.
-    assert {f"before-coordinator-{s}.json" for s in ("completed-run1", "rolled-back-run1", "continued-run1",
-                                                     "continued-run2", "controls-run1")} <= names
+    assert {
+        f"before-coordinator-{s}.json"
+        for s in ("completed-run1", "rolled-back-run1", "continued-run1", "continued-run2", "controls-run1")
+    } <= names
     # Migrations (and a coordinator) from before leader movements were counted at the step still replay.
     assert {f"before-leaders-at-step-{s}.json" for s in ("completed-run1", "shared-run1", "shared-cluster")} <= names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.

@@ -1,7 +1,8 @@
 """Admission under KIP-435's limits: leader movements fill a batch first, and the leader limit counts a move only
 until its leader movement is done."""
 
-from steps.admission import Limits, MoveSpec, admit, ordered
+from models.admission import Limits, MoveSpec
+from steps.admission import admit, ordered
 
 ONE_LEADER = Limits(max_partitions=4, max_per_broker=10, max_replicas=10, max_leaders=1)
 

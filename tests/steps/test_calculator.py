@@ -68,7 +68,7 @@ def test_any_move_reaches_its_target_in_bounded_steps(current, data, replicas_pe
         return
     assert steps[-1].replicas == target and steps[-1].final
     rf = len(target)
-    for before, step in zip([current] + [s.replicas for s in steps], steps):
+    for before, step in zip([current] + [s.replicas for s in steps], steps, strict=False):
         assert len(set(step.replicas)) == len(step.replicas)
         assert len(step.added) <= max(replicas_per_step, min_insync)
         assert len(step.dropped) <= replicas_per_step

@@ -9,10 +9,10 @@ import pytest
 from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
+from models.admission import Limits
 from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -30,8 +30,11 @@ def shared_cluster(partitions: int = 6, ticks: int = 3) -> FakeKafka:
 
 
 def plan_for(fake: FakeKafka, topic: str) -> list[PartitionReplicas]:
-    return [PartitionReplicas(topic=t, partition=p, replicas=[r[0], 4 + p % 2])
-            for (t, p), r in sorted(fake.replicas.items()) if t == topic]  # fmt: skip
+    return [
+        PartitionReplicas(topic=t, partition=p, replicas=[r[0], 4 + p % 2])
+        for (t, p), r in sorted(fake.replicas.items())
+        if t == topic
+    ]
 
 
 class Observer:
@@ -57,8 +60,11 @@ class Observer:
                 adding = set(target) - set(fake.replicas[(topic, p)])
                 missing = [f"{p}:{b}" for b in replicas if f"{p}:{b}" not in leaders]
                 missing += [f"{p}:{b}" for b in adding if f"{p}:{b}" not in followers]
-                missing += [f"rate on {b}" for b in replicas
-                            if not {LEADER_RATE, FOLLOWER_RATE} <= set(fake.broker_configs.get(b, {}))]  # fmt: skip
+                missing += [
+                    f"rate on {b}"
+                    for b in replicas
+                    if not {LEADER_RATE, FOLLOWER_RATE} <= set(fake.broker_configs.get(b, {}))
+                ]
                 if missing:
                     self.unthrottled.append(f"{topic}-{p}: {missing}")
             if self.operator_entry is not None:
@@ -77,21 +83,27 @@ def start_order(fake: FakeKafka) -> list[tuple[str, int]]:
 
 
 async def start(env, queue: str, name: str, moves, limits: Limits, priority: int = 0, ticks_rate: int | None = 1000):
-    migration = MigrationInput(cluster=name, moves=moves, limits=limits, throttle_bytes_per_s=ticks_rate,
-                               priority=priority)  # fmt: skip
-    return await env.client.start_workflow(MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}",
-                                           task_queue=queue)  # fmt: skip
+    migration = MigrationInput(
+        cluster=name, moves=moves, limits=limits, throttle_bytes_per_s=ticks_rate, priority=priority
+    )
+    return await env.client.start_workflow(
+        MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
+    )
 
 
 async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits: Limits) -> None:
     """As `drover cluster limits` does: the coordinator is started if need be, and the limits set."""
     start_op = WithStartWorkflowOperation(
-        ClusterWorkflow.run, coordinator, id=cluster_workflow_id(coordinator.name), task_queue=queue,
+        ClusterWorkflow.run,
+        coordinator,
+        id=cluster_workflow_id(coordinator.name),
+        task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )  # fmt: skip
+    )
     change = ClusterLimitsChange(limits=limits, actor="ops", reason="peak hours")
-    await env.client.execute_update_with_start_workflow(ClusterWorkflow.set_limits, change,
-                                                        start_workflow_operation=start_op)  # fmt: skip
+    await env.client.execute_update_with_start_workflow(
+        ClusterWorkflow.set_limits, change, start_workflow_operation=start_op
+    )
 
 
 @pytest.mark.parametrize("count", [2, 3])
@@ -109,8 +121,10 @@ async def test_concurrent_migrations_stay_within_the_cluster_limits_throttled_th
         results = [await h.result() for h in handles]
     assert all(r.verified and r.status == "completed" for r in results)
     assert all(fake.replicas[(m.topic, m.partition)] == m.replicas for t in TOPICS[:count] for m in plan_for(fake, t))
-    print(f"{count} migrations: peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker on Kafka "
-          f"(limits 2 and 1); {observer.samples} observations, {len(observer.unthrottled)} unthrottled")  # fmt: skip
+    print(
+        f"{count} migrations: peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker on Kafka "
+        f"(limits 2 and 1); {observer.samples} observations, {len(observer.unthrottled)} unthrottled"
+    )
     # Together they never exceeded what each was allowed alone.
     assert fake.peak_ongoing <= 2 and fake.peak_per_broker <= 1
     assert observer.samples > 20 and observer.unthrottled == [] and observer.operator_lost == []
@@ -153,11 +167,15 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
     fake = shared_cluster(partitions=8, ticks=6)
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
-                   for t in ("a", "b")]  # fmt: skip
+        handles = [
+            await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
+            for t in ("a", "b")
+        ]
         await wait_for(lambda: len(start_order(fake)) >= 3, "moves under way")
         coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
-        await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+        )
         # Steps in flight finish; then nothing new reaches Kafka.
         await wait_for(lambda: not fake.ongoing, "the steps in flight to finish")
         steps = len(fake.altered)
@@ -165,7 +183,9 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
         assert len(fake.altered) == steps and not fake.ongoing
         status = await coordinator.query(ClusterWorkflow.status)
         assert status.frozen and status.actions[-1].action == "freeze" and status.actions[-1].actor == "ops"
-        await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over"))
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
         results = [await h.result() for h in handles]
     assert all(r.verified and r.status == "completed" for r in results)
     assert len(fake.altered) > steps
@@ -222,8 +242,10 @@ async def test_cluster_limits_set_by_an_operator_before_any_migration_bind_them_
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=1))
-        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=4))
-                   for t in ("a", "b")]  # fmt: skip
+        handles = [
+            await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=4))
+            for t in ("a", "b")
+        ]
         results = [await h.result() for h in handles]
         status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     assert all(r.verified for r in results)
@@ -236,10 +258,16 @@ async def test_the_coordinator_continues_as_new_and_keeps_its_grants_throttle_an
     name = f"c{uuid.uuid4().hex[:6]}"
     observer = Observer(fake)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name, events_per_run=150),
-                                 Limits(max_partitions=3, max_per_broker=2))  # fmt: skip
-        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
-                   for t in ("a", "b")]  # fmt: skip
+        await set_cluster_limits(
+            local_env,
+            worker.task_queue,
+            ClusterInput(name=name, events_per_run=150),
+            Limits(max_partitions=3, max_per_broker=2),
+        )
+        handles = [
+            await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
+            for t in ("a", "b")
+        ]
         results = [await h.result() for h in handles]
         status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     print(f"coordinator runs: {status.runs}; peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker")

@@ -7,6 +7,9 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
+from cli.migrate import execute_update
+from models import MoveInput
+from models.admission import Limits
 from models.migration import (
     CancelRequest,
     EstimateSettings,
@@ -16,13 +19,10 @@ from models.migration import (
     ThrottleChange,
 )
 from models.plan import PartitionReplicas, ReassignmentFile
-from steps.admission import Limits
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
-from cli.migrate import execute_update
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
-from models import MoveInput
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
 
@@ -85,8 +85,9 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     fake = cluster(8)
     fake.ticks = 6  # slow enough to act while moves are in flight
     plan = spread_plan(fake)
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=1),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=1), throttle_bytes_per_s=1000
+    )
     who = {"actor": "alice", "reason": "peak hours"}
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await local_env.client.start_workflow(
@@ -107,7 +108,9 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
             MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who)
         )
         assert changed.throttle_bytes_per_s == 2000
-        await handle.execute_update(MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who))
+        await handle.execute_update(
+            MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who)
+        )
         await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
         await wait_for(lambda: any(c.get(FOLLOWER_RATE) == "2000" for c in fake.broker_configs.values()), "new rate")
         result = await handle.result()
@@ -115,7 +118,10 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     assert result.verified and 1 < result.peak_in_flight <= 3
     assert fake.peak_ongoing <= 3
     assert [(a.action, a.actor) for a in progress.actions] == [
-        ("pause", "alice"), ("set_throttle", "alice"), ("set_limits", "alice"), ("resume", "bob"),
+        ("pause", "alice"),
+        ("set_throttle", "alice"),
+        ("set_limits", "alice"),
+        ("resume", "bob"),
     ]
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
 
@@ -143,15 +149,18 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
     fake.ticks = 8
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         # Let two moves finish and two more start, then cancel.
         await wait_for(lambda: sum(fake.replicas[k] != original[k] for k in original) >= 2 and fake.ongoing, "progress")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort")
+        )
         result = await handle.result()
     assert fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
@@ -160,7 +169,9 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         assert result.status == "stopped" and result.verified
         done = {(m.topic, m.partition) for m in result.moves if m.error is None}
         # Finished moves stay; cancelled ones are back on a list they had; the rest never started.
-        assert done and all(fake.replicas[k] == dict(((p.topic, p.partition), p.replicas) for p in plan)[k] for k in done)
+        assert done and all(
+            fake.replicas[k] == dict(((p.topic, p.partition), p.replicas) for p in plan)[k] for k in done
+        )
         assert any(m.error == "cancelled" for m in result.moves)
         assert len(done) < len(plan)
     else:
@@ -184,9 +195,11 @@ async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local
             task_queue=worker.task_queue,
         )
         result = await local_env.client.execute_workflow(
-            MigrationWorkflow.run, MigrationInput(cluster=name, moves=plan), id=f"migration-{uuid.uuid4().hex[:8]}",
+            MigrationWorkflow.run,
+            MigrationInput(cluster=name, moves=plan),
+            id=f"migration-{uuid.uuid4().hex[:8]}",
             task_queue=worker.task_queue,
-        )  # fmt: skip
+        )
         await other.result()
     outcomes = {m.partition: m for m in result.moves}
     assert "another migration is moving this partition" in (outcomes[0].error or "")
@@ -202,8 +215,10 @@ async def test_progress_reports_totals_per_broker_counts_and_an_eta(local_env):
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
-        await wait_for(lambda: sum(fake.replicas[k] == p.replicas for p in plan for k in [(p.topic, p.partition)]) >= 2,
-                       "two moves done")  # fmt: skip
+        await wait_for(
+            lambda: sum(fake.replicas[k] == p.replicas for p in plan for k in [(p.topic, p.partition)]) >= 2,
+            "two moves done",
+        )
         progress = await handle.query(MigrationWorkflow.progress)
         result = await handle.result()
     # The fake's partition p holds 1000 * (p + 1) bytes; every partition moves one replica (to 4 or 5).
@@ -249,13 +264,21 @@ async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_return
 async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_env):
     fake, plan = stalled_cluster()
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0,
-                               stuck_policy="rollback", throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        stuck_after_s=1.0,
+        stuck_policy="rollback",
+        throttle_bytes_per_s=1000,
+    )
     result = await run(local_env, fake, migration)
     outcomes = {m.partition: m for m in result.moves}
     assert [p for p, m in outcomes.items() if m.rolled_back] == [1, 3]
     assert all(outcomes[p].final == original[("orders", p)] for p in (1, 3))
-    assert fake.replicas[("orders", 1)] == original[("orders", 1)] and fake.replicas[("orders", 3)] == original[("orders", 3)]
+    assert (
+        fake.replicas[("orders", 1)] == original[("orders", 1)]
+        and fake.replicas[("orders", 3)] == original[("orders", 3)]
+    )
     assert fake.replicas[("orders", 0)] == plan[0].replicas and fake.replicas[("orders", 2)] == plan[2].replicas
     assert result.status == "completed" and result.verified and fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
@@ -264,8 +287,13 @@ async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_e
 async def test_a_stuck_move_fails_the_migration_by_policy_with_nothing_left_half_done(local_env):
     fake, plan = stalled_cluster()
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0,
-                               stuck_policy="fail", throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        stuck_after_s=1.0,
+        stuck_policy="fail",
+        throttle_bytes_per_s=1000,
+    )
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, migration)
     assert "stuck: no progress" in str(failure.value.cause)
@@ -289,8 +317,13 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
     fake = cluster(12)
     fake.ticks = 4
     plan = spread_plan(fake)
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000, continue_every=3)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=Limits(max_partitions=2),
+        throttle_bytes_per_s=1000,
+        continue_every=3,
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
@@ -317,15 +350,21 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
     fake.ticks = 6
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000, continue_every=2)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=Limits(max_partitions=2),
+        throttle_bytes_per_s=1000,
+        continue_every=2,
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
-        await execute_update(handle, MigrationWorkflow.cancel_update,
-                             CancelRequest(mode="rollback", actor="ops", reason="abort"))  # fmt: skip
+        await execute_update(
+            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
+        )
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified and result.rolled_back
     assert fake.replicas == original and fake.ongoing == {}
@@ -337,8 +376,9 @@ async def test_cancelling_the_workflow_in_temporal_undoes_steps_in_flight_and_re
     fake.ticks = 1000  # steps never finish on their own
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
@@ -362,9 +402,14 @@ async def test_a_plan_by_reference_is_paged_in_and_finished_moves_are_saved_not_
     fake = cluster(30)
     plan = spread_plan(fake)
     work = tmp_path / "work"
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", plan_ref=plan_file(tmp_path / "plan.json", plan),
-                               limits=Limits(max_partitions=3, max_per_broker=3), continue_every=7, page_moves=6,
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        plan_ref=plan_file(tmp_path / "plan.json", plan),
+        limits=Limits(max_partitions=3, max_per_broker=3),
+        continue_every=7,
+        page_moves=6,
+        throttle_bytes_per_s=1000,
+    )
     migration_id = f"migration:{uuid.uuid4().hex[:8]}"
     async with worker_for(local_env.client, activities_for(fake, work)) as worker:
         handle = await local_env.client.start_workflow(
@@ -393,14 +438,21 @@ async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(loca
     fake.ticks = 4
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", plan_ref=plan_file(tmp_path / "plan.json", plan),
-                               limits=Limits(max_partitions=2), continue_every=3, page_moves=4)  # fmt: skip
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        plan_ref=plan_file(tmp_path / "plan.json", plan),
+        limits=Limits(max_partitions=2),
+        continue_every=3,
+        page_moves=4,
+    )
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
         await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
-        await execute_update(handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await execute_update(
+            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified
     assert fake.replicas == original and fake.ongoing == {}
@@ -428,8 +480,9 @@ async def test_the_current_batch_shows_each_partition_in_flight_with_its_step(lo
         handle = await local_env.client.start_workflow(
             MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
         )
-        progress = await wait_for_progress(handle, lambda p: len(p.batch) == 2 and all(b.step for b in p.batch),
-                                           "two moves with their steps")  # fmt: skip
+        progress = await wait_for_progress(
+            handle, lambda p: len(p.batch) == 2 and all(b.step for b in p.batch), "two moves with their steps"
+        )
         result = await handle.result()
     targets = {(p.topic, p.partition): p.replicas for p in plan}
     for entry in progress.batch:
@@ -450,8 +503,9 @@ def metrics_file(folder, fake: FakeKafka, rate: float = 1000.0, hot: dict[int, f
 async def test_auto_throttle_puts_each_brokers_recommended_rates_on_kafka(local_env, tmp_path):
     fake = cluster(6)
     estimate = EstimateSettings(metrics_ref=metrics_file(tmp_path, fake), auto_throttle=True, floor_bytes_per_s=1)
-    migration = MigrationInput(cluster="est", moves=spread_plan(fake), estimate=estimate,
-                               limits=Limits(max_partitions=2, max_per_broker=2))  # fmt: skip
+    migration = MigrationInput(
+        cluster="est", moves=spread_plan(fake), estimate=estimate, limits=Limits(max_partitions=2, max_per_broker=2)
+    )
     seen: dict[int, set[tuple[str, str]]] = {}
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await local_env.client.start_workflow(

@@ -17,8 +17,14 @@ async def run_move(env, fake, target, replicas_per_step, min_insync=1):
     async with worker_for(env.client, activities_for(fake)) as worker:
         return await env.client.execute_workflow(
             PartitionMoveWorkflow.run,
-            MoveInput(cluster="c", topic=TP.topic, partition=TP.partition, target=target,
-                      replicas_per_step=replicas_per_step, min_insync=min_insync),  # fmt: skip
+            MoveInput(
+                cluster="c",
+                topic=TP.topic,
+                partition=TP.partition,
+                target=target,
+                replicas_per_step=replicas_per_step,
+                min_insync=min_insync,
+            ),
             id=f"move-{worker.task_queue}",
             task_queue=worker.task_queue,
         )

@@ -7,9 +7,9 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from steps.admission import Limits
 from tests.conftest import worker_for
 from tests.workflows.test_migration import cluster, run, spread_plan, wait_for_progress
 from worker import activities_for
@@ -39,8 +39,9 @@ async def test_an_offline_partition_is_waited_for_by_policy_and_never_stepped_me
     plan = spread_plan(fake)
     migration = MigrationInput(cluster=name(), moves=plan, offline="wait", limits=Limits(max_partitions=4))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                                       id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
+        )
         progress = await wait_for_progress(handle, lambda p: p.done == 3, "the three online partitions")
         await asyncio.sleep(1)
         assert not any(key == ("orders", 1) for key, _ in fake.altered)
@@ -57,8 +58,10 @@ async def test_a_target_below_the_topics_min_insync_replicas_is_refused(local_en
     plan = [PartitionReplicas(topic="orders", partition=0, replicas=[1, 4])]
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
-    assert ("orders-0: its target has 2 replica(s), fewer than the topic's min.insync.replicas 3"
-            in failure.value.cause.message)  # fmt: skip
+    assert (
+        "orders-0: its target has 2 replica(s), fewer than the topic's min.insync.replicas 3"
+        in failure.value.cause.message
+    )
     assert fake.altered == []
 
 
@@ -68,8 +71,10 @@ async def test_a_destination_without_room_for_what_it_receives_is_refused(local_
     fake.disks = {4: (10_000, 4_500)}
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))
-    assert ("broker 4 would receive 4.0 KB but has 4.5 KB free of 10.0 KB, 10% of which must stay free"
-            in failure.value.cause.message)  # fmt: skip
+    assert (
+        "broker 4 would receive 4.0 KB but has 4.5 KB free of 10.0 KB, 10% of which must stay free"
+        in failure.value.cause.message
+    )
     assert fake.altered == []
     fake.disks = {4: (10_000, 5_500)}
     result = await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))

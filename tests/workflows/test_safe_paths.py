@@ -17,10 +17,10 @@ from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 from activities.migration import MigrationActivities
 from cli.migrate import execute_update
 from models import MoveInput
+from models.admission import Limits, MoveSpec
 from models.migration import CancelRequest, MigrationInput, OperatorAction, ThrottleChange, VerifyRequest
 from models.plan import PartitionReplicas
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
-from steps.admission import Limits, MoveSpec
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -64,12 +64,19 @@ async def ended(handle, timeout_s: float = 60):
 
 
 async def start(env, worker, migration: MigrationInput, workflow_id: str | None = None):
-    return await env.client.start_workflow(MigrationWorkflow.run, migration, task_queue=worker.task_queue,
-                                           id=workflow_id or f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+    return await env.client.start_workflow(
+        MigrationWorkflow.run,
+        migration,
+        task_queue=worker.task_queue,
+        id=workflow_id or f"migration-{uuid.uuid4().hex[:8]}",
+    )
 
 
 async def moves_still_running(env, cluster_name: str) -> list[str]:
-    query = f"WorkflowType = 'PartitionMoveWorkflow' AND ExecutionStatus = 'Running' AND WorkflowId STARTS_WITH 'move:{cluster_name}:'"
+    query = (
+        "WorkflowType = 'PartitionMoveWorkflow' AND ExecutionStatus = 'Running' "
+        f"AND WorkflowId STARTS_WITH 'move:{cluster_name}:'"
+    )
     return [w.id async for w in env.client.list_workflows(query)]
 
 
@@ -86,11 +93,17 @@ async def no_move_left(env, cluster_name: str, fake: FakeKafka) -> None:
 async def low_limit_env():
     """A dev server of its own whose histories fail at 2,000 events (Temporal's default is 51,200)."""
     args = [arg for n, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{n}={kind}")]
-    args += ["--dynamic-config-value", "limit.historyCount.error=2000",
-             "--dynamic-config-value", "limit.historyCount.suggestContinueAsNew=1000"]  # fmt: skip
-    env = await WorkflowEnvironment.start_local(data_converter=pydantic_data_converter,
-                                                dev_server_existing_path=str(find_temporal()),
-                                                dev_server_extra_args=args)  # fmt: skip
+    args += [
+        "--dynamic-config-value",
+        "limit.historyCount.error=2000",
+        "--dynamic-config-value",
+        "limit.historyCount.suggestContinueAsNew=1000",
+    ]
+    env = await WorkflowEnvironment.start_local(
+        data_converter=pydantic_data_converter,
+        dev_server_existing_path=str(find_temporal()),
+        dev_server_extra_args=args,
+    )
     yield env
     await env.shutdown()
 
@@ -104,25 +117,32 @@ async def test_a_rollback_of_over_a_thousand_moves_continues_as_new_and_brings_e
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
     wide = Limits(max_partitions=40, max_per_broker=1000, max_replicas=1000, max_leaders=1000)
-    migration = MigrationInput(cluster=name(), plan_ref=plan_file(tmp_path / "plan.json", plan), limits=wide,
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=name(), plan_ref=plan_file(tmp_path / "plan.json", plan), limits=wide, throttle_bytes_per_s=1000
+    )
     async with worker_for(env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await start(env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=300)
-        await execute_update(handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await execute_update(
+            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         result = await ended(handle, 600)
         runs = [w async for w in env.client.list_workflows(f"WorkflowId = '{handle.id}'")]
         largest = 0
         for w in runs:
-            events = [e async for e in env.client.get_workflow_handle(handle.id, run_id=w.run_id).fetch_history_events()]
+            events = [
+                e async for e in env.client.get_workflow_handle(handle.id, run_id=w.run_id).fetch_history_events()
+            ]
             largest = max(largest, len(events))
     assert result.status == "rolled_back" and result.verified, result.wrong[:5]
     assert fake.replicas == original and fake.ongoing == {} and no_throttle(fake)
     # Every run closed by continuing as new or completing, none terminated at the limit.
     assert {w.status for w in runs} <= {WorkflowExecutionStatus.CONTINUED_AS_NEW, WorkflowExecutionStatus.COMPLETED}
     assert largest < 2000 and result.runs >= 3
-    print(f"\n{result.moves_done} moves done, then every one of the {len(original)} partitions back by the rollback; "
-          f"{result.runs} runs, the largest history {largest} events (limit 2000); {result.elapsed_s:.0f} s")
+    print(
+        f"\n{result.moves_done} moves done, then every one of the {len(original)} partitions back by the rollback; "
+        f"{result.runs} runs, the largest history {largest} events (limit 2000); {result.elapsed_s:.0f} s"
+    )
 
 
 # 2. A cancel from Temporal (the Web UI's Request Cancellation) runs the clean-up, whatever the workflow awaits.
@@ -130,8 +150,9 @@ async def test_a_temporal_cancel_during_a_throttle_write_stops_every_move_and_re
     fake = cluster(6)
     fake.ticks = 1000
     c = name()
-    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     writing = threading.Event()
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
@@ -159,12 +180,15 @@ async def test_a_temporal_cancel_during_the_rollback_stops_it_and_removes_the_th
     fake = cluster(8)
     fake.ticks = 6
     c = name()
-    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         fake.ticks = 1000
         await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback under way")
         await wait_for(lambda: bool(fake.ongoing), "a rollback step on Kafka")
@@ -203,8 +227,9 @@ async def test_a_throttle_write_that_fails_stops_the_moves_and_leaves_no_throttl
         if len(calls) >= 3:
             raise ApplicationError("broker config refused", non_retryable=True)
 
-    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
@@ -229,8 +254,9 @@ async def test_a_temporal_cancel_during_the_clean_up_after_a_failure_still_clean
         removing.set()
         time.sleep(1)
 
-    migration = MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2),
-                               throttle_bytes_per_s=1000)  # fmt: skip
+    migration = MigrationInput(
+        cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
@@ -252,8 +278,9 @@ async def test_a_terminated_migration_has_its_moves_cancelled_and_their_steps_un
     c = name()
     original = {k: list(v) for k, v in fake.replicas.items()}
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await start(local_env, worker, MigrationInput(cluster=c, moves=spread_plan(fake),
-                                                               limits=Limits(max_partitions=2)))  # fmt: skip
+        handle = await start(
+            local_env, worker, MigrationInput(cluster=c, moves=spread_plan(fake), limits=Limits(max_partitions=2))
+        )
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
         await handle.terminate(reason="test")
         await no_move_left(local_env, c, fake)
@@ -268,13 +295,18 @@ async def test_a_stop_during_the_rollback_ends_it_stopped_and_unverified(local_e
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         fake.ticks = 40
         during = await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback")
         with pytest.raises(WorkflowUpdateFailedError) as again:
-            await handle.execute_update(MigrationWorkflow.cancel_update,
-                                        CancelRequest(mode="rollback", actor="o", reason="r"))  # fmt: skip
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="enough"))
+            await handle.execute_update(
+                MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+            )
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="enough")
+        )
         result = await ended(handle)
     # While it rolled back, progress said so (nothing invited a resend); a second rollback was refused.
     assert during.cancelling == "rollback" and "already rolling back" in str(again.value.cause)
@@ -291,7 +323,9 @@ async def test_a_stop_sent_while_the_rollback_is_planned_is_honoured(local_env):
     async with worker_for(local_env.client, slowed(activities_for(fake), "plan_rollback", 3)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         await wait_for_progress(handle, lambda p: p.phase == "stopping" and not p.in_flight, "the rollback planned")
         await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="no"))
         result = await ended(handle)
@@ -306,8 +340,13 @@ async def test_a_cancel_signal_while_handing_over_stops_the_migration(local_env,
     fake = cluster(16)
     fake.ticks = 2
     plan = spread_plan(fake)
-    migration = MigrationInput(cluster=name(), plan_ref=plan_file(tmp_path / "plan.json", plan), continue_every=3,
-                               page_moves=4, limits=Limits(max_partitions=2))  # fmt: skip
+    migration = MigrationInput(
+        cluster=name(),
+        plan_ref=plan_file(tmp_path / "plan.json", plan),
+        continue_every=3,
+        page_moves=4,
+        limits=Limits(max_partitions=2),
+    )
     activities = slowed(activities_for(fake, tmp_path / "work"), "save_outcomes", 3)
     async with worker_for(local_env.client, activities) as worker:
         handle = await start(local_env, worker, migration)
@@ -345,13 +384,17 @@ async def test_a_rollback_leaves_partitions_it_never_changed(local_env):
     migration = MigrationInput(cluster=c, moves=plan, limits=Limits(max_partitions=1))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         other = await local_env.client.start_workflow(
-            PartitionMoveWorkflow.run, MoveInput(cluster=c, topic="orders", partition=0, target=[1, 2, 6]),
-            id=move_workflow_id(c, "orders", 0), task_queue=worker.task_queue,
-        )  # fmt: skip
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster=c, topic="orders", partition=0, target=[1, 2, 6]),
+            id=move_workflow_id(c, "orders", 0),
+            task_queue=worker.task_queue,
+        )
         await wait_for(holding.is_set, "the other migration's move")
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1 and p.failed >= 2, "orders-2 moved, 0 and 1 refused")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         result = await ended(handle)
         release.set()
         await other.result()
@@ -370,14 +413,21 @@ async def test_a_rollback_move_reverted_by_its_stuck_policy_is_not_verified(loca
     fake = cluster(4)
     fake.ticks = 4
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(cluster=name(), moves=spread_plan(fake), limits=Limits(max_partitions=1),
-                               stuck_after_s=1.0, stuck_policy="rollback")  # fmt: skip
+    migration = MigrationInput(
+        cluster=name(),
+        moves=spread_plan(fake),
+        limits=Limits(max_partitions=1),
+        stuck_after_s=1.0,
+        stuck_policy="rollback",
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
         # The brokers the rollback adds back stop taking replicas: every rollback step gets stuck.
         fake.stalled = {1, 2, 3}
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(
+            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
+        )
         result = await ended(handle)
     assert result.rolled_back and all(m.rolled_back for m in result.rolled_back)
     assert result.status == "rolled_back" and not result.verified
@@ -413,11 +463,19 @@ async def test_one_stuck_move_waiting_does_not_halt_the_others(local_env):
     fake = cluster(8)
     fake.ticks = 2
     # orders-0 goes to broker 5 (down for reassignments), the rest to broker 4.
-    plan = [PartitionReplicas(topic=t, partition=p, replicas=[r[0], r[1], 5 if p == 0 else 4])
-            for (t, p), r in sorted(fake.replicas.items())]  # fmt: skip
+    plan = [
+        PartitionReplicas(topic=t, partition=p, replicas=[r[0], r[1], 5 if p == 0 else 4])
+        for (t, p), r in sorted(fake.replicas.items())
+    ]
     fake.stalled = {5}
-    migration = MigrationInput(cluster=name(), moves=plan, limits=Limits(max_partitions=2, max_per_broker=8),
-                               continue_every=2, stuck_after_s=1.0, stuck_policy="wait")  # fmt: skip
+    migration = MigrationInput(
+        cluster=name(),
+        moves=plan,
+        limits=Limits(max_partitions=2, max_per_broker=8),
+        continue_every=2,
+        stuck_after_s=1.0,
+        stuck_policy="wait",
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         progress = await wait_for_progress(handle, lambda p: p.done == 7, "the seven other moves", timeout_s=60)
@@ -432,11 +490,16 @@ async def test_one_stuck_move_waiting_does_not_halt_the_others(local_env):
 async def test_a_move_waiting_on_a_stuck_step_keeps_a_short_history(local_env):
     fake = cluster(1)
     fake.stalled = {5}
-    move = MoveInput(cluster=name(), topic="orders", partition=0, target=[1, 2, 5], stuck_after_s=0.3,
-                     stuck_policy="wait")  # fmt: skip
+    move = MoveInput(
+        cluster=name(), topic="orders", partition=0, target=[1, 2, 5], stuck_after_s=0.3, stuck_policy="wait"
+    )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(PartitionMoveWorkflow.run, move, task_queue=worker.task_queue,
-                                                       id=move_workflow_id(move.cluster, "orders", 0))  # fmt: skip
+        handle = await local_env.client.start_workflow(
+            PartitionMoveWorkflow.run,
+            move,
+            task_queue=worker.task_queue,
+            id=move_workflow_id(move.cluster, "orders", 0),
+        )
         await asyncio.sleep(6)
         fake.stalled.clear()
         await ended(handle)
@@ -451,8 +514,10 @@ def test_verify_heartbeats_while_it_describes():
     beats = []
     env = ActivityEnvironment()
     env.on_heartbeat = lambda *details: beats.append(details)
-    wrong = env.run(MigrationActivities(fake, None).verify,
-                    VerifyRequest(expected=[MoveSpec(topic="orders", partition=0, original=[1, 2, 3], target=[1, 2, 3])]))  # fmt: skip
+    wrong = env.run(
+        MigrationActivities(fake, None).verify,
+        VerifyRequest(expected=[MoveSpec(topic="orders", partition=0, original=[1, 2, 3], target=[1, 2, 3])]),
+    )
     assert wrong == [] and beats
 
 
@@ -485,8 +550,9 @@ async def test_a_continued_run_whose_handed_over_state_does_not_validate_fails_w
     fake = cluster(2)
     given = {"cluster": name(), "carry": {"phase": "somewhere", "limits": {"max_partitions": 0}}}
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow("MigrationWorkflow", given, task_queue=worker.task_queue,
-                                                       id=f"migration-{uuid.uuid4().hex[:8]}")  # fmt: skip
+        handle = await local_env.client.start_workflow(
+            "MigrationWorkflow", given, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
+        )
         with pytest.raises(WorkflowFailureError) as failed:
             await ended(handle)
     message = str(failed.value.cause)

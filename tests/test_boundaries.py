@@ -1,0 +1,67 @@
+"""The module boundaries, checked over the source: ``models/`` imports no other Drover package, and the pure core
+(planner, step calculator, admission, throttle lists, the migration's and the coordinator's state, the schedule)
+imports nothing that does I/O, from Drover or outside it."""
+
+import ast
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What the pure core may import: the standard library's pure modules, pydantic, and the pure packages themselves.
+PURE_ALLOWED = {
+    "collections",
+    "dataclasses",
+    "datetime",
+    "enum",
+    "functools",
+    "heapq",
+    "itertools",
+    "math",
+    "operator",
+    "typing",
+    "pydantic",
+    "models",
+    "planner",
+    "steps",
+    "execution",
+}
+PURE = ["planner", "steps", "execution", "estimator/schedule.py"]
+
+
+def imports_of(target: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Per file under ``target`` (a package folder or one file), the top-level names of what it imports."""
+    path = root / target
+    files = [path] if path.suffix == ".py" else sorted(path.rglob("*.py"))
+    found: dict[str, set[str]] = {}
+    for f in files:
+        names = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name.split(".")[0] for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module.split(".")[0])
+        found[str(f.relative_to(root))] = names
+    return found
+
+
+def test_models_import_no_other_drover_package():
+    drover = {p.name for p in ROOT.iterdir() if (p / "__init__.py").exists()} | {"worker"}
+    wrong = {f: sorted(n & (drover - {"models"})) for f, n in imports_of("models").items() if n & (drover - {"models"})}
+    assert wrong == {}
+
+
+@pytest.mark.parametrize("target", PURE)
+def test_the_pure_core_imports_nothing_that_does_io(target):
+    wrong = {f: sorted(n - PURE_ALLOWED) for f, n in imports_of(target).items() if n - PURE_ALLOWED}
+    assert wrong == {}
+
+
+def test_the_check_sees_a_forbidden_import(tmp_path):
+    # The check itself can fail: a module importing Kafka's client and the environment in a pure package is caught.
+    (tmp_path / "steps").mkdir()
+    (tmp_path / "steps" / "bad.py").write_text("from confluent_kafka.admin import AdminClient\nimport os.path\n")
+    found = imports_of("steps", root=tmp_path)
+    assert found == {"steps/bad.py": {"confluent_kafka", "os"}}
+    assert found["steps/bad.py"] - PURE_ALLOWED == {"confluent_kafka", "os"}
