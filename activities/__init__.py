@@ -1,4 +1,6 @@
-"""Activities: thin adapters from workflows to Kafka. Built in worker.py with their clients."""
+"""Activities: thin adapters from workflows to Kafka (``kafka``, ``migration``, ``cluster``), Spark (``estimate``),
+the migration's work folder (``ledger``) and Temporal's own client (``cluster``). Built in worker.py with their
+clients."""
 
 from activities.kafka import KafkaActivities
 

@@ -1,7 +1,11 @@
-"""Migration activities: preflight checks, the throttle for the moves in flight, and the final verification.
+"""Migration activities: ``preflight`` (every move checked against the cluster), ``read_moves`` and
+``save_outcomes`` (a large plan's moves and finished outcomes in the work folder), ``plan_rollback`` (the moves that
+take back what the migration changed), ``set_throttle`` and ``clear_throttle`` (a migration from before the cluster
+coordinator throttles on its own), ``elect_leaders`` (preferred leaders of the moved partitions, in batches) and
+``verify`` (every partition against the list it should have).
 
 Failure types a workflow can match on (raised non-retryable):
-- ``Preflight``: the plan does not fit the cluster; the message lists every problem, and nothing was changed.
+- ``ErrorType.PREFLIGHT``: the plan does not fit the cluster; the message lists every problem, nothing was changed.
 """
 
 import time

@@ -11,6 +11,7 @@ from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
 from cli.output import Output
 from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
+from models.units import human_bytes
 from planner import PlanError, make_plan
 from settings import Settings
 
@@ -227,7 +228,7 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
             f"{b.leaders_before} -> {b.leaders_after}",
         ]
         if with_bytes:
-            row.append(f"{_human(b.bytes_before)} -> {_human(b.bytes_after)}")
+            row.append(f"{_bytes(b.bytes_before)} -> {_bytes(b.bytes_after)}")
         rows.append(row)
     columns = ["broker", "rack", "replicas", "leaders", *(["bytes"] if with_bytes else [])]
     out.table("Replicas and preferred leaders per broker", columns, rows)
@@ -235,7 +236,7 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
     out.info(
         f"replica moves: {s.replica_moves} ({bound}) in {s.partitions_changed} of {s.partitions} partitions; "
         f"{s.leader_only_changes} only change their leader"
-        + (f"; bytes to move: {_human(s.bytes_to_move)}" if with_bytes else "")
+        + (f"; bytes to move: {_bytes(s.bytes_to_move)}" if with_bytes else "")
     )
     for name, spread in (("before", s.before), ("after", s.after)):
         out.info(
@@ -251,12 +252,6 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
     out.data(s)
 
 
-def _human(n: int | None) -> str:
-    if n is None:
-        return "-"
-    value = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if value < 1024 or unit == "TiB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
-        value /= 1024
-    return f"{n} B"
+def _bytes(n: int | None) -> str:
+    """Sizes as every other command prints them (``human_bytes``, powers of 1000); "-" where none is known."""
+    return "-" if n is None else human_bytes(n)

@@ -9,7 +9,7 @@ not hold the partition and whose rack has room for it. When the greedy choice fi
 2. another evicted replica already placed on a suitable broker moves on to a free one (no extra move);
 3. a replica evicted only for balance goes back, and its broker gives up a different replica instead (no extra move);
 4. a replica that stays where it is makes room: it moves to a free broker and the hole takes its place. This is the
-   two-move chain that a method which never makes a step worse cannot find (seed 001's limitation).
+   two-move chain that a method which never makes a step worse cannot find (the limitation noted on KAFKA-1792).
 """
 
 from collections import Counter, deque

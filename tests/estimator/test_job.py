@@ -1,4 +1,5 @@
-"""The estimate job on a local Spark session: the seed's example, the limits, the duration, bad metrics."""
+"""The estimate job on a local Spark session: a worked example of throttle sizing, the limits, the duration, bad
+metrics."""
 
 import json
 from pathlib import Path
@@ -12,9 +13,9 @@ from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions, EstimateRequest
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, throttled_replicas
 
-# Seed 004's plan: partitions of t0 and t1 moving over brokers 101-104.
-SEED_CURRENT = {("t0", 0): [101, 102], ("t0", 1): [102, 103], ("t0", 2): [103, 101], ("t1", 0): [101, 102, 103]}
-SEED_PROPOSED = {("t0", 0): [102, 103], ("t0", 1): [103, 104], ("t0", 2): [104, 101], ("t1", 0): [102, 103, 104]}
+# A worked example of throttle sizing: partitions of t0 and t1 moving over brokers 101-104.
+EXAMPLE_CURRENT = {("t0", 0): [101, 102], ("t0", 1): [102, 103], ("t0", 2): [103, 101], ("t1", 0): [101, 102, 103]}
+EXAMPLE_PROPOSED = {("t0", 0): [102, 103], ("t0", 1): [103, 104], ("t0", 2): [104, 101], ("t1", 0): [102, 103, 104]}
 ALL_AT_ONCE = Limits(max_partitions=10, max_per_broker=10, max_replicas=10, max_leaders=10)
 
 
@@ -23,7 +24,7 @@ def session(tmp_path_factory):
     return spark("local[2]", tmp_path_factory.mktemp("spark"))
 
 
-def write_moves(folder: Path, current=SEED_CURRENT, proposed=SEED_PROPOSED) -> str:
+def write_moves(folder: Path, current=EXAMPLE_CURRENT, proposed=EXAMPLE_PROPOSED) -> str:
     path = folder / "moves.jsonl"
     path.write_text(
         "".join(
@@ -45,8 +46,8 @@ def write_csv(
     return str(path)
 
 
-def seed_metrics(folder: Path, rate: float = 1, size: int = 100) -> str:
-    return write_csv(folder, [f"{t},{p},{rate},{size}" for t, p in SEED_CURRENT])
+def example_metrics(folder: Path, rate: float = 1, size: int = 100) -> str:
+    return write_csv(folder, [f"{t},{p},{rate},{size}" for t, p in EXAMPLE_CURRENT])
 
 
 def run(session, folder: Path, metrics: str, **options):
@@ -55,22 +56,22 @@ def run(session, folder: Path, metrics: str, **options):
     return estimate_request(session, request)
 
 
-def test_the_seed_example_gives_the_seeds_throttle_tables():
+def test_the_example_gives_kafkas_throttle_tables():
     moves = [
-        MoveSpec(topic=t, partition=p, original=SEED_CURRENT[(t, p)], target=SEED_PROPOSED[(t, p)])
-        for t, p in SEED_CURRENT
+        MoveSpec(topic=t, partition=p, original=EXAMPLE_CURRENT[(t, p)], target=EXAMPLE_PROPOSED[(t, p)])
+        for t, p in EXAMPLE_CURRENT
     ]
     lists = throttled_replicas(moves)
-    # The seed's leader table: every current replica of a moving partition; its follower table: the new ones.
+    # The leader table lists every current replica of a moving partition; the follower table the new ones.
     assert lists["t0"][LEADER_REPLICAS] == "0:101,0:102,1:102,1:103,2:101,2:103"
     assert lists["t1"][LEADER_REPLICAS] == "0:101,0:102,0:103"
     assert lists["t0"][FOLLOWER_REPLICAS] == "0:103,1:104,2:104"
     assert lists["t1"][FOLLOWER_REPLICAS] == "0:104"
 
 
-def test_the_seed_example_gives_the_minimum_rates_per_broker(session, tmp_path):
-    # Traffic 1 per partition, as the seed's get_traffic; everything in flight at once.
-    e = run(session, tmp_path, seed_metrics(tmp_path), throttle=11, floor_bytes_per_s=1, step_overhead_s=0)
+def test_the_example_gives_the_minimum_rates_per_broker(session, tmp_path):
+    # Traffic 1 per partition; everything in flight at once.
+    e = run(session, tmp_path, example_metrics(tmp_path), throttle=11, floor_bytes_per_s=1, step_overhead_s=0)
     leader = {b.broker: b.min_leader_rate for b in e.brokers}
     follower = {b.broker: b.min_follower_rate for b in e.brokers}
     # Leaders serve the partitions they lead (t0-0 and t1-0 on 101); brokers receive what they add (three on 104).
@@ -87,7 +88,7 @@ def test_only_partitions_in_flight_together_count(session, tmp_path):
     e = run(
         session,
         tmp_path,
-        seed_metrics(tmp_path),
+        example_metrics(tmp_path),
         throttle=11,
         floor_bytes_per_s=1,
         limits=Limits(max_partitions=10, max_per_broker=1),
@@ -96,7 +97,7 @@ def test_only_partitions_in_flight_together_count(session, tmp_path):
     e = run(
         session,
         tmp_path,
-        seed_metrics(tmp_path),
+        example_metrics(tmp_path),
         throttle=11,
         floor_bytes_per_s=1,
         limits=Limits(max_partitions=10, max_per_broker=2),
@@ -105,7 +106,7 @@ def test_only_partitions_in_flight_together_count(session, tmp_path):
 
 
 def test_recommended_rates_have_headroom_and_stay_under_capacity(session, tmp_path):
-    metrics = seed_metrics(tmp_path, rate=1_000_000)
+    metrics = example_metrics(tmp_path, rate=1_000_000)
     e = run(session, tmp_path, metrics, throttle="auto", headroom=0.5, floor_bytes_per_s=1)
     b104 = next(b for b in e.brokers if b.broker == 104)
     assert b104.recommended_follower_rate == 4_500_000 and b104.follower_rate == 4_500_000
@@ -154,7 +155,7 @@ def test_bad_metrics_name_the_file_and_the_column(session, tmp_path, header, row
 
 
 def test_metrics_as_parquet_and_json_lines(session, tmp_path):
-    rows = [{"topic": t, "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 100} for t, p in SEED_CURRENT]
+    rows = [{"topic": t, "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 100} for t, p in EXAMPLE_CURRENT]
     (tmp_path / "m.json").write_text("".join(json.dumps(r) + "\n" for r in rows))
     session.createDataFrame(rows).write.parquet(str(tmp_path / "m.parquet"))
     for name in ("m.json", "m.parquet"):
@@ -188,7 +189,7 @@ def test_the_job_runs_under_spark_submit(tmp_path):
             "--moves",
             write_moves(tmp_path),
             "--metrics",
-            seed_metrics(tmp_path),
+            example_metrics(tmp_path),
             "--options",
             str(options),
             "--out",

@@ -1,6 +1,6 @@
 """KIP-435's own example on a real 10-broker cluster: RF 5 moved onto five other brokers, R = 2.
 
-Seed 000's steps, with brokers numbered from 1: (1,2,3,4,5) -> (6,1,2,3,4,5) with 6 elected leader -> (6,7,3,4,5)
+KIP-435's steps, with brokers numbered from 1: (1,2,3,4,5) -> (6,1,2,3,4,5) with 6 elected leader -> (6,7,3,4,5)
 -> (6,7,8,9,5) -> (6,7,8,9,10). The test starts a sandbox of its own (10 brokers with small heaps, its own ports
 and Temporal), watches Kafka while the move runs, and stops the sandbox at the end.
 """
@@ -39,7 +39,7 @@ TEN_BROKERS = SandboxSettings(
     controller_heap_mb=256,
 )
 
-SEED_STEPS = [[6, 1, 2, 3, 4, 5], [6, 7, 3, 4, 5], [6, 7, 8, 9, 5], [6, 7, 8, 9, 10]]
+KIP_435_STEPS = [[6, 1, 2, 3, 4, 5], [6, 7, 3, 4, 5], [6, 7, 8, 9, 5], [6, 7, 8, 9, 10]]
 
 
 @pytest.fixture(scope="module")
@@ -55,7 +55,7 @@ def ten_brokers():
     sandbox.down(wipe=True)
 
 
-async def test_kip_435_example_takes_the_seeds_steps_on_kafka(ten_brokers):
+async def test_kip_435_example_takes_the_kips_steps_on_kafka(ten_brokers):
     settings, admin = ten_brokers
     topic = f"kip435-{uuid.uuid4().hex[:6]}"
     admin.create_topic(topic, [[1, 2, 3, 4, 5]], {"min.insync.replicas": "2"})
@@ -76,9 +76,9 @@ async def test_kip_435_example_takes_the_seeds_steps_on_kafka(ten_brokers):
     finally:
         observer.stop()
 
-    assert result.verified and result.moves[0].steps == SEED_STEPS
+    assert result.verified and result.moves[0].steps == KIP_435_STEPS
     # What Kafka itself carried out, step by step, as sampled every 50 ms.
-    assert observer.steps[0] == SEED_STEPS
+    assert observer.steps[0] == KIP_435_STEPS
     assert observer.peak_replicas <= 5 + 2 and observer.min_isr is not None and observer.min_isr >= 2
     final = wait_until(lambda: _settled(admin, topic), timeout_s=15, what="the final list with leader 6")
     assert final.replicas == [6, 7, 8, 9, 10] and final.leader == 6

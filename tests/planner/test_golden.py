@@ -52,7 +52,8 @@ def test_same_input_gives_byte_identical_files(tmp_path):
 
 
 def test_the_greedy_limitation_is_solved_by_a_swap(tmp_path):
-    """Seed 001: two racks, four brokers, each partition in one rack; no single move helps, a swap of two does."""
+    """KAFKA-1792's limitation: two racks, four brokers, each partition in one rack; no single move helps, a swap
+    of two does."""
     summary, plan, _ = run_case("rack_swap", tmp_path)
     assert summary["before"]["rack_violations"] == 2
     assert summary["replica_moves"] == 2

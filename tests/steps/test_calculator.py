@@ -14,7 +14,7 @@ def walk(current, target, replicas_per_step, min_insync=1):
     return steps
 
 
-def test_kip_435_example_takes_the_seed_steps():
+def test_kip_435_example_takes_the_kips_steps():
     steps = walk([0, 1, 2, 3, 4], [5, 6, 7, 8, 9], replicas_per_step=2)
     assert [s.replicas for s in steps] == [[5, 0, 1, 2, 3, 4], [5, 6, 2, 3, 4], [5, 6, 7, 8, 4], [5, 6, 7, 8, 9]]
     assert [s.elect_leader for s in steps] == [True, False, False, False]
