@@ -31,12 +31,17 @@ log = structlog.get_logger("drover.worker")
 ACTIVITY_THREADS = 32
 
 
-def activities_for(admin: KafkaAdmin, work_dir: Path | None = None) -> list:
-    work_dir = work_dir or Settings().work_dir
+# Where activities keep migrations' files and run Spark unless told: the settings' defaults (tests and benchmarks
+# pass their own folder; the worker passes its settings).
+WORK_DIR: Path = Settings.model_fields["work_dir"].default
+SPARK_MASTER: str = Settings.model_fields["spark_master"].default
+
+
+def activities_for(admin: KafkaAdmin, work_dir: Path = WORK_DIR, spark_master: str = SPARK_MASTER) -> list:
     kafka, migration, estimate = (
         KafkaActivities(admin),
         MigrationActivities(admin, work_dir),
-        EstimateActivities(admin, work_dir),
+        EstimateActivities(admin, work_dir, spark_master),
     )
     cluster = ClusterActivities(admin)
     return [
@@ -72,7 +77,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            activities=activities_for(admin, settings.work_dir),
+            activities=activities_for(admin, settings.work_dir, settings.spark_master),
             activity_executor=pool,
             max_concurrent_activities=ACTIVITY_THREADS,
             graceful_shutdown_timeout=timedelta(seconds=10),

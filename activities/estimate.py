@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from contextlib import contextmanager
 from pathlib import Path
+from typing import NamedTuple
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
@@ -70,26 +71,31 @@ def sample_metrics(
     return rows
 
 
-def _session():
-    """The process's SparkSession (``DROVER_SPARK_MASTER``), imported on first use: Spark is only for estimates."""
-    from estimator.session import spark
-    from settings import Settings
+class SparkPlace(NamedTuple):
+    """Where the process's SparkSession runs (``DROVER_SPARK_MASTER``) and keeps its log (the work folder)."""
 
-    settings = Settings()
-    return spark(settings.spark_master, settings.work_dir)
+    master: str
+    work_dir: Path
+
+    def session(self):
+        """The process's SparkSession, imported and started on first use: Spark is only for estimates."""
+        from estimator.session import spark
+
+        return spark(self.master, self.work_dir)
 
 
-def write_metrics(rows: list[dict], path: Path) -> str:
+def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
     schema = "topic string, partition int, bytes_in_per_sec double, size_bytes bigint, leader int"
-    _session().createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+    place.session().createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
     return str(path)
 
 
-def run_estimate(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
+def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
     """The Spark job on the process's session."""
     from estimator.job import estimate_request
 
-    return estimate_request(_session(), EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options))
+    request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
+    return estimate_request(place.session(), request)
 
 
 @contextmanager
@@ -111,9 +117,10 @@ def _heartbeating(detail: str):
 
 
 class EstimateActivities:
-    def __init__(self, admin: KafkaAdmin, work_dir: Path):
+    def __init__(self, admin: KafkaAdmin, work_dir: Path, spark_master: str):
         self.admin = admin
         self.work_dir = work_dir
+        self.spark = SparkPlace(spark_master, work_dir)
 
     @activity.defn(name="estimate")
     def estimate(self, req: EstimateStep) -> Estimate:
@@ -127,10 +134,10 @@ class EstimateActivities:
         if metrics_ref is None:
             topics = sorted({m.topic for m in self._moves(req)})
             rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
-            metrics_ref = write_metrics(rows, folder / "metrics.parquet")
+            metrics_ref = write_metrics(self.spark, rows, folder / "metrics.parquet")
         try:
             with _heartbeating("estimating"):
-                result = run_estimate(moves_ref, metrics_ref, req.options)
+                result = run_estimate(self.spark, moves_ref, metrics_ref, req.options)
         except MetricsError as e:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))

@@ -1,6 +1,5 @@
 """drover: move Kafka partition replicas between brokers, durably, on Temporal."""
 
-import os
 import traceback
 
 import click
@@ -18,7 +17,7 @@ from cli import watch as watch_cmd
 from cli.errors import DroverError
 from cli.output import Output
 from sandbox import SandboxError, SandboxSettings
-from settings import SettingsError, env_help, load_settings
+from settings import Settings, SettingsError, env_help, load_settings
 from settings.logs import configure_logging
 from settings.process import exit_now
 
@@ -63,6 +62,14 @@ def root(ctx: typer.Context) -> None:
         raise DroverError(str(e), exit_code=2) from None
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
+    Loaded.settings = settings
+
+
+class Loaded:
+    """The settings this process's command loaded (once, in ``root``), for what runs after the command: an
+    unexpected error shows its traceback only at log level debug."""
+
+    settings: Settings | None = None
 
 
 def main() -> None:
@@ -87,7 +94,7 @@ def main() -> None:
         code = 1
     except Exception as e:
         # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
-        if os.environ.get("DROVER_LOG_LEVEL") == "debug":
+        if Loaded.settings is not None and Loaded.settings.log_level == "debug":
             traceback.print_exc()
         summary = " ".join(str(e).split())
         out.error(f"unexpected {type(e).__name__}: {summary} (DROVER_LOG_LEVEL=debug shows the traceback)")

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import typer
 
-from activities.estimate import run_estimate, sample_metrics, write_metrics
+from activities.estimate import SparkPlace, run_estimate, sample_metrics, write_metrics
 from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
@@ -143,6 +143,7 @@ def estimate(
     targets = load_model(plan, ReassignmentFile, partition_label).partitions
     if not targets:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
+    place = SparkPlace(settings.spark_master, settings.work_dir)
     with tempfile.TemporaryDirectory(prefix="drover-estimate-") as tmp:
         if metrics is not None and bootstrap is None:
             moves = _offline_moves(plan, current, targets)
@@ -158,24 +159,24 @@ def estimate(
                     rows = sample_metrics(admin, sorted({m.topic for m in moves}), window)
                     sizes = {(r["topic"], r["partition"]): r["size_bytes"] for r in rows}
                     moves = [m.model_copy(update={"size_bytes": sizes.get((m.topic, m.partition), 0)}) for m in moves]
-                    metrics_ref = write_metrics(rows, Path(tmp) / "metrics.parquet")
+                    metrics_ref = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
                 else:
                     metrics_ref = str(metrics)
             finally:
                 admin.close()
         moves_ref = str(write_moves(Path(tmp), ordered(moves, order)))
-        result = _run(moves_ref, metrics_ref, options)
+        result = _run(place, moves_ref, metrics_ref, options)
     show(out, result)
     out.data(result)
     if result.never_catch_up:
         raise DroverError(result.never_catch_up_message())
 
 
-def _run(moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
+def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
     from estimator.metrics import MetricsError
 
     try:
-        return run_estimate(moves_ref, metrics_ref, options)
+        return run_estimate(place, moves_ref, metrics_ref, options)
     except MetricsError as e:
         raise DroverError(str(e), exit_code=2) from None
 

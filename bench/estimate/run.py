@@ -21,7 +21,7 @@ from pathlib import Path
 from confluent_kafka import Producer
 from temporalio.worker import Worker
 
-from activities.estimate import run_estimate, sample_metrics, write_metrics
+from activities.estimate import SparkPlace, run_estimate, sample_metrics, write_metrics
 from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
@@ -78,6 +78,7 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
     topic = f"bench-estimate-{uuid.uuid4().hex[:6]}"
     original = [[1 + (p + k) % 3 for k in range(3)] for p in range(PARTITIONS)]
     admin.create_topic(topic, original, {"min.insync.replicas": "2"})
+    place = SparkPlace(settings.spark_master, settings.work_dir)
     load = SteadyLoad(settings, topic, args.write_kbs * 1000)
     try:
         await asyncio.to_thread(fill, settings, topic, args.mb)
@@ -99,9 +100,11 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
             ]
         )
         with tempfile.TemporaryDirectory(prefix="drover-bench-") as tmp:
-            metrics = write_metrics(rows, Path(tmp) / "metrics.parquet")
+            metrics = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
             options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle)
-            estimate = await asyncio.to_thread(run_estimate, str(write_moves(Path(tmp), moves)), metrics, options)
+            estimate = await asyncio.to_thread(
+                run_estimate, place, str(write_moves(Path(tmp), moves)), metrics, options
+            )
         print(
             f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "
             f"{estimate.write_rate / 1e3:.0f} kB/s; duration {estimate.duration_s:.1f} s, bottleneck broker "
@@ -116,7 +119,7 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
                 client,
                 task_queue=f"bench-{uuid.uuid4().hex[:8]}",
                 workflows=WORKFLOWS,
-                activities=activities_for(admin),
+                activities=activities_for(admin, settings.work_dir, settings.spark_master),
                 activity_executor=pool,
             ) as worker:
                 t0 = time.monotonic()
