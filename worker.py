@@ -19,6 +19,7 @@ from activities.cluster import ClusterActivities
 from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
 from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaPort
 from adapters.temporal import connect
 from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
@@ -37,7 +38,7 @@ WORK_DIR: Path = Settings.model_fields["work_dir"].default
 SPARK_MASTER: str = Settings.model_fields["spark_master"].default
 
 
-def activities_for(admin: KafkaAdmin, work_dir: Path = WORK_DIR, spark_master: str = SPARK_MASTER) -> list:
+def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: str = SPARK_MASTER) -> list:
     kafka, migration, estimate = (
         KafkaActivities(admin),
         MigrationActivities(admin, work_dir),

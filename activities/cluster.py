@@ -13,7 +13,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from activities import ledger
-from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaPort
 from models.coordination import (
     ClusterInput,
     JoinRequest,
@@ -33,7 +33,7 @@ RATES = (LEADER_RATE, FOLLOWER_RATE)
 
 
 class ClusterActivities:
-    def __init__(self, admin: KafkaAdmin):
+    def __init__(self, admin: KafkaPort):
         self.admin = admin
 
     @activity.defn(name="join_cluster")

@@ -20,7 +20,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import ledger
-from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
@@ -32,7 +32,7 @@ _TICK_S = 1.0
 
 
 def sample_metrics(
-    admin: KafkaAdmin, topics: list[str], window_s: float, tick: Callable[[], None] = lambda: None
+    admin: KafkaPort, topics: list[str], window_s: float, tick: Callable[[], None] = lambda: None
 ) -> list[dict]:
     """Rows {topic, partition, bytes_in_per_sec, size_bytes, leader} for every partition of ``topics``.
 
@@ -117,7 +117,7 @@ def _heartbeating(detail: str):
 
 
 class EstimateActivities:
-    def __init__(self, admin: KafkaAdmin, work_dir: Path, spark_master: str):
+    def __init__(self, admin: KafkaPort, work_dir: Path, spark_master: str):
         self.admin = admin
         self.work_dir = work_dir
         self.spark = SparkPlace(spark_master, work_dir)

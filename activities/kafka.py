@@ -1,8 +1,9 @@
-"""Kafka activities: model in, a KafkaAdmin call, model out. They block, so the worker runs them on a thread pool.
+"""Kafka activities: model in, a call on the Kafka port (``KafkaAdmin``), model out. They block, so the worker runs
+them on a thread pool.
 
 Failure types a workflow can match on (raised non-retryable):
-- ``StaleState``: Kafka shows a replica list the step did not expect; someone else changed the partition.
-- ``UnknownPartition``: the topic or partition does not exist.
+- ``ErrorType.STALE_STATE``: Kafka shows a replica list the step did not expect; someone else changed the partition.
+- ``ErrorType.UNKNOWN_PARTITION``: the topic or partition does not exist.
 """
 
 import time
@@ -10,7 +11,8 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaPort
 from models import PartitionState, StepRequest, StepStatus, TopicPartition
 from models.errors import ErrorType
 
@@ -35,7 +37,7 @@ class StaleStateError(ApplicationError):
 
 
 class KafkaActivities:
-    def __init__(self, admin: KafkaAdmin):
+    def __init__(self, admin: KafkaPort):
         self.admin = admin
 
     @activity.defn(name="describe_partition")

@@ -16,7 +16,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import ledger
-from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
@@ -61,7 +61,7 @@ def _preflight_error(problems: list[str]) -> ApplicationError:
 
 
 class MigrationActivities:
-    def __init__(self, admin: KafkaAdmin, work_dir: Path):
+    def __init__(self, admin: KafkaPort, work_dir: Path):
         self.admin = admin
         self.work_dir = work_dir
 
