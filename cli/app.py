@@ -8,11 +8,13 @@ import typer
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
 from cli import cluster as cluster_cmd
+from cli import control as control_cmd
 from cli import demo as demo_cmd
 from cli import estimate as estimate_cmd
-from cli import migrate as migrate_cmd
 from cli import plan as plan_cmd
 from cli import sandbox as sandbox_cmd
+from cli import start as start_cmd
+from cli import status as status_cmd
 from cli import watch as watch_cmd
 from cli.errors import DroverError
 from cli.output import Output
@@ -45,12 +47,12 @@ app.add_typer(sandbox_cmd.app, name="sandbox")
 app.add_typer(cluster_cmd.app, name="cluster")
 app.command("plan")(plan_cmd.plan)
 app.command("estimate")(estimate_cmd.estimate)
-app.command("start")(migrate_cmd.start)
-app.command("status")(migrate_cmd.status)
+app.command("start")(start_cmd.start)
+app.command("status")(status_cmd.status)
 app.command("watch")(watch_cmd.watch)
 for _name in ("pause", "resume", "cancel", "limits", "throttle"):
-    app.command(_name)(getattr(migrate_cmd, _name))
-app.command("list")(migrate_cmd.list_)
+    app.command(_name)(getattr(control_cmd, _name))
+app.command("list")(status_cmd.list_)
 app.command("demo")(demo_cmd.demo)
 
 

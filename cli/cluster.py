@@ -9,6 +9,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, failure_message
 from cli.errors import DroverError
+from cli.options import MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, given_limits
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_rate
 from models.admission import Limits
@@ -57,12 +58,10 @@ def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) 
 def limits(
     ctx: typer.Context,
     cluster: str = CLUSTER,
-    max_partitions: int = typer.Option(
-        None, "--max-partitions", min=1, help="Partition moves in flight in the cluster"
-    ),
-    max_per_broker: int = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker"),
-    max_replicas: int = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once"),
-    max_leaders: int = typer.Option(None, "--max-leaders", min=1, help="Moves in flight changing a leader"),
+    max_partitions: int = MAX_PARTITIONS,
+    max_per_broker: int = MAX_PER_BROKER,
+    max_replicas: int = MAX_REPLICAS,
+    max_leaders: int = MAX_LEADERS,
     unset: bool = typer.Option(False, "--unset", help="Drop the cluster limits: the highest any migration asks for"),
     actor: str = ACTOR,
     reason: str = REASON,
@@ -70,16 +69,7 @@ def limits(
 ) -> None:
     """Set the cluster-wide limits every migration on the cluster shares (limits not given keep their value, or
     the default); each migration also stays within its own. Applied at the next grant."""
-    given = {
-        k: v
-        for k, v in {
-            "max_partitions": max_partitions,
-            "max_per_broker": max_per_broker,
-            "max_replicas": max_replicas,
-            "max_leaders": max_leaders,
-        }.items()
-        if v is not None
-    }
+    given = given_limits(max_partitions, max_per_broker, max_replicas, max_leaders)
     if unset == bool(given):
         raise DroverError(
             "give --unset, or at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders",

@@ -14,8 +14,8 @@ from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
 from cli.errors import DroverError
-from cli.migrate import current_batch, describe, show_status, summary
 from cli.output import Output
+from cli.status import current_batch, describe, show_status, summary
 from models.migration import MigrationProgress, MigrationResult
 from settings import Settings
 from workflows import MigrationWorkflow

@@ -7,7 +7,7 @@ import pytest
 from pydantic import ValidationError
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from cli.migrate import execute_update
+from cli.control import execute_update
 from models import MoveInput
 from models.admission import Limits
 from models.migration import (

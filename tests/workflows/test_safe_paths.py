@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
 from activities.migration import MigrationActivities
-from cli.migrate import execute_update
+from cli.control import execute_update
 from models import MoveInput
 from models.admission import Limits, MoveSpec
 from models.migration import CancelRequest, MigrationInput, OperatorAction, ThrottleChange, VerifyRequest

@@ -1,0 +1,173 @@
+"""drover pause | resume | cancel | limits | throttle: steer a running migration, each with who and why."""
+
+import asyncio
+
+import typer
+from temporalio.client import WorkflowUpdateFailedError
+from temporalio.service import RPCError, RPCStatusCode
+
+from adapters.temporal import connect, failure_message
+from cli.errors import DroverError
+from cli.options import (
+    ACTOR,
+    MAX_LEADERS,
+    MAX_PARTITIONS,
+    MAX_PER_BROKER,
+    MAX_REPLICAS,
+    MIGRATION_ID,
+    PROGRESS_JSON,
+    REASON,
+    given_limits,
+)
+from cli.output import Output, default_actor
+from cli.rates import parse_rate
+from cli.status import phase
+from models.migration import (
+    CANCEL_MODES,
+    HANDING_OVER,
+    CancelRequest,
+    LimitsChange,
+    MigrationProgress,
+    OperatorAction,
+    ThrottleChange,
+)
+from workflows import MigrationWorkflow
+
+
+def pause(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues."""
+    _act(ctx, migration_id, MigrationWorkflow.pause_update, actor, reason, as_json)
+
+
+def resume(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Start admitting moves again after `drover pause`."""
+    _act(ctx, migration_id, MigrationWorkflow.resume_update, actor, reason, as_json)
+
+
+def _act(ctx: typer.Context, migration_id: str, update, actor: str | None, reason: str, as_json: bool) -> None:
+    """An action that carries only who and why (pause, resume)."""
+    action = OperatorAction(actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, update, action, Output(as_json)))
+
+
+def limits(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    max_partitions: int = MAX_PARTITIONS,
+    max_per_broker: int = MAX_PER_BROKER,
+    max_replicas: int = MAX_REPLICAS,
+    max_leaders: int = MAX_LEADERS,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Change the limits of a running migration; they apply when the next move is admitted (limits not given stay)."""
+    given = given_limits(max_partitions, max_per_broker, max_replicas, max_leaders)
+    if not given:
+        raise DroverError("give at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders", 2)
+    asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or default_actor(), reason, Output(as_json)))
+
+
+async def _change_limits(settings, migration_id, given, actor, reason, out) -> None:
+    client = await connect(settings)
+    progress: MigrationProgress = await _query(client, migration_id)
+    change = LimitsChange(limits=progress.limits.model_copy(update=given), actor=actor, reason=reason)
+    await _update(settings, migration_id, MigrationWorkflow.set_limits_update, change, out, client)
+
+
+def throttle(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    rate: str = typer.Argument(..., help="New replication throttle (50MB/s, 10MiB/s) or none"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Change the replication throttle of a running migration; the brokers get it within seconds."""
+    try:
+        value = None if rate.strip().lower() == "none" else parse_rate(rate)
+    except ValueError as e:
+        raise DroverError(f"rate: {e}", exit_code=2) from None
+    change = ThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
+
+
+async def _query(client, migration_id: str) -> MigrationProgress:
+    try:
+        return await client.get_workflow_handle(migration_id).query(MigrationWorkflow.progress)
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise DroverError(f"no migration {migration_id}") from None
+        raise DroverError(f"{migration_id}: {e.message}") from None
+
+
+async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
+    client = client or await connect(settings)
+    handle = client.get_workflow_handle(migration_id)
+    try:
+        progress: MigrationProgress = await execute_update(handle, update, argument)
+    except WorkflowUpdateFailedError as e:
+        reason = failure_message(e)
+        raise DroverError(f"{migration_id} refused: {reason}") from None
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND and "not found" in e.message.lower():
+            raise DroverError(f"no migration {migration_id}") from None
+        raise DroverError(f"{migration_id}: {e.message}") from None
+    limits_now = progress.limits
+    state = phase(progress)
+    out.info(
+        f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
+        f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, "
+        f"{limits_now.max_leaders} leaders; "
+        f"throttle {progress.throttle_bytes_per_s or 'none'}"
+    )
+    out.data(progress)
+
+
+async def execute_update(handle, update, argument, attempts: int = 20):
+    """Send an update; one refused because the migration is handing over to its next run is sent again."""
+    for _ in range(attempts - 1):
+        try:
+            return await handle.execute_update(update, argument)
+        except WorkflowUpdateFailedError as e:
+            if HANDING_OVER not in str(getattr(e.cause, "message", "")):
+                raise
+        await asyncio.sleep(0.5)
+    return await handle.execute_update(update, argument)
+
+
+def cancel(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    mode: str = typer.Option(
+        "stop",
+        "--mode",
+        help="stop: cancel the steps in flight (Kafka reverts each), start nothing new, keep "
+        "finished moves; revert-pending: also step every move that was in flight back to "
+        "its original list (KIP-236); rollback: also every partition this migration "
+        "changed, finished moves included",
+    ),
+    rollback: bool = typer.Option(False, "--rollback", help="The same as --mode rollback"),
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
+    every partition the migration touched, finished ones included, is stepped back to its original list (a
+    partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
+    if mode not in CANCEL_MODES:
+        raise DroverError(f"--mode {mode!r}: use {', '.join(CANCEL_MODES)}", exit_code=2)
+    request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))

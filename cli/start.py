@@ -1,0 +1,210 @@
+"""drover start: run a plan as a MigrationWorkflow."""
+
+import asyncio
+import re
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+
+import typer
+from temporalio.client import WorkflowFailureError
+from temporalio.common import SearchAttributePair, TypedSearchAttributes
+
+from adapters.temporal import connect, failure_message, patiently
+from cli.errors import DroverError
+from cli.estimate import (
+    CAPACITY,
+    FLOOR,
+    HEADROOM,
+    MAX_LEADERS,
+    MAX_PARTITIONS,
+    MAX_PER_BROKER,
+    MAX_REPLICAS,
+    METRICS,
+    REPLICAS_PER_STEP,
+    SAMPLE,
+    capacity_option,
+    limits_from,
+    rate_option,
+    sample_option,
+)
+from cli.output import Output
+from cli.plan import load_model, partition_label
+from cli.rates import parse_duration
+from cli.status import show_result
+from models.migration import (
+    INLINE_MOVES,
+    EstimateSettings,
+    MigrationInput,
+    MigrationResult,
+)
+from models.plan import ReassignmentFile
+from settings import Settings
+from workflows import MigrationWorkflow
+from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+
+
+def start(
+    ctx: typer.Context,
+    plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
+    cluster: str = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]"),
+    replicas_per_step: int = REPLICAS_PER_STEP,
+    max_partitions: int = MAX_PARTITIONS,
+    max_per_broker: int = MAX_PER_BROKER,
+    max_replicas: int = MAX_REPLICAS,
+    max_leaders: int = MAX_LEADERS,
+    throttle: str = typer.Option(
+        "none",
+        "--throttle",
+        help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, "
+        "10MiB/s), auto (each broker's recommended rates, from the estimate) or none",
+    ),
+    estimate: bool = typer.Option(
+        True, "--estimate/--no-estimate", help="Estimate throttles and duration before the first step (needed by auto)"
+    ),
+    metrics: Path = METRICS,
+    sample: str = SAMPLE,
+    headroom: float = HEADROOM,
+    floor: str = FLOOR,
+    capacity: str = CAPACITY,
+    order: str = typer.Option("small-first", "--order", help="small-first or large-first (urgent moves always first)"),
+    stuck_after: str = typer.Option(
+        "10m", "--stuck-after", help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"
+    ),
+    on_stuck: str = typer.Option(
+        "wait",
+        "--on-stuck",
+        help="What a stuck move does: wait (for the broker to return), rollback (that "
+        "partition back to its original list; the rest go on) or fail (stop the migration)",
+    ),
+    offline: str = typer.Option(
+        "skip",
+        "--offline",
+        help="A partition with no replica in sync is never stepped: skip (leave it, and "
+        "report it) or wait (its move waits until a replica is in sync again)",
+    ),
+    disk_margin: str = typer.Option(
+        "10%",
+        "--disk-margin",
+        help="Share of each destination broker's disk that must stay free once it holds "
+        "the replicas it receives; preflight refuses the plan otherwise",
+    ),
+    by_reference: bool = typer.Option(
+        False,
+        "--by-reference",
+        help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
+        f"inline; automatic above {INLINE_MOVES} moves",
+    ),
+    priority: int = typer.Option(
+        0,
+        "--priority",
+        min=-100,
+        max=100,
+        help="Among the migrations on the cluster, free slots go to the highest priority "
+        "first (a broker decommission, say); equal priorities share evenly",
+    ),
+    wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
+    as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
+) -> None:
+    """Start a migration: preflight checks every move against the cluster (nothing changes if one fails), then
+    moves run as durable workflows, a few replicas at a time, under the limits. Prints the migration ID and the
+    Web UI link; `drover status ID` shows its progress."""
+    out = Output(as_json)
+    settings: Settings = ctx.obj
+    if order not in ("small-first", "large-first"):
+        raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
+    if on_stuck not in ("wait", "rollback", "fail"):
+        raise DroverError(f"--on-stuck {on_stuck!r}: use wait, rollback or fail", exit_code=2)
+    if offline not in ("skip", "wait"):
+        raise DroverError(f"--offline {offline!r}: use skip or wait", exit_code=2)
+    margin = _share("--disk-margin", disk_margin)
+    try:
+        stuck_after_s = parse_duration(stuck_after)
+    except ValueError as e:
+        raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
+    choice = throttle.strip().lower()
+    auto = choice == "auto"
+    rate = None if choice in ("auto", "none") else rate_option("--throttle", throttle)
+    if auto and not estimate:
+        raise DroverError("--throttle auto takes its rates from the estimate: drop --no-estimate", exit_code=2)
+    if metrics is not None and not metrics.exists():
+        raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
+    all_brokers, per_broker = capacity_option(capacity)
+    settings_of_estimate = (
+        EstimateSettings(
+            metrics_ref=str(metrics.resolve()) if metrics else None,
+            sample_s=sample_option(sample),
+            auto_throttle=auto,
+            headroom=headroom,
+            floor_bytes_per_s=rate_option("--floor", floor),
+            capacity_bytes_per_s=all_brokers,
+            broker_capacity=per_broker,
+        )
+        if estimate
+        else None
+    )
+    moves = load_model(plan, ReassignmentFile, partition_label).partitions
+    if not moves:
+        raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
+    name = cluster or settings.cluster_name
+    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
+        raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    # A large plan stays out of the workflow history: the workers read it from its file, a page at a time.
+    by_ref = by_reference or len(moves) > INLINE_MOVES
+    migration = MigrationInput(
+        cluster=name,
+        moves=[] if by_ref else moves,
+        plan_ref=str(plan.resolve()) if by_ref else None,
+        replicas_per_step=replicas_per_step,
+        throttle_bytes_per_s=rate,
+        order=order,
+        stuck_after_s=stuck_after_s,
+        stuck_policy=on_stuck,
+        estimate=settings_of_estimate,
+        offline=offline,
+        disk_margin=margin,
+        priority=priority,
+        limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
+    )
+    stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
+    asyncio.run(_start(settings, migration, migration_id, wait, out))
+
+
+def _share(option: str, text: str) -> float:
+    """10% or 0.1 -> 0.1, from 0 up to (not including) 1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise DroverError(f"{option} {text!r}: give a share like 10% or 0.1", exit_code=2) from None
+    if not 0 <= value < 1:
+        raise DroverError(f"{option} {text!r}: give a share from 0% up to (not including) 100%", exit_code=2)
+    return value
+
+
+async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
+    client = await connect(settings)
+    attributes = TypedSearchAttributes(
+        [
+            SearchAttributePair(CLUSTER_ATTR, migration.cluster),
+            SearchAttributePair(STATUS_ATTR, "preflight"),
+        ]
+    )
+    handle = await client.start_workflow(
+        MigrationWorkflow.run,
+        migration,
+        id=migration_id,
+        task_queue=settings.task_queue,
+        search_attributes=attributes,
+    )
+    what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
+    out.info(f"migration {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
+    if not wait:
+        out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
+        return
+    try:
+        result: MigrationResult = await patiently(handle.result, settings.temporal_address, out.warning)
+    except WorkflowFailureError as e:
+        raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
+    show_result(out, migration_id, result)

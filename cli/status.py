@@ -1,0 +1,208 @@
+"""drover status | list: a migration's progress, and the migrations on a cluster."""
+
+import asyncio
+import re
+
+import typer
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError, RPCStatusCode
+
+from adapters.temporal import connect, failure_message, patiently
+from cli.cluster import freeze_notice
+from cli.errors import DroverError
+from cli.estimate import summary as estimate_summary
+from cli.options import (
+    PROGRESS_JSON,
+)
+from cli.output import Output
+from cli.rates import human_bytes, human_seconds
+from models.migration import (
+    MigrationProgress,
+    MigrationResult,
+)
+from settings import Settings
+from steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from workflows import MigrationWorkflow
+from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+
+
+def status(
+    ctx: typer.Context,
+    migration_id: str = typer.Argument(..., help="The migration ID drover start printed"),
+    as_json: bool = PROGRESS_JSON,
+) -> None:
+    """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle."""
+    asyncio.run(show_status(ctx.obj, migration_id, Output(as_json)))
+
+
+async def describe(handle, migration_id: str):
+    """The migration's workflow execution as Temporal describes it; "no migration ID" when there is none."""
+    try:
+        return await handle.describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise DroverError(f"no migration {migration_id}") from None
+        raise
+
+
+async def show_status(settings: Settings, migration_id: str, out: Output) -> None:
+    client = await connect(settings)
+    handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
+    address = settings.temporal_address
+    described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
+    state = described.status.name.lower() if described.status else "unknown"
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        show_result(out, migration_id, await patiently(handle.result, address, out.warning))
+        return
+    if described.status != WorkflowExecutionStatus.RUNNING:
+        try:
+            await patiently(handle.result, address, out.warning)
+        except WorkflowFailureError as e:
+            raise DroverError(f"migration {migration_id} {state}: {failure_message(e)}") from None
+        raise DroverError(f"migration {migration_id} {state}")
+    progress: MigrationProgress = await patiently(
+        lambda: handle.query(MigrationWorkflow.progress), address, out.warning
+    )
+    out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    frozen = await freeze_notice(client, progress.cluster)
+    if frozen:
+        out.warning(frozen)
+    if progress.estimate is not None:
+        out.info(estimate_summary(progress.estimate))
+    if progress.stuck:
+        out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
+    batch = current_batch(progress)
+    if batch:
+        out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
+    out.data(progress)
+
+
+def phase(progress: MigrationProgress) -> str:
+    """The migration's phase, with the cancel mode while it stops or rolls back and a pause while it drains."""
+    words = progress.phase.replace("_", " ")
+    if progress.cancelling and progress.phase in ("stopping", "rolling_back"):
+        return f"{words} (cancel {progress.cancelling})"
+    if progress.paused and progress.phase != "paused":
+        return f"{words} (paused)"
+    return words
+
+
+def summary(state: str, progress: MigrationProgress) -> str:
+    """One line: state, moves by state, bytes, elapsed and ETA, throttle."""
+    if state == "running":
+        state = phase(progress)
+    if progress.phase == "preflight":
+        return f"{state}: checking the plan against the cluster"
+    if progress.estimating:
+        return f"{state}: sampling write rates, then the Spark job ({progress.moves_total} moves)"
+    back = f", {progress.rolled_back} rolled back" if progress.rolled_back or progress.phase == "rolling_back" else ""
+    rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
+    if progress.auto_throttle:
+        rate = "auto (each broker at its recommended rates)"
+    return (
+        f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
+        f"{progress.waiting} waiting, {progress.failed} failed{back}; {human_bytes(progress.bytes_done)} of "
+        f"{human_bytes(progress.bytes_total)}; elapsed {human_seconds(progress.elapsed_s)}, "
+        f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
+    )
+
+
+def current_batch(progress: MigrationProgress) -> list[list[object]]:
+    """Each partition in flight with its original, current, step and final lists (the migration's own query)."""
+    return [[f"{b.topic}-{b.partition}", b.original, b.current, b.step or "-", b.final] for b in progress.batch]
+
+
+def list_(
+    ctx: typer.Context,
+    cluster: str = typer.Option(None, "--cluster", help="Only this cluster's migrations"),
+    limit: int = typer.Option(20, "--limit", min=1, help="At most this many, newest first"),
+    as_json: bool = typer.Option(False, "--json", help="Print them as JSON"),
+) -> None:
+    """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
+    rolled_back, or how Temporal ended them)."""
+    if cluster is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", cluster):
+        raise DroverError(f"--cluster {cluster!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
+
+
+def _state(temporal_state: str, drover_state: str | None) -> str:
+    """Drover's own state while running (running, paused, cancelling) and how it ended once completed (completed,
+    stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
+    if temporal_state == "running":
+        return drover_state or "running"
+    if temporal_state == "completed" and drover_state in ("completed", "stopped", "rolled_back"):
+        return drover_state
+    return temporal_state
+
+
+async def _list(settings: Settings, cluster: str | None, limit: int, out: Output) -> None:
+    client = await connect(settings)
+    query = "WorkflowType = 'MigrationWorkflow'" + (f" AND DroverCluster = '{cluster}'" if cluster else "")
+    found = []
+    async for w in client.list_workflows(query, limit=limit):
+        drover_state = w.typed_search_attributes.get(STATUS_ATTR)
+        temporal_state = w.status.name.lower() if w.status else "unknown"
+        found.append(
+            {
+                "migration_id": w.id,
+                "cluster": w.typed_search_attributes.get(CLUSTER_ATTR),
+                "state": _state(temporal_state, drover_state),
+                "started": w.start_time.isoformat(timespec="seconds") if w.start_time else None,
+            }
+        )
+    out.table(
+        "Migrations",
+        ["migration", "cluster", "state", "started"],
+        [[f["migration_id"], f["cluster"], f["state"], f["started"]] for f in found],
+    )
+    out.data(found)
+
+
+def show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
+    rows = [
+        [
+            f"{m.topic}-{m.partition}",
+            m.original,
+            m.final,
+            len(m.steps),
+            m.error or ("stuck, rolled back" if m.rolled_back else "ok"),
+        ]
+        for m in result.moves
+    ]
+    out.table(
+        f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows
+    )
+    if result.rolled_back:
+        rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
+        out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
+    for line in result.skipped:
+        out.warning(f"not rolled back: {line}")
+    if result.runs > 1 or result.unchanged:
+        out.info(
+            f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
+            f"already on their target lists"
+        )
+    out.info(
+        f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
+        f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}"
+    )
+    if result.not_preferred:
+        out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
+    for broker in result.throttle_left:
+        out.warning(
+            f"broker {broker} was down when the throttle was removed: its rates stay set (inert, no replica is "
+            f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
+            f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}"
+        )
+    out.data(result)
+    if not result.verified:
+        raise DroverError(
+            f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
+            f"should; see above"
+        )
+    ends = {
+        "completed": "its target list",
+        "stopped": "its target (finished moves) or a list it had",
+        "rolled_back": "its original list",
+    }
+    out.success(f"migration {result.status}: every partition shows {ends[result.status]}")
