@@ -210,7 +210,9 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
 async def test_cancel_with_rollback_returns_every_touched_partition(real_client, admin, real_settings, topic_name):
     original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
     admin.create_topic(topic_name, original)
-    written = {p: produce(real_settings, topic_name, p, 2000) for p in range(6)}
+    # About 500 KB per partition under a 100 KB/s throttle: a step lasts seconds, so the move seen in flight is still
+    # in flight when the cancel arrives (with smaller partitions it could finish in between).
+    written = {p: produce(real_settings, topic_name, p, 2000, pad=200) for p in range(6)}
     plan = [
         PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
     ]
@@ -220,7 +222,8 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
 
     def one_done_and_one_moving() -> bool:
         states = admin.describe_topics([topic_name])
-        return any(s.replicas == plan[s.partition].replicas for s in states) and bool(admin.list_reassignments())
+        moving = [r for r in admin.list_reassignments() if r.topic == topic_name]
+        return any(s.replicas == plan[s.partition].replicas for s in states) and bool(moving)
 
     async with worker_for(real_client, activities_for(admin)) as worker:
         handle = await real_client.start_workflow(
