@@ -1,6 +1,7 @@
 """MigrationWorkflow on the real Temporal dev server, with the in-memory Kafka."""
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -335,7 +336,13 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
         result = await handle.result()
         progress = await handle.query(MigrationWorkflow.progress)
         described = await handle.describe()
+        last_input = None
+        async for event in handle.fetch_history_events():
+            if event.HasField("workflow_execution_started_event_attributes"):
+                last_input = json.loads(event.workflow_execution_started_event_attributes.input.payloads[0].data)
     assert progress.runs >= 3 and described.run_id != handle.first_execution_run_id
+    # A later run's input carries the state (the moves still waiting among it), not the whole plan a second time.
+    assert last_input is not None and last_input["moves"] == [] and last_input["carry"]["phase"]
     assert result.verified and len(result.moves) == 12 and all(m.error is None for m in result.moves)
     assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
     # Every move ran once: one step each on Kafka (one replica replaced, same leader), none issued twice.
