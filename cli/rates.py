@@ -1,30 +1,38 @@
-"""Rates, sizes and durations as operators write and read them: 50MB/s, 10MiB, 1048576; 90s, 10m, 2h."""
+"""Rates, sizes and durations as operators write and read them: 50MB/s, 10MiB/s, 1Gb/s; 90s, 10m, 2h."""
 
 import re
 
+from pydantic import ByteSize, TypeAdapter, ValidationError
+
 from models.units import human_bytes
 
-UNITS = {
-    "": 1,
-    "b": 1,
-    "kb": 1000,
-    "mb": 1000**2,
-    "gb": 1000**3,
-    "kib": 1024,
-    "mib": 1024**2,
-    "gib": 1024**3,
-}
-
-_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmg]i?b|b)?\s*(?:/s)?\s*$", re.IGNORECASE)
+# A number, a unit, and "/s" optionally. One convention throughout: B is a byte, b a bit (networking's Mb/s, Gb/s);
+# k, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024.
+_RATE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(?:([kKmMgGtT]?)(i?)(B|b|bit|bits))?\s*(?:/s)?\s*$")
+_BYTES = TypeAdapter(ByteSize)
 
 
 def parse_rate(text: str) -> int:
-    """Bytes per second; raises ValueError naming the accepted forms."""
+    """Bytes per second from 50MB/s, 10MiB/s, 1Gb/s or 1gbit/s (bits), 1048576B/s; a unit is required. Raises
+    ValueError naming the accepted forms."""
     match = _RATE.match(text)
     if not match:
-        raise ValueError(f"{text!r} is not a rate; write bytes per second like 50MB/s, 10MiB/s or 1048576")
-    number, unit = float(match.group(1)), (match.group(2) or "").lower()
-    value = int(number * UNITS[unit])
+        raise ValueError(f"{text!r} is not a rate; write it with a unit, like 50MB/s, 10MiB/s or 1Gb/s (bits)")
+    number, prefix, binary, unit = match.groups()
+    if unit is None:
+        raise ValueError(f"{text!r} has no unit: give a unit ({number}MB/s, or {number}Mb/s for bits)")
+    if unit != "B":
+        if binary:
+            raise ValueError(f"{text!r}: bits come in powers of 1000 (Mb/s, Gb/s), not {prefix}{binary}{unit}")
+        unit = f"{prefix.lower()}bit"
+    else:
+        unit = f"{prefix}{binary}{unit}"
+    try:
+        value = int(_BYTES.validate_python(f"{number}{unit}"))
+    except ValidationError:
+        raise ValueError(
+            f"{text!r} is not a rate; write it with a unit, like 50MB/s, 10MiB/s or 1Gb/s (bits)"
+        ) from None
     if value < 1:
         raise ValueError(f"{text!r} is below one byte per second")
     return value

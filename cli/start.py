@@ -56,8 +56,8 @@ def start(
     throttle: str = typer.Option(
         "none",
         "--throttle",
-        help="Replication throttle on the brokers of moves in flight: a rate (50MB/s, "
-        "10MiB/s), auto (each broker's recommended rates, from the estimate) or none",
+        help="Replication throttle on the brokers of moves in flight: a rate with its unit (50MB/s, 10MiB/s; "
+        "B is a byte, b a bit: 1Gb/s is 125MB/s), auto (each broker's recommended rates, from the estimate) or none",
     ),
     estimate: bool = typer.Option(
         True, "--estimate/--no-estimate", help="Estimate throttles and duration before the first step (needed by auto)"

@@ -152,21 +152,40 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
 @pytest.mark.parametrize(
     ("text", "expected"),
     [
-        ("1048576", 1048576),
+        ("1048576B/s", 1048576),
         ("50MB/s", 50_000_000),
         ("10MiB", 10 * 1024 * 1024),
         ("1.5 GB/s", 1_500_000_000),
-        ("512kib/s", 512 * 1024),
+        ("512KiB/s", 512 * 1024),
+        # B is a byte, b a bit: 1 Gb/s is 125 MB/s.
+        ("1Gb", 125_000_000),
+        ("1gbit/s", 125_000_000),
+        ("800Mb/s", 100_000_000),
     ],
 )
 def test_rates_accept_units(text, expected):
     assert parse_rate(text) == expected
 
 
-@pytest.mark.parametrize("text", ["", "fast", "-5MB", "10 parsecs", "0"])
-def test_bad_rates_are_refused(text):
-    with pytest.raises(ValueError):
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("50", "give a unit (50MB/s, or 50Mb/s for bits)"),
+        ("", "is not a rate"),
+        ("fast", "is not a rate"),
+        ("-5MB", "is not a rate"),
+        ("10 parsecs", "is not a rate"),
+        ("0MB/s", "below one byte per second"),
+        ("512kib/s", "bits come in powers of 1000"),
+    ],
+)
+def test_bad_rates_are_refused(text, message):
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         parse_rate(text)
+
+
+def test_a_bare_number_for_the_throttle_is_refused_in_one_line():
+    assert_one_line_error(drover("start", "plan.json", "--throttle", "50"), 2, "give a unit (50MB/s")
 
 
 @pytest.mark.integration
