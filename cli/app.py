@@ -1,6 +1,7 @@
 """drover: move Kafka partition replicas between brokers, durably, on Temporal."""
 
 import traceback
+from importlib.metadata import version
 
 import click
 import typer
@@ -56,8 +57,19 @@ app.command("list")(status_cmd.list_)
 app.command("demo")(demo_cmd.demo)
 
 
+def _version(shown: bool) -> None:
+    if shown:
+        typer.echo(f"drover {version('drover')}")
+        raise typer.Exit()
+
+
 @app.callback()
-def root(ctx: typer.Context) -> None:
+def root(
+    ctx: typer.Context,
+    _: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print Drover's version and exit"
+    ),
+) -> None:
     try:
         settings = load_settings()
     except SettingsError as e:

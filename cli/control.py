@@ -2,6 +2,7 @@
 
 import asyncio
 
+import click
 import typer
 from temporalio.client import WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
@@ -154,6 +155,7 @@ def cancel(
     mode: str = typer.Option(
         "stop",
         "--mode",
+        click_type=click.Choice(CANCEL_MODES),
         help="stop: cancel the steps in flight (Kafka reverts each), start nothing new, keep "
         "finished moves; revert-pending: also step every move that was in flight back to "
         "its original list (KIP-236); rollback: also every partition this migration "
@@ -167,7 +169,5 @@ def cancel(
     """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
     every partition the migration touched, finished ones included, is stepped back to its original list (a
     partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
-    if mode not in CANCEL_MODES:
-        raise DroverError(f"--mode {mode!r}: use {', '.join(CANCEL_MODES)}", exit_code=2)
     request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))

@@ -3,12 +3,14 @@
 import tempfile
 from pathlib import Path
 
+import click
 import typer
 
 from activities.estimate import SparkPlace, run_estimate, sample_metrics, write_metrics
 from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
+from cli.options import ORDERS
 from cli.output import Output
 from cli.plan import load_model, partition_label, rollback_file
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
@@ -108,7 +110,9 @@ def estimate(
     headroom: float = HEADROOM,
     floor: str = FLOOR,
     capacity: str = CAPACITY,
-    order: str = typer.Option("small-first", "--order", help="small-first or large-first, as drover start runs it"),
+    order: str = typer.Option(
+        "small-first", "--order", click_type=click.Choice(ORDERS), help="The order drover start runs the moves in"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON"),
 ) -> None:
     """Estimate a plan before running it: per broker, the bytes it receives and serves, the minimum replication
@@ -128,8 +132,6 @@ def estimate(
     settings: Settings = ctx.obj
     choice = throttle.strip().lower()
     chosen = choice if choice in ("auto", "none") else rate_option("--throttle", throttle)
-    if order not in ("small-first", "large-first"):
-        raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
     options = EstimateOptions(
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
         replicas_per_step=replicas_per_step,

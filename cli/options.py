@@ -1,6 +1,12 @@
 """Options and arguments shared by the commands that act on one migration."""
 
+from typing import get_args
+
 import typer
+
+from models.migration import OfflinePolicy
+from models.moves import StuckPolicy
+from steps.admission import Order
 
 MIGRATION_ID = typer.Argument(..., help="The migration ID")
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
@@ -24,3 +30,9 @@ def given_limits(
         "max_leaders": max_leaders,
     }
     return {k: v for k, v in given.items() if v is not None}
+
+
+# The choices of the options that take one, as --help lists them.
+ORDERS = list(get_args(Order))
+STUCK_POLICIES = list(get_args(StuckPolicy))
+OFFLINE_POLICIES = list(get_args(OfflinePolicy))

@@ -6,6 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
+import click
 import typer
 from temporalio.client import WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
@@ -28,6 +29,7 @@ from cli.estimate import (
     rate_option,
     sample_option,
 )
+from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import parse_duration
@@ -67,19 +69,23 @@ def start(
     headroom: float = HEADROOM,
     floor: str = FLOOR,
     capacity: str = CAPACITY,
-    order: str = typer.Option("small-first", "--order", help="small-first or large-first (urgent moves always first)"),
+    order: str = typer.Option(
+        "small-first", "--order", click_type=click.Choice(ORDERS), help="Urgent moves always first, then by size"
+    ),
     stuck_after: str = typer.Option(
         "10m", "--stuck-after", help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"
     ),
     on_stuck: str = typer.Option(
         "wait",
         "--on-stuck",
+        click_type=click.Choice(STUCK_POLICIES),
         help="What a stuck move does: wait (for the broker to return), rollback (that "
         "partition back to its original list; the rest go on) or fail (stop the migration)",
     ),
     offline: str = typer.Option(
         "skip",
         "--offline",
+        click_type=click.Choice(OFFLINE_POLICIES),
         help="A partition with no replica in sync is never stepped: skip (leave it, and "
         "report it) or wait (its move waits until a replica is in sync again)",
     ),
@@ -111,12 +117,6 @@ def start(
     Web UI link; `drover status ID` shows its progress."""
     out = Output(as_json)
     settings: Settings = ctx.obj
-    if order not in ("small-first", "large-first"):
-        raise DroverError(f"--order {order!r}: use small-first or large-first", exit_code=2)
-    if on_stuck not in ("wait", "rollback", "fail"):
-        raise DroverError(f"--on-stuck {on_stuck!r}: use wait, rollback or fail", exit_code=2)
-    if offline not in ("skip", "wait"):
-        raise DroverError(f"--offline {offline!r}: use skip or wait", exit_code=2)
     margin = _share("--disk-margin", disk_margin)
     try:
         stuck_after_s = parse_duration(stuck_after)

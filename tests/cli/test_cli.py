@@ -6,6 +6,7 @@ import shutil
 import socket
 import subprocess
 import sys
+from importlib.metadata import version
 from pathlib import Path
 
 import pytest
@@ -197,7 +198,7 @@ def test_status_of_an_unknown_migration_is_one_line(real_settings):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (["--on-stuck", "sometimes"], "--on-stuck 'sometimes': use wait, rollback or fail"),
+        (["--on-stuck", "sometimes"], "'--on-stuck': 'sometimes' is not one of 'wait', 'rollback', 'fail'"),
         (["--stuck-after", "soon"], "--stuck-after: 'soon' is not a duration"),
         (["--stuck-after", "0s"], "--stuck-after: '0s' must be longer than zero"),
         (["--throttle", "auto", "--no-estimate"], "--throttle auto takes its rates from the estimate"),
@@ -206,7 +207,8 @@ def test_status_of_an_unknown_migration_is_one_line(real_settings):
         (["--capacity", "fast"], "--capacity: 'fast' is not a rate"),
         (["--capacity", "a=1MB/s"], "--capacity 'a=1MB/s': write BROKER=RATE"),
         (["--capacity", "1=slow"], "--capacity 1: 'slow' is not a rate"),
-        (["--order", "random"], "--order 'random': use small-first or large-first"),
+        (["--order", "random"], "'--order': 'random' is not one of 'small-first', 'large-first'"),
+        (["--offline", "never"], "'--offline': 'never' is not one of 'skip', 'wait'"),
     ],
 )
 def test_bad_start_options_are_one_line_and_start_nothing(tmp_path, args, message):
@@ -316,3 +318,8 @@ def test_cluster_status_without_a_coordinator_is_one_line(real_settings):
     env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
     done = drover("cluster", "status", "--cluster", "never-used", env=env)
     assert_one_line_error(done, 1, "cluster never-used has no coordinator yet")
+
+
+def test_version_is_printed_on_stdout():
+    done = drover("--version")
+    assert done.returncode == 0 and done.stdout.strip() == f"drover {version('drover')}" and done.stderr == ""

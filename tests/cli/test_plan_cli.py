@@ -115,7 +115,7 @@ def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     ("args", "needles"),
     [
         (["--throttle", "fast"], ["--throttle", "'fast' is not a rate"]),
-        (["--order", "random"], ["--order", "small-first or large-first"]),
+        (["--order", "random"], ["--order", "'random' is not one of 'small-first', 'large-first'"]),
         (["--max-partitions", "0"], ["--max-partitions"]),
         (["--replicas-per-step", "-1"], ["--replicas-per-step"]),
         (["--cluster", "a b"], ["--cluster", "letters, digits"]),
