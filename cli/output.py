@@ -29,11 +29,18 @@ class Output:
         self.err.print(f"error: {message}", style="red", markup=False)
 
     def table(self, title: str, columns: list[str], rows: list[list[object]]) -> None:
+        """A drawn table on a terminal; piped or redirected, the title and then tab-separated lines, one a row, so
+        that no ID is wrapped or cut and the lines can be cut and grepped."""
+        cells = [["-" if v is None else str(v) for v in row] for row in rows]
+        if not self.err.is_terminal:
+            lines = [title, "\t".join(columns), *("\t".join(row) for row in cells)]
+            sys.stderr.write("\n".join(lines) + "\n")
+            return
         table = Table(title=title, title_justify="left")
         for column in columns:
             table.add_column(column, overflow="fold")
-        for row in rows:
-            table.add_row(*("-" if v is None else str(v) for v in row))
+        for row in cells:
+            table.add_row(*row)
         self.err.print(table)
 
     def data(self, value: BaseModel | dict | list) -> None:

@@ -105,6 +105,13 @@ def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     assert done.returncode == 0, done.stderr
     assert "replica moves: 4 (lower bound 4)" in done.stderr
     assert "before: replicas per broker 0-6" in done.stderr and "after: replicas per broker 4-4" in done.stderr
+    # Piped, the table is tab-separated lines: a header, then one line per broker, nothing wrapped.
+    lines = done.stderr.splitlines()
+    header = lines.index("Replicas and preferred leaders per broker") + 1
+    assert lines[header].split("\t")[0] == "broker"
+    rows = lines[header + 1 : header + 1 + len(BROKERS)]
+    assert all(len(line.split("\t")) == len(lines[header].split("\t")) for line in rows)
+    assert [line.split("\t")[0] for line in rows] == ["1", "2", "3"]
     plan = json.loads((tmp_path / "out" / "plan.json").read_text())
     rollback = json.loads((tmp_path / "out" / "plan.rollback.json").read_text())
     assert [p["partition"] for p in plan["partitions"]] == [p["partition"] for p in rollback["partitions"]]
