@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 import typer
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from adapters.temporal import connect, failure_message, patiently
@@ -34,6 +34,7 @@ from cli.output import Output
 from cli.plan import load_model, partition_label
 from cli.rates import parse_duration
 from cli.status import show_result
+from execution import Phase
 from models.migration import (
     INLINE_MOVES,
     EstimateSettings,
@@ -44,6 +45,9 @@ from models.plan import ReassignmentFile
 from settings import Settings
 from workflows import MigrationWorkflow
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+
+# How often plain `drover start` looks whether preflight has passed.
+PREFLIGHT_POLL_S = 0.5
 
 
 def start(
@@ -201,6 +205,7 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
     out.info(f"migration {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
     if not wait:
+        await _preflight_passed(handle, migration_id, settings.temporal_address, out)
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
         return
     try:
@@ -208,3 +213,22 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     except WorkflowFailureError as e:
         raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
     show_result(out, migration_id, result)
+
+
+async def _preflight_passed(handle, migration_id: str, address: str, out: Output) -> None:
+    """Return once the migration is past preflight; a plan that fails it is one error listing every problem (and a
+    non-zero exit), as with --wait."""
+    out.info("waiting for preflight to check every move against the cluster ...")
+    while True:
+        described = await patiently(handle.describe, address, out.warning)
+        if described.status != WorkflowExecutionStatus.RUNNING:
+            try:
+                await handle.result()
+            except WorkflowFailureError as e:
+                raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
+            return
+        progress = await patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning)
+        if progress.phase != Phase.PREFLIGHT:
+            out.info(f"preflight passed: {progress.phase}")
+            return
+        await asyncio.sleep(PREFLIGHT_POLL_S)

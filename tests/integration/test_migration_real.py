@@ -384,3 +384,41 @@ async def test_a_plan_by_reference_runs_over_several_workflow_runs_on_the_real_c
     overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
     assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, 8) == written
+
+
+async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan_that_does_not(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    admin.create_topic(topic_name, [[1, 2]])
+    good, bad = tmp_path / "good.json", tmp_path / "bad.json"
+    good.write_text(
+        json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 0, "replicas": [3, 2]}]})
+    )
+    unknown = {"topic": f"{topic_name}-none", "partition": 0, "replicas": [3, 2]}
+    bad.write_text(json.dumps({"version": 1, "partitions": [unknown]}))
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        env = os.environ | {
+            "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+            "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+            "DROVER_TASK_QUEUE": worker.task_queue,
+            "DROVER_CLUSTER_NAME": "clitest",
+        }
+
+        async def drover_cli(*args: str) -> tuple[int, str, str]:
+            proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
+            out, err = await proc.communicate()
+            return proc.returncode, out.decode(), err.decode()
+
+        code, _, err = await drover_cli("start", str(bad), "--no-estimate")
+        # Without --wait too: the problems, one error line, a non-zero exit; nothing was changed.
+        assert code == 1, err
+        errors = [line for line in err.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1 and "preflight found 1 problem(s), nothing was changed" in errors[0], err
+        code, out, err = await drover_cli("start", str(good), "--no-estimate", "--json")
+        assert code == 0, err
+        assert "preflight passed" in err
+        handle = real_client.get_workflow_handle(json.loads(out)["migration_id"])
+        progress = await handle.query(MigrationWorkflow.progress)
+        assert progress.phase != "preflight"
+        result = await handle.result()
+    assert result.verified
