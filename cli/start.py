@@ -30,7 +30,7 @@ from cli.estimate import (
     sample_option,
 )
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
-from cli.output import Output
+from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
 from cli.rates import parse_duration
 from cli.status import show_result
@@ -113,6 +113,8 @@ def start(
         help="Among the migrations on the cluster, free slots go to the highest priority "
         "first (a broker decommission, say); equal priorities share evenly",
     ),
+    actor: str = typer.Option(None, "--actor", help="Who starts it [default: user@host]; recorded in its history"),
+    reason: str = typer.Option(None, "--reason", help="Why; recorded in its history"),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
@@ -167,6 +169,8 @@ def start(
         estimate=settings_of_estimate,
         offline=offline,
         disk_margin=margin,
+        actor=actor or default_actor(),
+        reason=reason,
         priority=priority,
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
     )

@@ -17,6 +17,7 @@ from cli.options import (
 from cli.output import Output
 from cli.rates import human_bytes, human_seconds
 from models.migration import (
+    AuditEntry,
     MigrationProgress,
     MigrationResult,
 )
@@ -74,7 +75,18 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     batch = current_batch(progress)
     if batch:
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
+    show_actions(out, progress.actions)
     out.data(progress)
+
+
+def show_actions(out: Output, actions: list[AuditEntry]) -> None:
+    """The actions taken on the migration: when, what, who and why (and why one was refused)."""
+    rows = [
+        [f"{a.at:%Y-%m-%d %H:%M:%S}", a.action, a.actor, a.reason, a.refused and f"refused: {a.refused}" or a.detail]
+        for a in actions
+    ]
+    if rows:
+        out.table("Actions", ["at", "action", "who", "why", "detail"], rows)
 
 
 def phase(progress: MigrationProgress) -> str:
@@ -194,6 +206,7 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
             f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
             f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}"
         )
+    show_actions(out, result.actions)
     out.data(result)
     if not result.verified:
         raise DroverError(

@@ -62,6 +62,9 @@ class MigrationInput(BaseModel):
     order: Literal["small-first", "large-first"] = "small-first"
     # Among the migrations on one cluster, free slots go to the highest priority first (a broker decommission, say).
     priority: int = Field(0, ge=-100, le=100)
+    # Who started it and why: the first entry of its audit (`drover start --actor --reason`).
+    actor: str | None = None
+    reason: str | None = None
     # Estimate throttles and duration before the first step (and with auto_throttle, use the recommended rates).
     estimate: EstimateSettings | None = None
     # A step on which Kafka shows no progress for this long is stuck, and handled by the policy.

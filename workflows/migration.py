@@ -107,6 +107,9 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         s = self._s
         if migration.carry is None:
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
+            # The start is audited like every other action (started from the Web UI or the temporal CLI without
+            # an actor, it says so).
+            s.note("start", migration.actor or "not given", migration.reason or "not given", workflow.now())
             workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster)])
         elif self._bad_carry is not None:
             raise ApplicationError(

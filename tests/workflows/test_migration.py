@@ -119,6 +119,7 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     assert result.verified and 1 < result.peak_in_flight <= 3
     assert fake.peak_ongoing <= 3
     assert [(a.action, a.actor) for a in progress.actions] == [
+        ("start", "not given"),
         ("pause", "alice"),
         ("set_throttle", "alice"),
         ("set_limits", "alice"),
@@ -255,7 +256,8 @@ async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_return
                 break
             await asyncio.sleep(0.1)
         assert progress is not None and progress.stuck == ["orders-1", "orders-3"]
-        assert [a.action for a in progress.actions] == ["stuck", "stuck"] and progress.actions[0].actor == "drover"
+        assert [a.action for a in progress.actions] == ["start", "stuck", "stuck"]
+        assert progress.actions[1].actor == "drover"
         fake.stalled.clear()
         result = await handle.result()
     assert result.verified and all(m.error is None and not m.rolled_back for m in result.moves)
@@ -347,7 +349,7 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
     assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
     # Every move ran once: one step each on Kafka (one replica replaced, same leader), none issued twice.
     assert sorted(key for key, _ in fake.altered) == sorted((p.topic, p.partition) for p in plan)
-    assert [a.action for a in progress.actions] == ["pause", "resume"]
+    assert [a.action for a in progress.actions] == ["start", "pause", "resume"]
     assert result.peak_in_flight <= 2 and fake.peak_ongoing <= 2
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
 
@@ -549,3 +551,20 @@ async def test_a_partition_that_never_catches_up_fails_the_migration_before_any_
             )
     assert "orders-2 writes 0.01 MB/s" in str(failed.value.cause) and "nothing was changed" in str(failed.value.cause)
     assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {}
+
+
+async def test_the_start_is_audited_with_who_and_why_and_the_result_keeps_it(local_env):
+    fake = cluster(2)
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=spread_plan(fake),
+        actor="ana@ops-1",
+        reason="rebalance after adding broker 5",
+    )
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        result = await handle.result()
+    first = result.actions[0]
+    assert (first.action, first.actor, first.reason) == ("start", "ana@ops-1", "rebalance after adding broker 5")

@@ -354,7 +354,10 @@ async def test_a_cancel_signal_while_handing_over_stops_the_migration(local_env,
         await handle.signal("cancel", CancelRequest(mode="stop", actor="ana", reason="now"))
         result = await ended(handle)
     assert result.status == "stopped" and result.moves_done < 16
-    assert [(a.action, a.actor, a.refused) for a in result.actions] == [("cancel", "ana", None)]
+    assert [(a.action, a.actor, a.refused) for a in result.actions] == [
+        ("start", "not given", None),
+        ("cancel", "ana", None),
+    ]
 
 
 # 7. A rollback reverts only what this migration changed.
@@ -534,10 +537,11 @@ async def test_signals_that_do_not_validate_or_are_unknown_are_recorded_as_refus
         await handle.signal("frobnicate", {"actor": "bob", "reason": "typo"})
         await handle.signal("resume", OperatorAction(actor="cy", reason="not paused"))
         await handle.signal("pause", OperatorAction(actor="dee", reason="peak"))
-        progress = await wait_for_progress(handle, lambda p: len(p.actions) == 5, "five signals recorded")
+        progress = await wait_for_progress(handle, lambda p: len(p.actions) == 6, "five signals recorded")
         await handle.signal("resume", OperatorAction(actor="dee", reason="off peak"))
         result = await ended(handle)
-    seen = [(a.action, a.actor, a.refused) for a in progress.actions]
+    # The start comes first (audited like any action), then the five signals.
+    seen = [(a.action, a.actor, a.refused) for a in progress.actions][1:]
     assert seen[0][:2] == ("pause", "unknown") and "actor" in seen[0][2] and "Field required" in seen[0][2]
     assert seen[1][:2] == ("cancel", "ui") and "reason" in seen[1][2]
     assert seen[2][:2] == ("frobnicate", "bob") and "unknown signal 'frobnicate'" in seen[2][2]
