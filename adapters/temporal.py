@@ -23,12 +23,15 @@ class TemporalUnavailable(Exception):
     pass
 
 
-async def connect(settings: Settings) -> Client:
+async def connect(settings: Settings, identity: str | None = None) -> Client:
+    """A client of Temporal at the settings' address; ``identity`` names who acts in the histories it writes
+    (the CLI passes user@host; the SDK's default is the process ID and host)."""
     try:
         return await Client.connect(
             settings.temporal_address,
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
+            **({"identity": identity} if identity else {}),
         )
     except RuntimeError as e:
         raise TemporalUnavailable(

@@ -138,7 +138,7 @@ async def _limits(settings: Settings, name: str, given: dict | None, actor: str,
 
 async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     start = WithStartWorkflowOperation(
         ClusterWorkflow.run,
         ClusterInput(name=name),
@@ -163,7 +163,7 @@ async def _update(settings: Settings, name: str, update, argument: OperatorActio
 
 
 async def _query(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
-    client = client or await connect(settings)
+    client = client or await connect(settings, identity=default_actor())
     try:
         return await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     except RPCError as e:
@@ -178,7 +178,7 @@ async def _query(settings: Settings, name: str, client=None, missing_ok: bool = 
 
 
 async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
-    client = client or await connect(settings)
+    client = client or await connect(settings, identity=default_actor())
     s = await _query(settings, name, client)
     assert s is not None
     steps = await asyncio.gather(*(_step_of(client, name, m) for m in s.in_flight))

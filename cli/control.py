@@ -82,7 +82,7 @@ def limits(
 
 
 async def _change_limits(settings, migration_id, given, actor, reason, out) -> None:
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     progress: MigrationProgress = await _query(client, migration_id)
     change = LimitsChange(limits=progress.limits.model_copy(update=given), actor=actor, reason=reason)
     await _update(settings, migration_id, MigrationWorkflow.set_limits_update, change, out, client)
@@ -115,7 +115,7 @@ async def _query(client, migration_id: str) -> MigrationProgress:
 
 
 async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
-    client = client or await connect(settings)
+    client = client or await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id)
     try:
         progress: MigrationProgress = await execute_update(handle, update, argument)

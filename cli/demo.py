@@ -20,7 +20,7 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
 from cli.errors import DroverError
-from cli.output import Output
+from cli.output import Output, default_actor
 from cli.rates import human_bytes
 from cli.watch import watch_migration
 from models import ClusterDescription, TopicPartition
@@ -124,7 +124,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     what = f"drain it back onto brokers {home}" if remove else "spread it over every broker, rack-aware"
     out.info(f"plan: {what}: {plan.summary.replica_moves} replica moves in {len(moving)} partitions")
 
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{settings.cluster_name}:demo-{stamp}-{run[:4]}"
     migration = MigrationInput(

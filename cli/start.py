@@ -192,7 +192,7 @@ def _share(option: str, text: str) -> float:
 
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(CLUSTER_ATTR, migration.cluster),

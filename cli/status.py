@@ -14,7 +14,7 @@ from cli.estimate import summary as estimate_summary
 from cli.options import (
     PROGRESS_JSON,
 )
-from cli.output import Output
+from cli.output import Output, default_actor
 from cli.rates import human_bytes, human_seconds
 from models.migration import (
     AuditEntry,
@@ -47,7 +47,7 @@ async def describe(handle, migration_id: str):
 
 
 async def show_status(settings: Settings, migration_id: str, out: Output) -> None:
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     address = settings.temporal_address
     described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
@@ -148,7 +148,7 @@ def _state(temporal_state: str, drover_state: str | None) -> str:
 
 
 async def _list(settings: Settings, cluster: str | None, limit: int, out: Output) -> None:
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     query = "WorkflowType = 'MigrationWorkflow'" + (f" AND DroverCluster = '{cluster}'" if cluster else "")
     found = []
     async for w in client.list_workflows(query, limit=limit):

@@ -14,7 +14,7 @@ from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
 from cli.errors import DroverError
-from cli.output import Output
+from cli.output import Output, default_actor
 from cli.status import current_batch, describe, show_status, summary
 from models.migration import MigrationProgress, MigrationResult
 from settings import Settings
@@ -45,7 +45,7 @@ def watch(
 
 
 async def watch_migration(settings: Settings, migration_id: str, interval: float, out: Output) -> None:
-    client = await connect(settings)
+    client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     live = Live(console=out.err, auto_refresh=False) if out.err.is_terminal and not out.as_json else None
     last_line = None

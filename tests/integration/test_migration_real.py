@@ -9,6 +9,7 @@ from asyncio.subprocess import PIPE
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from cli.output import default_actor
 from models import MoveInput, TopicPartition
 from models.admission import Limits
 from models.migration import (
@@ -414,11 +415,19 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
         assert code == 1, err
         errors = [line for line in err.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "preflight found 1 problem(s), nothing was changed" in errors[0], err
-        code, out, err = await drover_cli("start", str(good), "--no-estimate", "--json")
+        code, out, err = await drover_cli("start", str(good), "--no-estimate", "--json", "--reason", "spread t")
         assert code == 0, err
         assert "preflight passed" in err
         handle = real_client.get_workflow_handle(json.loads(out)["migration_id"])
         progress = await handle.query(MigrationWorkflow.progress)
         assert progress.phase != "preflight"
         result = await handle.result()
+        code, _, shown = await drover_cli("status", handle.id)
+        started = [e async for e in handle.fetch_history_events()][0]
     assert result.verified
+    # Audited like every other action: who (user@host by default) and why, in the history and in drover status.
+    who = default_actor()
+    assert (result.actions[0].action, result.actions[0].actor, result.actions[0].reason) == ("start", who, "spread t")
+    assert code == 0 and any(line.split("\t")[1:4] == ["start", who, "spread t"] for line in shown.splitlines())
+    # The client that started it is named user@host in the history, not a process ID.
+    assert started.workflow_execution_started_event_attributes.identity == who
