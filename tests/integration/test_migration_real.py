@@ -418,7 +418,7 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
         code, out, err = await drover_cli("start", str(good), "--no-estimate", "--json", "--reason", "spread t")
         assert code == 0, err
         assert "preflight passed" in err
-        handle = real_client.get_workflow_handle(json.loads(out)["migration_id"])
+        handle = real_client.get_workflow_handle_for(MigrationWorkflow.run, json.loads(out)["migration_id"])
         progress = await handle.query(MigrationWorkflow.progress)
         assert progress.phase != "preflight"
         result = await handle.result()
