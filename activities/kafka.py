@@ -27,7 +27,8 @@ POLL_MIN_S = 0.25
 # at two cheap metadata calls per second per partition in flight.
 POLL_MAX_S = 0.5
 # How often a step that may be stuck has the size of its new replicas read (DescribeLogDirs on their brokers):
-# a copy that is slow but growing is progress, not a stuck move.
+# a copy that is slow but growing is progress, not a stuck move. At least twice within the stuck time, so a copy
+# that grows is seen to grow before the step could be called stuck.
 SIZE_EVERY_S = 5.0
 
 
@@ -113,7 +114,7 @@ class KafkaActivities:
                 stale_since = None
             if req.stuck_after_s is not None:
                 now = time.monotonic()
-                if ongoing and now - sizes_at >= SIZE_EVERY_S:
+                if ongoing and now - sizes_at >= min(SIZE_EVERY_S, req.stuck_after_s / 2):
                     sizes, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
                 signature = (tuple(state.replicas), tuple(sorted(state.isr)), sizes)
                 if signature != seen:

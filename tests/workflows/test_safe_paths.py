@@ -3,6 +3,7 @@ whatever ends a migration, no move of it is left changing Kafka and no throttle 
 
 import asyncio
 import functools
+import itertools
 import threading
 import time
 import uuid
@@ -14,9 +15,10 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
 
+from activities.kafka import KafkaActivities
 from activities.migration import MigrationActivities
 from cli.control import execute_update
-from models import MoveInput
+from models import MoveInput, ReplicaSize, StepRequest, TopicPartition
 from models.admission import Limits, MoveSpec
 from models.migration import CancelRequest, MigrationInput, OperatorAction, ThrottleChange, VerifyRequest
 from models.plan import PartitionReplicas
@@ -522,6 +524,20 @@ def test_verify_heartbeats_while_it_describes():
         VerifyRequest(expected=[MoveSpec(topic="orders", partition=0, original=[1, 2, 3], target=[1, 2, 3])]),
     )
     assert wrong == [] and beats
+
+
+def test_a_copy_that_grows_is_not_stuck_when_the_stuck_time_is_short():
+    # The step lasts about 3 s (12 polls); its new replica on broker 4 grows on every look; stuck after 1 s of nothing.
+    fake = cluster(1)
+    fake.ticks = 12
+    grown = itertools.count(1)
+    fake.describe_log_dirs = lambda brokers=None: [
+        ReplicaSize(broker=4, topic="orders", partition=0, size_bytes=1000 * next(grown))
+    ]
+    fake.alter_reassignments({TopicPartition(topic="orders", partition=0): [1, 2, 3, 4]})
+    step = StepRequest(topic="orders", partition=0, expected=[1, 2, 3], target=[1, 2, 3, 4], stuck_after_s=1.0)
+    status = ActivityEnvironment().run(KafkaActivities(fake).wait_step, step)
+    assert not status.stuck and status.state.replicas == [1, 2, 3, 4]
 
 
 # 13. Every signal is applied or recorded as refused.
