@@ -115,7 +115,9 @@ class KafkaActivities:
             if req.stuck_after_s is not None:
                 now = time.monotonic()
                 if ongoing and now - sizes_at >= min(SIZE_EVERY_S, req.stuck_after_s / 2):
-                    sizes, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
+                    # A read that fails (a broker going down) tells nothing: the sizes seen last stand.
+                    found, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
+                    sizes = sizes if found is None else found
                 signature = (tuple(state.replicas), tuple(sorted(state.isr)), sizes)
                 if signature != seen:
                     seen, last_progress = signature, now
@@ -124,8 +126,9 @@ class KafkaActivities:
             time.sleep(delay)
             delay = min(POLL_MAX_S, delay * 2)
 
-    def _new_replica_sizes(self, tp: TopicPartition, adding: list[int]) -> tuple:
-        """Bytes each adding replica holds so far, from the brokers that are up (a down broker is not asked)."""
+    def _new_replica_sizes(self, tp: TopicPartition, adding: list[int]) -> tuple | None:
+        """Bytes each adding replica holds so far, from the brokers that are up (a down broker is not asked); None
+        when they could not be read."""
         alive = set(self.admin.describe_cluster().broker_ids)
         asked = sorted(set(adding) & alive)
         if not asked:
@@ -133,7 +136,7 @@ class KafkaActivities:
         try:
             replicas = self.admin.describe_log_dirs(asked)
         except KafkaAdminError:
-            return ()
+            return None
         return tuple(
             sorted((r.broker, r.size_bytes) for r in replicas if (r.topic, r.partition) == (tp.topic, tp.partition))
         )
