@@ -143,6 +143,9 @@ class MoveOutcome(BaseModel):
     size_bytes: int = 0
     # It got stuck and was stepped back to its original list, as the stuck policy asks.
     rolled_back: bool = False
+    # Its end reached the migration without its report (``final`` unknown): the list its last step started from
+    # and the one that step asked for. The partition is on one of them if nobody else changed it.
+    last_step: list[list[int]] = []
 
 
 class OperatorAction(BaseModel):

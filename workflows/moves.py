@@ -82,6 +82,10 @@ class MigrationMoves:
             outcome = self._outcome(
                 r, error="cancelled" if cancelled else str(cause), error_type=getattr(cause, "type", None)
             )
+            # The child's report (sent before it ends) says where it left the partition, but its end can reach this
+            # run first; then this outcome counts, and the step it last reported lets a rollback find the partition.
+            if r.current is not None and r.step is not None:
+                outcome = outcome.model_copy(update={"last_step": [r.current, r.step]})
         self._finished(r, outcome)
 
     def _outcome(

@@ -20,7 +20,15 @@ from activities.migration import MigrationActivities
 from cli.control import execute_update
 from models import MoveInput, ReplicaSize, StepRequest, TopicPartition
 from models.admission import Limits, MoveSpec
-from models.migration import CancelRequest, MigrationInput, OperatorAction, ThrottleChange, VerifyRequest
+from models.migration import (
+    CancelRequest,
+    MigrationInput,
+    MoveOutcome,
+    OperatorAction,
+    RollbackRequest,
+    ThrottleChange,
+    VerifyRequest,
+)
 from models.plan import PartitionReplicas
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
@@ -538,6 +546,34 @@ def test_a_copy_that_grows_is_not_stuck_when_the_stuck_time_is_short():
     step = StepRequest(topic="orders", partition=0, expected=[1, 2, 3], target=[1, 2, 3, 4], stuck_after_s=1.0)
     status = ActivityEnvironment().run(KafkaActivities(fake).wait_step, step)
     assert not status.stuck and status.state.replicas == [1, 2, 3, 4]
+
+
+def test_a_move_whose_report_never_came_is_rolled_back_from_where_its_last_step_left_it(tmp_path):
+    # A cancelled child's end can reach its migration before its report: the outcome then knows only the step it
+    # last reported. Kafka shows the list that step started from: that is where this migration left it.
+    fake = cluster(3)
+    fake.replicas[("orders", 1)] = [4, 2, 3]
+    fake.replicas[("orders", 2)] = [5, 2, 3]
+    unreported = [
+        MoveOutcome(
+            topic="orders",
+            partition=p,
+            original=original,
+            target=[4, 5, 3],
+            final=None,
+            error="cancelled",
+            last_step=[[4, 2, 3], [4, 5, 3]],
+        )
+        for p, original in ((1, [2, 3, 1]), (2, [3, 1, 2]))
+    ]
+    plan = ActivityEnvironment().run(
+        MigrationActivities(fake, tmp_path).plan_rollback, RollbackRequest(migration_id="m", outcomes=unreported)
+    )
+    # Partition 1 goes back from [4, 2, 3], fenced on it; partition 2 is on a list its last step never had: left.
+    assert [(m.partition, m.original, m.target, m.expected) for m in plan.moves] == [
+        (1, [4, 2, 3], [2, 3, 1], [4, 2, 3])
+    ]
+    assert len(plan.skipped) == 1 and plan.skipped[0].startswith("orders-2: its move ended without saying")
 
 
 # 13. Every signal is applied or recorded as refused.
