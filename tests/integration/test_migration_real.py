@@ -249,6 +249,23 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
         assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == written[p]
 
 
+def cli_against(settings, task_queue: str):
+    """`drover` as a subprocess against the test stack and a test worker's task queue: (exit code, stdout, stderr)."""
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
+        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "DROVER_TASK_QUEUE": task_queue,
+        "DROVER_CLUSTER_NAME": "clitest",
+    }
+
+    async def drover_cli(*args: str) -> tuple[int, str, str]:
+        proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
+        out, err = await proc.communicate()
+        return proc.returncode, out.decode(), err.decode()
+
+    return drover_cli
+
+
 async def test_drover_start_status_and_list_from_the_command_line(
     real_client, admin, real_settings, topic_name, tmp_path
 ):
@@ -266,17 +283,7 @@ async def test_drover_start_status_and_list_from_the_command_line(
         )
     )
     async with worker_for(real_client, activities_for(admin)) as worker:
-        env = os.environ | {
-            "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
-            "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
-            "DROVER_TASK_QUEUE": worker.task_queue,
-            "DROVER_CLUSTER_NAME": "clitest",
-        }
-
-        async def drover_cli(*args: str) -> tuple[int, str, str]:
-            proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
-            out, err = await proc.communicate()
-            return proc.returncode, out.decode(), err.decode()
+        drover_cli = cli_against(real_settings, worker.task_queue)
 
         code, out, err = await drover_cli(
             "start", str(plan), "--throttle", "10MB/s", "--sample", "3s", "--wait", "--json"
@@ -398,17 +405,7 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
     unknown = {"topic": f"{topic_name}-none", "partition": 0, "replicas": [3, 2]}
     bad.write_text(json.dumps({"version": 1, "partitions": [unknown]}))
     async with worker_for(real_client, activities_for(admin)) as worker:
-        env = os.environ | {
-            "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
-            "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
-            "DROVER_TASK_QUEUE": worker.task_queue,
-            "DROVER_CLUSTER_NAME": "clitest",
-        }
-
-        async def drover_cli(*args: str) -> tuple[int, str, str]:
-            proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
-            out, err = await proc.communicate()
-            return proc.returncode, out.decode(), err.decode()
+        drover_cli = cli_against(real_settings, worker.task_queue)
 
         code, _, err = await drover_cli("start", str(bad), "--no-estimate")
         # Without --wait too: the problems, one error line, a non-zero exit; nothing was changed.
