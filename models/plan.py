@@ -33,6 +33,9 @@ class BrokerSpec(BaseModel):
 
     id: int = Field(ge=0)
     rack: str | None = None
+    disk_bytes: int | None = Field(
+        None, gt=0, description="the broker's log dirs' total bytes: with sizes, balance the used fraction, not bytes"
+    )
 
 
 class PartitionSize(BaseModel):
@@ -50,6 +53,12 @@ class PlanRequest(BaseModel):
     brokers: list[BrokerSpec] = Field(min_length=1)
     remove_brokers: list[int] = []
     sizes: dict[tuple[str, int], int] = {}
+    write_rates: dict[tuple[str, int], float] = Field(
+        {}, description="bytes in per second per partition: with them, leaders balance write traffic, not counts"
+    )
+    balance_tolerance: float = Field(
+        0.1, gt=0, lt=1, description="bytes (and replicas) per broker within this of the mean"
+    )
     max_moves: int | None = Field(None, ge=0)
 
 
@@ -76,13 +85,38 @@ class Spread(BaseModel):
     on_removed_or_unknown: int = Field(description="replicas on a removed broker or one not in the broker list")
 
 
+class ByteBalance(BaseModel):
+    """With sizes: bytes per broker (or the used fraction of its disk) against the mean of the kept brokers."""
+
+    tolerance: float
+    measure: str = Field(description="'bytes', or 'used fraction' when brokers give disk_bytes")
+    before_min: float = Field(description="the lowest kept broker, as a fraction of the mean (1.0 = the mean)")
+    before_max: float
+    after_min: float
+    after_max: float
+    within_tolerance: bool = Field(
+        description="every kept broker within the tolerance of its target: its share of the mean, or where rack "
+        "limits force a rack's bytes ('bytes per rack'), its share of what its rack must hold"
+    )
+    bytes_lower_bound: int = Field(
+        description="bytes that must move whatever the plan: the larger of what must leave brokers above the "
+        "tolerance (and removed brokers) and what must reach brokers below it"
+    )
+    replicas_band: tuple[int, int] = Field(description="replicas per broker the plan aims for")
+    leader_rate_before: tuple[float, float] | None = Field(
+        None, description="with write rates: leaders' bytes in per broker, min and max as fractions of the mean"
+    )
+    leader_rate_after: tuple[float, float] | None = None
+
+
 class PlanSummary(BaseModel):
     partitions: int
     replicas: int
     replica_moves: int
     lower_bound: int = Field(
         description="replicas on removed or unknown brokers plus the larger of those over a rack limit and those "
-        "over the fewest-moves quotas: no balanced plan moves fewer"
+        "over the fewest-moves quotas: no balanced plan moves fewer. With sizes (balance 'bytes'), the replicas on "
+        "removed or unknown brokers and over a rack limit: those that must move whatever the balance"
     )
     partitions_changed: int
     leader_only_changes: int = Field(description="partitions whose list is only reordered: a leader change, no data")
@@ -90,8 +124,12 @@ class PlanSummary(BaseModel):
     before: Spread
     after: Spread
     brokers: list[BrokerLoad]
-    balance: str = Field(description="'global' (every broker within 1) or 'per-rack' when racks make that impossible")
+    balance: str = Field(
+        description="'global' (every broker within 1), 'per-rack' when racks make that impossible; with sizes "
+        "'bytes', or 'bytes per rack' when rack limits force some racks' totals"
+    )
     max_moves_reached: bool = False
+    bytes_balance: ByteBalance | None = None
 
 
 class Plan(BaseModel):

@@ -73,3 +73,67 @@ def _hand_over(sources: set[int], is_target, replicas, leader, led) -> bool:
 def reorder(replicas: list[int], leader: int) -> list[int]:
     """The list with ``leader`` first and the others in their order."""
     return [leader, *(b for b in replicas if b != leader)]
+
+
+def balance_leader_traffic(
+    replicas: list[list[int]], brokers: list[int], rates: list[float], tolerance: float
+) -> list[int]:
+    """With write rates: the chosen leader of every partition, so that each kept broker's leaders take in bytes
+    within ``tolerance`` of the mean. Leaders stay where they are unless a hand-over is needed; each hand-over goes
+    to a broker of the partition's own list (a reorder, no data moved) and never pushes that broker out of the band,
+    so the total excess falls with every one. Where the rates make the band unreachable, as close as hand-overs get.
+    """
+    leader = [r[0] for r in replicas]
+    kept = set(brokers)
+    load = dict.fromkeys(brokers, 0.0)
+    led: dict[int, set[int]] = {b: set() for b in brokers}
+    holds: dict[int, list[int]] = {b: [] for b in brokers}
+    for i, r in enumerate(replicas):
+        for b in r:
+            if b in kept:
+                holds[b].append(i)
+        if leader[i] in kept:
+            load[leader[i]] += rates[i]
+            led[leader[i]].add(i)
+    mean = sum(rates) / len(brokers)
+    low, high = mean * (1 - tolerance), mean * (1 + tolerance)
+
+    def violation(b: int) -> float:
+        return max(load[b] - high, low - load[b], 0.0)
+
+    def hand(i: int, to: int) -> None:
+        if leader[i] in kept:
+            load[leader[i]] -= rates[i]
+            led[leader[i]].discard(i)
+        leader[i] = to
+        load[to] += rates[i]
+        led[to].add(i)
+
+    stuck: set[int] = set()
+    while True:
+        worst = max(
+            (b for b in brokers if b not in stuck and violation(b) > 0), key=lambda b: (violation(b), -b), default=None
+        )
+        if worst is None:
+            return leader
+        over = load[worst] > high
+        wanted = abs(load[worst] - mean)
+        best: tuple[float, int, int] | None = None
+        if over:
+            for i in sorted(led[worst]):
+                for c in replicas[i]:
+                    if c != worst and c in kept and 0 < rates[i] <= min(load[worst] - low, high - load[c]):
+                        key = (abs(rates[i] - wanted), i, c)
+                        best = key if best is None or key < best else best
+        else:
+            for i in holds[worst]:
+                a = leader[i]
+                movable = a != worst and 0 < rates[i] <= high - load[worst]
+                if movable and (a not in kept or rates[i] <= load[a] - low):
+                    key = (abs(rates[i] - wanted), i, worst)
+                    best = key if best is None or key < best else best
+        if best is None:
+            stuck.add(worst)
+            continue
+        hand(best[1], best[2])
+        stuck.clear()

@@ -4,16 +4,20 @@
 2. at most ceil(RF / racks) replicas of a partition in one rack;
 3. replicas per broker within one of each other (per rack when racks of unequal size make that impossible);
 4. preferred leaders per broker within one, by reordering lists, keeping current leaders where balance allows;
-5. the fewest replica moves; 6. with sizes, fewer bytes; 7. each topic spread over the brokers.
+5. the fewest replica moves; 6. each topic spread over the brokers.
+With sizes (planner.weights), bytes per broker within a tolerance of the mean come before replica counts, which are
+then held to the same tolerance; then the fewest bytes moved, then the fewest replica moves; with write rates,
+leaders balance the bytes written per broker instead of their counts.
 Same input, same output: partitions and brokers are sorted first, and every choice breaks ties by id.
 """
 
 from collections import Counter
 
-from models.plan import BrokerLoad, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
-from planner.leaders import balance_leaders, reorder
+from models.plan import BrokerLoad, ByteBalance, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
+from planner.leaders import balance_leader_traffic, balance_leaders, reorder
 from planner.quotas import broker_quotas, even_split, rack_limit
 from planner.replicas import Placement, evict_for_balance, evict_mandatory, fill, rebalance
+from planner.weights import Balancer, Bands, bands, search_exactly
 
 
 class PlanError(ValueError):
@@ -50,17 +54,48 @@ def make_plan(request: PlanRequest) -> Plan:
     # fullest brokers giving up the rack's extra ones; quotas then fit what stays, so those moves count once.
     mandatory = evict_mandatory(placement)
     must_move = {h.partition for h in mandatory}
-    quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
-    placement.reset_quotas(quotas.per_broker, {b: rack_of[b] if quotas.balance == "per-rack" else None for b in kept})
-    lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if quotas.balance == "per-rack" else None)
-    fill(placement, mandatory + evict_for_balance(placement))
-    rebalance(placement)
+    by_bytes = sum(sizes) > 0
+    byte_bands: Bands | None = None
+    if by_bytes:
+        quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
+        byte_bands = bands(
+            placement,
+            _capacity(brokers, kept),
+            original,
+            quotas.per_broker,
+            quotas.balance == "per-rack",
+            request.balance_tolerance,
+        )
+        balancer = Balancer(placement, byte_bands, original)
+        balancer.place_mandatory(mandatory)
+        balancer.balance_bytes()
+        # Small clusters are searched exhaustively: coarse sizes can need chains of moves the steps above do not
+        # try, and the search also finds the fewest bytes moved.
+        search_exactly(balancer)
+        balancer.balance_counts()
+        balancer.send_back()
+        # A replica sent back can free the room a count fix needed: one more pass, so a plan planned again is still.
+        balancer.balance_counts()
+        lower_bound = _off_or_over_rack(original, rack_of, limits)
+        balance = "bytes per rack" if byte_bands.per_rack else "bytes"
+    else:
+        quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
+        per_rack = quotas.balance == "per-rack"
+        placement.reset_quotas(quotas.per_broker, {b: rack_of[b] if per_rack else None for b in kept})
+        lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if per_rack else None)
+        fill(placement, mandatory + evict_for_balance(placement))
+        rebalance(placement)
+        balance = quotas.balance if racked else "global"
 
     targets = placement.replicas
     budget_hit = False
     if request.max_moves is not None:
         targets, budget_hit = _within_budget(original, targets, must_move, request.max_moves)
-    leaders = balance_leaders(targets, kept)
+    rates = [request.write_rates.get((p.topic, p.partition), 0.0) for p in parts]
+    if request.write_rates and sum(rates) > 0:
+        leaders = balance_leader_traffic(targets, kept, rates, request.balance_tolerance)
+    else:
+        leaders = balance_leaders(targets, kept)
     final = [reorder(replicas, leader) for replicas, leader in zip(targets, leaders, strict=True)]
 
     changed = [i for i in range(len(parts)) if final[i] != original[i]]
@@ -76,8 +111,11 @@ def make_plan(request: PlanRequest) -> Plan:
         before=_spread(original, rack_of, rack_of_all, limits),
         after=_spread(final, rack_of, rack_of_all, limits),
         brokers=_broker_loads(original, final, sizes, rack_of_all, kept, bool(request.sizes)),
-        balance=quotas.balance if racked else "global",
+        balance=balance,
         max_moves_reached=budget_hit,
+        bytes_balance=(
+            _byte_balance(original, final, sizes, rates, byte_bands, rack_of, request) if byte_bands else None
+        ),
     )
     return Plan(
         changes=[
@@ -86,6 +124,72 @@ def make_plan(request: PlanRequest) -> Plan:
         rollback=[parts[i] for i in changed],
         summary=summary,
     )
+
+
+def _capacity(brokers, kept: list[int]) -> dict[int, int]:
+    """Disk bytes per kept broker when every one gives them (balance the used fraction), else 1 each."""
+    disk = {b.id: b.disk_bytes for b in brokers if b.id in set(kept)}
+    given = [b for b in kept if disk[b] is not None]
+    if given and len(given) < len(kept):
+        missing = next(b for b in kept if disk[b] is None)
+        raise PlanError(f"broker {missing} has no disk_bytes while others do; give every broker its disk size, or none")
+    return {b: disk[b] or 1 for b in kept}
+
+
+def _byte_balance(original, final, sizes, rates, b: Bands, rack_of, request: PlanRequest) -> ByteBalance:
+    kept = sorted(rack_of)
+
+    disk = {x.id: x.disk_bytes or 1 for x in request.brokers}
+    total = sum(b.bytes_target.values())
+    share = {x: total * disk[x] / sum(disk[y] for y in kept) for x in kept}
+
+    def relative(assignment, target) -> list[float]:
+        load: Counter[int] = Counter()
+        for replicas, size in zip(assignment, sizes, strict=True):
+            for broker in replicas:
+                load[broker] += size
+        return [load[x] / target[x] if target[x] else 1.0 for x in kept]
+
+    def leader_spread(assignment) -> tuple[float, float]:
+        load: Counter[int] = Counter()
+        for replicas, rate in zip(assignment, rates, strict=True):
+            load[replicas[0]] += rate
+        mean = sum(rates) / len(kept)
+        return (round(min(load[x] for x in kept) / mean, 3), round(max(load[x] for x in kept) / mean, 3))
+
+    load_before: Counter[int] = Counter()
+    offline = 0
+    for replicas, size in zip(original, sizes, strict=True):
+        for broker in replicas:
+            if broker in rack_of:
+                load_before[broker] += size
+            else:
+                offline += size
+    must_leave = offline + sum(max(0.0, load_before[x] - b.bytes_high[x]) for x in kept)
+    must_reach = sum(max(0.0, b.bytes_low[x] - load_before[x]) for x in kept)
+    # Shown against each broker's share of the mean; judged against its target, which rack limits may force.
+    before, after = relative(original, share), relative(final, share)
+    tol = request.balance_tolerance
+    with_rates = bool(request.write_rates) and sum(rates) > 0
+    return ByteBalance(
+        tolerance=tol,
+        measure="used fraction" if any(x.disk_bytes for x in request.brokers) else "bytes",
+        before_min=round(min(before), 3),
+        before_max=round(max(before), 3),
+        after_min=round(min(after), 3),
+        after_max=round(max(after), 3),
+        within_tolerance=all(1 - tol - 1e-9 <= x <= 1 + tol + 1e-9 for x in relative(final, b.bytes_target)),
+        bytes_lower_bound=int(max(must_leave, must_reach)),
+        replicas_band=(min(b.replicas_low.values()), max(b.replicas_high.values())),
+        leader_rate_before=leader_spread(original) if with_rates else None,
+        leader_rate_after=leader_spread(final) if with_rates else None,
+    )
+
+
+def _off_or_over_rack(original, rack_of, limits) -> int:
+    """Replicas that must move whatever the balance: on removed or unknown brokers, or over a rack limit."""
+    off = sum(1 for replicas in original for b in replicas if b not in rack_of)
+    return off + sum(_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True))
 
 
 def _kept_brokers(request: PlanRequest, rack_of: dict[int, str | None]) -> list[int]:

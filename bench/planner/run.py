@@ -1,11 +1,13 @@
-"""Planner benchmark: moves against the lower bound and the exact optimum, spreads, time and memory; then Drover
-against Kafka's own `kafka-reassign-partitions --generate` on the local sandbox cluster.
+"""Planner benchmark: without sizes, moves against the lower bound and the exact optimum, spreads, time and memory;
+with log-normal sizes, bytes per broker against the tolerance and bytes moved against their bound; then Drover
+against Kafka's own `kafka-reassign-partitions --generate` on the local sandbox cluster, in moves and in bytes.
 
     .venv/bin/python -m bench.planner.run                 # everything (the Kafka part needs `drover sandbox up`)
     .venv/bin/python -m bench.planner.run --no-kafka      # synthetic scenarios only
 
 Prints tables; asserts nothing about time. The exact optimum comes from a min-cost flow (networkx), for the
-scenarios small enough for it, and only where one global balance exists.
+scenarios small enough for it, and only where one global balance exists. Byte figures are fractions of the mean
+per broker (1.00 is the mean); the bound is the bytes that must move whatever the plan.
 """
 
 import argparse
@@ -36,13 +38,23 @@ SYNTHETIC = {
     "large: 200->210 brokers, 10 racks, 100k partitions": lambda: scenarios.large(),
 }
 
+SIZED = {
+    "add 2 brokers to 10, no racks, 3000 partitions": lambda: scenarios.sized_add_brokers(),
+    "same, heavier tail (sigma 1.5)": lambda: scenarios.sized_add_brokers(sigma=1.5),
+    "add 3 brokers in 3 racks (9->12)": lambda: scenarios.sized_add_racked(),
+    "decommission 2 of 12, uneven racks": lambda: scenarios.sized_decommission(),
+    "skewed onto 8 of 20 brokers, 4 racks": lambda: scenarios.sized_skewed(),
+    "large: 200->210 brokers, 10 racks, 100k partitions": lambda: scenarios.sized_large(),
+}
+
 
 def measure(name: str) -> dict:
     """Plan one scenario in this (fresh) process; the peak RSS is this process's own."""
     from planner import make_plan
     from tests.planner.optimum import fewest_moves
 
-    request = SYNTHETIC[name]()
+    # The count table plans without sizes (with them, bytes come first: see the sizes table).
+    request = SYNTHETIC[name]().model_copy(update={"sizes": {}})
     rss_before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     started = time.perf_counter()
     plan = make_plan(request)
@@ -72,6 +84,50 @@ def measure(name: str) -> dict:
     }
 
 
+def measure_sized(name: str) -> dict:
+    """Plan one sized scenario in this (fresh) process."""
+    from planner import make_plan
+
+    request = SIZED[name]()
+    started = time.perf_counter()
+    plan = make_plan(request)
+    elapsed = time.perf_counter() - started
+    s = plan.summary
+    b = s.bytes_balance
+    mean = s.replicas / sum(1 for x in s.brokers if not x.removed)
+    return {
+        "scenario": name,
+        "partitions": s.partitions,
+        "bytes_before": f"{b.before_min:.2f}-{b.before_max:.2f}",
+        "bytes_after": f"{b.after_min:.2f}-{b.after_max:.2f}",
+        "within_10%": b.within_tolerance,
+        "balance": s.balance,
+        "replicas_after": f"{s.after.replicas_min / mean:.2f}-{s.after.replicas_max / mean:.2f}",
+        "leaders_after": f"{s.after.leaders_min}-{s.after.leaders_max}",
+        "bytes_moved_TB": round(s.bytes_to_move / 1e12, 2),
+        "bound_TB": round(b.bytes_lower_bound / 1e12, 2),
+        "moved/bound": round(s.bytes_to_move / b.bytes_lower_bound, 2) if b.bytes_lower_bound else None,
+        "moves": s.replica_moves,
+        "seconds": round(elapsed, 2),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
+    }
+
+
+def sized() -> None:
+    ctx = multiprocessing.get_context("spawn")
+    rows = []
+    for name in SIZED:
+        with ctx.Pool(1) as pool:
+            rows.append(pool.apply(measure_sized, (name,)))
+        print(f"  planned: {name}", file=sys.stderr)
+    print("\n## With log-normal sizes (median 10 GB, sigma 1), tolerance 10%: per broker, fractions of the mean\n")
+    print_table(rows, list(rows[0]))
+    print(
+        "\n(replicas_after: replicas per kept broker as fractions of the mean; 'bytes per rack': rack limits force "
+        "some racks' totals, and bytes_after is shown against the global mean)"
+    )
+
+
 def print_table(rows: list[dict], columns: list[str]) -> None:
     widths = {c: max(len(c), *(len(str(r.get(c, "-"))) for r in rows)) for c in columns}
     print("  ".join(c.ljust(widths[c]) for c in columns))
@@ -86,7 +142,7 @@ def synthetic() -> None:
         with ctx.Pool(1) as pool:
             rows.append(pool.apply(measure, (name,)))
         print(f"  planned: {name}", file=sys.stderr)
-    print("\n## Synthetic scenarios (moves: replica moves; optimum: exact min-cost flow)\n")
+    print("\n## Synthetic scenarios without sizes (moves: replica moves; optimum: exact min-cost flow)\n")
     print_table(
         rows,
         [
@@ -159,7 +215,7 @@ def against_kafka(bootstrap: str) -> None:
         print(f"\n(skipping the comparison with Kafka's tool: {e}; start the sandbox with 'drover sandbox up')")
         return
     brokers = [BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers]
-    rows, run = [], uuid.uuid4().hex[:6]
+    rows, sized_rows, run = [], [], uuid.uuid4().hex[:6]
     for name, lists, keep in kafka_scenarios():
         topic = f"bench-{run}-{len(rows)}"
         admin.create_topic(topic, lists)
@@ -178,6 +234,7 @@ def against_kafka(bootstrap: str) -> None:
             drover_seconds = time.perf_counter() - started
             after_kafka = {(p.topic, p.partition): p.replicas for p in kafka}
             after_drover = dict(before) | {(p.topic, p.partition): p.replicas for p in plan.changes}
+            sized_rows.append(_bytes_against_kafka(name, current, brokers, remove, kafka, keep))
             rows.append(
                 {
                     "scenario": name,
@@ -197,6 +254,47 @@ def against_kafka(bootstrap: str) -> None:
     admin.close()
     print(f"\n## Against kafka-reassign-partitions --generate ({TOOLS_VERSION}) on the sandbox ({bootstrap})\n")
     print_table(rows, list(rows[0]))
+    print("\n## The same, with log-normal sizes (median 1 GB, sigma 1) given to Drover; Kafka's tool takes none\n")
+    print_table(sized_rows, list(sized_rows[0]))
+
+
+def _bytes_against_kafka(name, current, brokers, remove, kafka, keep) -> dict:
+    """Bytes per kept broker (min-max, fractions of the mean) and bytes moved, for Kafka's proposal and Drover's."""
+    import random
+
+    from planner import make_plan
+
+    rnd = random.Random(name)
+    sizes = {(p.topic, p.partition): int(1e9 * rnd.lognormvariate(0, 1)) for p in current}
+    plan = make_plan(PlanRequest(partitions=current, brokers=brokers, remove_brokers=remove, sizes=sizes))
+    before = {(p.topic, p.partition): p.replicas for p in current}
+
+    def bytes_spread(assignment: dict) -> str:
+        load = dict.fromkeys(keep, 0)
+        for key, replicas in assignment.items():
+            for b in replicas:
+                if b in load:
+                    load[b] += sizes[key]
+        mean = sum(load.values()) / len(load)
+        return f"{min(load.values()) / mean:.2f}-{max(load.values()) / mean:.2f}"
+
+    def moved(after: dict) -> int:
+        return sum(len(set(r) - set(before[key])) * sizes[key] for key, r in after.items())
+
+    after_kafka = dict(before) | {(p.topic, p.partition): p.replicas for p in kafka}
+    after_drover = dict(before) | {(p.topic, p.partition): p.replicas for p in plan.changes}
+    b = plan.summary.bytes_balance
+    return {
+        "scenario": name,
+        "bytes_before": bytes_spread(before),
+        "kafka_bytes": bytes_spread(after_kafka),
+        "drover_bytes": bytes_spread(after_drover),
+        "kafka_moved_GB": round(moved(after_kafka) / 1e9, 1),
+        "drover_moved_GB": round(moved(after_drover) / 1e9, 1),
+        "bound_GB": round(b.bytes_lower_bound / 1e9, 1),
+        "drover_replicas": spread(after_drover, keep),
+        "drover_rack_violations": plan.summary.after.rack_violations,
+    }
 
 
 def main() -> None:
@@ -205,6 +303,7 @@ def main() -> None:
     parser.add_argument("--bootstrap", default="127.0.0.1:19092", help="the sandbox cluster (default: %(default)s)")
     args = parser.parse_args()
     synthetic()
+    sized()
     if not args.no_kafka:
         against_kafka(args.bootstrap)
 

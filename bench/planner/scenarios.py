@@ -83,3 +83,54 @@ def large(seed: int = 6) -> PlanRequest:
     rnd = random.Random(seed)
     parts, sizes = _topics(rnd, _cluster(200, 10), 100_000, 3, per_topic=100)
     return PlanRequest(partitions=parts, brokers=_cluster(210, 10), sizes=sizes)
+
+
+# -- with sizes: log-normal partition sizes, as real clusters have ----------------------------------------------------
+
+
+def _lognormal_sizes(rnd: random.Random, parts: list[PartitionReplicas], sigma: float) -> dict[tuple[str, int], int]:
+    """Sizes with a median of 10 GB; sigma 1 gives a few partitions ten times the median, 1.5 a heavier tail."""
+    return {(p.topic, p.partition): int(10e9 * rnd.lognormvariate(0, sigma)) for p in parts}
+
+
+def _sized_topics(rnd, brokers, topics: int, per_topic: int, rf: int, sigma: float):
+    parts, _ = _topics(rnd, brokers, topics * per_topic, rf, per_topic=per_topic, sizes=False)
+    return parts, _lognormal_sizes(rnd, parts, sigma)
+
+
+def sized_add_brokers(sigma: float = 1.0, seed: int = 11) -> PlanRequest:
+    """Add 2 brokers to 10, no racks, 300 topics of 10 partitions at RF 3."""
+    rnd = random.Random(seed)
+    parts, sizes = _sized_topics(rnd, _cluster(10, 0), 300, 10, 3, sigma)
+    return PlanRequest(partitions=parts, brokers=_cluster(12, 0), sizes=sizes)
+
+
+def sized_add_racked(sigma: float = 1.0, seed: int = 12) -> PlanRequest:
+    """Add 3 brokers in 3 racks: 9 -> 12."""
+    rnd = random.Random(seed)
+    parts, sizes = _sized_topics(rnd, _cluster(9, 3), 200, 12, 3, sigma)
+    return PlanRequest(partitions=parts, brokers=_cluster(12, 3), sizes=sizes)
+
+
+def sized_decommission(sigma: float = 1.0, seed: int = 13) -> PlanRequest:
+    """Remove 2 of 12 brokers in racks of uneven size (5, 4 and 3 brokers)."""
+    rnd = random.Random(seed)
+    racks = ["a"] * 5 + ["b"] * 4 + ["c"] * 3
+    brokers = [BrokerSpec(id=b, rack=racks[b - 1]) for b in range(1, 13)]
+    parts, sizes = _sized_topics(rnd, brokers, 200, 12, 3, sigma)
+    return PlanRequest(partitions=parts, brokers=brokers, remove_brokers=[4, 11], sizes=sizes)
+
+
+def sized_skewed(sigma: float = 1.0, seed: int = 14) -> PlanRequest:
+    """20 brokers in 4 racks; most replicas on the first 8."""
+    rnd = random.Random(seed)
+    brokers = _cluster(20, 4)
+    parts, sizes = _sized_topics(rnd, brokers[:8], 250, 12, 3, sigma)
+    return PlanRequest(partitions=parts, brokers=brokers, sizes=sizes)
+
+
+def sized_large(sigma: float = 1.0, seed: int = 16) -> PlanRequest:
+    """The large case with sizes: 200 brokers in 10 racks grow to 210; 100,000 partitions at RF 3."""
+    rnd = random.Random(seed)
+    parts, sizes = _sized_topics(rnd, _cluster(200, 10), 1000, 100, 3, sigma)
+    return PlanRequest(partitions=parts, brokers=_cluster(210, 10), sizes=sizes)
