@@ -1,4 +1,5 @@
-"""drover plan: compute a balanced, rack-aware target assignment with the fewest replica moves."""
+"""drover plan: compute a balanced, rack-aware target assignment with the fewest replica moves; with sizes, bytes per
+broker balanced first."""
 
 import json
 import re
@@ -10,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
 from cli.output import Output
+from cli.rates import parse_duration
 from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from models.units import human_bytes
 from planner import PlanError, make_plan
@@ -26,12 +28,32 @@ def plan(
     remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8"),
     sizes: Path = typer.Option(None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'),
     topics: str = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex"),
+    metrics: Path = typer.Option(
+        None,
+        "--metrics",
+        help="Per-partition write rates (and sizes): Parquet, CSV or JSON lines with the columns `drover estimate` "
+        "reads (topic, partition, bytes_in_per_sec, size_bytes); leaders then balance bytes written per broker",
+    ),
+    sample: str = typer.Option(
+        None, "--sample", help="With --bootstrap: sample write rates over this window (30s), as --metrics would give"
+    ),
+    tolerance: str = typer.Option(
+        "10%", "--balance-tolerance", help="With sizes: bytes (and replicas) per broker within this of the mean"
+    ),
     max_moves: int = typer.Option(None, "--max-moves", min=0, help="Best plan reachable within N replica moves"),
     out: Path = typer.Option(..., "--out", help="Plan file to write (a rollback file is written beside it)"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
 ) -> None:
     """Plan where every replica should live: no replica on removed brokers, at most ceil(RF/racks) replicas of a
     partition per rack, replicas and preferred leaders per broker within one of each other, and the fewest moves.
+
+    With sizes (--sizes, --metrics, or read from the cluster with --bootstrap) the objectives are, in order, never
+    trading a higher one for a lower: the rack and removal constraints; bytes per broker within --balance-tolerance
+    of the mean (of the used fraction of each disk when brokers.json gives "disk_bytes", or the log dirs' total
+    bytes with --bootstrap); replicas per broker within the same tolerance; leaders (bytes written per broker within
+    the tolerance with write rates from --metrics or --sample, else leader counts within one); the fewest bytes
+    moved, then the fewest replica moves. The summary gives bytes per broker before and after, the bytes to move and
+    a lower bound on them.
 
     The plan holds only the partitions whose list changes (a reorder is a leader change), in Kafka's reassignment
     format: it works as-is with `kafka-reassign-partitions --execute`. The rollback file beside it holds the
@@ -41,15 +63,20 @@ def plan(
 
       drover plan --current current.json --brokers brokers.json --out plan.json
 
-      drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --out plan.json
+      drover plan --current now.json --brokers brokers.json --sizes sizes.json --balance-tolerance 5% --out plan.json
+
+      drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --sample 30s --out plan.json
     """
     output = Output(as_json)
     pattern = _topic_pattern(topics)
     remove = _broker_ids(remove_brokers)
+    balance_tolerance = _tolerance(tolerance)
+    window = _window(sample, bootstrap, metrics)
     if bootstrap and (current or brokers or sizes):
         raise DroverError("give --bootstrap, or --current with --brokers (and --sizes), not both", exit_code=2)
+    rates: dict[tuple[str, int], float] = {}
     if bootstrap:
-        partitions, broker_specs, size_map = _read_cluster(ctx.obj, bootstrap)
+        partitions, broker_specs, size_map, rates = _read_cluster(ctx.obj, bootstrap, window, pattern)
     elif current and brokers:
         partitions = load_model(current, ReassignmentFile, partition_label).partitions
         broker_specs = load_model(brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
@@ -57,6 +84,9 @@ def plan(
         _no_repeats(current, brokers, partitions, broker_specs)
     else:
         raise DroverError("give --current and --brokers, or --bootstrap", exit_code=2)
+    if metrics is not None:
+        rates, metric_sizes = _read_metrics(ctx.obj, metrics)
+        size_map = size_map or metric_sizes
     if pattern is not None:
         partitions = [p for p in partitions if pattern.fullmatch(p.topic)]
     if not partitions:
@@ -65,7 +95,13 @@ def plan(
         )
 
     request = PlanRequest(
-        partitions=partitions, brokers=broker_specs, remove_brokers=remove, sizes=size_map, max_moves=max_moves
+        partitions=partitions,
+        brokers=broker_specs,
+        remove_brokers=remove,
+        sizes=size_map,
+        write_rates=rates,
+        balance_tolerance=balance_tolerance,
+        max_moves=max_moves,
     )
     try:
         result = make_plan(request)
@@ -109,6 +145,49 @@ def _topic_pattern(topics: str | None) -> re.Pattern | None:
         return re.compile(topics)
     except re.error as e:
         raise DroverError(f"--topics {topics!r} is not a valid regular expression: {e}", exit_code=2) from None
+
+
+def _tolerance(text: str) -> float:
+    """10% or 0.1: a fraction of the mean, above 0 and below 1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        value = -1.0
+    if not 0 < value < 1:
+        raise DroverError(
+            f"--balance-tolerance {text!r}: give a share of the mean above 0 and below 100%, like 10% or 0.1",
+            exit_code=2,
+        )
+    return value
+
+
+def _window(sample: str | None, bootstrap: str | None, metrics: Path | None) -> float | None:
+    if sample is None:
+        return None
+    if not bootstrap:
+        raise DroverError("--sample reads write rates from the cluster: it goes with --bootstrap", exit_code=2)
+    if metrics is not None:
+        raise DroverError("give --sample or --metrics for the write rates, not both", exit_code=2)
+    try:
+        return parse_duration(sample)
+    except ValueError as e:
+        raise DroverError(f"--sample: {e}", exit_code=2) from None
+
+
+def _read_metrics(settings: Settings, path: Path) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], int]]:
+    """Write rates and sizes from a metrics dataset, read and checked as `drover estimate` reads it (Spark)."""
+    from activities.estimate import SparkPlace
+    from estimator.metrics import MetricsError, read_metrics
+
+    place = SparkPlace(settings.spark_master, settings.work_dir)
+    try:
+        rows = read_metrics(place.session(), str(path)).collect()
+    except MetricsError as e:
+        raise DroverError(str(e), exit_code=2) from None
+    rates = {(r["topic"], r["partition"]): float(r["bytes_in_per_sec"]) for r in rows}
+    sizes = {(r["topic"], r["partition"]): int(r["size_bytes"]) for r in rows}
+    return rates, sizes
 
 
 def _broker_ids(text: str) -> list[int]:
@@ -193,12 +272,22 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
         raise DroverError(f"{brokers}: no broker listed", exit_code=2)
 
 
-def _read_cluster(settings: Settings, bootstrap: str):
+def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
+    """Assignment, brokers (with their log dirs' total bytes when every one reports them), sizes (the leader's
+    replica, else the largest copy) and, with a sampling window, write rates."""
     admin = KafkaAdmin(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:
         cluster = admin.describe_cluster()
         states = admin.describe_topics()
         replica_sizes = admin.describe_log_dirs()
+        disks = {d.broker: d.total_bytes for d in admin.describe_disks()}
+        rates: dict[tuple[str, int], float] = {}
+        if window is not None:
+            from activities.estimate import sample_metrics
+
+            topics = sorted({s.topic for s in states if pattern is None or pattern.fullmatch(s.topic)})
+            rows = sample_metrics(admin, topics, window) if topics else []
+            rates = {(r["topic"], r["partition"]): r["bytes_in_per_sec"] for r in rows}
     finally:
         admin.close()
     leader_of = {(s.topic, s.partition): s.leader for s in states}
@@ -209,8 +298,11 @@ def _read_cluster(settings: Settings, bootstrap: str):
         if r.broker == leader_of.get(key) or key not in sizes:
             sizes[key] = r.size_bytes if r.broker == leader_of.get(key) else max(sizes.get(key, 0), r.size_bytes)
     partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
-    brokers = [BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers]
-    return partitions, brokers, sizes
+    every_disk = all(disks.get(b.id) for b in cluster.brokers)
+    brokers = [
+        BrokerSpec(id=b.id, rack=b.rack, disk_bytes=disks[b.id] if every_disk else None) for b in cluster.brokers
+    ]
+    return partitions, brokers, sizes, rates
 
 
 # -- output --------------------------------------------------------------------------------------------------------
@@ -232,7 +324,10 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
         rows.append(row)
     columns = ["broker", "rack", "replicas", "leaders", *(["bytes"] if with_bytes else [])]
     out.table("Replicas and preferred leaders per broker", columns, rows)
-    bound = f"lower bound {s.lower_bound}"
+    if s.bytes_balance is None:
+        bound = f"lower bound {s.lower_bound}"
+    else:
+        bound = f"{s.lower_bound} forced by removed brokers and rack limits"
     out.info(
         f"replica moves: {s.replica_moves} ({bound}) in {s.partitions_changed} of {s.partitions} partitions; "
         f"{s.leader_only_changes} only change their leader"
@@ -244,12 +339,50 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
             f"{spread.leaders_min}-{spread.leaders_max}, partitions over their rack limit {spread.rack_violations}, "
             f"replicas on removed or unknown brokers {spread.on_removed_or_unknown}"
         )
+    if s.bytes_balance is not None:
+        _show_bytes(out, s)
     if s.balance == "per-rack":
         out.warning("racks of unequal size make one global balance impossible; each rack is balanced within itself")
     if s.max_moves_reached:
         out.warning("--max-moves reached: this plan is one round; plan again after it runs")
     out.info(f"wrote {plan_path} ({s.partitions_changed} partitions) and {rollback_path}")
     out.data(s)
+
+
+def _show_bytes(out: Output, s) -> None:
+    b = s.bytes_balance
+    tol = f"±{b.tolerance:.0%}"
+    of = "used fraction" if b.measure == "used fraction" else "bytes"
+    out.info(
+        f"{of} per broker, of the mean: before {b.before_min:.2f}-{b.before_max:.2f}, after "
+        f"{b.after_min:.2f}-{b.after_max:.2f} (tolerance {tol}); bytes to move {_bytes(s.bytes_to_move)}, at least "
+        f"{_bytes(b.bytes_lower_bound)} whatever the plan"
+        + (f" ({s.bytes_to_move / b.bytes_lower_bound:.2f}x)" if b.bytes_lower_bound else "")
+    )
+    low, high = b.replicas_band
+    if low <= s.after.replicas_min and s.after.replicas_max <= high:
+        out.info(f"replicas per broker within {low}-{high}")
+    else:
+        out.warning(
+            f"replicas per broker end {s.after.replicas_min}-{s.after.replicas_max}, outside {low}-{high}: bytes "
+            "come first, and brokers holding the largest partitions have room for few others"
+        )
+    if b.leader_rate_after is not None and b.leader_rate_before is not None:
+        out.info(
+            f"leaders' bytes in per broker, of the mean: before {b.leader_rate_before[0]:.2f}-"
+            f"{b.leader_rate_before[1]:.2f}, after {b.leader_rate_after[0]:.2f}-{b.leader_rate_after[1]:.2f}"
+        )
+    if s.balance == "bytes per rack":
+        out.warning(
+            "rack limits make some racks hold more (or less) than their share: bytes are balanced within "
+            f"{tol} of what each rack must hold"
+        )
+    if not b.within_tolerance:
+        out.warning(
+            f"no broker placement found within {tol}: the largest partitions (or the racks) leave this as close as "
+            f"the planner got ({b.after_min:.2f}-{b.after_max:.2f} of the mean); a wider --balance-tolerance is met "
+            "more easily"
+        )
 
 
 def _bytes(n: int | None) -> str:

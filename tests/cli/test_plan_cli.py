@@ -45,6 +45,9 @@ def write(tmp_path, name, content) -> str:
         (GOOD, BROKERS, ["--topics", "("], ["--topics", "not a valid regular expression"]),
         (GOOD, BROKERS, ["--topics", "nothing"], ["no topic matches --topics"]),
         (GOOD, BROKERS, ["--max-moves", "-1"], ["--max-moves"]),
+        (GOOD, BROKERS, ["--balance-tolerance", "150%"], ["--balance-tolerance '150%'", "below 100%"]),
+        (GOOD, BROKERS, ["--balance-tolerance", "ten"], ["--balance-tolerance 'ten'", "like 10% or 0.1"]),
+        (GOOD, BROKERS, ["--sample", "30s"], ["--sample", "goes with --bootstrap"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json, brokers_json, extra, needles):
@@ -137,3 +140,33 @@ def test_start_refuses_a_bad_plan_file(tmp_path):
     assert_one_line_error(drover("start", write(tmp_path, "plan.json", "{oops")), 2, "plan.json", "not valid JSON")
     empty = write(tmp_path, "empty.json", {"version": 1, "partitions": []})
     assert_one_line_error(drover("start", empty), 2, "empty.json", "moves nothing")
+
+
+def test_disk_sizes_for_some_brokers_only_are_refused(tmp_path):
+    sizes = [{"topic": "t", "partition": 0, "size_bytes": 10}, {"topic": "t", "partition": 1, "size_bytes": 20}]
+    brokers = [{"id": 1, "disk_bytes": 1000}, {"id": 2, "disk_bytes": 1000}, {"id": 3}]
+    args = [
+        *("plan", "--current", write(tmp_path, "current.json", GOOD)),
+        *("--brokers", write(tmp_path, "brokers.json", brokers)),
+        *("--sizes", write(tmp_path, "sizes.json", sizes), "--out", str(tmp_path / "plan.json")),
+    ]
+    assert_one_line_error(drover(*args), 2, "broker 3 has no disk_bytes while others do")
+    assert not (tmp_path / "plan.json").exists()
+
+
+def test_write_rates_from_a_metrics_file_balance_the_leaders_traffic(tmp_path):
+    """A CSV with the columns `drover estimate` reads: sizes and write rates. Partition t-0 takes most writes and
+    both lists start led by broker 1; with the rates, broker 1 hands one leadership over."""
+    metrics = "topic,partition,bytes_in_per_sec,size_bytes\nt,0,900,100\nt,1,900,100\nt,2,10,100\n"
+    lists = current(("t", 0, [1, 2, 3]), ("t", 1, [1, 3, 2]), ("t", 2, [2, 3, 1]))
+    done = drover(
+        *("plan", "--current", write(tmp_path, "current.json", lists)),
+        *("--brokers", write(tmp_path, "brokers.json", BROKERS)),
+        *("--metrics", write(tmp_path, "metrics.csv", metrics)),
+        *("--balance-tolerance", "50%", "--out", str(tmp_path / "plan.json"), "--json"),
+    )
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(done.stdout)
+    balance = summary["bytes_balance"]
+    assert balance["leader_rate_before"][1] > 1.5 and balance["leader_rate_after"][1] <= 1.5, balance
+    assert summary["replica_moves"] == 0 and summary["leader_only_changes"] >= 1
