@@ -259,10 +259,13 @@ class Balancer:
                     violating.discard(b)
 
     def _wanted_size(self, broker: int, over: bool) -> float:
-        """The size of replica that brings this broker to its target bytes and the mean count together."""
-        off_bytes = abs(self.bytes(broker) - self.b.bytes_target[broker])
+        """The size of replica to move. A broker off the mean count by several replicas as well moves replicas of
+        the size that brings bytes and count to their targets together; one whose count is about right moves just
+        what takes it back into its byte band (fewest bytes moved)."""
         off_count = (self.count(broker) - self.b.replicas_target[broker]) * (1 if over else -1)
-        return off_bytes / max(1.0, off_count)
+        if off_count >= 1:
+            return abs(self.bytes(broker) - self.b.bytes_target[broker]) / off_count
+        return self.byte_violation(broker)
 
     def _others(self, broker: int, over: bool) -> list[int]:
         """Brokers on the other side, furthest first, and the furthest of the broker's own rack (where a tight rack
@@ -354,7 +357,7 @@ class Balancer:
             )
             if most < 1:
                 continue
-            wanted = min(abs(self.bytes(broker) - self.b.bytes_target[broker]), most)
+            wanted = min(self.byte_violation(broker), most)
             for size_y, j in self._smallest(low_side, SWAP_TRIES):
                 if not self.may_go(j, low_side, high_side):
                     continue
