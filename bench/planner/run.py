@@ -113,13 +113,19 @@ def measure_sized(name: str) -> dict:
     }
 
 
-def sized() -> None:
+def in_fresh_processes(measure_one, names) -> list[dict]:
+    """Each scenario planned in a process of its own, so that its peak RSS is its own."""
     ctx = multiprocessing.get_context("spawn")
     rows = []
-    for name in SIZED:
+    for name in names:
         with ctx.Pool(1) as pool:
-            rows.append(pool.apply(measure_sized, (name,)))
+            rows.append(pool.apply(measure_one, (name,)))
         print(f"  planned: {name}", file=sys.stderr)
+    return rows
+
+
+def sized() -> None:
+    rows = in_fresh_processes(measure_sized, SIZED)
     print("\n## With log-normal sizes (median 10 GB, sigma 1), tolerance 10%: per broker, fractions of the mean\n")
     print_table(rows, list(rows[0]))
     print(
@@ -136,12 +142,7 @@ def print_table(rows: list[dict], columns: list[str]) -> None:
 
 
 def synthetic() -> None:
-    ctx = multiprocessing.get_context("spawn")
-    rows = []
-    for name in SYNTHETIC:
-        with ctx.Pool(1) as pool:
-            rows.append(pool.apply(measure, (name,)))
-        print(f"  planned: {name}", file=sys.stderr)
+    rows = in_fresh_processes(measure, SYNTHETIC)
     print("\n## Synthetic scenarios without sizes (moves: replica moves; optimum: exact min-cost flow)\n")
     print_table(
         rows,

@@ -12,7 +12,7 @@ from bench.planner import scenarios
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from planner import make_plan
 from planner.quotas import rack_limit
-from tests.planner.test_properties import FAST, apply
+from tests.planner.test_properties import FAST, apply, shuffled
 
 
 @st.composite
@@ -122,11 +122,7 @@ def test_planning_the_output_again_proposes_nothing(request):
 @FAST
 @given(sized_requests(), st.randoms(use_true_random=False))
 def test_input_order_is_irrelevant_with_sizes(request, rnd):
-    partitions, brokers = list(request.partitions), list(request.brokers)
-    rnd.shuffle(partitions)
-    rnd.shuffle(brokers)
-    shuffled = request.model_copy(update={"partitions": partitions, "brokers": brokers})
-    assert make_plan(shuffled).changes == make_plan(request).changes
+    assert make_plan(shuffled(request, rnd)).changes == make_plan(request).changes
 
 
 def test_the_new_brokers_take_their_share_of_the_bytes_on_log_normal_sizes():
