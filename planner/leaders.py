@@ -7,6 +7,7 @@ found breadth-first. A partition of one replica cannot change leader; the balanc
 """
 
 from collections import deque
+from itertools import chain
 
 
 def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
@@ -17,7 +18,7 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
     """
     leader = [r[0] for r in replicas]
     kept = set(brokers)
-    led: dict[int, set[int]] = {b: set() for r in replicas for b in r}
+    led: dict[int, set[int]] = {b: set() for b in set(chain.from_iterable(replicas))}
     led |= {b: set() for b in brokers}
     for i, b in enumerate(leader):
         led[b].add(i)

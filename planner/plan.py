@@ -12,6 +12,8 @@ Same input, same output: partitions and brokers are sorted first, and every choi
 """
 
 from collections import Counter
+from itertools import chain
+from sys import intern
 
 from models.plan import BrokerLoad, ByteBalance, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
 from planner.leaders import balance_leader_traffic, balance_leaders, reorder
@@ -35,10 +37,12 @@ def make_plan(request: PlanRequest) -> Plan:
     racks = sorted({r for r in rack_of.values() if r is not None})
     rack_sizes = [sum(1 for b in kept if rack_of[b] == r) for r in racks]
     racked = len(racks) > 1
-    limits = [rack_limit(len(p.replicas), rack_sizes) if racked else len(p.replicas) for p in parts]
+    limit_of_rf = {rf: rack_limit(rf, rack_sizes) if racked else rf for rf in {len(p.replicas) for p in parts}}
+    limits = [limit_of_rf[len(p.replicas)] for p in parts]
     original = [list(p.replicas) for p in parts]
-    sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts]
-    topics = [p.topic for p in parts]
+    sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts] if request.sizes else [0] * len(parts)
+    # One string object per topic: the topic counts are looked up millions of times on large clusters.
+    topics = [intern(p.topic) for p in parts]
 
     placement = Placement(
         replicas=[list(r) for r in original],
@@ -91,12 +95,15 @@ def make_plan(request: PlanRequest) -> Plan:
     budget_hit = False
     if request.max_moves is not None:
         targets, budget_hit = _within_budget(original, targets, must_move, request.max_moves)
-    rates = [request.write_rates.get((p.topic, p.partition), 0.0) for p in parts]
-    if request.write_rates and sum(rates) > 0:
+    rates = [request.write_rates.get((p.topic, p.partition), 0.0) for p in parts] if request.write_rates else []
+    if rates and sum(rates) > 0:
         leaders = balance_leader_traffic(targets, kept, rates, request.balance_tolerance)
     else:
         leaders = balance_leaders(targets, kept)
-    final = [reorder(replicas, leader) for replicas, leader in zip(targets, leaders, strict=True)]
+    final = [
+        replicas if replicas[0] == leader else reorder(replicas, leader)
+        for replicas, leader in zip(targets, leaders, strict=True)
+    ]
 
     changed = [i for i in range(len(parts)) if final[i] != original[i]]
     moves = sum(_moves(original[i], final[i]) for i in changed)
@@ -230,6 +237,13 @@ def _moves(before: list[int], after: list[int]) -> int:
 
 
 def _rack_excess(replicas: list[int], rack_of: dict[int, str | None], limit: int) -> int:
+    if len(replicas) <= limit:
+        return 0
+    try:
+        if len({rack_of[b] for b in replicas}) == len(replicas):
+            return 0  # every replica in a rack of its own: the usual case, decided without counting
+    except KeyError:
+        pass  # a replica on a broker not in the list
     per_rack = Counter(rack_of[b] for b in replicas if b in rack_of)
     return sum(max(0, n - limit) for n in per_rack.values())
 
@@ -260,7 +274,7 @@ def _within_budget(original, targets, must_move: set[int], budget: int) -> tuple
 
 
 def _spread(assignment, rack_of, rack_of_all, limits) -> Spread:
-    load = Counter(b for r in assignment for b in r)
+    load = Counter(chain.from_iterable(assignment))
     leaders = Counter(r[0] for r in assignment)
     kept_loads = [load[b] for b in rack_of]
     kept_leaders = [leaders[b] for b in rack_of]
@@ -283,12 +297,11 @@ def _broker_loads(original, final, sizes, rack_of_all, kept, with_bytes: bool) -
     kept_set = set(kept)
 
     def tally(assignment):
-        replicas, leaders, size = Counter(), Counter(), Counter()
-        for r, s in zip(assignment, sizes, strict=True):
-            leaders[r[0]] += 1
-            for b in r:
-                replicas[b] += 1
-                size[b] += s
+        replicas, leaders, size = Counter(chain.from_iterable(assignment)), Counter(r[0] for r in assignment), Counter()
+        if with_bytes:
+            for r, s in zip(assignment, sizes, strict=True):
+                for b in r:
+                    size[b] += s
         return replicas, leaders, size
 
     (rb, lb, sb), (ra, la, sa) = tally(original), tally(final)

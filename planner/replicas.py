@@ -12,6 +12,7 @@ not hold the partition and whose rack has room for it. When the greedy choice fi
    two-move chain that a method which never makes a step worse cannot find (the limitation noted on KAFKA-1792).
 """
 
+import heapq
 from collections import Counter, deque
 from dataclasses import dataclass, field
 
@@ -41,19 +42,28 @@ class Placement:
     topic_load: Counter = field(default_factory=Counter)
     bytes_load: Counter = field(default_factory=Counter)
     open: set[int] = field(default_factory=set)  # brokers below their quota
+    by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
 
     def __post_init__(self) -> None:
-        self.load = {b: 0 for b in self.rack_of}
+        # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
         self.hosted = {b: set() for b in self.rack_of}
-        self.open = {b for b in self.rack_of if self.quota[b] > 0}
-        for i, replicas in enumerate(self.replicas):
-            for b in replicas:
-                if b in self.load:
-                    self._count(i, b, +1)
+        on_kept = [(i, b) for i, replicas in enumerate(self.replicas) for b in replicas if b in self.hosted]
+        for i, b in on_kept:
+            self.hosted[b].add(i)
+        topics, sizes = self.topics, self.sizes
+        self.topic_load.update((topics[i], b) for i, b in on_kept)
+        if any(sizes):
+            for i, b in on_kept:
+                self.bytes_load[b] += sizes[i]
+        self.load = {b: len(self.hosted[b]) for b in self.rack_of}
+        self.open = set()
+        for b in self.rack_of:
+            self._reopen(b, 0)
 
     # -- bookkeeping ---------------------------------------------------------------------------------------------
 
     def _count(self, i: int, b: int, sign: int) -> None:
+        room = self.quota[b] - self.load[b]
         self.load[b] += sign
         self.topic_load[(self.topics[i], b)] += sign
         self.bytes_load[b] += sign * self.sizes[i]
@@ -61,7 +71,18 @@ class Placement:
             self.hosted[b].add(i)
         else:
             self.hosted[b].discard(i)
-        if self.load[b] < self.quota[b]:
+        self._reopen(b, room)
+
+    def _reopen(self, b: int, room_before: int) -> None:
+        """Keep ``open`` (brokers below their quota) and ``by_room`` (open brokers by their room) up to date."""
+        if room_before > 0:
+            bucket = self.by_room[room_before]
+            bucket.discard(b)
+            if not bucket:
+                del self.by_room[room_before]
+        room = self.quota[b] - self.load[b]
+        if room > 0:
+            self.by_room.setdefault(room, set()).add(b)
             self.open.add(b)
         else:
             self.open.discard(b)
@@ -84,11 +105,18 @@ class Placement:
             self.set_quota(b, q)
 
     def set_quota(self, b: int, quota: int) -> None:
+        room = self.quota[b] - self.load[b]
         self.quota[b] = quota
-        if self.load[b] < quota:
-            self.open.add(b)
-        else:
-            self.open.discard(b)
+        self._reopen(b, room)
+
+    def best_open(self, i: int) -> int | None:
+        """The open broker that fits partition ``i`` and comes first by ``preference`` (most room first), or None;
+        looked for among the brokers with the most room first, so a hole costs a few brokers, not every open one."""
+        for room in sorted(self.by_room, reverse=True):
+            fitting = self.fitting(i, self.by_room[room])
+            if fitting:
+                return min(fitting, key=self.preference(i))
+        return None
 
     def room(self, b: int) -> int:
         return self.quota[b] - self.load[b]
@@ -106,9 +134,17 @@ class Placement:
         limit = self.limits[i]
         return [b for b in brokers if b not in replicas and in_rack[self.rack_of[b]] < limit]
 
-    def preference(self, i: int, b: int) -> tuple:
-        """Among fitting brokers: most room, then fewest replicas of this topic, fewest bytes, lowest id."""
-        return (-self.room(b), self.topic_load[(self.topics[i], b)], self.bytes_load[b], b)
+    def preference(self, i: int):
+        """The sort key among fitting brokers for partition ``i``: most room, then fewest replicas of its topic,
+        fewest bytes, lowest id."""
+        topic, load, quota, topic_load, bytes_load = (
+            self.topics[i],
+            self.load,
+            self.quota,
+            self.topic_load,
+            self.bytes_load,
+        )
+        return lambda b: (load[b] - quota[b], topic_load[(topic, b)], bytes_load[b], b)
 
 
 def evict_mandatory(p: Placement) -> list[Hole]:
@@ -121,6 +157,9 @@ def evict_mandatory(p: Placement) -> list[Hole]:
                 holes.append(Hole(i, slot, b, mandatory=True))
         if not p.racked:
             continue
+        racks = [p.rack_of[b] for b in replicas if b != HOLE]
+        if len(racks) <= p.limits[i] or len(set(racks)) == len(racks):
+            continue  # no rack over the limit: the usual case, decided without sorting
         by_rack: dict[str | None, list[int]] = {}
         for slot, b in enumerate(replicas):
             if b != HOLE:
@@ -141,8 +180,10 @@ def evict_for_balance(p: Placement) -> list[Hole]:
         excess = p.load[b] - p.quota[b]
         if excess <= 0:
             continue
-        candidates = sorted(p.hosted[b], key=lambda i: (p.sizes[i], -p.topic_load[(p.topics[i], b)], i))
-        for i in candidates[:excess]:
+        sizes, topics, topic_load = p.sizes, p.topics, p.topic_load
+        hosted = p.hosted[b]
+        keys = [(sizes[i], -topic_load[(topics[i], b)], i) for i in hosted]
+        for *_, i in heapq.nsmallest(excess, keys):
             slot = p.replicas[i].index(b)
             holes.append(Hole(i, slot, p.take_out(i, slot), mandatory=False))
     return holes
@@ -164,9 +205,8 @@ def fill(p: Placement, holes: list[Hole]) -> int:
     while pending:
         hole = pending.popleft()
         i = hole.partition
-        free = p.fitting(i, p.open)
-        if free:
-            b = min(free, key=lambda b: p.preference(i, b))
+        b = p.best_open(i)
+        if b is not None:
             p.put_in(i, hole.slot, b)
             placed[b].append(hole)
             continue
@@ -206,7 +246,7 @@ def _trade_quota(p: Placement, i: int, exclude) -> int | None:
     Both quotas stay within one of each other, and neither broker ends over its quota, so this costs no move: it
     only picks other brokers for the extra replicas R / B leaves over, which the lower bound does not depend on.
     """
-    for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
+    for b in sorted(p.fitting(i, p.rack_of), key=p.preference(i)):
         if p.room(b) != 0 or b in exclude:
             continue
         giver = [c for c in p.open if c not in exclude and p.group[c] == p.group[b] and p.quota[c] == p.quota[b] + 1]
@@ -235,7 +275,7 @@ AUGMENT_DEPTH = 3
 
 def _augment(p: Placement, i: int, placed: dict[int, list[Hole]], visited: set[int], depth: int) -> int | None:
     """A broker with room for partition ``i``, made by moving replicas placed earlier further along; or None."""
-    fitting = sorted((b for b in p.fitting(i, p.rack_of) if b not in visited), key=lambda b: p.preference(i, b))
+    fitting = sorted((b for b in p.fitting(i, p.rack_of) if b not in visited), key=p.preference(i))
     for b in fitting:
         if p.room(b) > 0:
             return b
@@ -286,7 +326,7 @@ def _make_room(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
     move). The replica leaves the same broker, or another full broker of the group that then trades quotas with it.
     """
     i = hole.partition
-    for b in sorted(p.fitting(i, p.rack_of), key=lambda b: p.preference(i, b)):
+    for b in sorted(p.fitting(i, p.rack_of), key=p.preference(i)):
         traders = [
             a
             for a in sorted(p.rack_of)
@@ -317,7 +357,7 @@ def _move_to_open(p: Placement, j: int, source: int, avoid) -> tuple[int, int] |
     if not free:
         p.put_in(j, slot, source)
         return None
-    c = min(free, key=lambda c: p.preference(j, c))
+    c = min(free, key=p.preference(j))
     p.put_in(j, slot, c)
     return c, slot
 
@@ -329,7 +369,7 @@ def _place_anyway(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> No
         p.put_in(i, hole.slot, hole.source)
         return
     candidates = p.fitting(i, p.rack_of) or [b for b in p.rack_of if b not in p.replicas[i]]
-    b = min(candidates, key=lambda b: p.preference(i, b))
+    b = min(candidates, key=p.preference(i))
     p.put_in(i, hole.slot, b)
     placed[b].append(hole)
 
@@ -353,7 +393,7 @@ def _relieve(p: Placement, a: int) -> bool:
         p.take_out(i, slot)
         direct = [c for c in p.fitting(i, p.open) if c != a]
         if direct:
-            p.put_in(i, slot, min(direct, key=lambda c: p.preference(i, c)))
+            p.put_in(i, slot, min(direct, key=p.preference(i)))
             return True
         for m in sorted(c for c in p.fitting(i, p.rack_of) if c != a):
             for j in sorted(p.hosted[m], key=lambda j: (p.sizes[j], j)):

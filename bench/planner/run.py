@@ -4,6 +4,7 @@ against Kafka's own `kafka-reassign-partitions --generate` on the local sandbox 
 
     .venv/bin/python -m bench.planner.run                 # everything (the Kafka part needs `drover sandbox up`)
     .venv/bin/python -m bench.planner.run --no-kafka      # synthetic scenarios only
+    .venv/bin/python -m bench.planner.run --no-kafka --huge   # and 1,000,000 partitions on 1,020 brokers
 
 Prints tables; asserts nothing about time. The exact optimum comes from a min-cost flow (networkx), for the
 scenarios small enough for it, and only where one global balance exists. Byte figures are fractions of the mean
@@ -37,6 +38,8 @@ SYNTHETIC = {
     "already balanced, 3 racks": lambda: scenarios.balanced(racks=3),
     "large: 200->210 brokers, 10 racks, 100k partitions": lambda: scenarios.large(),
 }
+HUGE = "huge: 1000->1020 brokers, 20 racks, 1M partitions"
+SYNTHETIC[HUGE] = lambda: scenarios.huge()
 
 SIZED = {
     "add 2 brokers to 10, no racks, 3000 partitions": lambda: scenarios.sized_add_brokers(),
@@ -141,8 +144,8 @@ def print_table(rows: list[dict], columns: list[str]) -> None:
         print("  ".join(str("-" if r.get(c) is None else r[c]).ljust(widths[c]) for c in columns))
 
 
-def synthetic() -> None:
-    rows = in_fresh_processes(measure, SYNTHETIC)
+def synthetic(names: list[str]) -> None:
+    rows = in_fresh_processes(measure, names)
     print("\n## Synthetic scenarios without sizes (moves: replica moves; optimum: exact min-cost flow)\n")
     print_table(
         rows,
@@ -302,8 +305,11 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--no-kafka", action="store_true", help="skip the comparison with Kafka's tool")
     parser.add_argument("--bootstrap", default="127.0.0.1:19092", help="the sandbox cluster (default: %(default)s)")
+    parser.add_argument(
+        "--huge", action="store_true", help=f"also plan '{HUGE}' without sizes (about a minute and 2 GiB)"
+    )
     args = parser.parse_args()
-    synthetic()
+    synthetic([name for name in SYNTHETIC if name != HUGE or args.huge])
     sized()
     if not args.no_kafka:
         against_kafka(args.bootstrap)

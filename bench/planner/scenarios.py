@@ -134,3 +134,30 @@ def sized_large(sigma: float = 1.0, seed: int = 16) -> PlanRequest:
     rnd = random.Random(seed)
     parts, sizes = _sized_topics(rnd, _cluster(200, 10), 1000, 100, 3, sigma)
     return PlanRequest(partitions=parts, brokers=_cluster(210, 10), sizes=sizes)
+
+
+def huge(seed: int = 7) -> PlanRequest:
+    """1,000 brokers in 20 racks grow to 1,020; 1,000,000 partitions at RF 3, no sizes: each partition in 3 racks
+    drawn at random, on a random broker of each."""
+    rnd = random.Random(seed)
+    by_rack: dict[str | None, list[int]] = {}
+    for b in _cluster(1000, 20):
+        by_rack.setdefault(b.rack, []).append(b.id)
+    racks = sorted(by_rack, key=str)
+    parts = [
+        PartitionReplicas.model_construct(
+            topic=f"topic-{n // 1000:04d}",
+            partition=n % 1000,
+            replicas=[rnd.choice(by_rack[r]) for r in rnd.sample(racks, 3)],
+        )
+        for n in range(1_000_000)
+    ]
+    return PlanRequest.model_construct(
+        partitions=parts,
+        brokers=_cluster(1020, 20),
+        remove_brokers=[],
+        sizes={},
+        write_rates={},
+        balance_tolerance=0.1,
+        max_moves=None,
+    )
