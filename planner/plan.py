@@ -13,7 +13,6 @@ Same input, same output: partitions and brokers are sorted first, and every choi
 
 from collections import Counter
 from itertools import chain
-from sys import intern
 
 from models.plan import BrokerLoad, ByteBalance, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
 from planner.leaders import balance_leader_traffic, balance_leaders, reorder
@@ -42,7 +41,8 @@ def make_plan(request: PlanRequest) -> Plan:
     original = [list(p.replicas) for p in parts]
     sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts] if request.sizes else [0] * len(parts)
     # One string object per topic: the topic counts are looked up millions of times on large clusters.
-    topics = [intern(p.topic) for p in parts]
+    canonical: dict[str, str] = {}
+    topics = [canonical.setdefault(p.topic, p.topic) for p in parts]
 
     placement = Placement(
         replicas=[list(r) for r in original],

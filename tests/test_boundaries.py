@@ -16,6 +16,7 @@ PURE_ALLOWED = {
     "datetime",
     "enum",
     "functools",
+    "bisect",
     "heapq",
     "itertools",
     "math",
