@@ -210,13 +210,14 @@ def fill(p: Placement, holes: list[Hole]) -> int:
             p.put_in(i, hole.slot, b)
             placed[b].append(hole)
             continue
-        # A hole no open broker fits waits until the easy ones are placed: the steps below then see every open
-        # broker that is really left, and do not take one another hole needs.
+        # A hole no open broker fits first tries a quota trade while the open brokers can still give theirs (an
+        # easy hole placed first may fill the one it needs); otherwise it waits until the easy ones are placed: the
+        # steps below then see every open broker that is really left, and do not take one another hole needs.
+        if _shift_quota(p, hole, placed):
+            continue
         if (i, hole.slot) not in deferred:
             deferred.add((i, hole.slot))
             pending.append(hole)
-            continue
-        if _shift_quota(p, hole, placed):
             continue
         if _pass_along(p, hole, placed):
             continue

@@ -130,3 +130,16 @@ def test_max_moves_is_never_exceeded(request, budget):
         assert plan.changes == full.changes and not plan.summary.max_moves_reached
     else:
         assert plan.summary.max_moves_reached
+
+
+def test_a_hole_only_a_full_broker_fits_trades_quotas_before_an_easy_hole_takes_the_extra_slot():
+    """Broker 2 alone can take partition 3's replica from unknown broker 99, but it is full; broker 1 holds the
+    extra replica's quota. Placed first, the easy hole (partition 7, any broker) used to take broker 1's free slot,
+    and the hard one then cost a third move; trading quotas at once keeps the plan at the optimum of 2."""
+    lists = [[1], [2], [1, 2, 3], [1, 3, UNKNOWN_BROKER], [2], [1], [2, 3], [UNKNOWN_BROKER]]
+    request = PlanRequest(
+        partitions=[PartitionReplicas(topic=f"t{n % 3}", partition=n, replicas=r) for n, r in enumerate(lists)],
+        brokers=[BrokerSpec(id=b) for b in (1, 2, 3)],
+    )
+    assert fewest_moves(request) == 2
+    assert make_plan(request).summary.replica_moves == 2
