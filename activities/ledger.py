@@ -12,8 +12,8 @@ from pathlib import Path
 from pydantic import ValidationError
 
 from models.admission import MoveSpec
-from models.migration import MoveOutcome
 from models.plan import PartitionReplicas, ReassignmentFile
+from models.results import MoveOutcome
 from settings import describe_validation_error
 
 

@@ -20,13 +20,12 @@ from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
-from models.migration import (
-    INLINE_MOVES,
+from models.migration import INLINE_MOVES
+from models.plan import PartitionReplicas
+from models.requests import (
     LeaderElection,
     LeaderElectionResult,
-    MoveOutcome,
     MovesPage,
-    OutcomesBatch,
     PreflightRequest,
     PreflightResult,
     RollbackPlan,
@@ -35,7 +34,7 @@ from models.migration import (
     ThrottleState,
     VerifyRequest,
 )
-from models.plan import PartitionReplicas
+from models.results import MoveOutcome, OutcomesBatch
 from models.units import human_bytes
 from steps.admission import ordered
 from steps.throttle import (

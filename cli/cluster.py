@@ -13,6 +13,7 @@ from cli.options import MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICA
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_rate
 from models.admission import Limits
+from models.control import OperatorAction
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -22,7 +23,6 @@ from models.coordination import (
     InFlightMove,
     cluster_workflow_id,
 )
-from models.migration import OperatorAction
 from settings import Settings
 from workflows import ClusterWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id

@@ -23,15 +23,8 @@ from cli.options import (
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
 from cli.status import phase
-from models.migration import (
-    CANCEL_MODES,
-    HANDING_OVER,
-    CancelRequest,
-    LimitsChange,
-    MigrationProgress,
-    OperatorAction,
-    ThrottleChange,
-)
+from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
 
 

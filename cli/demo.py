@@ -26,8 +26,9 @@ from cli.watch import watch_migration
 from models import ClusterDescription, TopicPartition
 from models.admission import Limits
 from models.estimate import Estimate
-from models.migration import EstimateSettings, MigrationInput, MigrationResult
+from models.migration import EstimateSettings, MigrationInput
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from models.results import MigrationResult
 from planner import make_plan
 from settings import Settings
 from workflows import MigrationWorkflow

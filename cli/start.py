@@ -35,13 +35,9 @@ from cli.plan import load_model, partition_label
 from cli.rates import parse_duration
 from cli.status import show_result
 from execution import Phase
-from models.migration import (
-    INLINE_MOVES,
-    EstimateSettings,
-    MigrationInput,
-    MigrationResult,
-)
+from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from models.plan import ReassignmentFile
+from models.results import MigrationResult
 from settings import Settings
 from workflows import MigrationWorkflow
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR

@@ -16,11 +16,9 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, human_seconds
-from models.migration import (
-    AuditEntry,
-    MigrationProgress,
-    MigrationResult,
-)
+from models.control import AuditEntry
+from models.progress import MigrationProgress
+from models.results import MigrationResult
 from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow

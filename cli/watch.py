@@ -16,7 +16,8 @@ from adapters.temporal import connect, patiently
 from cli.errors import DroverError
 from cli.output import Output, default_actor
 from cli.status import current_batch, describe, show_status, summary
-from models.migration import MigrationProgress, MigrationResult
+from models.progress import MigrationProgress
+from models.results import MigrationResult
 from settings import Settings
 from workflows import MigrationWorkflow
 

@@ -21,8 +21,8 @@ from datetime import datetime
 from pydantic import BaseModel
 
 from models.admission import Limits, MoveSpec
+from models.control import AuditEntry, OperatorAction
 from models.coordination import Demand, JoinRequest, PartitionKey, ThrottleWanted
-from models.migration import AuditEntry, OperatorAction
 from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).

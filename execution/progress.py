@@ -5,7 +5,8 @@ from datetime import datetime
 
 from execution.state import MigrationState, Phase, succeeded
 from models.admission import MoveSpec
-from models.migration import BatchEntry, BrokerProgress, MigrationProgress, MigrationResult, MoveOutcome
+from models.progress import BatchEntry, BrokerProgress, MigrationProgress
+from models.results import MigrationResult, MoveOutcome
 
 
 def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgress:

@@ -26,10 +26,12 @@ from typing import Literal
 from pydantic import BaseModel
 
 from models.admission import Limits, MoveSpec
+from models.control import AuditEntry, CancelMode, OperatorAction
 from models.errors import ErrorType
 from models.estimate import Estimate
-from models.migration import AuditEntry, CancelMode, MoveOutcome, OperatorAction, ThrottleState
 from models.moves import StuckPolicy
+from models.requests import ThrottleState
+from models.results import MoveOutcome
 from steps.admission import admit
 
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.

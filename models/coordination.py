@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.admission import Limits, MoveSpec
-from models.migration import AuditEntry, OperatorAction
+from models.control import AuditEntry, OperatorAction
 
 
 class ThrottleWanted(BaseModel):

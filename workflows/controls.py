@@ -13,14 +13,8 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from execution import Action, MigrationState
-    from models.migration import (
-        HANDING_OVER,
-        CancelRequest,
-        LimitsChange,
-        MigrationProgress,
-        OperatorAction,
-        ThrottleChange,
-    )
+    from models.control import HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+    from models.progress import MigrationProgress
 
 # The operator actions a signal may carry, with the payload each takes.
 SIGNALS: dict[str, type[OperatorAction]] = {

@@ -12,7 +12,8 @@ with workflow.unsafe.imports_passed_through():
     from activities.migration import MigrationActivities
     from execution import ACTIVE, MigrationState, MoveRecord
     from models.coordination import Demand, Grant, JoinStep, LeaveRequest, cluster_workflow_id
-    from models.migration import MigrationInput, ThrottleRequest, ThrottleState
+    from models.migration import MigrationInput
+    from models.requests import ThrottleRequest, ThrottleState
     from steps.throttle import throttled_brokers, throttled_replicas
     from workflows.policies import LEAVE_CALL, QUICK_CALL, STEP_CALL, STEP_WAIT
 

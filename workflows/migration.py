@@ -17,18 +17,12 @@ with workflow.unsafe.imports_passed_through():
     from execution import ENDED, Action, MigrationState, Phase
     from execution.progress import expected_lists, progress, result
     from models import TopicPartition
+    from models.control import OperatorAction
     from models.errors import ErrorType
-    from models.migration import (
-        LeaderElection,
-        MigrationInput,
-        MigrationProgress,
-        MigrationResult,
-        MovesPage,
-        OperatorAction,
-        OutcomesBatch,
-        RollbackRequest,
-        VerifyRequest,
-    )
+    from models.migration import MigrationInput
+    from models.progress import MigrationProgress
+    from models.requests import LeaderElection, MovesPage, RollbackRequest, VerifyRequest
+    from models.results import MigrationResult, OutcomesBatch
     from steps.admission import ordered
     from workflows.controls import MigrationControls
     from workflows.coordination import MigrationCoordination

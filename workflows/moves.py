@@ -13,7 +13,8 @@ with workflow.unsafe.imports_passed_through():
     from execution import MigrationState, MoveRecord
     from models import MoveInput, MoveReport, MoveStepReport, MoveStuck
     from models.errors import ErrorType
-    from models.migration import MigrationInput, MoveOutcome
+    from models.migration import MigrationInput
+    from models.results import MoveOutcome
     from workflows.ids import move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
 

@@ -14,7 +14,8 @@ with workflow.unsafe.imports_passed_through():
     from execution import MigrationState
     from models.errors import ErrorType
     from models.estimate import EstimateOptions
-    from models.migration import EstimateStep, MigrationInput, PreflightRequest
+    from models.migration import EstimateStep, MigrationInput
+    from models.requests import PreflightRequest
     from workflows.policies import ESTIMATE, PREFLIGHT
 
 

@@ -28,8 +28,9 @@ from adapters.temporal import connect
 from cli.rates import parse_rate
 from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from settings import load_settings
 from steps.admission import ordered
 from worker import activities_for

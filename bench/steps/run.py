@@ -22,8 +22,9 @@ from temporalio.worker import Worker
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from models.admission import Limits
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from settings import load_settings
 from tests.integration.helpers import StepObserver, produce_topic
 from worker import activities_for

@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 
 from execution.cluster import ClusterState, Counters
 from models.admission import Limits, MoveSpec
+from models.control import OperatorAction
 from models.coordination import Demand, JoinRequest
-from models.migration import OperatorAction
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

@@ -6,7 +6,8 @@ import pytest
 
 from execution import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
 from models.admission import Limits, MoveSpec
-from models.migration import MoveOutcome, OperatorAction
+from models.control import OperatorAction
+from models.results import MoveOutcome
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WHO = OperatorAction(actor="ana", reason="test")

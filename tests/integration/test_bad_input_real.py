@@ -11,8 +11,10 @@ from temporalio.client import WorkflowFailureError
 
 from models import TopicPartition
 from models.admission import Limits
-from models.migration import MigrationInput, MigrationResult, OperatorAction
+from models.control import OperatorAction
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from sandbox.tools import reassign_partitions
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for

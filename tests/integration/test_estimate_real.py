@@ -11,8 +11,10 @@ from temporalio.client import WorkflowFailureError
 
 from adapters.kafka_admin import client_configs, rdkafka_logger
 from models.admission import Limits
-from models.migration import EstimateSettings, MigrationInput, MigrationProgress, MigrationResult
+from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
+from models.progress import MigrationProgress
+from models.results import MigrationResult
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.integration.helpers import produce

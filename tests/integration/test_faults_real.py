@@ -14,8 +14,9 @@ import pytest
 
 from models import TopicPartition
 from models.admission import Limits
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from tests.conftest import ROOT, end_coordinators, worker_for
 from tests.integration.helpers import (
     StepObserver,

@@ -15,8 +15,9 @@ from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
 from models import PartitionState, TopicPartition
 from models.admission import Limits
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from sandbox import Sandbox, SandboxSettings
 from settings import Settings
 from tests.conftest import ROOT, worker_for

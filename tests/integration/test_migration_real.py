@@ -12,15 +12,10 @@ from temporalio.client import WorkflowFailureError
 from cli.output import default_actor
 from models import MoveInput, TopicPartition
 from models.admission import Limits
-from models.migration import (
-    CancelRequest,
-    LimitsChange,
-    MigrationInput,
-    MigrationResult,
-    OperatorAction,
-    ThrottleChange,
-)
+from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.migration import MigrationInput
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from models.results import MigrationResult
 from planner import make_plan
 from sandbox.stack import find_temporal
 from tests.cli.test_cli import DROVER, ROOT

@@ -10,7 +10,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from models import TopicPartition
 from models.admission import Limits
-from models.migration import CancelRequest, MigrationInput
+from models.control import CancelRequest
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for

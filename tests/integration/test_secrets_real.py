@@ -11,8 +11,9 @@ import uuid
 import pytest
 
 from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
-from models.migration import EstimateSettings, MigrationInput, MigrationResult
+from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from settings import Settings
 from tests.conftest import TEST_SANDBOX, TEST_SASL_PASSWORD, worker_for
 from worker import activities_for

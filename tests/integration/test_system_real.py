@@ -16,8 +16,9 @@ from confluent_kafka import KafkaError, Producer
 
 from adapters.kafka_admin import client_configs, rdkafka_logger
 from models.admission import Limits
-from models.migration import MigrationInput, MigrationResult
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.results import MigrationResult
 from tests.conftest import worker_for
 from tests.integration.helpers import (
     StepObserver,

@@ -16,15 +16,9 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
 from models.admission import Limits
+from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
-from models.migration import (
-    CancelRequest,
-    EstimateSettings,
-    LimitsChange,
-    MigrationInput,
-    OperatorAction,
-    ThrottleChange,
-)
+from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from tests.conftest import worker_for

@@ -11,14 +11,8 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from cli.control import execute_update
 from models import MoveInput
 from models.admission import Limits
-from models.migration import (
-    CancelRequest,
-    EstimateSettings,
-    LimitsChange,
-    MigrationInput,
-    OperatorAction,
-    ThrottleChange,
-)
+from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas, ReassignmentFile
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for

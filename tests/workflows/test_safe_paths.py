@@ -20,16 +20,11 @@ from activities.migration import MigrationActivities
 from cli.control import execute_update
 from models import MoveInput, ReplicaSize, StepRequest, TopicPartition
 from models.admission import Limits, MoveSpec
-from models.migration import (
-    CancelRequest,
-    MigrationInput,
-    MoveOutcome,
-    OperatorAction,
-    RollbackRequest,
-    ThrottleChange,
-    VerifyRequest,
-)
+from models.control import CancelRequest, OperatorAction, ThrottleChange
+from models.migration import MigrationInput
 from models.plan import PartitionReplicas
+from models.requests import RollbackRequest, VerifyRequest
+from models.results import MoveOutcome
 from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for

@@ -1,0 +1,51 @@
+"""Operator actions on a running migration (who, why, what) and the audit entries that record them."""
+
+from datetime import datetime
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from models.admission import Limits
+
+# The refusal of an update that arrives while a run hands over to the next; the CLI tries again on it.
+HANDING_OVER = "the migration is handing over to its next run; try again in a moment"
+
+
+class OperatorAction(BaseModel):
+    """Who asks for a change to a running migration, and why; both are recorded in its history."""
+
+    actor: str = Field(min_length=1)
+    reason: str = Field(min_length=1)
+
+
+class LimitsChange(OperatorAction):
+    limits: Limits
+
+
+# stop: start nothing new, cancel the steps in flight (Kafka reverts each), keep what finished. revert-pending
+# (KIP-236's cancel): the same, then every move that was in flight back to its original list. rollback: the same,
+# then every partition this migration changed back to its original list, finished moves included.
+CancelMode = Literal["stop", "revert-pending", "rollback"]
+
+CANCEL_MODES: tuple[str, ...] = ("stop", "revert-pending", "rollback")
+
+
+class CancelRequest(OperatorAction):
+    """Cancel the migration; see ``CancelMode`` for what each mode leaves."""
+
+    mode: CancelMode = "stop"
+
+
+class ThrottleChange(OperatorAction):
+    # None removes the throttle.
+    rate_bytes_per_s: int | None = Field(ge=1)
+
+
+class AuditEntry(BaseModel):
+    at: datetime
+    action: str
+    actor: str
+    reason: str
+    detail: str = ""
+    # Not applied, and why (an action a signal asked for that the migration's phase does not allow).
+    refused: str | None = None

@@ -1,0 +1,69 @@
+"""What a running migration shows: its progress query, per broker and for the batch in flight."""
+
+from datetime import datetime
+
+from pydantic import BaseModel
+
+from models.admission import Limits, MoveSpec
+from models.control import AuditEntry, CancelMode
+from models.estimate import Estimate
+
+
+class BrokerProgress(BaseModel):
+    """One broker's share of the migration: moves touching it (as source or destination) by state."""
+
+    broker: int
+    waiting: int
+    in_flight: int
+    done: int
+
+
+class BatchEntry(BaseModel):
+    """One partition in flight: its list before the migration, what Kafka showed when its step was issued, the
+    step's list (None until the first step is issued) and its final target."""
+
+    topic: str
+    partition: int
+    original: list[int]
+    current: list[int]
+    step: list[int] | None
+    final: list[int]
+
+
+class MigrationProgress(BaseModel):
+    cluster: str = ""
+    # The migration's phase (execution.Phase): preflight, estimating, running, paused, draining, stopping,
+    # rolling_back, cleaning_up, or an end state.
+    phase: str = "running"
+    paused: bool = False
+    cancelling: CancelMode | None = None
+    actions: list[AuditEntry] = []
+    waiting: int
+    in_flight: list[MoveSpec]
+    done: int
+    failed: int
+    rolled_back: int = 0
+    limits: Limits
+    throttle_bytes_per_s: int | None
+    peak_in_flight: int
+    peak_per_broker: int
+    started_at: datetime | None = None
+    elapsed_s: float = 0.0
+    moves_total: int = 0
+    bytes_total: int = 0
+    bytes_done: int = 0
+    # Seconds left at the rate observed so far (bytes, or moves when the partitions are empty); None until known.
+    eta_s: float | None = None
+    brokers: list[BrokerProgress] = []
+    # Moves whose step shows no progress, as "topic-partition".
+    stuck: list[str] = []
+    # Runs of the workflow so far: it continues as new every few hundred moves.
+    runs: int = 1
+    # The current batch: every partition in flight with its current, step and final lists.
+    batch: list[BatchEntry] = []
+    # The estimate made before the first step; with auto throttle, ``throttle_bytes_per_s`` is None and the
+    # per-broker rates are the estimate's.
+    estimate: Estimate | None = None
+    # The estimate is being made (write rates sampled, then the Spark job): no move has started yet.
+    estimating: bool = False
+    auto_throttle: bool = False

@@ -1,0 +1,103 @@
+"""What a migration asks of its activities (preflight, throttle, leader election, verification, rollback planning,
+paging a plan) and what they answer."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from models.admission import MoveSpec
+from models.cluster import TopicPartition
+from models.migration import OfflinePolicy
+from models.plan import PartitionReplicas
+from models.results import MoveOutcome
+
+
+class PreflightRequest(BaseModel):
+    migration_id: str
+    moves: list[PartitionReplicas] = []
+    plan_ref: str | None = None
+    order: Literal["small-first", "large-first"] = "small-first"
+    offline: OfflinePolicy = "skip"
+    # The share of each destination broker's disk that must stay free after it has received its new replicas.
+    disk_margin: float = Field(0.1, ge=0, lt=1)
+
+
+class PreflightResult(BaseModel):
+    """What the cluster showed before anything changed: the moves that change a list, each with its original
+    list, size and urgency, in the order they will run; inline, or in a file of the work folder for large plans."""
+
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    count: int
+    bytes_total: int
+    unchanged: int = 0
+    min_insync: dict[str, int]
+    # Offline partitions left out under policy skip, each with the reason.
+    skipped: list[str] = []
+
+
+class ThrottleRequest(BaseModel):
+    """The throttle the moves in flight need: rates on their brokers, replica lists on their topics.
+
+    ``previous`` names the brokers and topics throttled before, so what no longer needs it is cleared.
+    """
+
+    rate_bytes_per_s: int
+    # Broker -> (leader rate, follower rate) where the estimate recommends its own; others get rate_bytes_per_s.
+    broker_rates: dict[int, tuple[int, int]] = {}
+    in_flight: list[MoveSpec]
+    previous_brokers: list[int] = []
+    previous_topics: list[str] = []
+
+
+class ThrottleState(BaseModel):
+    brokers: list[int]
+    topics: list[str]
+
+
+class LeaderElection(BaseModel):
+    partitions: list[TopicPartition]
+    # Partitions elected at once (the migration's leader limit).
+    batch: int = Field(ge=1)
+    # A large migration's folder: the partitions its saved outcomes moved are elected too (the rollback's, with
+    # ``rollback``).
+    outcomes_of: str | None = None
+    rollback: bool = False
+
+
+class LeaderElectionResult(BaseModel):
+    elected: int
+    # Partitions still led by another replica (their preferred one is not in sync), as "topic-partition".
+    not_preferred: list[str] = []
+
+
+class MovesPage(BaseModel):
+    moves_ref: str
+    offset: int = Field(ge=0)
+    limit: int = Field(ge=1)
+
+
+class VerifyRequest(BaseModel):
+    expected: list[MoveSpec]
+    # A large migration's folder: the outcomes saved there are verified too (the rollback's, with ``rollback``).
+    outcomes_of: str | None = None
+    rollback: bool = False
+
+
+class RollbackRequest(BaseModel):
+    migration_id: str
+    # revert-pending: the moves that had not finished; rollback: every move that changed its partition.
+    mode: Literal["revert-pending", "rollback"] = "rollback"
+    # This run's outcomes; with ``outcomes_of``, those saved by earlier runs as well.
+    outcomes: list[MoveOutcome]
+    outcomes_of: str | None = None
+
+
+class RollbackPlan(BaseModel):
+    """Every touched partition back to its original list, in order; inline or in the work folder."""
+
+    moves: list[MoveSpec] = []
+    moves_ref: str | None = None
+    count: int
+    # Partitions left as they are, each with the reason.
+    skipped: list[str] = []

@@ -1,0 +1,64 @@
+"""How each move ended and how the migration ended."""
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from models.control import AuditEntry
+
+
+class MoveOutcome(BaseModel):
+    topic: str
+    partition: int
+    original: list[int]
+    target: list[int]
+    final: list[int] | None
+    steps: list[list[int]] = []
+    error: str | None = None
+    # The failure's type when it has one ("StaleState", "Stuck", "Refused", ...).
+    error_type: str | None = None
+    size_bytes: int = 0
+    # It got stuck and was stepped back to its original list, as the stuck policy asks.
+    rolled_back: bool = False
+    # Its end reached the migration without its report (``final`` unknown): the list its last step started from
+    # and the one that step asked for. The partition is on one of them if nobody else changed it.
+    last_step: list[list[int]] = []
+
+
+class MigrationResult(BaseModel):
+    status: Literal["completed", "stopped", "rolled_back"] = "completed"
+    moves: list[MoveOutcome]
+    rolled_back: list[MoveOutcome] = []
+    # Partitions left as they were, each with the reason: offline at preflight (policy skip), or left alone by the
+    # rollback (not changed by this migration, changed by someone else since, or no original replica in sync).
+    skipped: list[str] = []
+    verified: bool = Field(
+        description="every partition shows the list it should end on: its target, or its original after a rollback"
+    )
+    # The partitions verification found on another list, one line each.
+    wrong: list[str] = []
+    peak_in_flight: int
+    peak_per_broker: int
+    leaders_elected: int = 0
+    not_preferred: list[str] = []
+    elapsed_s: float = 0.0
+    # Moves that changed a list and finished; for a large migration ``moves`` holds only the last run's outcomes
+    # and the failed ones, the rest being saved in the work folder under the migration's ID.
+    moves_done: int = 0
+    unchanged: int = 0
+    runs: int = 1
+    # Brokers that were down when the throttle was removed: their leader/follower rates stay set until cleared
+    # (inert meanwhile: no replica is listed as throttled).
+    throttle_left: list[int] = []
+    # Every operator action (and what Drover did on its own), applied or refused.
+    actions: list[AuditEntry] = []
+
+
+class OutcomesBatch(BaseModel):
+    """Outcomes of one run of a large migration, saved to its folder when it continues as new."""
+
+    migration_id: str
+    run: int
+    outcomes: list[MoveOutcome]
+    # The rollback's outcomes (kept apart from the forward moves').
+    rollback: bool = False
