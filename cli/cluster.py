@@ -55,7 +55,7 @@ def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) 
 
 
 @app.command("limits")
-def limits(
+def limits(  # noqa: PLR0913 (a typer command: one parameter per option)
     ctx: typer.Context,
     cluster: str = CLUSTER,
     max_partitions: int = MAX_PARTITIONS,

@@ -56,7 +56,7 @@ def _act(ctx: typer.Context, migration_id: str, update, actor: str | None, reaso
     asyncio.run(_update(ctx.obj, migration_id, update, action, Output(as_json)))
 
 
-def limits(
+def limits(  # noqa: PLR0913 (a typer command: one parameter per option)
     ctx: typer.Context,
     migration_id: str = MIGRATION_ID,
     max_partitions: int = MAX_PARTITIONS,

@@ -88,7 +88,7 @@ def sample_option(text: str) -> float:
         raise DroverError(f"--sample: {e}", exit_code=2) from None
 
 
-def estimate(
+def estimate(  # noqa: PLR0913 (a typer command: one parameter per option)
     ctx: typer.Context,
     plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
     bootstrap: str = typer.Option(None, "--bootstrap", help="The cluster [default: DROVER_KAFKA_BOOTSTRAP]"),

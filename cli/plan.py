@@ -18,7 +18,7 @@ from planner import PlanError, make_plan
 from settings import Settings
 
 
-def plan(
+def plan(  # noqa: PLR0913 (a typer command: one parameter per option)
     ctx: typer.Context,
     current: Path = typer.Option(None, "--current", help="Current assignment, Kafka's reassignment JSON format"),
     brokers: Path = typer.Option(None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'),

@@ -46,7 +46,7 @@ from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 PREFLIGHT_POLL_S = 0.5
 
 
-def start(
+def start(  # noqa: PLR0913 (a typer command: one parameter per option)
     ctx: typer.Context,
     plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
     cluster: str = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]"),
