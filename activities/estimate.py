@@ -25,7 +25,7 @@ from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
 from models.estimate import Estimate, EstimateOptions, EstimateRequest
-from models.migration import EstimateStep
+from models.migration import MigrationEstimateInput
 
 # How often the sampling window reports it is alive.
 _TICK_S = 1.0
@@ -123,7 +123,7 @@ class EstimateActivities:
         self.spark = SparkPlace(spark_master, work_dir)
 
     @activity.defn(name="estimate")
-    def estimate(self, req: EstimateStep) -> Estimate:
+    def estimate(self, req: MigrationEstimateInput) -> Estimate:
         """Metrics (sampled over ``req.sample_s``, or the file given), then the Spark job; the metrics and the
         estimate are kept in the migration's folder."""
         from estimator.metrics import MetricsError
@@ -143,7 +143,7 @@ class EstimateActivities:
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))
         return result
 
-    def _moves(self, req: EstimateStep) -> list[MoveSpec]:
+    def _moves(self, req: MigrationEstimateInput) -> list[MoveSpec]:
         if req.moves_ref is None:
             return req.moves
         return ledger.read_moves(Path(req.moves_ref), 0, 10**9)

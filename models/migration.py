@@ -36,7 +36,7 @@ class EstimateSettings(BaseModel):
     step_overhead_s: float = Field(1.0, ge=0)
 
 
-class EstimateStep(BaseModel):
+class MigrationEstimateInput(BaseModel):
     """The estimate activity's input: the migration's moves (inline or its moves file) and how to estimate."""
 
     migration_id: str

@@ -69,7 +69,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # Set by a report or an action: the window looks again.
         self._wake = False
         self._throttle_stale = False
-        self._finished_this_run = 0
+        self._ended_this_run = 0
         # From when this run waits for its handlers before handing its state over: updates are refused meanwhile.
         self._handing_over = False
         self._published = ""
@@ -193,7 +193,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         s = self._s
         await self._refill()
         suggested = workflow.info().is_continue_as_new_suggested()
-        if s.drain_if_due(self._finished_this_run, self._input.continue_every, suggested):
+        if s.drain_if_due(self._ended_this_run, self._input.continue_every, suggested):
             self._publish()
         for record in s.cancels_due():
             self._cancel_child(record)
@@ -299,7 +299,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             # A cancel came while the outcomes were saved: this run stops the migration itself.
             self._handing_over = False
             return
-        workflow.logger.info("continuing as new after %d moves, %d waiting", self._finished_this_run, s.waiting_count())
+        workflow.logger.info("continuing as new after %d moves, %d waiting", self._ended_this_run, s.waiting_count())
         carry = s.model_dump(mode="json")
         # The plan is in the state now: the next run's input carries neither the plan nor a second copy of it.
         workflow.continue_as_new(self._input.model_copy(update={"moves": [], "carry": carry}))

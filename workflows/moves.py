@@ -30,7 +30,7 @@ class MigrationMoves:
     _input: MigrationInput | None
     _wake: bool
     _throttle_stale: bool
-    _finished_this_run: int
+    _ended_this_run: int
     _leaders_at_step: bool
     _publish: Callable[[], None]
 
@@ -65,7 +65,7 @@ class MigrationMoves:
                 if self._s.direction == "rollback" and attempt + 1 < RESTART_TRIES:
                     await workflow.sleep(1)
                     continue
-                self._finished(
+                self._record_end(
                     r,
                     self._outcome(
                         r, error="refused: another migration is moving this partition", error_type=ErrorType.REFUSED
@@ -87,7 +87,7 @@ class MigrationMoves:
             # run first; then this outcome counts, and the step it last reported lets a rollback find the partition.
             if r.current is not None and r.step is not None:
                 outcome = outcome.model_copy(update={"last_step": [r.current, r.step]})
-        self._finished(r, outcome)
+        self._record_end(r, outcome)
 
     def _outcome(
         self,
@@ -112,9 +112,10 @@ class MigrationMoves:
             size_bytes=m.size_bytes,
         )
 
-    def _finished(self, r: MoveRecord, outcome: MoveOutcome) -> None:
+    def _record_end(self, r: MoveRecord, outcome: MoveOutcome) -> None:
+        """A move ended (its report, or its child without one): its outcome into the state, once per token."""
         if self._s.finish(r.key, r.token, outcome):
-            self._finished_this_run += 1
+            self._ended_this_run += 1
             self._throttle_stale = self._wake = True
             self._publish()
 
@@ -158,7 +159,7 @@ class MigrationMoves:
         """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
         r = self._s.window.record((report.topic, report.partition))
         if r is not None:
-            self._finished(
+            self._record_end(
                 r,
                 self._outcome(
                     r,

@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from execution import MigrationState
     from models.errors import ErrorType
     from models.estimate import EstimateOptions
-    from models.migration import EstimateStep, MigrationInput
+    from models.migration import MigrationEstimateInput, MigrationInput
     from models.requests import PreflightRequest
     from workflows.policies import ESTIMATE, PREFLIGHT
 
@@ -74,7 +74,7 @@ class MigrationPreparation:
             broker_capacity=spec.broker_capacity,
             step_overhead_s=spec.step_overhead_s,
         )
-        step = EstimateStep(
+        step = MigrationEstimateInput(
             migration_id=workflow.info().workflow_id,
             moves=s.window.waiting,
             moves_ref=s.window.moves_ref,
