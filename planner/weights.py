@@ -6,15 +6,18 @@ give their disk size); replicas per broker within the same tolerance; then the f
 
 1. Replicas that must move (removed or unknown broker, over a rack limit) are placed largest first, each on the
    fitting broker that its bytes fill least.
-2. While a broker is outside the byte band, its worst violator sheds to (or takes from) the brokers furthest on the
-   other side, one replica at a time. The replica is the one whose size is nearest what each of the broker's
-   replica slots should carry to reach the mean (the bytes it is off by over the replicas it is off by), so bytes
-   and counts converge together and large partitions are not moved where small ones would do. A move never pushes
-   the other broker out of the byte band, so the total violation falls with every move. When no single move
-   helps, a swap of a larger replica for a smaller one does.
-3. While a broker is outside the replica band, small replicas move (or are swapped for one larger) between it and
-   the brokers on the other side, never leaving the byte band.
-4. A moved replica that can go back to where it was, without leaving either band, goes back.
+2. While a broker is outside the byte band, the worst violator sheds to (or takes from) the brokers furthest on the
+   other side, one replica at a time. A broker also off the mean count by a replica or more moves replicas of the
+   size that brings bytes and count to their targets together (the bytes it is off by over the replicas it is off
+   by); one whose count is about right moves just what takes it back into its band (the fewest bytes). Partitions
+   none of whose replicas moved yet come first. A move never pushes the other broker out of its byte band, so the
+   total violation falls with every move. When no single move helps, a swap of a larger replica for a smaller one
+   does. Where rack limits force a rack to hold more (or less) than its share, each rack is balanced within itself.
+3. Clusters of up to EXACT_PARTITIONS partitions are searched exhaustively: coarse sizes can need chains of moves
+   the steps above do not try, and the search also finds the fewest bytes moved.
+4. While a broker is outside the replica band, small replicas move (or two small ones are swapped for one larger)
+   between it and the brokers on the other side, never leaving the byte band.
+5. A moved replica that can go back to where it was, leaving no band worse, goes back; then step 4 once more.
 Same input, same output: every choice breaks ties by size, then partition index, then broker id.
 """
 
@@ -205,14 +208,6 @@ class Balancer:
         u = self.bytes(broker)
         return max(u - self.b.bytes_high[broker], self.b.bytes_low[broker] - u, 0.0)
 
-    def within_bytes(self) -> bool:
-        return all(self.byte_violation(b) == 0 for b in self.p.rack_of)
-
-    def relative(self, broker: int) -> float:
-        """Bytes against this broker's share of the mean: 1.0 is on target."""
-        target = self.b.bytes_target[broker]
-        return self.bytes(broker) / target if target else 1.0
-
     # -- 1. replicas that must move --------------------------------------------------------------------------------
 
     def place_mandatory(self, holes: list[Hole]) -> None:
@@ -378,7 +373,7 @@ class Balancer:
         self.p.replicas[i][slot] = a
         return ok
 
-    # -- 3. replica counts -----------------------------------------------------------------------------------------
+    # -- 4. replica counts -----------------------------------------------------------------------------------------
 
     def balance_counts(self) -> None:
         stuck: set[int] = set()
@@ -446,7 +441,7 @@ class Balancer:
             self.move(i1, dest, source)
         return False
 
-    # -- 4. fewer moves --------------------------------------------------------------------------------------------
+    # -- 5. fewer moves --------------------------------------------------------------------------------------------
 
     def send_back(self) -> None:
         """A replica that left a kept broker goes back there when that leaves no band more violated."""
@@ -495,7 +490,7 @@ def search_exactly(balancer: Balancer) -> bool:
     for i in order:
         rf = len(p.replicas[i])
         valid = []
-        for combo in _combinations(kept, rf):
+        for combo in itertools.combinations(kept, rf):
             if p.racked:
                 per_rack: dict[str | None, int] = {}
                 for x in combo:
@@ -554,7 +549,3 @@ def search_exactly(balancer: Balancer) -> bool:
         for source, dest in zip(leaving, arriving, strict=True):
             balancer.move(i, source, dest)
     return True
-
-
-def _combinations(brokers: list[int], k: int):
-    return itertools.combinations(brokers, k)
