@@ -99,8 +99,11 @@ def balance_leader_traffic(
     mean = sum(rates) / len(brokers)
     low, high = mean * (1 - tolerance), mean * (1 + tolerance)
 
+    def excess(x: float) -> float:
+        return max(x - high, low - x, 0.0)
+
     def violation(b: int) -> float:
-        return max(load[b] - high, low - load[b], 0.0)
+        return excess(load[b])
 
     def hand(i: int, to: int) -> None:
         if leader[i] in kept:
@@ -109,6 +112,25 @@ def balance_leader_traffic(
         leader[i] = to
         load[to] += rates[i]
         led[to].add(i)
+
+    def best_trade(worst: int, over: bool) -> tuple[float, int, int] | None:
+        """The hand-over (key, partition, new leader) to or from ``worst`` that lowers the sum of both brokers'
+        excess over the band most, or None when none lowers it."""
+        best = None
+        pairs = (
+            [(i, worst, c) for i in sorted(led[worst]) for c in replicas[i] if c != worst and c in kept]
+            if over
+            else [(i, leader[i], worst) for i in holds[worst] if leader[i] != worst and leader[i] in kept]
+        )
+        for i, source, dest in pairs:
+            if rates[i] <= 0:
+                continue
+            before = violation(source) + violation(dest)
+            after = excess(load[source] - rates[i]) + excess(load[dest] + rates[i])
+            if after < before - 1e-9:
+                key = (after - before, i, dest)
+                best = key if best is None or key < best else best
+        return best
 
     stuck: set[int] = set()
     while True:
@@ -133,6 +155,10 @@ def balance_leader_traffic(
                 if movable and (a not in kept or rates[i] <= load[a] - low):
                     key = (abs(rates[i] - wanted), i, worst)
                     best = key if best is None or key < best else best
+        if best is None:
+            # No hand-over keeps the other broker in the band: take the one that lowers the two brokers' total
+            # excess most (a partition writing more than the band is wide still moves off the busiest broker).
+            best = best_trade(worst, over)
         if best is None:
             stuck.add(worst)
             continue
