@@ -239,12 +239,10 @@ def _moves(before: list[int], after: list[int]) -> int:
 def _rack_excess(replicas: list[int], rack_of: dict[int, str | None], limit: int) -> int:
     if len(replicas) <= limit:
         return 0
-    try:
-        if len({rack_of[b] for b in replicas}) == len(replicas):
-            return 0  # every replica in a rack of its own: the usual case, decided without counting
-    except KeyError:
-        pass  # a replica on a broker not in the list
-    per_rack = Counter(rack_of[b] for b in replicas if b in rack_of)
+    racks = [rack_of[b] for b in replicas if b in rack_of]
+    if len(set(racks)) == len(racks):
+        return 0  # every replica in a rack of its own: the usual case, decided without counting
+    per_rack = Counter(racks)
     return sum(max(0, n - limit) for n in per_rack.values())
 
 
