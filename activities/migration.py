@@ -374,7 +374,7 @@ class MigrationActivities:
                         topic=o.topic,
                         partition=o.partition,
                         original=o.original,
-                        target=o.original if o.rolled_back else o.target,
+                        target=o.original if o.reverted_when_stuck else o.target,
                     )
                 )
         if not moves:

@@ -175,15 +175,15 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
             m.original,
             m.final,
             len(m.steps),
-            m.error or ("stuck, rolled back" if m.rolled_back else "ok"),
+            m.error or ("stuck, rolled back" if m.reverted_when_stuck else "ok"),
         ]
         for m in result.moves
     ]
     out.table(
         f"Migration {migration_id}: {result.status}", ["partition", "original", "final", "steps", "outcome"], rows
     )
-    if result.rolled_back:
-        rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rolled_back]
+    if result.rollback_outcomes:
+        rows = [[f"{m.topic}-{m.partition}", m.original, m.final, m.error or "ok"] for m in result.rollback_outcomes]
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
     for line in result.skipped:
         out.warning(f"not rolled back: {line}")

@@ -99,7 +99,7 @@ def expected_lists(s: MigrationState) -> list[MoveSpec]:
     if s.direction == "rollback":
         return [_spec(o, o.target) for o in s.rollback_outcomes if o.final is not None or o.error is None]
     return [
-        _spec(o, o.original if o.rolled_back else o.target)
+        _spec(o, o.original if o.reverted_when_stuck else o.target)
         for o in s.forward_outcomes
         if o.error is None and o.original != o.target
     ]
@@ -121,7 +121,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
     return MigrationResult(
         status=s.phase.value,
         moves=sorted(s.forward_outcomes, key=by_partition),
-        rolled_back=sorted(s.rollback_outcomes, key=by_partition),
+        rollback_outcomes=sorted(s.rollback_outcomes, key=by_partition),
         skipped=s.skipped,
         verified=not wrong and outcomes_ok(s),
         wrong=wrong,

@@ -151,7 +151,7 @@ class Window(BaseModel):
 
 def succeeded(outcome: MoveOutcome) -> bool:
     """A move that ended on its target: no error, not stepped back by its stuck policy."""
-    return outcome.error is None and not outcome.rolled_back
+    return outcome.error is None and not outcome.reverted_when_stuck
 
 
 def changed(outcome: MoveOutcome) -> bool:

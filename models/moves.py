@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from models.cluster import PartitionState, TopicPartition
 
@@ -94,7 +94,7 @@ class MoveReport(BaseModel):
     # The list the move left the partition on; None if it never changed the partition.
     final: list[int] | None = None
     steps: list[list[int]] = []
-    rolled_back: bool = False
+    reverted_when_stuck: bool = Field(False, validation_alias=AliasChoices("reverted_when_stuck", "rolled_back"))
     error: str | None = None
     # The failure's type when it has one (e.g. "Stuck", "StaleState").
     error_type: str | None = None
@@ -128,4 +128,4 @@ class MoveResult(BaseModel):
     final: list[int]
     steps: list[list[int]]
     # The move got stuck and, by policy, was stepped back to its original list.
-    rolled_back: bool = False
+    reverted_when_stuck: bool = Field(False, validation_alias=AliasChoices("reverted_when_stuck", "rolled_back"))

@@ -2,7 +2,7 @@
 
 from typing import Literal
 
-from pydantic import BaseModel, Field
+from pydantic import AliasChoices, BaseModel, Field
 
 from models.control import AuditEntry
 
@@ -18,8 +18,9 @@ class MoveOutcome(BaseModel):
     # The failure's type when it has one ("StaleState", "Stuck", "Refused", ...).
     error_type: str | None = None
     size_bytes: int = 0
-    # It got stuck and was stepped back to its original list, as the stuck policy asks.
-    rolled_back: bool = False
+    # It got stuck and was stepped back to its original list, as the stuck policy asks. (Histories recorded before
+    # the rename call it rolled_back.)
+    reverted_when_stuck: bool = Field(False, validation_alias=AliasChoices("reverted_when_stuck", "rolled_back"))
     # Its end reached the migration without its report (``final`` unknown): the list its last step started from
     # and the one that step asked for. The partition is on one of them if nobody else changed it.
     last_step: list[list[int]] = []
@@ -28,7 +29,8 @@ class MoveOutcome(BaseModel):
 class MigrationResult(BaseModel):
     status: Literal["completed", "stopped", "rolled_back"] = "completed"
     moves: list[MoveOutcome]
-    rolled_back: list[MoveOutcome] = []
+    # How each partition the rollback took back ended (empty unless the migration was rolled back).
+    rollback_outcomes: list[MoveOutcome] = Field([], validation_alias=AliasChoices("rollback_outcomes", "rolled_back"))
     # Partitions left as they were, each with the reason: offline at preflight (policy skip), or left alone by the
     # rollback (not changed by this migration, changed by someone else since, or no original replica in sync).
     skipped: list[str] = []

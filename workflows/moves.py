@@ -76,7 +76,7 @@ class MigrationMoves:
         self._wake = True
         try:
             done = await handle
-            outcome = self._outcome(r, final=done.final, steps=done.steps, rolled_back=done.rolled_back)
+            outcome = self._outcome(r, final=done.final, steps=done.steps, reverted_when_stuck=done.reverted_when_stuck)
         except (ChildWorkflowError, asyncio.CancelledError) as e:
             cause = getattr(e, "cause", None) or e
             cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
@@ -94,7 +94,7 @@ class MigrationMoves:
         r: MoveRecord,
         final: list[int] | None = None,
         steps: list[list[int]] | None = None,
-        rolled_back: bool = False,
+        reverted_when_stuck: bool = False,
         error: str | None = None,
         error_type: str | None = None,
     ) -> MoveOutcome:
@@ -106,7 +106,7 @@ class MigrationMoves:
             target=m.target,
             final=final,
             steps=steps or [],
-            rolled_back=rolled_back,
+            reverted_when_stuck=reverted_when_stuck,
             error=error,
             error_type=error_type,
             size_bytes=m.size_bytes,
@@ -165,7 +165,7 @@ class MigrationMoves:
                     r,
                     final=report.final,
                     steps=report.steps,
-                    rolled_back=report.rolled_back,
+                    reverted_when_stuck=report.reverted_when_stuck,
                     error=report.error,
                     error_type=report.error_type,
                 ),

@@ -84,7 +84,7 @@ class PartitionMoveWorkflow:
             token=move.token,
             final=result.final,
             steps=result.steps,
-            rolled_back=result.rolled_back,
+            reverted_when_stuck=result.reverted_when_stuck,
         )
         # The move is done and reported; a cancel that comes now (its migration closing) changes nothing.
         with contextlib.suppress(asyncio.CancelledError):
@@ -129,7 +129,7 @@ class PartitionMoveWorkflow:
         min_insync = move.min_insync
         if min_insync is None:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
-        target, policy, rolled_back = move.target, move.stuck_policy, False
+        target, policy, reverted = move.target, move.stuck_policy, False
         steps = self._steps
         self._set_progress(move, original, state.replicas, None, steps)
         while True:
@@ -191,7 +191,7 @@ class PartitionMoveWorkflow:
                         non_retryable=True,
                     )
                 # Step back to the original list; if that gets stuck too, it waits rather than flip-flopping.
-                target, policy, rolled_back = original, "wait", True
+                target, policy, reverted = original, "wait", True
                 continue
             state = status.state
             self._current = state.replicas
@@ -205,7 +205,7 @@ class PartitionMoveWorkflow:
             original=original,
             final=state.replicas,
             steps=steps,
-            rolled_back=rolled_back,
+            reverted_when_stuck=reverted,
         )
 
     async def _report_stuck(

@@ -200,7 +200,7 @@ async def test_destination_broker_stopped_mid_step_rollback(
     )
     outcomes = {o.partition: o for o in result.moves}
     # Partition 0 went back to its original list; the other three reached theirs.
-    assert outcomes[0].rolled_back and outcomes[0].final == [1, 2]
+    assert outcomes[0].reverted_when_stuck and outcomes[0].final == [1, 2]
     assert all(outcomes[p].error is None and outcomes[p].final == [outcomes[p].original[0], 3] for p in (1, 2, 3))
     assert [a for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
     print(
@@ -213,7 +213,7 @@ async def test_destination_broker_stopped_mid_step_wait(real_client, admin, real
     result, progress, stuck_after = await run_with_broker_stopped(
         real_client, admin, real_settings, stack, topic_name, tmp_path, "wait"
     )
-    assert result.verified and all(o.error is None and not o.rolled_back for o in result.moves)
+    assert result.verified and all(o.error is None and not o.reverted_when_stuck for o in result.moves)
     assert {o.partition: o.final for o in result.moves}[0] == [1, 4]
     print(
         f"\nbroker 4 stopped mid-step, policy wait: stuck reported {stuck_after:.1f} s after the stop; the move "

@@ -110,7 +110,7 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, len(original)) == written
     print(
         f"\ncancel {mode}: {len(finished)} finished, {len(cancelled)} cancelled, "
-        f"{len(result.rolled_back)} rolled back; lists {now}"
+        f"{len(result.rollback_outcomes)} rolled back; lists {now}"
     )
 
 
@@ -200,7 +200,7 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
     )
     assert now[0] == [4, 2] and now[1] == [1, 3] and now[2] == [3, 1]
     # orders-1 was stepped back; orders-2 too if its step finished before the cancel reached it.
-    assert 1 in {m.partition for m in result.rolled_back} <= {1, 2}
+    assert 1 in {m.partition for m in result.rollback_outcomes} <= {1, 2}
     assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
 
 

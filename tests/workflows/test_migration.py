@@ -173,7 +173,7 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
     else:
         assert result.status == "rolled_back" and result.verified
         assert changed == set() and fake.replicas == original
-        assert result.rolled_back
+        assert result.rollback_outcomes
 
 
 async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local_env):
@@ -254,7 +254,7 @@ async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_return
         assert progress.actions[1].actor == "drover"
         fake.stalled.clear()
         result = await handle.result()
-    assert result.verified and all(m.error is None and not m.rolled_back for m in result.moves)
+    assert result.verified and all(m.error is None and not m.reverted_when_stuck for m in result.moves)
     assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
 
 
@@ -270,7 +270,7 @@ async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_e
     )
     result = await run(local_env, fake, migration)
     outcomes = {m.partition: m for m in result.moves}
-    assert [p for p, m in outcomes.items() if m.rolled_back] == [1, 3]
+    assert [p for p, m in outcomes.items() if m.reverted_when_stuck] == [1, 3]
     assert all(outcomes[p].final == original[("orders", p)] for p in (1, 3))
     assert (
         fake.replicas[("orders", 1)] == original[("orders", 1)]
@@ -369,7 +369,7 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
             handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
         )
         result = await handle.result()
-    assert result.status == "rolled_back" and result.verified and result.rolled_back
+    assert result.status == "rolled_back" and result.verified and result.rollback_outcomes
     assert fake.replicas == original and fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
 

@@ -336,7 +336,7 @@ async def test_a_stop_sent_while_the_rollback_is_planned_is_honoured(local_env):
         result = await ended(handle)
     targets = {(p.topic, p.partition): p.replicas for p in plan}
     done = [m for m in result.moves if m.error is None]
-    assert result.status == "stopped" and result.rolled_back == [] and done
+    assert result.status == "stopped" and result.rollback_outcomes == [] and done
     assert all(fake.replicas[(m.topic, m.partition)] == targets[(m.topic, m.partition)] for m in done)
 
 
@@ -410,7 +410,7 @@ async def test_a_rollback_leaves_partitions_it_never_changed(local_env):
     assert fake.replicas[("orders", 2)] == original[("orders", 2)] == fake.replicas[("orders", 2)]
     assert all(fake.replicas[("orders", p)] == original[("orders", p)] for p in (3, 4, 5))
     # orders-2 finished and is stepped back; orders-3, if Kafka finished its step just as it was cancelled, too.
-    assert 2 in {m.partition for m in result.rolled_back} <= {2, 3}
+    assert 2 in {m.partition for m in result.rollback_outcomes} <= {2, 3}
     skipped = " ".join(result.skipped)
     assert "orders-0: not changed by this migration" in skipped and "orders-1: not changed by this migration" in skipped
     assert result.status == "rolled_back" and result.verified
@@ -437,9 +437,11 @@ async def test_a_rollback_move_reverted_by_its_stuck_policy_is_not_verified(loca
             MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
         )
         result = await ended(handle)
-    assert result.rolled_back and all(m.rolled_back for m in result.rolled_back)
+    assert result.rollback_outcomes and all(m.reverted_when_stuck for m in result.rollback_outcomes)
     assert result.status == "rolled_back" and not result.verified
-    assert any(fake.replicas[(m.topic, m.partition)] != original[(m.topic, m.partition)] for m in result.rolled_back)
+    assert any(
+        fake.replicas[(m.topic, m.partition)] != original[(m.topic, m.partition)] for m in result.rollback_outcomes
+    )
 
 
 # 9. A cancel while a step is being issued leaves no reassignment behind.

@@ -1,0 +1,36 @@
+"""Models read what earlier versions of Drover wrote into histories and saved files."""
+
+from models.moves import MoveReport, MoveResult
+from models.results import MigrationResult, MoveOutcome
+
+
+def outcome(**fields) -> dict:
+    return {"topic": "t", "partition": 0, "original": [1, 2], "target": [3, 4], "final": [1, 2], **fields}
+
+
+def test_the_stuck_revert_flag_and_rollback_outcomes_load_under_their_earlier_names():
+    result = MigrationResult.model_validate(
+        {
+            "status": "rolled_back",
+            "moves": [outcome(rolled_back=True)],
+            "rolled_back": [outcome(partition=1)],
+            "verified": True,
+            "peak_in_flight": 1,
+            "peak_per_broker": 1,
+        }
+    )
+    assert result.moves[0].reverted_when_stuck
+    assert [o.partition for o in result.rollback_outcomes] == [1]
+    report = MoveReport.model_validate({"topic": "t", "partition": 0, "token": "x", "rolled_back": True})
+    assert report.reverted_when_stuck
+    moved = MoveResult.model_validate(
+        {"topic": "t", "partition": 0, "original": [1], "final": [1], "steps": [], "rolled_back": True}
+    )
+    assert moved.reverted_when_stuck
+
+
+def test_the_new_names_are_what_is_written():
+    written = MoveOutcome(**outcome(reverted_when_stuck=True)).model_dump()
+    assert written["reverted_when_stuck"] is True and "rolled_back" not in written
+    again = MoveOutcome.model_validate(written)
+    assert again.reverted_when_stuck
