@@ -22,6 +22,7 @@ from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.output import Output, default_actor
 from cli.rates import human_bytes
+from cli.start import details_of, summary_of
 from cli.watch import watch_migration
 from models import ClusterDescription, TopicPartition
 from models.admission import Limits
@@ -135,6 +136,8 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
         replicas_per_step=1,
         throttle_bytes_per_s=THROTTLE,
         estimate=EstimateSettings(sample_s=SAMPLE_S),
+        actor=default_actor(),
+        reason="drover demo",
     )
     started = time.monotonic()
     handle = await client.start_workflow(
@@ -145,6 +148,8 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
         search_attributes=TypedSearchAttributes(
             [SearchAttributePair(CLUSTER_ATTR, settings.cluster_name), SearchAttributePair(STATUS_ATTR, "preflight")]
         ),
+        static_summary=summary_of(migration),
+        static_details=details_of(migration),
     )
     out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
     await watch_migration(settings, migration_id, 0.5, Output(False))

@@ -32,7 +32,7 @@ from cli.estimate import (
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
-from cli.rates import parse_duration
+from cli.rates import human_bytes, parse_duration
 from cli.status import show_result
 from execution import Phase
 from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
@@ -111,12 +111,19 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
     ),
     actor: str = typer.Option(None, "--actor", help="Who starts it [default: user@host]; recorded in its history"),
     reason: str = typer.Option(None, "--reason", help="Why; recorded in its history"),
+    dry_run: bool = typer.Option(
+        False,
+        "--dry-run",
+        help="Run preflight and the estimate only, print the moves in order, the throttle per broker, the ETA and "
+        "every problem, and change nothing (exit 1 on a problem)",
+    ),
     wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
     as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
 ) -> None:
     """Start a migration: preflight checks every move against the cluster (nothing changes if one fails), then
     moves run as durable workflows, a few replicas at a time, under the limits. Prints the migration ID and the
-    Web UI link; `drover status ID` shows its progress."""
+    Web UI link; `drover status ID` shows its progress. With --dry-run, only preflight and the estimate run: what
+    would happen is printed and nothing changes."""
     out = Output(as_json)
     settings: Settings = ctx.obj
     margin = _share("--disk-margin", disk_margin)
@@ -169,6 +176,7 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
         reason=reason,
         priority=priority,
         limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
+        dry_run=dry_run,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
@@ -201,10 +209,13 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
         id=migration_id,
         task_queue=settings.task_queue,
         search_attributes=attributes,
+        static_summary=summary_of(migration),
+        static_details=details_of(migration),
     )
     what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
-    out.info(f"migration {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
-    if not wait:
+    kind = "dry run" if migration.dry_run else "migration"
+    out.info(f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
+    if not wait and not migration.dry_run:
         await _preflight_passed(handle, migration_id, settings.temporal_address, out)
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
         return
@@ -213,6 +224,30 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     except WorkflowFailureError as e:
         raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
     show_result(out, migration_id, result)
+
+
+def summary_of(m: MigrationInput) -> str:
+    """The Web UI's one-line summary of a migration."""
+    kind = "Dry run" if m.dry_run else "Migration"
+    what = f"{len(m.moves)} partitions" if m.moves else f"the plan in {Path(m.plan_ref or '').name}"
+    return f"{kind} of {what} on {m.cluster}" + (f": {m.reason}" if m.reason else "")
+
+
+def details_of(m: MigrationInput) -> str:
+    """The Web UI's static details: who started it, why, and how it runs."""
+    limits = m.limits
+    throttle = "auto (the estimate's rates)" if m.estimate and m.estimate.auto_throttle else "none"
+    if m.throttle_bytes_per_s is not None:
+        throttle = f"{human_bytes(m.throttle_bytes_per_s)}/s"
+    stuck = "no stuck check" if m.stuck_after_s is None else f"stuck after {m.stuck_after_s:.0f} s: {m.stuck_policy}"
+    return "\n".join(
+        [
+            f"started by {m.actor or 'not given'}: {m.reason or 'no reason given'}",
+            f"limits: {limits.max_partitions} partitions, {limits.max_per_broker} per broker, "
+            f"{limits.max_replicas} replicas, {limits.max_leaders} leaders; {m.replicas_per_step} replica(s) a step",
+            f"throttle: {throttle}; order {m.order}; {stuck}",
+        ]
+    )
 
 
 async def _preflight_passed(handle, migration_id: str, address: str, out: Output) -> None:

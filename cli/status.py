@@ -129,7 +129,7 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="Print them as JSON"),
 ) -> None:
     """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
-    rolled_back, or how Temporal ended them)."""
+    rolled_back, dry_run, or how Temporal ended them)."""
     if cluster is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", cluster):
         raise DroverError(f"--cluster {cluster!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
     asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
@@ -140,7 +140,7 @@ def _state(temporal_state: str, drover_state: str | None) -> str:
     stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
     if temporal_state == "running":
         return drover_state or "running"
-    if temporal_state == "completed" and drover_state in ("completed", "stopped", "rolled_back"):
+    if temporal_state == "completed" and drover_state in ("completed", "stopped", "rolled_back", "dry_run"):
         return drover_state
     return temporal_state
 
@@ -168,7 +168,49 @@ async def _list(settings: Settings, cluster: str | None, limit: int, out: Output
     out.data(found)
 
 
+def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> None:
+    """A dry run's findings: the moves in order, each broker's throttle, the ETA and every problem (an error, and a
+    non-zero exit, when there is one)."""
+    found = result.dry_run
+    assert found is not None
+    rows = [
+        [i, f"{m.topic}-{m.partition}", m.original, m.target, human_bytes(m.size_bytes)]
+        for i, m in enumerate(found.order, start=1)
+    ]
+    shown = "" if len(found.order) == found.moves_total else f" (the first {len(found.order)} of {found.moves_total})"
+    out.table(
+        f"Dry run {migration_id}: moves in the order they would start{shown}",
+        ["#", "partition", "from", "to", "size"],
+        rows,
+    )
+    if found.throttle:
+        out.table(
+            "Throttle per broker",
+            ["broker", "leader", "follower"],
+            [[b, f"{human_bytes(lead)}/s", f"{human_bytes(follow)}/s"] for b, (lead, follow) in found.throttle.items()],
+        )
+    else:
+        out.info("no throttle: replication runs at full speed (--throttle sets one)")
+    if found.estimate is not None:
+        out.info(estimate_summary(found.estimate))
+    else:
+        out.info("no ETA without the estimate (drop --no-estimate)")
+    out.info(
+        f"{found.moves_total} moves, {human_bytes(found.bytes_total)} to copy; {found.unchanged} partitions already "
+        f"on their target lists"
+    )
+    for line in result.skipped:
+        out.warning(f"would be skipped: {line}")
+    out.data(result)
+    if found.problems:
+        raise DroverError(f"dry run {migration_id}: " + "; ".join(found.problems))
+    out.success("dry run: preflight passed, nothing was changed")
+
+
 def show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
+    if result.dry_run is not None:
+        show_dry_run(out, migration_id, result)
+        return
     rows = [
         [
             f"{m.topic}-{m.partition}",

@@ -23,6 +23,7 @@ from pydantic import BaseModel
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import Demand, JoinRequest, PartitionKey, ThrottleWanted
+from models.units import human_bytes
 from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).
@@ -198,6 +199,27 @@ class ClusterState(BaseModel):
         if not asked:
             return None
         return Limits(**{f: max(getattr(lim, f) for lim in asked) for f in Limits.model_fields})
+
+    def details(self) -> str:
+        """The coordinator's current details for the Web UI (markdown): frozen and by whom, the migrations it
+        coordinates with their moves in flight, its limits and throttle, and the last action."""
+        last = self.actions[-1] if self.actions else None
+        state = "coordinating"
+        if self.frozen:
+            freeze = next((a for a in reversed(self.actions) if a.action == "freeze"), None)
+            state = "frozen" + (f" (by {freeze.actor}: {freeze.reason})" if freeze else "")
+        limits, own = self.limits, "each migration's own"
+        bounds = f"{limits.max_partitions} partitions, {limits.max_per_broker} per broker" if limits else own
+        rate = f"{human_bytes(self.rate)}/s" if self.rate else own
+        lines = [
+            f"**{state}**",
+            f"migrations: {len(self.holders)}, moves in flight: {sum(len(h.in_flight) for h in self.holders.values())}",
+            f"limits: {bounds}; throttle: {rate}",
+        ]
+        lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in self.holders.values()]
+        if last is not None:
+            lines.append(f"last action: {last.action} by {last.actor} ({last.reason})")
+        return "\n".join(lines)
 
     def in_flight(self) -> list[tuple[str, MoveSpec]]:
         moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]

@@ -3,10 +3,12 @@ Pure: the time is passed in."""
 
 from datetime import datetime
 
-from execution.state import MigrationState, Phase, succeeded
+from execution.state import ENDED, MigrationState, Phase, succeeded
 from models.admission import MoveSpec
 from models.progress import BatchEntry, BrokerProgress, MigrationProgress
-from models.results import MigrationResult, MoveOutcome
+from models.results import DryRun, MigrationResult, MoveOutcome
+from models.units import human_bytes
+from steps.throttle import wanted_throttle
 
 
 def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgress:
@@ -136,3 +138,69 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         throttle_left=s.throttle_left,
         actions=list(s.actions),
     )
+
+
+def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:
+    """A dry run's result: the moves in the order they would start, each broker's throttle, the ETA and the problems
+    the estimate found; nothing was changed, so nothing is verified."""
+    order = list(s.window.waiting)
+    throttle = wanted_throttle([(m, s.rate, s.broker_rates) for m in order]).brokers
+    estimate = s.estimate
+    findings = DryRun(
+        order=order,
+        moves_total=s.moves_total,
+        bytes_total=s.bytes_total,
+        unchanged=s.unchanged,
+        throttle=throttle,
+        eta_s=estimate.duration_s if estimate else None,
+        estimate=estimate,
+        problems=[estimate.never_catch_up_message()] if estimate and estimate.never_catch_up else [],
+    )
+    return MigrationResult(
+        status="dry_run",
+        dry_run=findings,
+        moves=[],
+        skipped=s.skipped,
+        verified=False,
+        peak_in_flight=0,
+        peak_per_broker=0,
+        elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
+        unchanged=s.unchanged,
+        runs=s.runs,
+        actions=list(s.actions),
+    )
+
+
+# Partitions of the current batch listed in the Web UI's current details; the rest are counted.
+DETAILS_BATCH = 10
+
+
+def details(p: MigrationProgress) -> str:
+    """The migration's current details for the Web UI (markdown): its phase and who paused or cancelled it, moves
+    and bytes done, the current batch, and the last operator action."""
+    phase = p.phase
+    last = p.actions[-1] if p.actions else None
+    if p.paused and last is not None and last.action == "pause":
+        phase += f" (by {last.actor}: {last.reason})"
+    if p.cancelling and Phase(p.phase) not in ENDED:
+        phase += f", cancelling ({p.cancelling})"
+    lines = [
+        f"**{phase}**",
+        f"moves: {p.done} of {p.moves_total} done, {len(p.in_flight)} in flight, {p.waiting} waiting, "
+        f"{p.failed} failed" + (f", {p.rolled_back} rolled back" if p.rolled_back else ""),
+        f"bytes: {human_bytes(p.bytes_done)} of {human_bytes(p.bytes_total)}",
+    ]
+    if p.stuck:
+        lines.append(f"stuck: {', '.join(p.stuck)}")
+    if p.batch:
+        lines.append("current batch:")
+        for b in p.batch[:DETAILS_BATCH]:
+            step = f"step to {b.step}" if b.step is not None else "first step not issued"
+            lines.append(f"- {b.topic}-{b.partition}: {b.current}, {step}, final {b.final}")
+        if len(p.batch) > DETAILS_BATCH:
+            lines.append(f"- and {len(p.batch) - DETAILS_BATCH} more")
+    if last is not None:
+        lines.append(
+            f"last action: {last.action} by {last.actor} ({last.reason})" + (" refused" if last.refused else "")
+        )
+    return "\n".join(lines)

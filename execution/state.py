@@ -7,6 +7,7 @@ Modelled on Cruise Control's executor: ``ExecutionTask`` (a state enum with a ``
 ``ExecutionTaskManager`` (the moves in flight) and ``ExecutionTaskPlanner`` (admission, here ``steps.admission``).
 
     PREFLIGHT -> ESTIMATING -> RUNNING <-> PAUSED
+    PREFLIGHT | ESTIMATING -> DRY_RUN (a dry run ends once preflight and the estimate have told what would happen)
     RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused
         meanwhile
     any phase before CLEANING_UP -> STOPPING (a cancel, a failure) -> ROLLING_BACK (revert-pending, rollback)
@@ -52,9 +53,10 @@ class Phase(StrEnum):
     STOPPED = "stopped"
     ROLLED_BACK = "rolled_back"
     FAILED = "failed"
+    DRY_RUN = "dry_run"
 
 
-ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED})
+ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED, Phase.DRY_RUN})
 # Moves start only in these phases.
 ADMITTING = frozenset({Phase.RUNNING, Phase.ROLLING_BACK})
 # A failure or a cancel leads to STOPPING from any of these.
@@ -64,8 +66,8 @@ ACTIVE = frozenset(
 
 VALID_TRANSFER: dict[Phase, frozenset[Phase]] = {
     # Preflight finds a problem: nothing was changed, the migration fails at once.
-    Phase.PREFLIGHT: frozenset({Phase.ESTIMATING, Phase.RUNNING, Phase.STOPPING, Phase.FAILED}),
-    Phase.ESTIMATING: frozenset({Phase.RUNNING, Phase.STOPPING, Phase.FAILED}),
+    Phase.PREFLIGHT: frozenset({Phase.ESTIMATING, Phase.RUNNING, Phase.STOPPING, Phase.FAILED, Phase.DRY_RUN}),
+    Phase.ESTIMATING: frozenset({Phase.RUNNING, Phase.STOPPING, Phase.FAILED, Phase.DRY_RUN}),
     Phase.RUNNING: frozenset({Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
     # Paused with nothing left to start and the last move finished: the migration is done.
     Phase.PAUSED: frozenset({Phase.RUNNING, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
@@ -77,6 +79,7 @@ VALID_TRANSFER: dict[Phase, frozenset[Phase]] = {
     Phase.STOPPED: frozenset(),
     Phase.ROLLED_BACK: frozenset(),
     Phase.FAILED: frozenset(),
+    Phase.DRY_RUN: frozenset(),
 }
 
 
@@ -218,14 +221,15 @@ class MigrationState(BaseModel):
     def paused(self) -> bool:
         return self.phase == Phase.PAUSED or (self.phase == Phase.DRAINING and self.after_drain == Phase.PAUSED)
 
-    def preflight_done(self, estimating: bool) -> None:
-        """Preflight passed: estimate, or start moving (unless a cancel came meanwhile)."""
+    def preflight_done(self, estimating: bool, dry_run: bool = False) -> None:
+        """Preflight passed: estimate, or start moving (unless a cancel came meanwhile); a dry run without an
+        estimate ends here."""
         if self.phase == Phase.PREFLIGHT:
-            self.to(Phase.ESTIMATING if estimating else Phase.RUNNING)
+            self.to(Phase.ESTIMATING if estimating else Phase.DRY_RUN if dry_run else Phase.RUNNING)
 
-    def estimate_done(self) -> None:
+    def estimate_done(self, dry_run: bool = False) -> None:
         if self.phase == Phase.ESTIMATING:
-            self.to(Phase.RUNNING)
+            self.to(Phase.DRY_RUN if dry_run else Phase.RUNNING)
 
     def fail(self, reason: str) -> None:
         """Something the migration cannot go on with: it stops (steps in flight undone), cleans up and fails.

@@ -74,6 +74,9 @@ class MigrationInput(BaseModel):
     continue_every: int = Field(200, ge=1)
     # Moves paged in at a time from a plan by reference.
     page_moves: int = Field(PAGE_MOVES, ge=2)
+    # Preflight and the estimate only: the result tells what would happen (order, throttles, ETA, problems), and
+    # nothing on the cluster changes (the coordinator is not joined, no throttle is written).
+    dry_run: bool = False
     # Set only by the migration itself when it continues as new: the state the next run takes over
     # (``execution.MigrationState``); the plan itself is then in that state, not here.
     carry: dict[str, Any] | None = None

@@ -4,7 +4,9 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field
 
+from models.admission import MoveSpec
 from models.control import AuditEntry
+from models.estimate import Estimate
 
 
 class MoveOutcome(BaseModel):
@@ -26,8 +28,28 @@ class MoveOutcome(BaseModel):
     last_step: list[list[int]] = []
 
 
+class DryRun(BaseModel):
+    """What a migration would do, told by preflight and the estimate; nothing on the cluster was changed."""
+
+    # The moves in the order they would start (a plan by reference: its first page).
+    order: list[MoveSpec]
+    moves_total: int
+    bytes_total: int
+    # Partitions the plan names that are on their target already.
+    unchanged: int = 0
+    # Broker -> (leader, follower) rate in bytes/s: the highest throttle it would get; empty without a throttle.
+    throttle: dict[int, tuple[int, int]] = {}
+    # From the estimate (None without one): how long the moves would take, and its figures per broker.
+    eta_s: float | None = None
+    estimate: Estimate | None = None
+    # What would stop it or go wrong (a partition that could never catch up at the throttle, say).
+    problems: list[str] = []
+
+
 class MigrationResult(BaseModel):
-    status: Literal["completed", "stopped", "rolled_back"] = "completed"
+    status: Literal["completed", "stopped", "rolled_back", "dry_run"] = "completed"
+    # A dry run's findings (status dry_run; nothing was changed or verified).
+    dry_run: DryRun | None = None
     moves: list[MoveOutcome]
     # How each partition the rollback took back ended (empty unless the migration was rolled back).
     rollback_outcomes: list[MoveOutcome] = Field([], validation_alias=AliasChoices("rollback_outcomes", "rolled_back"))

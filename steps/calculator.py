@@ -101,3 +101,16 @@ def _substitute(current: list[int], dropped: list[int], added: list[int]) -> lis
         else:
             replicas.append(broker)
     return replicas + pending
+
+
+def steps_left(current: list[int], target: list[int], replicas_per_step: int, min_insync: int) -> int:
+    """How many steps take ``current`` to ``target`` when every replica catches up (the count a move shows; one
+    out of sync on the way may change the path)."""
+    count = 0
+    # Each step adds or drops at least one replica, so this many always suffice.
+    for _ in range(2 * (len(current) + len(target))):
+        step = next_step(current, target, current, replicas_per_step, min_insync)
+        if step is None:
+            break
+        count, current = count + 1, step.replicas
+    return count

@@ -97,6 +97,7 @@ class ClusterWorkflow:
                 grants, self._untold_grants = self._untold_grants, {}
                 await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
             await self._tell_freeze()
+            workflow.set_current_details(self.s.details())
             if self._due_for_new_run(given.events_per_run) and not self._untold_grants:
                 await self._settle()
                 carry = {"state": self.s.model_dump(mode="json"), "book": self._book.model_dump(mode="json")}
@@ -231,6 +232,7 @@ class ClusterWorkflow:
 
     def _publish(self) -> None:
         workflow.upsert_search_attributes([STATUS_ATTR.value_set("frozen" if self.s.frozen else "coordinating")])
+        workflow.set_current_details(self.s.details())
 
     # -- migrations -------------------------------------------------------------------------------------------
 

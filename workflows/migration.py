@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from activities.migration import MigrationActivities
     from adapters.temporal import failure_message
     from execution import ENDED, Action, MigrationState, Phase
-    from execution.progress import expected_lists, progress, result
+    from execution.progress import details, dry_run_result, expected_lists, progress, result
     from models import TopicPartition
     from models.control import OperatorAction
     from models.errors import ErrorType
@@ -88,6 +88,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # General flow:
         # 1. PREFLIGHT: every move is checked against the cluster; a problem fails the migration, nothing changed.
         # 2. ESTIMATING (when asked): throttles and duration; a partition that could never catch up fails it here.
+        #    A dry run ends after these two with what would happen (DRY_RUN), having changed nothing.
         # 3. RUNNING: moves run as children in a sliding window under the limits (none start while PAUSED), the
         #    throttle on exactly the moves in flight. Every few hundred moves the window drains (DRAINING) and the
         #    migration continues as new with its state.
@@ -168,10 +169,21 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         if s.phase == Phase.PREFLIGHT:
             await self._preflight()
         self._take_cancellation()
-        if self._coordinated and not s.joined and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED):
+        assert self._input is not None
+        dry_run = self._input.dry_run
+        if (
+            self._coordinated
+            and not s.joined
+            and not dry_run
+            and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED)
+        ):
             await self._join()
         if s.phase == Phase.ESTIMATING:
             await self._estimate()
+        if s.phase == Phase.DRY_RUN:
+            self._result = dry_run_result(s, workflow.now())
+            self._publish()
+            return
         while s.phase in (Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK):
             self._take_cancellation()
             await self._look()
@@ -202,6 +214,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             return
         for record in await self._admit():
             asyncio.ensure_future(self._run_child(record))
+        self._describe()
         if s.window_empty():
             if s.rollback_wanted():
                 await self._plan_rollback()
@@ -305,10 +318,16 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         workflow.continue_as_new(self._input.model_copy(update={"moves": [], "carry": carry}))
 
     def _publish(self) -> None:
-        """The phase as the DroverStatus search attribute (the Web UI, `drover list`), when it changes."""
+        """The phase as the DroverStatus search attribute (the Web UI, `drover list`), when it changes, and the
+        current details the Web UI shows."""
         if self._s.phase.value != self._published:
             self._published = self._s.phase.value
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(self._published)])
+        self._describe()
+
+    def _describe(self) -> None:
+        """The Web UI's current details (progress, the current batch, who paused), as they are now."""
+        workflow.set_current_details(details(self.progress()))
 
     @workflow.query
     def progress(self) -> MigrationProgress:

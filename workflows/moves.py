@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType
     from models.migration import MigrationInput
     from models.results import MoveOutcome
+    from models.units import human_bytes
     from workflows.ids import move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
 
@@ -59,6 +60,8 @@ class MigrationMoves:
                     move,
                     id=move_workflow_id(given.cluster, m.topic, m.partition),
                     parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
+                    static_summary=f"{m.topic}-{m.partition}: {m.original} → {m.target}",
+                    static_details=_details(self._s.direction, m.size_bytes, given.replicas_per_step),
                 )
                 break
             except WorkflowAlreadyStartedError:
@@ -170,3 +173,9 @@ class MigrationMoves:
                     error_type=report.error_type,
                 ),
             )
+
+
+def _details(direction: str, size_bytes: int, replicas_per_step: int) -> str:
+    """A move's static details in the Web UI."""
+    kind = "Rollback move: back to the original list" if direction == "rollback" else "Move"
+    return f"{kind}; {human_bytes(size_bytes)} per new replica, {replicas_per_step} replica(s) a step."

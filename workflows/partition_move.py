@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.errors import ErrorType
     from steps import next_step
+    from steps.calculator import steps_left
     from workflows.policies import QUICK_CALL, STEP_CALL, STEP_WAIT
 
 
@@ -117,7 +118,9 @@ class PartitionMoveWorkflow:
 
     async def _move(self, move: MoveInput) -> MoveResult:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
-        state = await workflow.execute_activity_method(KafkaActivities.describe_partition, tp, **QUICK_CALL)
+        state = await workflow.execute_activity_method(
+            KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
+        )
         original = self._current = state.replicas
         if move.expected is not None and state.replicas not in (move.expected, move.target):
             raise ApplicationError(
@@ -145,6 +148,9 @@ class PartitionMoveWorkflow:
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
                 await workflow.wait_condition(lambda: not self._frozen)
             self._set_progress(move, original, state.replicas, step.replicas, steps)
+            number = len(steps) + 1
+            total = len(steps) + steps_left(state.replicas, target, move.replicas_per_step, min_insync)
+            what = f"step {number} of {max(total, number)}: {state.replicas} → {step.replicas}"
             request = StepRequest(
                 topic=move.topic,
                 partition=move.partition,
@@ -157,30 +163,38 @@ class PartitionMoveWorkflow:
                 self._tell_step(move, state.replicas, step.replicas)
                 self._acted = True
                 # A cancel waits for a running alter to end, so the cancel below sees the step it issued.
-                await workflow.execute_activity_method(KafkaActivities.alter_step, request, **STEP_CALL)
+                await workflow.execute_activity_method(KafkaActivities.alter_step, request, summary=what, **STEP_CALL)
                 if workflow.cancellation_reason() is not None:
                     # Cancelled while the alter ran: it finished (the step is on Kafka), so undo it below.
                     raise asyncio.CancelledError()
-                status = await workflow.execute_activity_method(KafkaActivities.wait_step, request, **STEP_WAIT)
+                status = await workflow.execute_activity_method(
+                    KafkaActivities.wait_step, request, summary=f"waiting for {what}", **STEP_WAIT
+                )
                 if status.stuck and policy == "wait":
                     # The migration hears of it once; then the wait goes on in one activity (heartbeating, no
                     # stuck check), so this history does not grow while a broker is away.
                     await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
                     patient = request.model_copy(update={"stuck_after_s": None})
-                    status = await workflow.execute_activity_method(KafkaActivities.wait_step, patient, **STEP_WAIT)
+                    status = await workflow.execute_activity_method(
+                        KafkaActivities.wait_step, patient, summary=f"waiting for {what} (stuck)", **STEP_WAIT
+                    )
             except BaseException as e:
                 # Cancelled mid-step (the migration was stopped): undo the step on Kafka before ending, so the
                 # partition is left on a list it really had, not half-way through a reassignment.
                 if is_cancelled_exception(e):
                     undone = await asyncio.shield(
-                        workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
+                        workflow.execute_activity_method(
+                            KafkaActivities.cancel_step, request, summary=f"undo {what}", **STEP_WAIT
+                        )
                     )
                     self._current = undone.replicas
                 raise
             if status.stuck:
                 # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it).
                 await self._report_stuck(move, state.replicas, step.replicas, status.idle_s, policy)
-                state = await workflow.execute_activity_method(KafkaActivities.cancel_step, request, **STEP_WAIT)
+                state = await workflow.execute_activity_method(
+                    KafkaActivities.cancel_step, request, summary=f"undo {what} (stuck)", **STEP_WAIT
+                )
                 self._current = state.replicas
                 self._stuck = True
                 if policy == "fail":
@@ -196,7 +210,9 @@ class PartitionMoveWorkflow:
             state = status.state
             self._current = state.replicas
             if step.elect_leader:
-                state = await workflow.execute_activity_method(KafkaActivities.elect_leader, tp, **QUICK_CALL)
+                state = await workflow.execute_activity_method(
+                    KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {step.replicas[0]} leader", **QUICK_CALL
+                )
             steps.append(step.replicas)
         self._set_progress(move, original, state.replicas, None, steps)
         return MoveResult(

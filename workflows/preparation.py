@@ -55,13 +55,13 @@ class MigrationPreparation:
         )
         s.window.waiting, s.window.moves_ref, s.window.count = found.moves, found.moves_ref, found.count
         s.large, s.skipped = found.moves_ref is not None, found.skipped
-        s.preflight_done(estimating=given.estimate is not None)
+        s.preflight_done(estimating=given.estimate is not None, dry_run=given.dry_run)
         s.moving_since = workflow.now()
         self._publish()
 
     async def _estimate(self) -> None:
         """Throttles and duration for the plan as it will run; a partition that could never catch up at the chosen
-        throttle fails the migration here, before anything changed on the cluster."""
+        throttle fails the migration here, before anything changed on the cluster (a dry run reports it instead)."""
         assert self._input is not None and self._input.estimate is not None
         s, given, spec = self._s, self._input, self._input.estimate
         options = EstimateOptions(
@@ -90,11 +90,11 @@ class MigrationPreparation:
             s.fail(failure_message(e))
             raise ApplicationError(s.failure or "", type=ErrorType.ESTIMATE, non_retryable=True) from None
         s.estimate = estimate
-        if estimate.never_catch_up:
+        if estimate.never_catch_up and not given.dry_run:
             s.fail(estimate.never_catch_up_message())
             raise ApplicationError(s.failure or "", type=ErrorType.ESTIMATE, non_retryable=True)
         if spec.auto_throttle:
             s.broker_rates, s.rate = estimate.rates(), None
-        s.estimate_done()
+        s.estimate_done(dry_run=given.dry_run)
         s.moving_since = workflow.now()
         self._publish()

@@ -5,6 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from execution import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
+from execution.progress import details, progress
 from models.admission import Limits, MoveSpec
 from models.control import OperatorAction
 from models.results import MoveOutcome
@@ -30,6 +31,7 @@ STATES = {
     "stopped": dict(phase=Phase.STOPPED),
     "rolled_back": dict(phase=Phase.ROLLED_BACK),
     "failed": dict(phase=Phase.FAILED),
+    "dry_run": dict(phase=Phase.DRY_RUN),
 }
 
 ACTIONS = {
@@ -151,7 +153,7 @@ expect(
     set_limits=(ok, Phase.ROLLING_BACK),
     set_throttle=(ok, Phase.ROLLING_BACK),
 )
-for after in ("cleaning_up", "completed", "stopped", "rolled_back", "failed"):
+for after in ("cleaning_up", "completed", "stopped", "rolled_back", "failed", "dry_run"):
     words = CLEANING if after == "cleaning_up" else ENDED_NOTE
     expect(after, **{a.replace("-", "__").replace("__revert__pending", "_rp"): (no, words) for a in ACTIONS})
 
@@ -360,6 +362,21 @@ def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
     assert done.end() == Phase.COMPLETED
 
 
+def test_a_dry_run_ends_after_preflight_or_after_the_estimate_and_never_runs():
+    without = MigrationState(phase=Phase.PREFLIGHT)
+    without.preflight_done(estimating=False, dry_run=True)
+    assert without.phase == Phase.DRY_RUN and without.phase in ENDED
+    estimated = MigrationState(phase=Phase.PREFLIGHT)
+    estimated.preflight_done(estimating=True, dry_run=True)
+    assert estimated.phase == Phase.ESTIMATING
+    estimated.estimate_done(dry_run=True)
+    assert estimated.phase == Phase.DRY_RUN
+    # Nothing leads on from it: it is an end.
+    assert not VALID_TRANSFER[Phase.DRY_RUN]
+    with pytest.raises(InvalidTransition):
+        estimated.to(Phase.RUNNING)
+
+
 def test_a_failure_before_any_move_fails_at_once():
     s = MigrationState(phase=Phase.PREFLIGHT)
     s.fail("bad plan")
@@ -425,3 +442,17 @@ def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slo
     r = old.admit(replicas_per_step=1)[0]
     assert not old.step_reported(r.key, r.token, current=[3, 1, 2], step=[3, 4, 2], leaders_at_step=False)
     assert old.admit(replicas_per_step=1) == []
+
+
+def test_the_web_ui_details_say_who_paused_and_what_is_in_flight_and_no_cancel_once_ended():
+    s = running(3)
+    s.admit(1)
+    s.apply(Action.PAUSE, WHO, NOW)
+    text = details(progress(s, "c", NOW))
+    assert text.startswith("**paused (by ana: test)**")
+    assert "moves: 0 of 0 done, 2 in flight, 1 waiting, 0 failed" in text
+    assert "- t-0: [1, 2], first step not issued, final [1, 3]" in text and "last action: pause by ana (test)" in text
+    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    assert "**stopping, cancelling (rollback)**" in details(progress(s, "c", NOW))
+    ended = MigrationState(phase=Phase.ROLLED_BACK, cancel="rollback")
+    assert details(progress(ended, "c", NOW)).startswith("**rolled_back**\n")

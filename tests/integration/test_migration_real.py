@@ -296,6 +296,56 @@ async def test_drover_start_status_and_list_from_the_command_line(
         assert listed.get(migration_id) == "completed"
 
 
+async def test_drover_start_dry_run_tells_what_would_happen_and_changes_nothing(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    produce(real_settings, topic_name, 0, 200, pad=1000)
+    plan = tmp_path / "plan.json"
+    targets = [[3, 2], [4, 1]]
+    plan.write_text(
+        json.dumps(
+            {
+                "version": 1,
+                "partitions": [{"topic": topic_name, "partition": p, "replicas": r} for p, r in enumerate(targets)],
+            }
+        )
+    )
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        drover_cli = cli_against(real_settings, worker.task_queue)
+        code, out, err = await drover_cli(
+            "start",
+            str(plan),
+            "--dry-run",
+            "--throttle",
+            "10MB/s",
+            "--sample",
+            "2s",
+            "--order",
+            "large-first",
+            "--json",
+        )
+        assert code == 0, err
+        result = json.loads(out)
+        found = result["dry_run"]
+        assert result["status"] == "dry_run"
+        # Partition 0 holds the data, so it comes first; each broker a move touches gets the rate asked for.
+        assert [(m["partition"], m["target"]) for m in found["order"]] == [(0, [3, 2]), (1, [4, 1])]
+        assert found["order"][0]["size_bytes"] > 200_000 and found["bytes_total"] >= found["order"][0]["size_bytes"]
+        assert found["throttle"] == {str(b): [10_000_000, 10_000_000] for b in (1, 2, 3, 4)}
+        assert found["eta_s"] is not None and found["problems"] == []
+        assert "moves in the order they would start" in err and "nothing was changed" in err
+        migration_id = next(line.split()[2] for line in err.splitlines() if line.startswith("dry run migration"))
+        code, out, err = await drover_cli("list", "--cluster", "clitest", "--json")
+        assert code == 0, err
+        assert {m["migration_id"]: m["state"] for m in json.loads(out)}.get(migration_id) == "dry_run"
+    assert [s.replicas for s in admin.describe_topics([topic_name])] == [[1, 2], [2, 1]]
+    assert admin.list_reassignments() == []
+    overrides = admin.describe_broker_configs([1, 2, 3, 4], overrides_only=True)
+    assert all("follower.replication.throttled.rate" not in c for c in overrides.values())
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
+
+
 async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
     # Partition 0 moves slowly (about 1 MB under a 100 KB/s throttle) in a first migration; a second one that
     # also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the move's

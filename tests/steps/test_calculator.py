@@ -2,6 +2,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steps import next_step
+from steps.calculator import steps_left
 
 
 def walk(current, target, replicas_per_step, min_insync=1):
@@ -86,3 +87,15 @@ def test_rollback_is_the_same_walk_back(current, data, replicas_per_step):
     midway = forward[len(forward) // 2].replicas if forward else current
     back = walk(midway, current, replicas_per_step)
     assert (back[-1].replicas if back else midway) == current
+
+
+def test_steps_left_counts_the_steps_next_step_takes_when_every_replica_keeps_up():
+    # KIP-435's example: [1, 2, 3] to [4, 5, 6], one replica a step, min.insync.replicas 2.
+    current, target, taken = [1, 2, 3], [4, 5, 6], 0
+    assert steps_left(current, target, 1, 2) > 1
+    expected = steps_left(current, target, 1, 2)
+    while (step := next_step(current, target, current, 1, 2)) is not None:
+        current, taken = step.replicas, taken + 1
+    assert taken == expected
+    assert steps_left([1, 2], [1, 2], 1, 1) == 0
+    assert steps_left([1, 2, 3], [1, 2, 4], 3, 2) == 1

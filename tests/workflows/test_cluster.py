@@ -6,6 +6,7 @@ import asyncio
 import uuid
 
 import pytest
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
@@ -183,6 +184,10 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
         assert len(fake.altered) == steps and not fake.ongoing
         status = await coordinator.query(ClusterWorkflow.status)
         assert status.frozen and status.actions[-1].action == "freeze" and status.actions[-1].actor == "ops"
+        # The Web UI's current details say so, and who froze it.
+        meta = await coordinator.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+        assert meta.current_details.startswith("**frozen (by ops: incident)**"), meta.current_details
+        assert "migrations: 2" in meta.current_details
         await coordinator.execute_update(
             ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
         )

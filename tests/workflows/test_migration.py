@@ -6,12 +6,16 @@ import uuid
 
 import pytest
 from pydantic import ValidationError
+from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.service import RPCError
 
 from cli.control import execute_update
+from cli.start import details_of, summary_of
 from models import MoveInput
 from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.coordination import cluster_workflow_id
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas, ReassignmentFile
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
@@ -19,7 +23,7 @@ from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
-from workflows.ids import move_workflow_id
+from workflows.ids import STATUS_ATTR, move_workflow_id
 
 
 def cluster(partitions: int) -> FakeKafka:
@@ -545,6 +549,105 @@ async def test_a_partition_that_never_catches_up_fails_the_migration_before_any_
             )
     assert "orders-2 writes 0.01 MB/s" in str(failed.value.cause) and "nothing was changed" in str(failed.value.cause)
     assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {}
+
+
+async def test_a_dry_run_tells_the_order_throttles_eta_and_problems_and_changes_nothing(local_env, tmp_path):
+    fake = cluster(6)
+    before = {k: list(v) for k, v in fake.replicas.items()}
+    name = f"c{uuid.uuid4().hex[:6]}"
+    estimate = EstimateSettings(metrics_ref=metrics_file(tmp_path, fake, hot={2: 5000.0}))
+    migration = MigrationInput(
+        cluster=name,
+        moves=spread_plan(fake),
+        estimate=estimate,
+        throttle_bytes_per_s=4000,
+        order="large-first",
+        dry_run=True,
+    )
+    async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        result = await handle.result()
+        described = await handle.describe()
+    found = result.dry_run
+    assert result.status == "dry_run" and found is not None
+    # Every move with its size (the in-memory Kafka's partition p holds 1000 * (p + 1) bytes), largest first.
+    assert [(m.partition, m.target, m.size_bytes) for m in found.order] == [
+        (m.partition, m.replicas, 1000 * (m.partition + 1)) for m in reversed(spread_plan(fake))
+    ]
+    assert found.moves_total == 6 and found.bytes_total == 1000 * (1 + 2 + 3 + 4 + 5 + 6)
+    # The throttle each broker would get: the one rate asked for, on every broker a move touches.
+    assert found.throttle == {b: (4000, 4000) for b in range(1, 6)}
+    assert found.estimate is not None and found.eta_s == found.estimate.duration_s
+    # The partition writing faster than the throttle would fail a real run; the dry run names it.
+    assert len(found.problems) == 1 and "orders-2 writes 0.01 MB/s" in found.problems[0]
+    assert described.typed_search_attributes.get(STATUS_ATTR) == "dry_run"
+    # Nothing changed: no step, no throttle, and the cluster's coordinator was never joined (nor started).
+    assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {} and fake.topic_configs == {}
+    with pytest.raises(RPCError):
+        await local_env.client.get_workflow_handle(cluster_workflow_id(name)).describe()
+
+
+async def test_a_dry_run_without_estimate_or_throttle_says_so_and_a_bad_plan_still_fails(local_env):
+    fake = cluster(3)
+    migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=spread_plan(fake), dry_run=True)
+    result = await run(local_env, fake, migration)
+    assert result.dry_run is not None and len(result.dry_run.order) == 3
+    assert result.dry_run.throttle == {} and result.dry_run.eta_s is None and result.dry_run.problems == []
+    assert fake.altered == []
+    bad = [PartitionReplicas(topic="orders", partition=0, replicas=[1, 2, 9])]
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster="c", moves=bad, dry_run=True))
+    assert "broker 9 is not a live broker" in failure.value.cause.message
+
+
+async def current_details(handle) -> str:
+    meta = await handle.query("__temporal_workflow_metadata", result_type=WorkflowMetadata)
+    return meta.current_details
+
+
+async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
+    fake = cluster(4)
+    fake.ticks = 6  # slow enough to look while moves are in flight
+    plan = spread_plan(fake)
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), actor="ana", reason="spread"
+    )
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run,
+            migration,
+            id=f"migration-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
+            static_summary=summary_of(migration),
+            static_details=details_of(migration),
+        )
+        await wait_for(lambda: fake.altered, "a first step")
+        running = await current_details(handle)
+        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(actor="bo", reason="peak hours"))
+        paused = await current_details(handle)
+        await handle.execute_update(MigrationWorkflow.resume_update, OperatorAction(actor="bo", reason="quiet"))
+        assert (await handle.result()).verified
+        described = await handle.describe()
+        child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
+        child_described = await child.describe()
+        scheduled = [
+            local_env.client.data_converter.payload_converter.from_payload(e.user_metadata.summary, str)
+            async for e in child.fetch_history_events()
+            if e.HasField("activity_task_scheduled_event_attributes") and e.user_metadata.HasField("summary")
+        ]
+    print(running, paused, scheduled, sep="\n---\n")
+    assert await described.static_summary() == f"Migration of 4 partitions on {migration.cluster}: spread"
+    assert "started by ana: spread" in (await described.static_details() or "")
+    assert running.startswith("**running**") and "of 4 done" in running and "current batch:" in running
+    assert "- orders-0: [1, 2, 3]" in running
+    assert paused.startswith("**paused (by bo: peak hours)**") and "last action: pause by bo (peak hours)" in paused
+    assert await child_described.static_summary() == f"orders-0: [1, 2, 3] → {plan[0].replicas}"
+    # Each step's activities say which step of how many, and from which list to which.
+    assert "orders-0: the list Kafka shows" in scheduled
+    assert any(text.startswith("step 1 of ") and "[1, 2, 3] → " in text for text in scheduled)
+    assert any(text.startswith("waiting for step 1 of ") for text in scheduled)
 
 
 async def test_the_start_is_audited_with_who_and_why_and_the_result_keeps_it(local_env):
