@@ -1,6 +1,7 @@
 """The Temporal client, always with the pydantic data converter, and patience while Temporal restarts."""
 
 import asyncio
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
@@ -8,6 +9,7 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import FailureError
+from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
 from temporalio.service import RPCError, RPCStatusCode
 
 from settings import Settings
@@ -23,6 +25,20 @@ class TemporalUnavailable(Exception):
     pass
 
 
+_runtime: Runtime | None = None
+
+
+def runtime() -> Runtime:
+    """The process's Temporal runtime, made on first use: the SDK core's own log lines (warnings and errors) are
+    forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included)."""
+    global _runtime
+    if _runtime is None:
+        forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+        core_logs = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding)
+        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs))
+    return _runtime
+
+
 async def connect(settings: Settings, identity: str | None = None) -> Client:
     """A client of Temporal at the settings' address; ``identity`` names who acts in the histories it writes
     (the CLI passes user@host; the SDK's default is the process ID and host)."""
@@ -31,6 +47,7 @@ async def connect(settings: Settings, identity: str | None = None) -> Client:
             settings.temporal_address,
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
+            runtime=runtime(),
             **({"identity": identity} if identity else {}),
         )
     except RuntimeError as e:

@@ -1,12 +1,16 @@
 """One SparkSession per process, created on first use and reused (starting one takes seconds).
 
 The JVM's own output (its startup warnings, Spark's log at level error) goes to ``spark.log`` in the work folder,
-not to the terminal of the CLI or the worker's structured log.
+and each of its lines to the ``spark`` logger at level info: an event of the worker's structured log (one JSON
+object a line with DROVER_LOG_FORMAT=json), hidden by the CLI, which logs warnings only.
 """
 
+import logging
 import os
+import subprocess
 import threading
 from pathlib import Path
+from typing import IO
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -38,8 +42,21 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
             )
             folder = log_dir or Path(".drover")
             folder.mkdir(parents=True, exist_ok=True)
-            with open(folder / "spark.log", "ab") as log:
-                gateway = launch_gateway(conf, popen_kwargs={"stdout": log, "stderr": log})
+            gateway = launch_gateway(conf, popen_kwargs={"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT})
+            output = gateway.proc.stdout
+            threading.Thread(
+                target=_relay, args=(output, folder / "spark.log"), name="spark-output", daemon=True
+            ).start()
             _session = SparkSession(SparkContext(conf=conf, gateway=gateway))
             _session.sparkContext.setLogLevel("ERROR")
         return _session
+
+
+def _relay(output: IO[bytes], path: Path) -> None:
+    """The JVM's lines to ``spark.log`` and to the ``spark`` logger, until it exits."""
+    log = logging.getLogger("spark")
+    with path.open("ab") as file:
+        for raw in iter(output.readline, b""):
+            file.write(raw)
+            file.flush()
+            log.info(raw.decode(errors="replace").rstrip())

@@ -1,13 +1,20 @@
 """worker.py as a process: it starts polling, and on SIGTERM stops cleanly with exit code 0."""
 
+import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
+from temporalio.client import WorkflowFailureError
+
+from models.migration import EstimateSettings, MigrationInput
+from models.plan import PartitionReplicas
+from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -45,3 +52,53 @@ def test_worker_with_a_bad_setting_exits_with_one_line():
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
     assert "DROVER_LOG_LEVEL='loud'" in done.stderr
+
+
+@pytest.mark.integration
+async def test_every_line_the_worker_writes_is_one_json_object(real_client, admin, real_settings, topic_name, tmp_path):
+    # A migration with an estimate (the Spark JVM's lines) and a plan preflight refuses (the SDK's warning with a
+    # traceback) run on a worker process logging JSON; every line it writes, stdout and stderr, must parse.
+    queue = f"json-{uuid.uuid4().hex[:6]}"
+    env = os.environ | {
+        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+        "DROVER_TASK_QUEUE": queue,
+        "DROVER_LOG_FORMAT": "json",
+        "DROVER_WORK_DIR": str(tmp_path / "work"),
+    }
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    log_path = tmp_path / "worker.log"
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        good = MigrationInput(
+            cluster="jsonlog",
+            moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 2])],
+            estimate=EstimateSettings(sample_s=1),
+        )
+        result = await real_client.execute_workflow(
+            MigrationWorkflow.run, good, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
+        assert result.verified
+        bad = MigrationInput(cluster="jsonlog", moves=[PartitionReplicas(topic=topic_name, partition=1, replicas=[9])])
+        with pytest.raises(WorkflowFailureError):
+            await real_client.execute_workflow(
+                MigrationWorkflow.run, bad, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
+            )
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()[-2000:]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    lines = log_path.read_text().splitlines()
+    events = []
+    for line in lines:
+        try:
+            events.append(json.loads(line))
+        except json.JSONDecodeError:
+            pytest.fail(f"not a JSON line: {line!r}")
+    loggers = {e.get("logger") for e in events}
+    print(f"{len(lines)} lines, loggers: {sorted(str(x) for x in loggers)}")
+    assert {"drover.worker", "spark"} <= loggers
+    # The refused plan's activity failure: one line, with its traceback as data.
+    assert any(e.get("exception") for e in events if str(e.get("logger", "")).startswith("temporalio"))
