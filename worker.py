@@ -72,7 +72,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
     admin = KafkaAdmin(settings)
-    client = await connect(settings)
+    client = await connect(settings, serve_metrics=True)
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
         worker = Worker(
             client,
@@ -89,6 +89,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                 task_queue=settings.task_queue,
                 temporal=settings.temporal_address,
                 kafka=settings.kafka_bootstrap,
+                metrics=f"http://0.0.0.0:{settings.metrics_port}/metrics" if settings.metrics_port else None,
             )
             await stop.wait()
             log.info("worker_stopping")

@@ -9,7 +9,14 @@ from typing import TypeVar
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import FailureError
-from temporalio.runtime import LogForwardingConfig, LoggingConfig, Runtime, TelemetryConfig, TelemetryFilter
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    PrometheusConfig,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
 from settings import Settings
@@ -28,26 +35,29 @@ class TemporalUnavailable(Exception):
 _runtime: Runtime | None = None
 
 
-def runtime() -> Runtime:
+def runtime(metrics_port: int | None = None) -> Runtime:
     """The process's Temporal runtime, made on first use: the SDK core's own log lines (warnings and errors) are
-    forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included)."""
+    forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included); with
+    ``metrics_port``, the SDK's metrics and Drover's own (``workflows.metrics``) are served for Prometheus there."""
     global _runtime
     if _runtime is None:
         forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
         core_logs = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding)
-        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs))
+        metrics = PrometheusConfig(bind_address=f"0.0.0.0:{metrics_port}") if metrics_port else None
+        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=metrics))
     return _runtime
 
 
-async def connect(settings: Settings, identity: str | None = None) -> Client:
+async def connect(settings: Settings, identity: str | None = None, serve_metrics: bool = False) -> Client:
     """A client of Temporal at the settings' address; ``identity`` names who acts in the histories it writes
-    (the CLI passes user@host; the SDK's default is the process ID and host)."""
+    (the CLI passes user@host; the SDK's default is the process ID and host). The worker asks to serve metrics
+    (on the settings' metrics port, when one is set)."""
     try:
         return await Client.connect(
             settings.temporal_address,
             namespace=settings.temporal_namespace,
             data_converter=pydantic_data_converter,
-            runtime=runtime(),
+            runtime=runtime(settings.metrics_port if serve_metrics else None),
             **({"identity": identity} if identity else {}),
         )
     except RuntimeError as e:

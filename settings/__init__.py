@@ -47,6 +47,12 @@ class Settings(BaseSettings):
         "auto", description="Log format: json, console, or auto (json when stderr is not a terminal)"
     )
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="Log level")
+    metrics_port: int | None = Field(
+        None,
+        ge=1,
+        le=65535,
+        description="The worker serves Prometheus metrics (the Temporal SDK's and Drover's) on this port, at /metrics",
+    )
 
     def workflow_url(self, workflow_id: str) -> str:
         return f"{self.temporal_ui_url}/namespaces/{self.temporal_namespace}/workflows/{quote(workflow_id, safe=':')}"

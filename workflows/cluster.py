@@ -34,6 +34,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from steps.throttle import throttle_union
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
+    from workflows.metrics import record_throttle
     from workflows.policies import QUICK_CALL
 
 # How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
@@ -162,6 +163,7 @@ class ClusterWorkflow:
         self._passes += 1
         this = self._passes
         wanted, book = self.s.wanted(), self._book
+        rates_before = book.written.brokers
         try:
             if wanted != book.written:
                 request = ThrottleWrite(wanted=wanted, book=book)
@@ -184,6 +186,8 @@ class ClusterWorkflow:
         finally:
             self._passes_done = this
             self._throttle_left = sorted(set(self._book.written.brokers) - set(self.s.wanted().brokers))
+            if rates_before != self._book.written.brokers:
+                record_throttle(self.s.name, rates_before, self._book.written.brokers)
         return self._write_error is None
 
     async def _refuse_all(self, error: str) -> None:

@@ -27,6 +27,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.controls import MigrationControls
     from workflows.coordination import MigrationCoordination
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from workflows.metrics import record_progress
     from workflows.moves import MigrationMoves
     from workflows.policies import QUICK_CALL, STEP_WAIT
     from workflows.preparation import MigrationPreparation
@@ -326,8 +327,11 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._describe()
 
     def _describe(self) -> None:
-        """The Web UI's current details (progress, the current batch, who paused), as they are now."""
-        workflow.set_current_details(details(self.progress()))
+        """The Web UI's current details (progress, the current batch, who paused) and the progress metrics, as they
+        are now."""
+        now = self.progress()
+        workflow.set_current_details(details(now))
+        record_progress(now.cluster, now)
 
     @workflow.query
     def progress(self) -> MigrationProgress:

@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType
     from steps import next_step
     from steps.calculator import steps_left
+    from workflows.metrics import record_step_gap
     from workflows.policies import QUICK_CALL, STEP_CALL, STEP_WAIT
 
 
@@ -134,6 +135,8 @@ class PartitionMoveWorkflow:
             min_insync = await workflow.execute_activity_method(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
         target, policy, reverted = move.target, move.stuck_policy, False
         steps = self._steps
+        # When Kafka last finished a step of this move: the gap to the next step issued is a metric.
+        step_done_at = None
         self._set_progress(move, original, state.replicas, None, steps)
         while True:
             if state.offline and state.replicas != target:
@@ -159,6 +162,8 @@ class PartitionMoveWorkflow:
                 stuck_after_s=move.stuck_after_s,
             )
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
+            if step_done_at is not None:
+                record_step_gap(move.cluster, (workflow.now() - step_done_at).total_seconds())
             try:
                 self._tell_step(move, state.replicas, step.replicas)
                 self._acted = True
@@ -209,6 +214,7 @@ class PartitionMoveWorkflow:
                 continue
             state = status.state
             self._current = state.replicas
+            step_done_at = workflow.now()
             if step.elect_leader:
                 state = await workflow.execute_activity_method(
                     KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {step.replicas[0]} leader", **QUICK_CALL

@@ -1,11 +1,16 @@
-"""worker.py as a process: it starts polling, and on SIGTERM stops cleanly with exit code 0."""
+"""worker.py as a process: it starts polling, and on SIGTERM stops cleanly with exit code 0; its JSON log lines and
+its Prometheus metrics."""
 
+import asyncio
 import json
 import os
+import re
 import signal
+import socket
 import subprocess
 import sys
 import time
+import urllib.request
 import uuid
 from pathlib import Path
 
@@ -14,6 +19,7 @@ from temporalio.client import WorkflowFailureError
 
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
+from tests.integration.helpers import produce
 from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -102,3 +108,80 @@ async def test_every_line_the_worker_writes_is_one_json_object(real_client, admi
     assert {"drover.worker", "spark"} <= loggers
     # The refused plan's activity failure: one line, with its traceback as data.
     assert any(e.get("exception") for e in events if str(e.get("logger", "")).startswith("temporalio"))
+
+
+def scrape(port: int) -> str:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as answer:
+            return answer.read().decode()
+    except OSError:
+        return ""
+
+
+def sample(text: str, name: str, **labels: str) -> float | None:
+    """The value of the first sample of ``name`` whose labels include ``labels``."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") or line.startswith(name + " "):
+            found = dict(re.findall(r'(\w+)="([^"]*)"', line.split("}")[0]))
+            if all(found.get(k) == v for k, v in labels.items()):
+                return float(line.rsplit(" ", 1)[1])
+    return None
+
+
+@pytest.mark.integration
+async def test_the_worker_serves_temporal_and_drover_metrics_during_a_migration(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    queue = f"metrics-{uuid.uuid4().hex[:6]}"
+    env = os.environ | {
+        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+        "DROVER_TASK_QUEUE": queue,
+        "DROVER_METRICS_PORT": str(port),
+        "DROVER_WORK_DIR": str(tmp_path / "work"),
+    }
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    for p in (0, 1):
+        produce(real_settings, topic_name, p, 500, pad=1000)
+    migration = MigrationInput(
+        cluster="metrics",
+        moves=[
+            PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 2]),
+            PartitionReplicas(topic=topic_name, partition=1, replicas=[4, 1]),
+        ],
+        throttle_bytes_per_s=100_000,
+    )
+    migration_id = f"migration-{uuid.uuid4().hex[:8]}"
+    with (tmp_path / "worker.log").open("w") as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        handle = await real_client.start_workflow(MigrationWorkflow.run, migration, id=migration_id, task_queue=queue)
+        during, throttled = None, None
+        while not (await handle.describe()).close_time:
+            text = await asyncio.to_thread(scrape, port)
+            if (sample(text, "drover_moves_in_flight", migration=migration_id) or 0) >= 1:
+                during = text
+            if (sample(text, "drover_throttle_bytes_per_second", cluster="metrics", side="follower") or 0) > 0:
+                throttled = text
+            await asyncio.sleep(0.3)
+        assert (await handle.result()).verified
+        after = await asyncio.to_thread(scrape, port)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=30)
+    print("\n".join(line for line in after.splitlines() if line.startswith("drover_") and migration_id in line))
+    assert during is not None, "no scrape saw a move in flight"
+    assert throttled is not None and sample(throttled, "drover_throttle_bytes_per_second", side="follower") == 100_000
+    assert sample(after, "drover_moves_done", migration=migration_id) == 2
+    assert sample(after, "drover_moves_in_flight", migration=migration_id) == 0
+    total = sample(after, "drover_bytes_total", migration=migration_id)
+    assert total is not None and sample(after, "drover_bytes_done", migration=migration_id) == total > 0
+    # Each move has two steps, so two gaps between a step done and the next issued.
+    assert (sample(after, "drover_step_gap_seconds_count", cluster="metrics") or 0) >= 2
+    # Removed at the end: the rate in force is 0 again.
+    assert sample(after, "drover_throttle_bytes_per_second", side="follower") == 0
+    # The Temporal SDK's own metrics beside them.
+    assert "temporal_workflow_completed" in after and "temporal_activity_execution_latency" in after

@@ -1,0 +1,47 @@
+"""Drover's own metrics, through the Temporal SDK's metric meter: the worker serves them with the SDK's own on
+DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is recorded while a history replays.
+
+- ``drover_moves_in_flight``, ``_waiting``, ``_done``, ``_failed``, ``_stuck`` and ``drover_bytes_done``,
+  ``drover_bytes_total``: per cluster and migration, as its progress shows them;
+- ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
+  removed);
+- ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued.
+"""
+
+from temporalio import workflow
+
+with workflow.unsafe.imports_passed_through():
+    from models.progress import MigrationProgress
+
+
+def record_progress(cluster: str, p: MigrationProgress) -> None:
+    meter = workflow.metric_meter()
+    where = {"cluster": cluster, "migration": workflow.info().workflow_id}
+    values = {
+        "in_flight": len(p.in_flight),
+        "waiting": p.waiting,
+        "done": p.done,
+        "failed": p.failed,
+        "stuck": len(p.stuck),
+    }
+    for name, value in values.items():
+        meter.create_gauge(f"drover_moves_{name}", f"Moves {name.replace('_', ' ')}").set(value, where)
+    meter.create_gauge("drover_bytes_done", "Bytes of finished moves", "bytes").set(p.bytes_done, where)
+    meter.create_gauge("drover_bytes_total", "Bytes the migration copies", "bytes").set(p.bytes_total, where)
+
+
+def record_throttle(cluster: str, before: dict[int, tuple[int, int]], now: dict[int, tuple[int, int]]) -> None:
+    """The rates now in force; brokers throttled before and no longer at 0."""
+    gauge = workflow.metric_meter().create_gauge(
+        "drover_throttle_bytes_per_second", "Replication throttle in force", "bytes/s"
+    )
+    for broker in sorted(set(before) | set(now)):
+        leader, follower = now.get(broker, (0, 0))
+        for side, rate in (("leader", leader), ("follower", follower)):
+            gauge.set(rate, {"cluster": cluster, "broker": str(broker), "side": side})
+
+
+def record_step_gap(cluster: str, seconds: float) -> None:
+    workflow.metric_meter().create_histogram_float(
+        "drover_step_gap_seconds", "From a step done on Kafka to the next step issued", "s"
+    ).record(seconds, {"cluster": cluster})
