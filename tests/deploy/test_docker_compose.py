@@ -35,3 +35,60 @@ def test_compose_file_is_valid_and_complete():
     assert services["worker"]["image"] == services["temporal"]["image"]
     assert (ROOT / services["temporal"]["build"]["context"] / services["temporal"]["build"]["dockerfile"]).exists()
     assert services["worker"]["environment"]["DROVER_TEMPORAL_ADDRESS"] == "temporal:7233"
+
+
+DOCKERFILE = ROOT / "docker" / "Dockerfile"
+
+
+def dockerfile_lines() -> list[str]:
+    """The Dockerfile's instructions, continuation lines joined."""
+    return DOCKERFILE.read_text().replace("\\\n", " ").splitlines()
+
+
+def test_the_image_copies_every_package_pyproject_installs():
+    import tomllib
+
+    setup = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]
+    wanted = {p.rstrip("*") for p in setup["packages"]["find"]["include"]} | {f"{m}.py" for m in setup["py-modules"]}
+    copied = {line.split()[1].rstrip("/") for line in dockerfile_lines() if line.startswith("COPY ")}
+    assert wanted <= copied, f"not copied into the image: {sorted(wanted - copied)}"
+    # And each is really there to copy.
+    assert all((ROOT / name).exists() for name in wanted)
+
+
+def test_the_image_has_java_and_a_work_folder_its_user_owns():
+    run = " ".join(line for line in dockerfile_lines() if line.startswith("RUN "))
+    assert "openjdk-17-jre-headless" in run
+    assert "--uid 10001 drover" in run and "USER drover" in dockerfile_lines()
+    work = compose_config()["services"]["worker"]["environment"]["DROVER_WORK_DIR"]
+    assert f"mkdir -p {work}" in run and "chown -R drover /var/lib/drover" in run and work.startswith("/var/lib/drover")
+
+
+def mounts(service: dict) -> set[str]:
+    return {v["target"] if isinstance(v, dict) else v.split(":")[1] for v in service.get("volumes", [])}
+
+
+def test_every_kafka_log_dir_and_the_work_folder_are_on_volumes():
+    services = compose_config()["services"]
+    kafka = {name: s for name, s in services.items() if name == "controller" or name.startswith("broker-")}
+    for name, s in kafka.items():
+        log_dirs = s["environment"].get("KAFKA_LOG_DIRS")
+        assert log_dirs, f"{name}: KAFKA_LOG_DIRS is not set (the image's default is under /tmp)"
+        assert set(log_dirs.split(",")) <= mounts(s), f"{name}: {log_dirs} is not on a volume"
+    assert services["worker"]["environment"]["DROVER_WORK_DIR"] in mounts(services["worker"])
+
+
+def test_services_wait_for_what_they_need_to_be_healthy():
+    services = compose_config()["services"]
+    for name in ("temporal", "controller", "worker", *(n for n in services if n.startswith("broker-"))):
+        assert services[name].get("healthcheck", {}).get("test"), f"{name} has no healthcheck"
+    needs = {
+        "worker": {"temporal", "broker-1", "broker-2", "broker-3", "broker-4"},
+        **{n: {"controller"} for n in services if n.startswith("broker-")},
+    }
+    for name, wanted in needs.items():
+        depends = services[name]["depends_on"]
+        assert set(depends) == wanted and all(d["condition"] == "service_healthy" for d in depends.values()), name
+    # The worker's healthcheck reads its metrics, so it must serve them on the port it checks.
+    port = services["worker"]["environment"]["DROVER_METRICS_PORT"]
+    assert f"127.0.0.1:{port}/metrics" in " ".join(services["worker"]["healthcheck"]["test"])
