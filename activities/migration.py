@@ -90,7 +90,7 @@ class MigrationActivities:
         moving = ordered([m for m in specs if m.original != m.target], req.order)
         result = PreflightResult(
             count=len(moving),
-            bytes_total=sum(m.size_bytes for m in moving),
+            bytes_total=sum(m.bytes_to_copy for m in moving),
             unchanged=len(specs) - len(moving),
             min_insync=min_insync,
             skipped=skipped,

@@ -3,11 +3,15 @@
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
 
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
 from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfigProfile
 from temporalio.exceptions import FailureError
 from temporalio.runtime import (
     LogForwardingConfig,
@@ -48,22 +52,41 @@ def runtime(metrics_port: int | None = None) -> Runtime:
     return _runtime
 
 
+def connect_options(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where and how to connect, as the ``temporal`` CLI does it (``temporalio.envconfig``): its profile from the
+    config file (TEMPORAL_CONFIG_FILE, or ~/.config/temporalio/temporal.toml; TEMPORAL_PROFILE names one) and its
+    TEMPORAL_* variables (address, namespace, TLS client certificate and key, CA, server name, API key). Drover's
+    own DROVER_TEMPORAL_ADDRESS and DROVER_TEMPORAL_NAMESPACE win when set; the sandbox's defaults apply last."""
+    try:
+        profile = ClientConfigProfile.load(override_env_vars=environ)
+    except Exception as e:  # the profile's file or values do not parse: say which, in one line
+        why = " ".join(str(e).split())
+        raise TemporalUnavailable(f"the Temporal client configuration does not load: {why}") from None
+    options: dict[str, Any] = dict(profile.to_client_connect_config())
+    for field, key in (("temporal_address", "target_host"), ("temporal_namespace", "namespace")):
+        if field in settings.model_fields_set or not options.get(key):
+            options[key] = getattr(settings, field)
+    return options
+
+
 async def connect(settings: Settings, identity: str | None = None, serve_metrics: bool = False) -> Client:
     """A client of Temporal at the settings' address; ``identity`` names who acts in the histories it writes
     (the CLI passes user@host; the SDK's default is the process ID and host). The worker asks to serve metrics
     (on the settings' metrics port, when one is set)."""
+    options = connect_options(settings)
+    address = options.pop("target_host")
     try:
         return await Client.connect(
-            settings.temporal_address,
-            namespace=settings.temporal_namespace,
+            address,
+            **options,
             data_converter=pydantic_data_converter,
             runtime=runtime(settings.metrics_port if serve_metrics else None),
             **({"identity": identity} if identity else {}),
         )
     except RuntimeError as e:
         raise TemporalUnavailable(
-            f"cannot reach Temporal at {settings.temporal_address} ({e}); start it with 'drover sandbox up' "
-            f"or set DROVER_TEMPORAL_ADDRESS"
+            f"cannot reach Temporal at {address} ({e}); start it with 'drover sandbox up' "
+            f"or set DROVER_TEMPORAL_ADDRESS (or TEMPORAL_ADDRESS, as for the temporal CLI)"
         ) from e
 
 
@@ -103,3 +126,27 @@ def failure_message(e: BaseException) -> str:
     while isinstance(e, (FailureError, WorkflowFailureError, WorkflowUpdateFailedError)) and e.cause is not None:
         e = e.cause
     return e.message if isinstance(e, FailureError) else str(e)
+
+
+# A worker long-polls its task queue at least once a minute; one not seen for longer is gone.
+POLLER_SEEN_S = 75.0
+
+
+async def worker_polls(client: Client, task_queue: str) -> bool:
+    """Whether a worker has polled ``task_queue`` for workflow tasks in the last ``POLLER_SEEN_S`` seconds: without
+    one, a query or an update would wait for nobody."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    answer = await client.workflow_service.describe_task_queue(request)
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() <= POLLER_SEEN_S for p in answer.pollers)
+
+
+def no_worker(task_queue: str) -> str:
+    return (
+        f"no worker polls the task queue {task_queue}: start one (drover sandbox up, or python worker.py with the "
+        f"same DROVER_TASK_QUEUE and Temporal settings)"
+    )

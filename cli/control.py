@@ -4,7 +4,7 @@ import asyncio
 
 import click
 import typer
-from temporalio.client import WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, failure_message
@@ -22,7 +22,7 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
-from cli.status import phase
+from cli.status import describe, phase, require_worker
 from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
@@ -98,7 +98,18 @@ def throttle(
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
 
 
+async def _running_with_a_worker(client, migration_id: str) -> None:
+    """The migration exists, and a worker polls its task queue: else one line at once, not a wait for nobody."""
+    described = await describe(client.get_workflow_handle(migration_id), migration_id)
+    state = described.status.name.lower() if described.status else "unknown"
+    if described.status == WorkflowExecutionStatus.RUNNING:
+        await require_worker(client, described.task_queue, f"migration {migration_id} is {state}, but")
+    else:
+        raise DroverError(f"migration {migration_id} has ended ({state}): there is nothing to change")
+
+
 async def _query(client, migration_id: str) -> MigrationProgress:
+    await _running_with_a_worker(client, migration_id)
     try:
         return await client.get_workflow_handle(migration_id).query(MigrationWorkflow.progress)
     except RPCError as e:
@@ -110,6 +121,7 @@ async def _query(client, migration_id: str) -> MigrationProgress:
 async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
     client = client or await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id)
+    await _running_with_a_worker(client, migration_id)
     try:
         progress: MigrationProgress = await execute_update(handle, update, argument)
     except WorkflowUpdateFailedError as e:

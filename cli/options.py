@@ -8,7 +8,21 @@ from models.migration import OfflinePolicy
 from models.moves import StuckPolicy
 from steps.admission import Order
 
-MIGRATION_ID = typer.Argument(..., help="The migration ID")
+
+def migration_id_checked(value: str) -> str:
+    """A migration's ID; a move's or a coordinator's given instead is refused, saying what to give."""
+    kind = value.split(":", 1)[0]
+    if kind == "move":
+        raise typer.BadParameter(
+            f"{value} is a partition move's ID, not a migration's: give the ID drover start printed (drover list "
+            f"shows them); the move's own history is in the Web UI"
+        )
+    if kind == "cluster":
+        raise typer.BadParameter(f"{value} is a cluster's coordinator, not a migration: see drover cluster status")
+    return value
+
+
+MIGRATION_ID = typer.Argument(..., help="The migration ID", callback=migration_id_checked)
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")
 REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's history")

@@ -11,7 +11,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from adapters.temporal import connect, failure_message, patiently
+from adapters.temporal import connect, failure_message, no_worker, patiently, worker_polls
 from cli.errors import DroverError
 from cli.estimate import (
     CAPACITY,
@@ -56,10 +56,12 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
     max_replicas: int = MAX_REPLICAS,
     max_leaders: int = MAX_LEADERS,
     throttle: str = typer.Option(
-        "none",
+        None,
         "--throttle",
         help="Replication throttle on the brokers of moves in flight: a rate with its unit (50MB/s, 10MiB/s; "
-        "B is a byte, b a bit: 1Gb/s is 125MB/s), auto (each broker's recommended rates, from the estimate) or none",
+        "B is a byte, b a bit: 1Gb/s is 125MB/s), auto (each broker's recommended rates, from the estimate) or "
+        "none  [default: auto, as drover estimate; none with --no-estimate]",
+        show_default=False,
     ),
     estimate: bool = typer.Option(
         True, "--estimate/--no-estimate", help="Estimate throttles and duration before the first step (needed by auto)"
@@ -131,7 +133,8 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
         stuck_after_s = parse_duration(stuck_after)
     except ValueError as e:
         raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
-    choice = throttle.strip().lower()
+    # The default is the estimate's recommended rates, as drover estimate assumes; without an estimate, none.
+    choice = (throttle or ("auto" if estimate else "none")).strip().lower()
     auto = choice == "auto"
     rate = None if choice in ("auto", "none") else rate_option("--throttle", throttle)
     if auto and not estimate:
@@ -197,6 +200,8 @@ def _share(option: str, text: str) -> float:
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
     client = await connect(settings, identity=default_actor())
+    if not await patiently(lambda: worker_polls(client, settings.task_queue), settings.temporal_address, out.warning):
+        raise DroverError(f"{no_worker(settings.task_queue)}; nothing was started")
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(CLUSTER_ATTR, migration.cluster),

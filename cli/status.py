@@ -2,20 +2,20 @@
 
 import asyncio
 import re
+from datetime import UTC, datetime
 
 import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, failure_message, patiently
+from adapters.temporal import connect, failure_message, no_worker, patiently, worker_polls
 from cli.cluster import freeze_notice
 from cli.errors import DroverError
 from cli.estimate import summary as estimate_summary
-from cli.options import (
-    PROGRESS_JSON,
-)
+from cli.options import PROGRESS_JSON, migration_id_checked
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, human_seconds
+from execution import ENDED, Phase
 from models.control import AuditEntry
 from models.progress import MigrationProgress
 from models.results import MigrationResult
@@ -27,7 +27,9 @@ from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 def status(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID drover start printed"),
+    migration_id: str = typer.Argument(
+        ..., help="The migration ID drover start printed", callback=migration_id_checked
+    ),
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle."""
@@ -42,6 +44,12 @@ async def describe(handle, migration_id: str):
         if e.status == RPCStatusCode.NOT_FOUND:
             raise DroverError(f"no migration {migration_id}") from None
         raise
+
+
+async def require_worker(client, task_queue: str, context: str) -> None:
+    """A one-line error, at once, when no worker polls the workflow's task queue (a query or update would wait)."""
+    if not await worker_polls(client, task_queue):
+        raise DroverError(f"{context} {no_worker(task_queue)}")
 
 
 async def show_status(settings: Settings, migration_id: str, out: Output) -> None:
@@ -59,8 +67,9 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         except WorkflowFailureError as e:
             raise DroverError(f"migration {migration_id} {state}: {failure_message(e)}") from None
         raise DroverError(f"migration {migration_id} {state}")
-    progress: MigrationProgress = await patiently(
-        lambda: handle.query(MigrationWorkflow.progress), address, out.warning
+    await require_worker(client, described.task_queue, f"migration {migration_id} is {state}, but")
+    progress: MigrationProgress = as_of_now(
+        await patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning)
     )
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
     frozen = await freeze_notice(client, progress.cluster)
@@ -95,6 +104,18 @@ def phase(progress: MigrationProgress) -> str:
     if progress.paused and progress.phase != "paused":
         return f"{words} (paused)"
     return words
+
+
+def as_of_now(progress: MigrationProgress, now: datetime | None = None) -> MigrationProgress:
+    """A running migration's elapsed time and ETA as of the wall clock: the workflow computes them at the time of
+    its last workflow task (which is what a query sees), seconds or minutes behind while moves copy."""
+    if progress.started_at is None or Phase(progress.phase) in ENDED:
+        return progress
+    lag = ((now or datetime.now(UTC)) - progress.started_at).total_seconds() - progress.elapsed_s
+    if lag <= 0:
+        return progress
+    eta = None if progress.eta_s is None else round(max(progress.eta_s - lag, 0.0), 1)
+    return progress.model_copy(update={"elapsed_s": round(progress.elapsed_s + lag, 1), "eta_s": eta})
 
 
 def summary(state: str, progress: MigrationProgress) -> str:

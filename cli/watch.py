@@ -14,8 +14,9 @@ from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
 from cli.errors import DroverError
+from cli.options import migration_id_checked
 from cli.output import Output, default_actor
-from cli.status import current_batch, describe, show_status, summary
+from cli.status import as_of_now, current_batch, describe, require_worker, show_status, summary
 from models.progress import MigrationProgress
 from models.results import MigrationResult
 from settings import Settings
@@ -31,7 +32,9 @@ def bar(done: int, total: int, width: int = BAR_WIDTH) -> str:
 
 def watch(
     ctx: typer.Context,
-    migration_id: str = typer.Argument(..., help="The migration ID drover start printed"),
+    migration_id: str = typer.Argument(
+        ..., help="The migration ID drover start printed", callback=migration_id_checked
+    ),
     interval: float = typer.Option(1.0, "--interval", min=0.2, help="Seconds between two looks"),
     as_json: bool = typer.Option(False, "--json", help="Print one JSON progress line per look on stdout"),
 ) -> None:
@@ -58,9 +61,10 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
             described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
             if described.status != WorkflowExecutionStatus.RUNNING:
                 break
+            await require_worker(client, described.task_queue, f"migration {migration_id} is running, but")
             try:
-                progress: MigrationProgress = await patiently(
-                    lambda: handle.query(MigrationWorkflow.progress), address, out.warning
+                progress: MigrationProgress = as_of_now(
+                    await patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning)
                 )
             except RPCError:
                 # Not started on a worker yet (no worker running, or it is busy): look again.

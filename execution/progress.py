@@ -11,7 +11,9 @@ from models.units import human_bytes
 from steps.throttle import wanted_throttle
 
 
-def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgress:
+def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = True) -> MigrationProgress:
+    """The ``progress`` query's answer; without ``per_broker`` (the Web UI's details and the metrics, read after
+    every look of the window) the per-broker counts, a pass over every move waiting, are left out."""
     w = s.window
     records = sorted(w.in_flight, key=lambda r: r.key)
     rolled_back = s.window.saved.done if s.direction == "rollback" else 0
@@ -31,7 +33,7 @@ def progress(s: MigrationState, cluster: str, now: datetime) -> MigrationProgres
         peak_in_flight=s.peak_in_flight,
         peak_per_broker=s.peak_per_broker,
         **_rates(s, now),
-        brokers=_brokers(s),
+        brokers=_brokers(s) if per_broker else [],
         stuck=sorted(f"{r.move.topic}-{r.move.partition}" for r in records if r.stuck),
         runs=s.runs,
         batch=[
@@ -56,7 +58,7 @@ def _rates(s: MigrationState, now: datetime) -> dict:
     elapsed = (now - s.started_at).total_seconds() if s.started_at else 0.0
     moving = (now - s.moving_since).total_seconds() if s.moving_since else 0.0
     done = [o for o in s.forward_outcomes if succeeded(o) and o.original != o.target]
-    bytes_done = s.forward_saved.bytes_done + sum(o.size_bytes for o in done)
+    bytes_done = s.forward_saved.bytes_done + sum(o.bytes_to_copy for o in done)
     done_count = s.forward_saved.done + len(done)
     eta = None
     if s.bytes_total and bytes_done and moving > 0:

@@ -128,7 +128,7 @@ class Tally(BaseModel):
 
     def add(self, outcome: MoveOutcome) -> None:
         self.done += 1
-        self.bytes_done += outcome.size_bytes
+        self.bytes_done += outcome.bytes_to_copy
         for b in sorted(set(outcome.original) ^ set(outcome.target)):
             self.per_broker[b] = self.per_broker.get(b, 0) + 1
 

@@ -15,6 +15,12 @@ class Limits(BaseModel):
     max_leaders: int = Field(5, ge=1, description="moves in flight whose leader change is still to come")
 
 
+def bytes_to_copy(original: list[int], target: list[int], size_bytes: int) -> int:
+    """The bytes a move copies: the partition's size once for each replica it adds. The one definition of a
+    migration's bytes: drover plan, drover estimate and a migration's progress all count them so."""
+    return size_bytes * len(set(target) - set(original))
+
+
 class MoveSpec(BaseModel):
     """One partition's move as admission sees it."""
 
@@ -36,6 +42,10 @@ class MoveSpec(BaseModel):
     @property
     def brokers(self) -> set[int]:
         return set(self.original) ^ set(self.target)
+
+    @property
+    def bytes_to_copy(self) -> int:
+        return bytes_to_copy(self.original, self.target, self.size_bytes)
 
     @property
     def adds(self) -> int:

@@ -4,7 +4,7 @@ from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field
 
-from models.admission import MoveSpec
+from models.admission import MoveSpec, bytes_to_copy
 from models.control import AuditEntry
 from models.estimate import Estimate
 
@@ -26,6 +26,10 @@ class MoveOutcome(BaseModel):
     # Its end reached the migration without its report (``final`` unknown): the list its last step started from
     # and the one that step asked for. The partition is on one of them if nobody else changed it.
     last_step: list[list[int]] = []
+
+    @property
+    def bytes_to_copy(self) -> int:
+        return bytes_to_copy(self.original, self.target, self.size_bytes)
 
 
 class DryRun(BaseModel):

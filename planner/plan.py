@@ -14,6 +14,7 @@ Same input, same output: partitions and brokers are sorted first, and every choi
 from collections import Counter
 from itertools import chain
 
+from models.admission import bytes_to_copy
 from models.plan import BrokerLoad, ByteBalance, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
 from planner.leaders import balance_leader_traffic, balance_leaders, reorder
 from planner.quotas import broker_quotas, even_split, rack_limit
@@ -114,7 +115,7 @@ def make_plan(request: PlanRequest) -> Plan:
         lower_bound=lower_bound,
         partitions_changed=len(changed),
         leader_only_changes=sum(1 for i in changed if set(original[i]) == set(final[i])),
-        bytes_to_move=sum(_moves(original[i], final[i]) * sizes[i] for i in changed) if request.sizes else None,
+        bytes_to_move=sum(bytes_to_copy(original[i], final[i], sizes[i]) for i in changed) if request.sizes else None,
         before=_spread(original, rack_of, rack_of_all, limits),
         after=_spread(final, rack_of, rack_of_all, limits),
         brokers=_broker_loads(original, final, sizes, rack_of_all, kept, bool(request.sizes)),

@@ -329,7 +329,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
     def _describe(self) -> None:
         """The Web UI's current details (progress, the current batch, who paused) and the progress metrics, as they
         are now."""
-        now = self.progress()
+        now = progress(self._s, self._input.cluster if self._input else "", workflow.now(), per_broker=False)
         workflow.set_current_details(details(now))
         record_progress(now.cluster, now)
 

@@ -3,7 +3,7 @@
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import TemporalUnavailable, patiently
+from adapters.temporal import TemporalUnavailable, connect_options, patiently
 
 
 def down() -> RPCError:
@@ -52,3 +52,61 @@ def test_a_refused_update_or_a_failed_workflow_is_told_by_its_cause():
     assert failure_message(refused) == "the cluster is already frozen"
     failed = WorkflowFailureError(cause=ApplicationError("preflight found 1 problem(s)", type="Preflight"))
     assert failure_message(failed) == "preflight found 1 problem(s)"
+
+
+def settings_from(monkeypatch, **drover: str):
+    from settings import Settings
+
+    for name in ("DROVER_TEMPORAL_ADDRESS", "DROVER_TEMPORAL_NAMESPACE"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in drover.items():
+        monkeypatch.setenv(name, value)
+    return Settings()
+
+
+def test_tls_api_key_and_address_come_from_the_temporal_clis_variables(monkeypatch, tmp_path):
+    for name in ("ca.pem", "client.pem", "client.key"):
+        (tmp_path / name).write_bytes(f"-- {name} --".encode())
+    environ = {
+        "TEMPORAL_ADDRESS": "prod.tmprl.cloud:7233",
+        "TEMPORAL_NAMESPACE": "payments.a1b2c",
+        "TEMPORAL_API_KEY": "secret-key",
+        "TEMPORAL_TLS_CLIENT_CERT_PATH": str(tmp_path / "client.pem"),
+        "TEMPORAL_TLS_CLIENT_KEY_PATH": str(tmp_path / "client.key"),
+        "TEMPORAL_TLS_SERVER_CA_CERT_PATH": str(tmp_path / "ca.pem"),
+        "TEMPORAL_TLS_SERVER_NAME": "prod.internal",
+    }
+    options = connect_options(settings_from(monkeypatch), environ)
+    assert options["target_host"] == "prod.tmprl.cloud:7233" and options["namespace"] == "payments.a1b2c"
+    assert options["api_key"] == "secret-key"
+    tls = options["tls"]
+    assert tls.client_cert == b"-- client.pem --" and tls.client_private_key == b"-- client.key --"
+    assert tls.server_root_ca_cert == b"-- ca.pem --" and tls.domain == "prod.internal"
+
+
+def test_drovers_own_address_wins_and_the_sandbox_default_comes_last(monkeypatch):
+    environ = {"TEMPORAL_ADDRESS": "elsewhere:7233"}
+    chosen = connect_options(settings_from(monkeypatch, DROVER_TEMPORAL_ADDRESS="mine:7233"), environ)
+    assert chosen["target_host"] == "mine:7233"
+    plain = connect_options(settings_from(monkeypatch), {})
+    assert plain["target_host"] == "127.0.0.1:7233" and plain["namespace"] == "default" and "tls" not in plain
+
+
+def test_a_profile_is_read_from_the_config_file(monkeypatch, tmp_path):
+    config = tmp_path / "temporal.toml"
+    config.write_text(
+        '[profile.default]\naddress = "a:7233"\n\n'
+        '[profile.staging]\naddress = "staging:7233"\nnamespace = "drover"\napi_key = "k"\n'
+    )
+    environ = {"TEMPORAL_CONFIG_FILE": str(config), "TEMPORAL_PROFILE": "staging"}
+    options = connect_options(settings_from(monkeypatch), environ)
+    assert (options["target_host"], options["namespace"], options["api_key"]) == ("staging:7233", "drover", "k")
+
+
+def test_a_config_file_that_does_not_parse_is_one_error(monkeypatch, tmp_path):
+    config = tmp_path / "temporal.toml"
+    config.write_text("[profile.default\naddress = ")
+    with pytest.raises(TemporalUnavailable) as failed:
+        connect_options(settings_from(monkeypatch), {"TEMPORAL_CONFIG_FILE": str(config)})
+    assert str(failed.value).startswith("the Temporal client configuration does not load")
+    assert "\n" not in str(failed.value)

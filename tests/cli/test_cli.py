@@ -323,3 +323,16 @@ def test_cluster_status_without_a_coordinator_is_one_line(real_settings):
 def test_version_is_printed_on_stdout():
     done = drover("--version")
     assert done.returncode == 0 and done.stdout.strip() == f"drover {version('drover')}" and done.stderr == ""
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["status", "move:local:orders:3"], "move:local:orders:3 is a partition move's ID, not a migration's"),
+        (["pause", "move:local:orders:3", "--reason", "r"], "is a partition move's ID"),
+        (["watch", "cluster:local"], "cluster:local is a cluster's coordinator, not a migration"),
+    ],
+)
+def test_an_id_that_is_not_a_migrations_is_refused_saying_what_it_is(args, needle):
+    # No Temporal at this address: the refusal comes before any attempt to connect.
+    assert_one_line_error(drover(*args, env={"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"}), 2, needle)

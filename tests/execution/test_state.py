@@ -456,3 +456,16 @@ def test_the_web_ui_details_say_who_paused_and_what_is_in_flight_and_no_cancel_o
     assert "**stopping, cancelling (rollback)**" in details(progress(s, "c", NOW))
     ended = MigrationState(phase=Phase.ROLLED_BACK, cancel="rollback")
     assert details(progress(ended, "c", NOW)).startswith("**rolled_back**\n")
+
+
+def test_bytes_count_each_replica_a_move_adds_as_plan_and_estimate_do():
+    # Partition 0 gets two new replicas (2 x 100 bytes copied), partition 1 one (1 x 50).
+    two = MoveSpec(topic="t", partition=0, original=[1, 2], target=[3, 4], size_bytes=100)
+    one = MoveSpec(topic="t", partition=1, original=[1, 2], target=[1, 3], size_bytes=50)
+    assert two.bytes_to_copy == 200 and one.bytes_to_copy == 50
+    s = MigrationState(phase=Phase.RUNNING, bytes_total=two.bytes_to_copy + one.bytes_to_copy, moves_total=2)
+    s.window.outcomes = [outcome(two), outcome(one)]
+    now = progress(s, "c", NOW)
+    assert now.bytes_done == now.bytes_total == 250
+    s.window.saved.add(outcome(two))
+    assert s.window.saved.bytes_done == 200

@@ -346,6 +346,80 @@ async def test_drover_start_dry_run_tells_what_would_happen_and_changes_nothing(
     assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
 
 
+async def test_plan_estimate_and_a_migration_give_one_byte_total(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    # Partitions of different sizes crowded on brokers 1 and 2: the plan adds replicas on 3 and 4. Each command
+    # counts a partition's size once for every replica a move adds.
+    admin.create_topic(topic_name, [[1, 2], [2, 1], [1, 2], [2, 1]])
+    for p in range(4):
+        produce(real_settings, topic_name, p, 100 * (p + 1), pad=1000)
+    plan = tmp_path / "plan.json"
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        drover_cli = cli_against(real_settings, worker.task_queue)
+        code, out, err = await drover_cli(
+            "plan", "--bootstrap", real_settings.kafka_bootstrap, "--topics", topic_name, "--out", str(plan), "--json"
+        )
+        assert code == 0, err
+        planned = json.loads(out)["bytes_to_move"]
+        code, out, err = await drover_cli("estimate", str(plan), "--sample", "2s", "--throttle", "10MB/s", "--json")
+        assert code == 0, err
+        estimated = json.loads(out)["bytes_to_move"]
+        code, out, err = await drover_cli("start", str(plan), "--dry-run", "--no-estimate", "--json")
+        assert code == 0, err
+        started = json.loads(out)["dry_run"]["bytes_total"]
+        # A move that adds two replicas copies its partition twice, in the estimate and in the migration alike.
+        both = tmp_path / "both.json"
+        both.write_text(json.dumps({"partitions": [{"topic": topic_name, "partition": 3, "replicas": [3, 4]}]}))
+        code, out, err = await drover_cli("estimate", str(both), "--sample", "2s", "--throttle", "10MB/s", "--json")
+        assert code == 0, err
+        twice_estimated = json.loads(out)["bytes_to_move"]
+        code, out, err = await drover_cli("start", str(both), "--dry-run", "--no-estimate", "--json")
+        assert code == 0, err
+        found = json.loads(out)["dry_run"]
+        assert twice_estimated == found["bytes_total"] == 2 * found["order"][0]["size_bytes"] > 0
+        # Without --throttle, start uses the recommended rates, as drover estimate does by default.
+        code, out, err = await drover_cli("start", str(plan), "--dry-run", "--sample", "2s", "--json")
+        assert code == 0, err
+        defaulted = json.loads(out)["dry_run"]
+    print(f"bytes to move: plan {planned}, estimate {estimated}, migration {started}")
+    assert planned > 100_000 and planned == estimated == started
+    assert defaulted["estimate"]["throttle"] == "auto" and defaulted["throttle"], defaulted
+
+
+async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
+    real_client, admin, real_settings, topic_name, tmp_path
+):
+    # A migration started on a task queue no worker polls: status, pause and watch say so in one line instead of
+    # waiting for a query or an update nobody answers; start on such a queue starts nothing.
+    admin.create_topic(topic_name, [[1, 2]])
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+    migration = MigrationInput(
+        cluster="clitest", moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 2])]
+    )
+    migration_id = f"migration:clitest:{uuid.uuid4().hex[:8]}"
+    handle = await real_client.start_workflow(MigrationWorkflow.run, migration, id=migration_id, task_queue=nobody)
+    drover_cli = cli_against(real_settings, nobody)
+    try:
+        for args in (["status", migration_id], ["pause", migration_id, "--reason", "r"], ["watch", migration_id]):
+            started = asyncio.get_running_loop().time()
+            code, out, err = await asyncio.wait_for(drover_cli(*args), timeout=60)
+            took = asyncio.get_running_loop().time() - started
+            print(f"drover {args[0]}: exit {code} after {took:.1f} s: {err.strip()}")
+            assert code == 1 and err.strip().count("\n") == 0, err
+            assert f"no worker polls the task queue {nobody}" in err and migration_id in err
+        plan_file = tmp_path / "plan.json"
+        plan_file.write_text(
+            json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 0, "replicas": [4, 2]}]})
+        )
+        code, out, err = await drover_cli("start", str(plan_file), "--no-estimate")
+        assert code == 1 and "nothing was started" in err and f"no worker polls the task queue {nobody}" in err
+        started_here = [w.id async for w in real_client.list_workflows(f"TaskQueue = '{nobody}'")]
+        assert started_here == [migration_id]
+    finally:
+        await handle.terminate("test over")
+
+
 async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
     # Partition 0 moves slowly (about 1 MB under a 100 KB/s throttle) in a first migration; a second one that
     # also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the move's
