@@ -1,7 +1,7 @@
 # Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the lint, format and
 # type checks (`make lint`) and then the test suite. They install what they need first: a virtual environment in
 # .venv (pip), Kafka jars from Maven Central on first use (into .cache/), and for the tests the docker-compose checker
-# (Debian package).
+# and Chromium (Debian packages).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -9,13 +9,13 @@ STAMP := $(VENV)/.installed
 DROVER := $(VENV)/bin/drover
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install docker-compose stack-down clean
+.PHONY: demo test lint install docker-compose chromium stack-down clean
 
 demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
-test: lint docker-compose
+test: lint docker-compose chromium
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
@@ -38,6 +38,14 @@ docker-compose:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get install -y -q docker-compose >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q docker-compose >/dev/null; }; }
+
+# Headless Chromium (Debian package) renders drover report's page in its test.
+chromium:
+	@command -v chromium >/dev/null || { \
+		echo "installing chromium (Debian package) to render the report in its test"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; }
 
 stack-down:
 	$(DROVER) sandbox down

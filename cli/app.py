@@ -13,6 +13,7 @@ from cli import control as control_cmd
 from cli import demo as demo_cmd
 from cli import estimate as estimate_cmd
 from cli import plan as plan_cmd
+from cli import report as report_cmd
 from cli import sandbox as sandbox_cmd
 from cli import start as start_cmd
 from cli import status as status_cmd
@@ -54,6 +55,7 @@ app.command("watch")(watch_cmd.watch)
 for _name in ("pause", "resume", "cancel", "limits", "throttle"):
     app.command(_name)(getattr(control_cmd, _name))
 app.command("list")(status_cmd.list_)
+app.command("report")(report_cmd.report)
 app.command("demo")(demo_cmd.demo)
 
 

@@ -1,0 +1,151 @@
+"""drover report: a migration's timeline read from its history (every run of it), drawn with plotly and rendered by
+headless Chromium, whose DOM must show a bar for every step and every move's label."""
+
+import asyncio
+import re
+import shutil
+import subprocess
+import uuid
+from datetime import timedelta
+
+import pytest
+
+from cli.report import render, timeline_of
+from models.admission import Limits
+from models.control import LimitsChange, OperatorAction, ThrottleChange
+from models.migration import MigrationInput
+from tests.conftest import worker_for
+from tests.workflows.test_migration import cluster, spread_plan, wait_for
+from worker import activities_for
+from workflows import MigrationWorkflow
+
+CHROMIUM = shutil.which("chromium")
+
+
+def rendered_dom(html_file, screenshot=None) -> str:
+    """The page's DOM after its scripts ran, as headless Chromium (Debian's package) renders it."""
+    assert CHROMIUM, "the report is rendered with Debian's chromium (make test installs it)"
+    flags = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=15000"]
+    if screenshot is not None:
+        subprocess.run(
+            [*flags, "--window-size=1400,1300", f"--screenshot={screenshot}", html_file.as_uri()],
+            check=True,
+            capture_output=True,
+            timeout=120,
+        )
+    return subprocess.run(
+        [*flags, "--dump-dom", html_file.as_uri()], check=True, capture_output=True, text=True, timeout=120
+    ).stdout
+
+
+async def test_the_report_draws_every_step_the_limits_and_the_operator_actions(local_env, tmp_path):
+    fake = cluster(8)
+    fake.ticks = 6
+    plan = spread_plan(fake)
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=Limits(max_partitions=1, max_per_broker=1),
+        throttle_bytes_per_s=1000,
+        continue_every=3,
+    )
+    who = {"actor": "alice", "reason": "peak hours"}
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await wait_for(lambda: fake.altered, "a first step")
+        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+        await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))
+        await handle.execute_update(
+            MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=2, max_per_broker=2), **who)
+        )
+        await asyncio.sleep(1)
+        await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+        # Read while it runs: the actions are those the history asked for (its input, signals and updates).
+        running = await timeline_of(local_env.client, handle.id)
+        result = await handle.result()
+        timeline = await timeline_of(local_env.client, handle.id)
+    assert running.status is None and running.ended is None and len(running.moves) < len(plan)
+    assert [(a.action, a.actor) for a in running.actions] == [
+        ("start", "not given"),
+        ("pause", "alice"),
+        ("set_throttle", "alice"),
+        ("set_limits", "alice"),
+        ("resume", "bob"),
+    ]
+    assert result.runs >= 2
+
+    # ... and once finished: every move of every run, with the steps Kafka was given, in order.
+    assert timeline.status == "completed" and timeline.cluster == migration.cluster
+    assert sorted((m.topic, m.partition) for m in timeline.moves.values()) == sorted(
+        (p.topic, p.partition) for p in plan
+    )
+    outcomes = {(m.topic, m.partition): m for m in result.moves}
+    for move in timeline.moves.values():
+        outcome = outcomes[(move.topic, move.partition)]
+        assert [s.step for s in move.steps] == outcome.steps and move.outcome == "done"
+        assert move.original == outcome.original and not move.rollback
+        assert all(s.end is not None and s.start <= s.end for s in move.steps)
+        assert move.started is not None and move.admitted <= move.started <= move.steps[0].start <= move.ended
+    # Moves in flight per broker never above the limit in force (1, then 2 after the change).
+    assert [lim.max_per_broker for _, lim in timeline.limits] == [1, 2]
+    assert timeline.peak_per_broker(timeline.ended) <= 2
+    _, per_broker = timeline.in_flight(timeline.ended)
+    changed_at = timeline.limits[1][0]
+    assert all(n <= 1 for series in per_broker.values() for at, n in series if at < changed_at)
+    assert [rate for _, rate in timeline.throttle] == [1000, 2000]
+    assert [(a.action, a.actor) for a in timeline.actions] == [
+        ("start", "not given"),
+        ("pause", "alice"),
+        ("set_throttle", "alice"),
+        ("set_limits", "alice"),
+        ("resume", "bob"),
+    ]
+
+    page = tmp_path / "report.html"
+    page.write_text(render(timeline))
+    dom = rendered_dom(page, screenshot=tmp_path / "report.png")
+    steps = sum(len(m.steps) for m in timeline.moves.values())
+    # One bar per step in the Gantt chart, each move's label on its axis, the events row with their labels.
+    assert len(re.findall(r'<g class="point"><path', dom)) >= steps
+    labels = set(re.findall(r'<text[^>]*class="ytick"[^>]*>.*?>([^<>]+)</tspan>|class="ytick".*?>([^<>]+)</text>', dom))
+    shown = {text for pair in labels for text in pair if text}
+    assert {f"{m.topic}-{m.partition}" for m in timeline.moves.values()} <= shown
+    assert "set_limits" in dom and "pause" in dom and "2.0 KB/s (alice)" in dom
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+
+
+def test_a_step_still_on_kafka_runs_to_the_end_of_the_picture():
+    # The pure timeline: a step issued and not ended counts in flight until the report's "now".
+    from datetime import UTC, datetime
+
+    from execution.timeline import Timeline
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    t = Timeline("m", started=t0)
+    t.move_admitted(t0, "a", "orders", 0, [2, 3], rollback=False)
+    t.move_admitted(t0, "b", "orders", 1, [1, 4], rollback=False)
+    t.step_issued(t0 + timedelta(seconds=1), "a", [1, 2], [1, 2, 3])
+    t.step_issued(t0 + timedelta(seconds=2), "b", [1, 2], [1, 2, 4])
+    t.step_issued(t0 + timedelta(seconds=3), "a", [1, 2, 3], [2, 3])
+    t.move_ended(t0 + timedelta(seconds=4), "a", "done")
+    total, per_broker = t.in_flight(t0 + timedelta(seconds=9))
+    assert [s.end for s in t.moves["a"].steps] == [t0 + timedelta(seconds=3), t0 + timedelta(seconds=4)]
+    assert t.moves["b"].steps[0].end is None
+    # a touches 1 and 3; b touches 2 and 4: broker 1 has one move from 1 s to 4 s.
+    assert per_broker[1] == [(t0, 0), (t0 + timedelta(seconds=1), 1), (t0 + timedelta(seconds=4), 0)]
+    assert max(n for _, n in total) == 2 and total[-1] == (t0 + timedelta(seconds=9), 0)
+    # A word after the end is not drawn: a second end, or a step reported late.
+    t.step_issued(t0 + timedelta(seconds=5), "a", [2, 3], [3, 2])
+    assert len(t.moves["a"].steps) == 2
+
+
+@pytest.mark.parametrize("given", ["move:c:orders:1", "cluster:c"])
+def test_a_move_or_coordinator_id_is_refused(given):
+    from typer.testing import CliRunner
+
+    from cli.app import app
+
+    result = CliRunner().invoke(app, ["report", given])
+    assert result.exit_code == 2 and "not a migration" in result.output.replace("\n", " ")
