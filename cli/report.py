@@ -43,6 +43,7 @@ RUN_CLOSED = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TERMINATED: "terminated",
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_TIMED_OUT: "timed out",
 }
+SYMBOLS = {"migration": "circle", "throttle": "diamond", "operator": "star"}
 STEP_COLOURS = ["#4C78A8", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2", "#9D755D"]
 
 
@@ -211,7 +212,7 @@ def render(t: Timeline) -> str:
         cols=1,
         shared_xaxes=True,
         vertical_spacing=0.04,
-        row_heights=[gantt_px, 260, 160],
+        row_heights=[gantt_px, 260, 200],
         subplot_titles=("Every move's steps", "Moves in flight per broker, against the limits", "Events"),
     )
     _gantt(fig, moves, until)
@@ -221,7 +222,7 @@ def render(t: Timeline) -> str:
     span = f"{t.started:%Y-%m-%d %H:%M:%S} to {until:%H:%M:%S} UTC" if t.started else ""
     fig.update_layout(
         title=f"Drover migration {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
-        height=gantt_px + 260 + 160 + 180,
+        height=gantt_px + 260 + 200 + 180,
         barmode="overlay",
         template="plotly_white",
         legend={"orientation": "h", "y": -0.02, "yanchor": "top"},
@@ -229,7 +230,7 @@ def render(t: Timeline) -> str:
     )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels, row=1, col=1)
     fig.update_yaxes(title_text="moves", rangemode="tozero", row=2, col=1)
-    fig.update_yaxes(range=[-0.7, 1.7], row=3, col=1)
+    fig.update_yaxes(range=[-0.7, 2.7], row=3, col=1)
     fig.update_xaxes(type="date")
     return fig.to_html(include_plotlyjs=True, full_html=True)
 
@@ -298,6 +299,13 @@ def _series(points: list[tuple[datetime, int | None]], until: datetime) -> tuple
 
 def _in_flight(fig: go.Figure, t: Timeline, until: datetime) -> None:
     total, per_broker = t.in_flight(until)
+    # The total first, wide and light, so that the brokers' lines stay visible where they run along it.
+    xs, ys = _series(list(total), until)
+    fig.add_trace(
+        go.Scatter(name="all brokers", x=xs, y=ys, mode="lines", line={"shape": "hv", "color": "#bbb", "width": 6}),
+        row=2,
+        col=1,
+    )
     for broker, points in per_broker.items():
         xs, ys = _series(list(points), until)
         fig.add_trace(
@@ -305,12 +313,6 @@ def _in_flight(fig: go.Figure, t: Timeline, until: datetime) -> None:
             row=2,
             col=1,
         )
-    xs, ys = _series(list(total), until)
-    fig.add_trace(
-        go.Scatter(name="all brokers", x=xs, y=ys, mode="lines", line={"shape": "hv", "color": "#555", "width": 2}),
-        row=2,
-        col=1,
-    )
     if t.limits:
         for field, name, dash in (("max_per_broker", "limit per broker", "dash"), ("max_partitions", "limit", "dot")):
             xs, ys = _series([(at, getattr(limits, field)) for at, limits in t.limits], until)
@@ -330,6 +332,14 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
         row["text"].append(text)
         row["hover"].append(hover)
 
+    stepped = [m.steps[0].start for m in t.moves.values() if m.steps]
+    if t.started is not None:
+        mark("migration", t.started, "preflight" + (", estimate" if stepped else ""), f"started {t.started:%H:%M:%S}")
+    if stepped:
+        first = min(stepped)
+        mark("migration", first, "first step", f"first step {first:%H:%M:%S}")
+    if t.ended is not None:
+        mark("migration", t.ended, t.status or "ended", f"{t.status} {t.ended:%H:%M:%S}")
     if t.throttle:  # as started; its changes are operator actions, below
         at, rate = t.throttle[0]
         shown = "auto (the estimate's)" if rate is None and t.auto_throttle else _rate(rate)
@@ -358,7 +368,7 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
                 textposition=["top center" if i % 2 == 0 else "bottom center" for i in range(len(row["x"]))],
                 hovertext=row["hover"],
                 hoverinfo="text",
-                marker={"symbol": "diamond" if kind == "throttle" else "star", "size": 11},
+                marker={"symbol": SYMBOLS[kind], "size": 11},
             ),
             row=3,
             col=1,
