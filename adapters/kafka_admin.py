@@ -29,6 +29,7 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
+from adapters.kafka_properties import client_properties
 from models import (
     BrokerDisk,
     BrokerInfo,
@@ -89,6 +90,10 @@ def client_configs(settings: Settings) -> tuple[dict, dict]:
     if settings.kafka_ssl_cafile:
         ck["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
         kp["ssl_cafile"] = str(settings.kafka_ssl_cafile)
+    if settings.kafka_properties is not None:
+        from_file = client_properties(settings.kafka_properties)
+        ck |= from_file[0]
+        kp |= from_file[1]
     return ck, kp
 
 

@@ -2,6 +2,7 @@
 
 import traceback
 from importlib.metadata import version
+from pathlib import Path
 
 import click
 import typer
@@ -71,11 +72,19 @@ def root(
     _: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print Drover's version and exit"
     ),
+    command_config: Path | None = typer.Option(
+        None,
+        "--command-config",
+        dir_okay=False,
+        help="A Kafka client properties file (security.protocol, sasl.*, ssl.*) as Kafka's tools take it, for the "
+        "commands that reach Kafka themselves; the worker reads DROVER_KAFKA_PROPERTIES",
+    ),
 ) -> None:
     try:
-        settings = load_settings()
+        settings = load_settings(**({"kafka_properties": command_config} if command_config else {}))
     except SettingsError as e:
-        raise DroverError(str(e), exit_code=2) from None
+        message = str(e).replace("DROVER_KAFKA_PROPERTIES", "--command-config") if command_config else str(e)
+        raise DroverError(message, exit_code=2) from None
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
     Loaded.settings = settings

@@ -45,7 +45,8 @@ class SandboxSettings(BaseSettings):
     start_timeout_s: float = Field(150.0, description="How long up waits for everything to be ready")
     sasl_password: str | None = Field(
         None,
-        description="With a password, broker N also listens with SASL/PLAIN (user drover) on port_base+50+N-1",
+        description="With a password, broker N also listens with SASL on port_base+50+N-1: PLAIN (user drover), and "
+        "SCRAM-SHA-512 for users created through the admin API",
     )
 
     @property
@@ -282,10 +283,14 @@ class Sandbox:
                 sasl = {
                     "listener.security.protocol.map": common["listener.security.protocol.map"]
                     + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
-                    "sasl.enabled.mechanisms": "PLAIN",
+                    # SCRAM users are created through the admin API (AlterUserScramCredentials), e.g. by a test.
+                    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
                     "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
                         "org.apache.kafka.common.security.plain.PlainLoginModule required "
                         f'user_drover="{self.s.sasl_password}";'
+                    ),
+                    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
+                        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                     ),
                 }
             configs[f"broker-{i}"] = (

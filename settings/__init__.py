@@ -8,8 +8,10 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from pydantic import Field, SecretStr, ValidationError
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from adapters.kafka_properties import client_properties
 
 ENV_PREFIX = "DROVER_"
 
@@ -28,6 +30,12 @@ class Settings(BaseSettings):
     kafka_sasl_username: str | None = Field(None, description="SASL user name")
     kafka_sasl_password: SecretStr | None = Field(None, description="SASL password")
     kafka_ssl_cafile: Path | None = Field(None, description="CA certificate file for SSL")
+    kafka_properties: Path | None = Field(
+        None,
+        description="A Kafka client properties file, as Kafka's tools take with --command-config (security.protocol, "
+        "sasl.*, ssl.*: SASL/PLAIN, SCRAM, OAUTHBEARER, TLS in PEM), passed to both client libraries; its values win "
+        "over the Kafka settings above",
+    )
     kafka_request_timeout_s: float = Field(30.0, description="Timeout of one Kafka admin request, seconds")
 
     temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend address")
@@ -54,6 +62,14 @@ class Settings(BaseSettings):
         description="The worker serves Prometheus metrics (the Temporal SDK's and Drover's) on this port, at /metrics",
     )
 
+    @field_validator("kafka_properties")
+    @classmethod
+    def _readable_properties(cls, path: Path | None) -> Path | None:
+        """The file is read and checked at load time, so that a setting neither library takes is refused at once."""
+        if path is not None:
+            client_properties(path)
+        return path
+
     def workflow_url(self, workflow_id: str) -> str:
         return f"{self.temporal_ui_url}/namespaces/{self.temporal_namespace}/workflows/{quote(workflow_id, safe=':')}"
 
@@ -78,13 +94,14 @@ def describe_validation_error(error: ValidationError, prefix: str = ENV_PREFIX) 
         name = prefix + "_".join(str(part) for part in item["loc"]).upper()
         value = item.get("input")
         shown = f"={value!r}" if isinstance(value, str | int | float) and "password" not in name.lower() else ""
-        problems.append(f"{name}{shown}: {item['msg']}")
+        problems.append(f"{name}{shown}: {item['msg'].removeprefix('Value error, ')}")
     return "; ".join(problems)
 
 
-def load_settings() -> Settings:
-    """The settings from the environment; a bad value raises SettingsError with one line naming the variable."""
+def load_settings(**given) -> Settings:
+    """The settings from the environment (values ``given`` win, as command-line options do); a bad value raises
+    SettingsError with one line naming the variable."""
     try:
-        return Settings()
+        return Settings(**given)
     except ValidationError as e:
         raise SettingsError(f"bad setting: {describe_validation_error(e)}") from None
