@@ -14,6 +14,7 @@ from cli.errors import DroverError
 from cli.estimate import summary as estimate_summary
 from cli.options import PROGRESS_JSON, migration_id_checked
 from cli.output import Output, default_actor
+from cli.progress import CopyMeter
 from cli.rates import human_bytes, human_seconds
 from execution import ENDED, Phase
 from models.control import AuditEntry
@@ -71,7 +72,14 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     progress: MigrationProgress = as_of_now(
         await patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning)
     )
+    meter = CopyMeter(settings)
+    try:
+        progress = await asyncio.to_thread(meter.measure, progress)
+    finally:
+        meter.close()
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    if meter.off:
+        out.warning(f"bytes of the steps in progress not read: {meter.off}")
     frozen = await freeze_notice(client, progress.cluster)
     if frozen:
         out.warning(frozen)
@@ -130,10 +138,11 @@ def summary(state: str, progress: MigrationProgress) -> str:
     rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"
+    copying = f" ({human_bytes(progress.bytes_copying)} of it copying now)" if progress.bytes_copying else ""
     return (
         f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
         f"{progress.waiting} waiting, {progress.failed} failed{back}; {human_bytes(progress.bytes_done)} of "
-        f"{human_bytes(progress.bytes_total)}; elapsed {human_seconds(progress.elapsed_s)}, "
+        f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
         f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
     )
 

@@ -16,6 +16,7 @@ from adapters.temporal import connect, patiently
 from cli.errors import DroverError
 from cli.options import migration_id_checked
 from cli.output import Output, default_actor
+from cli.progress import CopyMeter
 from cli.status import as_of_now, current_batch, describe, require_worker, show_status, summary
 from models.progress import MigrationProgress
 from models.results import MigrationResult
@@ -53,6 +54,7 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     live = Live(console=out.err, auto_refresh=False) if out.err.is_terminal and not out.as_json else None
     last_line = None
+    meter, said_off = CopyMeter(settings), False
     try:
         if live:
             live.start()
@@ -70,6 +72,10 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
                 # Not started on a worker yet (no worker running, or it is busy): look again.
                 await asyncio.sleep(interval)
                 continue
+            progress = await asyncio.to_thread(meter.measure, progress)
+            if meter.off and not said_off:
+                out.warning(f"bytes of the steps in progress not read: {meter.off}")
+                said_off = True
             if out.as_json:
                 sys.stdout.write(progress.model_dump_json() + "\n")
                 sys.stdout.flush()
@@ -83,6 +89,7 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
                     last_line = line
             await asyncio.sleep(interval)
     finally:
+        meter.close()
         if live:
             live.stop()
     # Ended: the same report as drover status (the result, or why it failed).

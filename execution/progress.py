@@ -4,7 +4,7 @@ Pure: the time is passed in."""
 from datetime import datetime
 
 from execution.state import ENDED, MigrationState, Phase, succeeded
-from models.admission import MoveSpec
+from models.admission import MoveSpec, bytes_to_copy
 from models.progress import BatchEntry, BrokerProgress, MigrationProgress
 from models.results import DryRun, MigrationResult, MoveOutcome
 from models.units import human_bytes
@@ -44,6 +44,7 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
                 current=r.current or r.expected or r.move.original,
                 step=r.step,
                 final=r.move.target,
+                size_bytes=r.move.size_bytes,
             )
             for r in records
         ],
@@ -59,6 +60,11 @@ def _rates(s: MigrationState, now: datetime) -> dict:
     moving = (now - s.moving_since).total_seconds() if s.moving_since else 0.0
     done = [o for o in s.forward_outcomes if succeeded(o) and o.original != o.target]
     bytes_done = s.forward_saved.bytes_done + sum(o.bytes_to_copy for o in done)
+    if s.direction == "forward":
+        # Moves in flight: the replicas their finished steps added (the list Kafka showed at their latest step).
+        bytes_done += sum(
+            bytes_to_copy(r.move.original, r.current, r.move.size_bytes) for r in s.window.in_flight if r.current
+        )
     done_count = s.forward_saved.done + len(done)
     eta = None
     if s.bytes_total and bytes_done and moving > 0:

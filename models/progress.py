@@ -28,6 +28,8 @@ class BatchEntry(BaseModel):
     current: list[int]
     step: list[int] | None
     final: list[int]
+    # The partition's size (each replica a step adds copies it).
+    size_bytes: int = 0
 
 
 class MigrationProgress(BaseModel):
@@ -52,6 +54,9 @@ class MigrationProgress(BaseModel):
     moves_total: int = 0
     bytes_total: int = 0
     bytes_done: int = 0
+    # Of bytes_done, what the steps in progress have copied so far: read from Kafka by drover status and watch
+    # (DescribeLogDirs on the new replicas); 0 in the workflow's own answer, which counts finished steps only.
+    bytes_copying: int = 0
     # Seconds left at the rate observed so far (bytes, or moves when the partitions are empty); None until known.
     eta_s: float | None = None
     brokers: list[BrokerProgress] = []

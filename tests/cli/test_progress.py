@@ -2,9 +2,13 @@
 
 from datetime import UTC, datetime, timedelta
 
+from adapters.kafka_admin import KafkaAdminError
+from cli.progress import CopyMeter
 from cli.status import as_of_now, summary
 from models.admission import Limits
-from models.progress import MigrationProgress
+from models.progress import BatchEntry, MigrationProgress
+from settings import Settings
+from tests.fakes import FakeKafka
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -40,3 +44,58 @@ def test_elapsed_and_eta_of_a_running_migration_count_from_the_wall_clock():
 def test_an_ended_migration_keeps_the_elapsed_time_it_ended_with():
     ended = progress("completed", 42.0, 0.0)
     assert as_of_now(ended, now=START + timedelta(hours=3)) == ended
+
+
+def copying(cluster: str = "local") -> MigrationProgress:
+    # orders-0 steps [1, 2] -> [1, 2, 3] (broker 3 copying), orders-1 has not issued its first step.
+    return progress("running", 1.0, None).model_copy(
+        update={
+            "cluster": cluster,
+            "bytes_total": 8000,
+            "bytes_done": 2000,
+            "batch": [
+                BatchEntry(
+                    topic="orders",
+                    partition=0,
+                    original=[1, 2],
+                    current=[1, 2],
+                    step=[1, 2, 3],
+                    final=[1, 3],
+                    size_bytes=5000,
+                ),
+                BatchEntry(
+                    topic="orders",
+                    partition=1,
+                    original=[1, 2],
+                    current=[1, 2],
+                    step=None,
+                    final=[2, 3],
+                    size_bytes=3000,
+                ),
+            ],
+        }
+    )
+
+
+def test_the_bytes_of_a_step_in_progress_are_read_from_the_new_replicas_on_kafka():
+    fake = FakeKafka({b: None for b in (1, 2, 3)}, {("orders", 0): [1, 2, 3], ("orders", 1): [1, 2]})
+    meter = CopyMeter(Settings(cluster_name="local"), admin=fake)
+    seen = meter.measure(copying())
+    # The fake's replica of orders-0 on broker 3 holds 1000 bytes: counted, beside the 2000 of finished steps.
+    assert seen.bytes_copying == 1000 and seen.bytes_done == 3000 and meter.off is None
+    assert "3.0 KB of 8.0 KB (1.0 KB of it copying now)" in summary("running", seen)
+    # Another cluster than the CLI's: not read.
+    assert meter.measure(copying("elsewhere")) == copying("elsewhere")
+
+
+def test_kafka_not_answering_leaves_the_workflow_s_count_and_is_not_asked_again():
+    class Away:
+        calls = 0
+
+        def describe_log_dirs(self, brokers=None):
+            Away.calls += 1
+            raise KafkaAdminError("cannot reach Kafka at 127.0.0.1:1")
+
+    meter = CopyMeter(Settings(cluster_name="local"), admin=Away())  # type: ignore[arg-type]
+    assert meter.measure(copying()) == copying() and meter.measure(copying()) == copying()
+    assert meter.off == "cannot reach Kafka at 127.0.0.1:1" and Away.calls == 1

@@ -469,3 +469,22 @@ def test_bytes_count_each_replica_a_move_adds_as_plan_and_estimate_do():
     assert now.bytes_done == now.bytes_total == 250
     s.window.saved.add(outcome(two))
     assert s.window.saved.bytes_done == 200
+
+
+def test_bytes_done_count_the_finished_steps_of_moves_in_flight():
+    # Two steps in: [1, 2] -> [3, 4] one replica per step; the first step ([1, 2] -> [1, 2, 3] -> [2, 3]) is done
+    # when the move issues its second step from [2, 3] (what Kafka showed): one replica of 100 bytes copied.
+    two = MoveSpec(topic="t", partition=0, original=[1, 2], target=[3, 4], size_bytes=100)
+    s = MigrationState(phase=Phase.RUNNING, bytes_total=two.bytes_to_copy, moves_total=1)
+    s.window.waiting = [two]
+    r = s.admit(replicas_per_step=1)[0]
+    s.child_started(r.key, r.token, "run")
+    assert progress(s, "c", NOW).bytes_done == 0
+    s.step_reported(r.key, r.token, current=[1, 2], step=[1, 2, 3])
+    assert progress(s, "c", NOW).bytes_done == 0
+    s.step_reported(r.key, r.token, current=[2, 3], step=[2, 3, 4])
+    now = progress(s, "c", NOW)
+    assert now.bytes_done == 100 and now.batch[0].size_bytes == 100
+    # A rollback's moves in flight are not the forward bytes.
+    s.direction = "rollback"
+    assert progress(s, "c", NOW).bytes_done == 0

@@ -15,6 +15,7 @@ from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.migration import MigrationInput
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from models.progress import MigrationProgress
 from models.results import MigrationResult
 from planner import make_plan
 from sandbox.stack import find_temporal
@@ -547,3 +548,40 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
     assert code == 0 and any(line.split("\t")[1:4] == ["start", who, "spread t"] for line in shown.splitlines())
     # The client that started it is named user@host in the history, not a process ID.
     assert started.workflow_execution_started_event_attributes.identity == who
+
+
+async def test_status_counts_what_a_step_in_progress_has_copied(real_client, admin, real_settings, topic_name):
+    # One partition of about 3 MB from [1, 2] to [3, 4], one replica per step at 300 KB/s: each step copies for
+    # about 10 s. drover status reads how far the new replica got (DescribeLogDirs), not "0 B" until it is done.
+    admin.create_topic(topic_name, [[1, 2]])
+    await asyncio.to_thread(produce, real_settings, topic_name, 0, 3000, 1000)
+    migration = MigrationInput(
+        cluster="clitest",
+        moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
+        throttle_bytes_per_s=300_000,
+    )
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        drover_cli = cli_against(real_settings, worker.task_queue)
+        handle = await real_client.start_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        try:
+            seen: list[tuple[int, int, int]] = []
+            deadline = asyncio.get_running_loop().time() + 90
+            while asyncio.get_running_loop().time() < deadline:
+                code, out, err = await drover_cli("status", handle.id, "--json")
+                assert code == 0, err
+                progress = MigrationProgress.model_validate_json(out)
+                seen.append((progress.bytes_done, progress.bytes_copying, progress.bytes_total))
+                if progress.bytes_copying > 0 and "of it copying now" in err:
+                    break
+                await asyncio.sleep(0.5)
+            print(f"status while the first step copied (done, copying, total): {seen[-3:]}")
+            done, copying, total = seen[-1]
+            assert 0 < copying < total / 2 and done == copying
+            assert total > 2 * 2_500_000  # two new replicas of the partition's size
+        finally:
+            await handle.execute_update(
+                MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="seen", mode="stop")
+            )
+            await handle.result()
