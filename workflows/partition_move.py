@@ -150,6 +150,9 @@ class PartitionMoveWorkflow:
                 # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen.
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
                 await workflow.wait_condition(lambda: not self._frozen)
+                if step_done_at is not None:
+                    # The step gap is Drover's own time between two steps, not the operator's freeze.
+                    step_done_at = workflow.now()
             self._set_progress(move, original, state.replicas, step.replicas, steps)
             number = len(steps) + 1
             total = len(steps) + steps_left(state.replicas, target, move.replicas_per_step, min_insync)

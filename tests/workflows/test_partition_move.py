@@ -1,8 +1,12 @@
 """PartitionMoveWorkflow on the real Temporal dev server, with the in-memory Kafka."""
 
+import asyncio
+
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import Client, WorkflowFailureError
+from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
+from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
 
 from models import MoveInput, TopicPartition
 from tests.conftest import worker_for
@@ -80,3 +84,33 @@ async def test_unknown_partition_fails_at_once(local_env):
         await run_move(local_env, fake, [2], replicas_per_step=1)
     assert failure.value.cause.cause.type == "UnknownPartition"
     assert fake.altered == []
+
+
+async def test_the_step_gap_leaves_out_the_time_the_cluster_was_frozen(local_env):
+    # drover_step_gap_seconds measures Drover's own overhead between two steps; a freeze of 3 s between them is the
+    # operator's, not counted.
+    buffer = MetricBuffer(10_000, duration_format=MetricBufferDurationFormat.SECONDS)
+    client = await Client.connect(
+        local_env.client.service_client.config.target_host,
+        namespace=local_env.client.namespace,
+        data_converter=pydantic_data_converter,
+        runtime=Runtime(telemetry=TelemetryConfig(metrics=buffer)),
+    )
+    fake = FakeKafka({b: None for b in range(1, 7)}, {("orders", 0): [1, 2, 3]}, ticks=2)
+    async with worker_for(client, activities_for(fake)) as worker:
+        handle = await client.start_workflow(
+            PartitionMoveWorkflow.run,
+            MoveInput(cluster="gap", topic="orders", partition=0, target=[4, 5, 6], min_insync=1),
+            id=f"move-{worker.task_queue}",
+            task_queue=worker.task_queue,
+        )
+        while not fake.altered:
+            await asyncio.sleep(0.05)
+        await handle.signal(PartitionMoveWorkflow.freeze, True)
+        await asyncio.sleep(3)
+        assert len(fake.altered) == 1  # frozen: no second step
+        await handle.signal(PartitionMoveWorkflow.freeze, False)
+        result = await handle.result()
+    gaps = [u.value for u in buffer.retrieve_updates() if u.metric.name == "drover_step_gap_seconds"]
+    assert len(gaps) == len(result.steps) - 1
+    assert max(gaps) < 2.0, gaps
