@@ -42,7 +42,7 @@ app = typer.Typer(
     + "\n\n"
     + _sandbox_env_help().replace("\n", "\n\n"),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
