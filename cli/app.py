@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 import typer
+from temporalio.service import RPCError
 
 from adapters.kafka_admin import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
@@ -97,6 +98,15 @@ class Loaded:
     settings: Settings | None = None
 
 
+def rpc_refusal(e: RPCError) -> str:
+    """Temporal's answer in one line: its status and message, and what a failing workflow task means."""
+    status = e.status.name.lower().replace("_", " ") if e.status is not None else "error"
+    said = f"Temporal refused ({status}): {' '.join(e.message.split())}"
+    if "workflow task in failed state" in e.message.lower():
+        said += "; the workflow's code fails on a worker: its history in the Web UI shows why"
+    return said
+
+
 def main() -> None:
     command = typer.main.get_command(app)
     out = Output()
@@ -116,6 +126,9 @@ def main() -> None:
         code = e.exit_code
     except (SandboxError, KafkaAdminError, TemporalUnavailable) as e:
         out.error(str(e))
+        code = 1
+    except RPCError as e:
+        out.error(rpc_refusal(e))
         code = 1
     except Exception as e:
         # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
