@@ -54,6 +54,10 @@ _OVERRIDE_SOURCE = {
 }
 
 
+# How long a new client waits for a first broker to answer: an address that is wrong, or a cluster that is down, is
+# said within seconds rather than after a request's whole timeout.
+REACH_TIMEOUT_S = 6.0
+
 # How often the admin client refreshes cluster metadata (and with it the broker it sends admin requests to).
 METADATA_REFRESH_MS = 2000
 
@@ -108,10 +112,24 @@ class KafkaAdmin:
             self._ck_config | {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS}, logger=rdkafka_logger()
         )
         self._kp: KafkaAdminClient | None = None
+        self._reached = False
         # kafka-python's client is not thread-safe; activities call in from a thread pool.
         self._kp_lock = threading.Lock()
 
+    def _reach(self) -> None:
+        """Once per client: a broker answers a metadata request within REACH_TIMEOUT_S, or a KafkaAdminError that
+        names the bootstrap address (with librdkafka's reason: a timeout, a refused connection, failed credentials)."""
+        if self._reached:
+            return
+        try:
+            self._ck.list_topics(timeout=min(REACH_TIMEOUT_S, self._timeout))
+        except KafkaException as e:
+            why = e.args[0].str() if e.args else str(e)
+            raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {why}") from e
+        self._reached = True
+
     def _kafka_python(self) -> KafkaAdminClient:
+        self._reach()
         if self._kp is None:
             try:
                 self._kp = KafkaAdminClient(**self._kp_config)
@@ -153,6 +171,7 @@ class KafkaAdmin:
         return ClusterDescription(cluster_id=result.cluster_id, controller_id=controller, brokers=brokers)
 
     def list_topics(self, include_internal: bool = False) -> list[str]:
+        self._reach()
         metadata = self._ck.list_topics(timeout=self._timeout)
         return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
 
@@ -401,6 +420,7 @@ class KafkaAdmin:
             time.sleep(0.1)
 
     def _wait(self, future, what: str):
+        self._reach()
         try:
             return future.result(timeout=self._timeout + 5)
         except KafkaException as e:

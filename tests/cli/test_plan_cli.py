@@ -1,6 +1,7 @@
 """drover plan refuses bad input with one line naming the file, topic or partition, exit code 2, and no plan file."""
 
 import json
+import time
 
 import pytest
 
@@ -170,3 +171,13 @@ def test_write_rates_from_a_metrics_file_balance_the_leaders_traffic(tmp_path):
     balance = summary["bytes_balance"]
     assert balance["leader_rate_before"][1] > 1.5 and balance["leader_rate_after"][1] <= 1.5, balance
     assert summary["replica_moves"] == 0 and summary["leader_only_changes"] >= 1
+
+
+def test_kafka_unreachable_is_said_with_the_bootstrap_address_within_ten_seconds(tmp_path):
+    started = time.monotonic()
+    done = drover("plan", "--bootstrap", "127.0.0.1:1", "--out", str(tmp_path / "p.json"))
+    took = time.monotonic() - started
+    assert_one_line_error(done, 1, "cannot reach Kafka at 127.0.0.1:1")
+    print(f"Kafka unreachable: exit {done.returncode} after {took:.1f} s")
+    assert took < 10, took
+    assert not (tmp_path / "p.json").exists()
