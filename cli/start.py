@@ -33,7 +33,7 @@ from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
 from cli.rates import human_bytes, parse_duration
-from cli.status import show_result
+from cli.status import retrying, show_result
 from execution import Phase
 from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from models.plan import ReassignmentFile
@@ -259,8 +259,14 @@ async def _preflight_passed(handle, migration_id: str, address: str, out: Output
     """Return once the migration is past preflight; a plan that fails it is one error listing every problem (and a
     non-zero exit), as with --wait."""
     out.info("waiting for preflight to check every move against the cluster ...")
+    said: set[str] = set()
     while True:
         described = await patiently(handle.describe, address, out.warning)
+        for line in retrying(described):
+            why = line.split(": ", 1)[-1]
+            if why not in said:  # each reason once, not at every attempt
+                said.add(why)
+                out.warning(f"{line}; it goes on retrying (Ctrl-C leaves it so; drover cancel stops it)")
         if described.status != WorkflowExecutionStatus.RUNNING:
             try:
                 await handle.result()

@@ -47,6 +47,17 @@ async def describe(handle, migration_id: str):
         raise
 
 
+def retrying(described) -> list[str]:
+    """The migration's activities that failed and are being tried again, each with its last failure: what a
+    Kafka that does not answer the worker looks like from here."""
+    said = []
+    for a in described.raw_description.pending_activities:
+        if a.attempt > 1 and a.HasField("last_failure"):
+            why = " ".join(a.last_failure.message.split())
+            said.append(f"{a.activity_type.name} is retrying (attempt {a.attempt}): {why}")
+    return said
+
+
 async def require_worker(client, task_queue: str, context: str) -> None:
     """A one-line error, at once, when no worker polls the workflow's task queue (a query or update would wait)."""
     if not await worker_polls(client, task_queue):
@@ -78,6 +89,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     finally:
         meter.close()
     out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    for line in retrying(described):
+        out.warning(line)
     if meter.off:
         out.warning(f"bytes of the steps in progress not read: {meter.off}")
     frozen = await freeze_notice(client, progress.cluster)

@@ -3,12 +3,14 @@
 import asyncio
 import json
 import os
+import re
 import uuid
 from asyncio.subprocess import PIPE
 
 import pytest
 from temporalio.client import WorkflowFailureError
 
+from adapters.kafka_admin import KafkaAdmin
 from cli.output import default_actor
 from models import MoveInput, TopicPartition
 from models.admission import Limits
@@ -585,3 +587,38 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
                 MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="seen", mode="stop")
             )
             await handle.result()
+
+
+async def test_start_says_at_once_when_the_worker_cannot_reach_kafka(real_client, real_settings, tmp_path):
+    # The worker's Kafka address is wrong: drover start does not wait in silence while preflight retries; it says why
+    # within seconds, naming the address.
+    away = KafkaAdmin(real_settings.model_copy(update={"kafka_bootstrap": "127.0.0.1:1"}))
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}))
+    loop = asyncio.get_running_loop()
+    async with worker_for(real_client, activities_for(away)) as worker:
+        env = os.environ | {
+            "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+            "DROVER_TASK_QUEUE": worker.task_queue,
+            "DROVER_CLUSTER_NAME": "clitest",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            *DROVER, "start", str(plan), "--no-estimate", stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT
+        )
+        started, lines = loop.time(), []
+        try:
+            while loop.time() - started < 40 and not any("retrying" in line for line in lines):
+                line = await asyncio.wait_for(proc.stderr.readline(), timeout=40)
+                if not line:
+                    break
+                lines.append(line.decode())
+            took = loop.time() - started
+        finally:
+            proc.kill()
+            await proc.wait()
+        found = re.search(r"migration (\S+) started", "".join(lines))
+        assert found, lines
+        await real_client.get_workflow_handle(found.group(1)).terminate(reason="test over")
+    said = [line for line in lines if "retrying" in line]
+    print(f"drover start said after {took:.1f} s: {said}")
+    assert said and "(attempt 2): cannot reach Kafka at 127.0.0.1:1" in said[0] and took < 15
