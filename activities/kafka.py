@@ -11,9 +11,11 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from activities.observer import KafkaObserver
+from activities.writes import ReassignmentWriter
 from adapters.kafka_admin import KafkaAdminError
 from adapters.kafka_port import KafkaPort
-from models import PartitionState, StepRequest, StepStatus, TopicPartition
+from models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
 from models.errors import ErrorType
 
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
@@ -22,10 +24,11 @@ STALE_GRACE_S = 10.0
 # How long alter_step looks again at a partition whose list is neither the expected one nor the step's target before
 # refusing to act: long enough for a lagging broker to catch up, short enough to report real interference promptly.
 FENCE_GRACE_S = 5.0
+# How often the short waits (a cancel settling, a leader elected, a lagging broker) look again. A waiting step reads
+# the worker's shared look at Kafka instead (``KafkaObserver``: one round of calls every half second for all of them).
 POLL_MIN_S = 0.25
-# Polling backs off to this: a step Kafka finishes is noticed (and the next one issued) within about half a second,
-# at two cheap metadata calls per second per partition in flight.
-POLL_MAX_S = 0.5
+# How long a waiting step waits for the observer's next look before its activity fails (and is retried).
+LOOK_TIMEOUT_S = 60.0
 # How often a step that may be stuck has the size of its new replicas read (DescribeLogDirs on their brokers):
 # a copy that is slow but growing is progress, not a stuck move. At least twice within the stuck time, so a copy
 # that grows is seen to grow before the step could be called stuck.
@@ -40,6 +43,9 @@ class StaleStateError(ApplicationError):
 class KafkaActivities:
     def __init__(self, admin: KafkaPort):
         self.admin = admin
+        # One per worker and cluster: every waiting step reads Kafka through it.
+        self.observer = KafkaObserver(admin)
+        self.writer = ReassignmentWriter(admin)
 
     @activity.defn(name="describe_partition")
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
@@ -62,27 +68,28 @@ class KafkaActivities:
         or already at, ``req.target`` and does nothing, so no step is applied twice.
         """
         activity.heartbeat()
-        ongoing = self.admin.list_reassignments([req.ref])
-        if ongoing:
-            if ongoing[0].target == req.target:
-                return
-            raise StaleStateError(
-                f"{req.ref} is being reassigned to {ongoing[0].target} by someone else; expected no reassignment"
-            )
-        state = self._partition(req.ref)
-        # Brokers learn a finished step from the controller moments apart; a broker still showing the list before
-        # the last step is lagging, not evidence that someone else acted. Look again for a few seconds first.
-        deadline = time.monotonic() + FENCE_GRACE_S
-        while state.replicas not in (req.expected, req.target) and time.monotonic() < deadline:
-            activity.heartbeat()
-            time.sleep(POLL_MIN_S)
-            state = self._partition(req.ref)
+        with self.observer.watching(req.ref):
+            # The fence reads the worker's shared look at Kafka, taken after this call began.
+            after, ongoing, state = self._observed(req.ref, time.monotonic())
+            if ongoing:
+                if ongoing[0].target == req.target:
+                    return
+                raise StaleStateError(
+                    f"{req.ref} is being reassigned to {ongoing[0].target} by someone else; expected no reassignment"
+                )
+            # Brokers learn a finished step from the controller moments apart; a broker still showing the list
+            # before the last step is lagging, not evidence that someone else acted. Look again for a few seconds.
+            deadline = time.monotonic() + FENCE_GRACE_S
+            while state.replicas not in (req.expected, req.target) and time.monotonic() < deadline:
+                activity.heartbeat()
+                after, ongoing, state = self._observed(req.ref, after)
         if state.replicas == req.target:
             return
         if state.replicas != req.expected:
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         activity.logger.info("alter step %s: %s -> %s", req.ref, req.expected, req.target)
-        self.admin.alter_reassignments({req.ref: req.target})
+        # Written with the other steps issued within the same few milliseconds, in one call.
+        self.writer.alter(req.ref, req.target)
 
     @activity.defn(name="wait_step")
     def wait_step(self, req: StepRequest) -> StepStatus:
@@ -91,40 +98,53 @@ class KafkaActivities:
         With ``req.stuck_after_s``, return early marked stuck when nothing moves for that long: no change in the
         replica list, the in-sync set, or the bytes the new replicas hold (a broker that is down holds none).
         """
-        delay = POLL_MIN_S
         stale_since: float | None = None
         seen: tuple | None = None
-        last_progress = sizes_at = time.monotonic()
+        last_progress = sizes_at = after = time.monotonic()
         sizes: tuple = ()
-        while True:
-            ongoing = self.admin.list_reassignments([req.ref])
-            state = self._partition(req.ref)
-            activity.heartbeat(state.model_dump())
-            if not ongoing:
-                if state.replicas == req.target and set(req.target) <= set(state.isr):
-                    return StepStatus(state=state)
-                if state.replicas != req.target:
-                    stale_since = stale_since or time.monotonic()
-                    if time.monotonic() - stale_since > STALE_GRACE_S:
-                        raise StaleStateError(
-                            f"{req.ref} stopped reassigning at {state.replicas}, not at the step's {req.target}; "
-                            f"someone else cancelled or changed it"
-                        )
-            else:
-                stale_since = None
-            if req.stuck_after_s is not None:
-                now = time.monotonic()
-                if ongoing and now - sizes_at >= min(SIZE_EVERY_S, req.stuck_after_s / 2):
-                    # A read that fails (a broker going down) tells nothing: the sizes seen last stand.
-                    found, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
-                    sizes = sizes if found is None else found
-                signature = (tuple(state.replicas), tuple(sorted(state.isr)), sizes)
-                if signature != seen:
-                    seen, last_progress = signature, now
-                elif now - last_progress >= req.stuck_after_s:
-                    return StepStatus(state=state, stuck=True, idle_s=round(now - last_progress, 1))
-            time.sleep(delay)
-            delay = min(POLL_MAX_S, delay * 2)
+        with self.observer.watching(req.ref):
+            while True:
+                # The observer's first look after the last one this step read (so after the step was issued).
+                after, ongoing, state = self._observed(req.ref, after)
+                activity.heartbeat(state.model_dump())
+                if not ongoing:
+                    if state.replicas == req.target and set(req.target) <= set(state.isr):
+                        return StepStatus(state=state)
+                    if state.replicas != req.target:
+                        stale_since = stale_since or time.monotonic()
+                        if time.monotonic() - stale_since > STALE_GRACE_S:
+                            raise StaleStateError(
+                                f"{req.ref} stopped reassigning at {state.replicas}, not at the step's {req.target}; "
+                                f"someone else cancelled or changed it"
+                            )
+                else:
+                    stale_since = None
+                if req.stuck_after_s is not None:
+                    now = time.monotonic()
+                    if ongoing and now - sizes_at >= min(SIZE_EVERY_S, req.stuck_after_s / 2):
+                        # A read that fails (a broker going down) tells nothing: the sizes seen last stand.
+                        found, sizes_at = self._new_replica_sizes(req.ref, ongoing[0].adding), now
+                        sizes = sizes if found is None else found
+                    signature = (tuple(state.replicas), tuple(sorted(state.isr)), sizes)
+                    if signature != seen:
+                        seen, last_progress = signature, now
+                    elif now - last_progress >= req.stuck_after_s:
+                        return StepStatus(state=state, stuck=True, idle_s=round(now - last_progress, 1))
+
+    def _observed(self, tp: TopicPartition, after: float) -> tuple[float, list[OngoingReassignment], PartitionState]:
+        """The partition from the worker's shared look at Kafka (taken after ``after``): when that look started, its
+        reassignment in flight (a list of at most one) and its state."""
+        try:
+            started, ongoing, state = self.observer.look(tp, after, LOOK_TIMEOUT_S)
+        except KafkaAdminError as e:
+            if "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper():
+                raise ApplicationError(str(e), type=ErrorType.UNKNOWN_PARTITION, non_retryable=True) from e
+            raise
+        if state is None:
+            raise ApplicationError(
+                f"partition {tp} does not exist", type=ErrorType.UNKNOWN_PARTITION, non_retryable=True
+            )
+        return started, [] if ongoing is None else [ongoing], state
 
     def _new_replica_sizes(self, tp: TopicPartition, adding: list[int]) -> tuple | None:
         """Bytes each adding replica holds so far, from the brokers that are up (a down broker is not asked); None

@@ -1,0 +1,69 @@
+"""The worker's one look at Kafka for all waiting steps: calls per second stay flat as steps in flight grow, and a
+partition's own trouble (its topic deleted) fails only its own step."""
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from temporalio.exceptions import ApplicationError
+from temporalio.testing import ActivityEnvironment
+
+from activities.kafka import KafkaActivities
+from adapters.kafka_admin import KafkaAdminError
+from models import StepRequest, TopicPartition
+from models.errors import ErrorType
+from tests.fakes import FakeKafka
+
+
+def wait(activities: KafkaActivities, step: StepRequest):
+    return ActivityEnvironment().run(activities.wait_step, step)
+
+
+@pytest.mark.parametrize("steps", [1, 50])
+def test_waiting_steps_share_one_round_of_calls_per_half_second(steps):
+    # Reassignments that never finish; each step reports stuck after 2 s without progress.
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("orders", p): [1, 2] for p in range(steps)}, ticks=10**9)
+    calls = {"list": 0, "describe": 0}
+    fake.hooks["list_reassignments"] = lambda _: calls.__setitem__("list", calls["list"] + 1)
+    describe = fake.describe_topics
+    fake.describe_topics = lambda topics=None: (calls.__setitem__("describe", calls["describe"] + 1), describe(topics))[
+        1
+    ]
+    fake.alter_reassignments({TopicPartition(topic="orders", partition=p): [1, 2, 3] for p in range(steps)})
+    activities = KafkaActivities(fake)
+    requests = [
+        StepRequest(topic="orders", partition=p, expected=[1, 2], target=[1, 2, 3], stuck_after_s=2.0)
+        for p in range(steps)
+    ]
+    started = time.monotonic()
+    with ThreadPoolExecutor(steps) as pool:
+        statuses = list(pool.map(lambda r: wait(activities, r), requests))
+    took = time.monotonic() - started
+    assert all(s.stuck for s in statuses)
+    rate = calls["list"] / took
+    print(
+        f"{steps} steps waiting {took:.1f} s: {calls['list']} list, {calls['describe']} describe calls ({rate:.1f}/s)"
+    )
+    # One round every half second, whatever the number of steps (each polled on its own before: 50 x 2-4 a second).
+    assert calls["list"] <= took / 0.5 + 2 and calls["describe"] == calls["list"]
+
+
+def test_a_deleted_topic_fails_its_own_steps_only():
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("gone", 0): [1, 2], ("kept", 0): [1, 2]}, ticks=4)
+    fake.alter_reassignments({TopicPartition(topic=t, partition=0): [1, 2, 3] for t in ("gone", "kept")})
+    describe = fake.describe_topics
+
+    def describe_topics(topics=None):
+        if "gone" in (topics or []):
+            raise KafkaAdminError("describe topics failed: topic gone does not exist")
+        return describe(topics)
+
+    fake.describe_topics = describe_topics
+    activities = KafkaActivities(fake)
+    with ThreadPoolExecutor(2) as pool:
+        gone = pool.submit(wait, activities, StepRequest(topic="gone", partition=0, expected=[1, 2], target=[1, 2, 3]))
+        kept = pool.submit(wait, activities, StepRequest(topic="kept", partition=0, expected=[1, 2], target=[1, 2, 3]))
+        with pytest.raises(ApplicationError) as failed:
+            gone.result(timeout=30)
+        assert failed.value.type == ErrorType.UNKNOWN_PARTITION
+        assert kept.result(timeout=30).state.replicas == [1, 2, 3]
