@@ -28,5 +28,5 @@ class SlidingWindowParent:
                 )
                 started += 1
             done, _ = await workflow.wait(running, return_when=asyncio.FIRST_COMPLETED)
-            running -= done
+            running.difference_update(done)
         return started

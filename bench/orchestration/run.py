@@ -24,6 +24,7 @@ import sys
 import tempfile
 import time
 import uuid
+from datetime import timedelta
 from pathlib import Path
 
 from temporalio.contrib.pydantic import pydantic_data_converter
@@ -146,6 +147,7 @@ async def empty_children(env: WorkflowEnvironment, children: int) -> float:
             args=[children, WINDOW],
             id=f"empty-{uuid.uuid4().hex[:8]}",
             task_queue=w.task_queue,
+            execution_timeout=timedelta(minutes=10),
         )
         return children / (time.monotonic() - began)
 
@@ -156,7 +158,9 @@ async def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--baseline", default=None, help="git ref where each waiting step polled Kafka on its own")
     args = parser.parse_args()
-    ref = args.baseline or baseline_ref()
+    ref = subprocess.run(
+        ["git", "rev-parse", args.baseline or baseline_ref()], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
     server = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
     env = await WorkflowEnvironment.start_local(
         data_converter=pydantic_data_converter,
