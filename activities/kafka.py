@@ -137,7 +137,7 @@ class KafkaActivities:
         try:
             started, ongoing, state = self.observer.look(tp, after, LOOK_TIMEOUT_S)
         except KafkaAdminError as e:
-            if "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper():
+            if _names_unknown_partition(e):
                 raise ApplicationError(str(e), type=ErrorType.UNKNOWN_PARTITION, non_retryable=True) from e
             raise
         if state is None:
@@ -203,6 +203,11 @@ class KafkaActivities:
         try:
             return self.admin.describe_partition(tp)
         except KafkaAdminError as e:
-            if "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper():
+            if _names_unknown_partition(e):
                 raise ApplicationError(str(e), type=ErrorType.UNKNOWN_PARTITION, non_retryable=True) from e
             raise
+
+
+def _names_unknown_partition(e: KafkaAdminError) -> bool:
+    """The partition or its topic does not exist: its step fails for good (anything else is retried)."""
+    return "does not exist" in str(e) or "UNKNOWN_TOPIC" in str(e).upper()
