@@ -553,10 +553,12 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
 
 
 async def test_status_counts_what_a_step_in_progress_has_copied(real_client, admin, real_settings, topic_name):
-    # One partition of about 3 MB from [1, 2] to [3, 4], one replica per step at 300 KB/s: each step copies for
-    # about 10 s. drover status reads how far the new replica got (DescribeLogDirs), not "0 B" until it is done.
+    # One partition of about 9 MB from [1, 2] to [3, 4], one replica per step at 300 KB/s. A throttle that has just
+    # been set lets a burst through first (Kafka measures the rate over replication.quota.window.num - 1 = 10 whole
+    # windows of 1 s from the start, about 3 MB here), then each step copies for about 20 s more. drover status
+    # reads how far the new replica got (DescribeLogDirs), not "0 B" until it is done.
     admin.create_topic(topic_name, [[1, 2]])
-    await asyncio.to_thread(produce, real_settings, topic_name, 0, 3000, 1000)
+    await asyncio.to_thread(produce, real_settings, topic_name, 0, 9000, 1000)
     migration = MigrationInput(
         cluster="clitest",
         moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
@@ -581,7 +583,7 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
             print(f"status while the first step copied (done, copying, total): {seen[-3:]}")
             done, copying, total = seen[-1]
             assert 0 < copying < total / 2 and done == copying
-            assert total > 2 * 2_500_000  # two new replicas of the partition's size
+            assert total > 2 * 8_000_000  # two new replicas of the partition's size
         finally:
             await handle.execute_update(
                 MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="seen", mode="stop")
