@@ -1,9 +1,22 @@
-"""Temporal workflows. They call the pure core directly (it is deterministic) and Kafka only through activities."""
+"""Temporal workflows. They call the pure core directly (it is deterministic) and Kafka only through activities.
 
-from workflows.cluster import ClusterWorkflow
-from workflows.migration import MigrationWorkflow
-from workflows.partition_move import PartitionMoveWorkflow
+The workflow classes are imported on first use: a workflow's sandbox runs its own module afresh for every workflow
+it starts (every partition move), and a package that imported all three would run all three each time."""
 
-WORKFLOWS = [ClusterWorkflow, MigrationWorkflow, PartitionMoveWorkflow]
+import importlib
+
+_HOMES = {
+    "ClusterWorkflow": "workflows.cluster",
+    "MigrationWorkflow": "workflows.migration",
+    "PartitionMoveWorkflow": "workflows.partition_move",
+}
 
 __all__ = ["WORKFLOWS", "ClusterWorkflow", "MigrationWorkflow", "PartitionMoveWorkflow"]
+
+
+def __getattr__(name: str):
+    if name == "WORKFLOWS":
+        return [__getattr__(n) for n in _HOMES]
+    if name in _HOMES:
+        return getattr(importlib.import_module(_HOMES[name]), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

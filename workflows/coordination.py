@@ -31,7 +31,8 @@ class MigrationCoordination:
 
     async def _admit(self) -> list[MoveRecord]:
         """The moves to start now: those the coordinator granted (then the demand is brought up to date), or
-        without a coordinator (a migration from before it existed) those its own limits admit, throttled here."""
+        without a coordinator (a migration from before it existed) those its own limits admit, throttled here.
+        Runs started before granted moves were started ahead of the demand (``_admitted``)."""
         assert self._input is not None
         s = self._s
         if not self._coordinated:
@@ -42,6 +43,11 @@ class MigrationCoordination:
         started = s.take_granted()
         await self._ask()
         return started
+
+    def _admitted(self) -> list[MoveRecord]:
+        """The moves the coordinator granted, to start now; the caller then sends the demand that follows
+        (``_ask``: what was released meanwhile, what is still wanted)."""
+        return self._s.take_granted()
 
     async def _ask(self) -> None:
         """Send the coordinator this migration's demand (the moves it would start, the moves it has released, its

@@ -82,6 +82,9 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # KIP-435's leader limit counts a move until its leader movement is done, not until the move ends (every
         # run started since that is so).
         self._leaders_at_step = False
+        # Granted moves start before the coordinator hears the demand that follows, not after it has (every run
+        # started since that is so): a slot is not left idle for a signal's round trip.
+        self._start_first = False
         self._asked: tuple | None = None
 
     @workflow.run
@@ -100,6 +103,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         migration = self._input = self._parse(given)
         self._coordinated = workflow.patched("cluster-coordinator")
         self._leaders_at_step = workflow.patched("leaders-at-step")
+        self._start_first = workflow.patched("start-granted-first")
         s = self._s
         if migration.carry is None:
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
@@ -213,8 +217,13 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         if s.phase == Phase.DRAINING and not s.window.in_flight:
             await self._continue_as_new()
             return
-        for record in await self._admit():
-            asyncio.ensure_future(self._run_child(record))
+        if self._start_first and self._coordinated:
+            for record in self._admitted():
+                asyncio.ensure_future(self._run_child(record))
+            await self._ask()
+        else:
+            for record in await self._admit():
+                asyncio.ensure_future(self._run_child(record))
         self._describe()
         if s.window_empty():
             if s.rollback_wanted():

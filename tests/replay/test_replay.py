@@ -37,6 +37,18 @@ def test_every_scenario_has_histories():
     } <= names
     # Migrations (and a coordinator) from before leader movements were counted at the step still replay.
     assert {f"before-leaders-at-step-{s}.json" for s in ("completed-run1", "shared-run1", "shared-cluster")} <= names
+    # Migrations from before granted moves started ahead of the demand that follows them still replay.
+    assert {
+        f"before-start-granted-first-{s}.json"
+        for s in (
+            "completed-run1",
+            "shared-run1",
+            "continued-run1",
+            "continued-run2",
+            "controls-run1",
+            "rolled-back-run1",
+        )
+    } <= names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
     assert {"before-state-machine-completed-move.json", "before-state-machine-stuck-rollback-move.json"} <= names
 
