@@ -29,6 +29,36 @@ class SandboxError(Exception):
     """Something stops the sandbox from starting or answering; the message says what and what to do."""
 
 
+def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str) -> Path:
+    """The runtime jars of ``pom`` copied into ``libs`` by Maven (its repository under ``cache_dir``), once: a
+    ``.complete`` marker says they are all there."""
+    marker = libs / ".complete"
+    if marker.exists():
+        return libs
+    mvn = shutil.which("mvn")
+    if not mvn:
+        raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
+    shutil.rmtree(libs, ignore_errors=True)
+    argv = [
+        mvn,
+        "-q",
+        "-B",
+        "-f",
+        str(pom),
+        "dependency:copy-dependencies",
+        *properties,
+        f"-DoutputDirectory={libs}",
+        "-DincludeScope=runtime",
+        f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
+    ]
+    done = subprocess.run(argv, capture_output=True, text=True)
+    if done.returncode != 0:
+        errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
+        raise SandboxError(f"Maven could not resolve {what}: {' '.join(errors) or done.stderr[-300:]}")
+    marker.write_text(what)
+    return libs
+
+
 class SandboxSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DROVER_SANDBOX_", extra="ignore")
 
@@ -174,34 +204,11 @@ class Sandbox:
         }
 
     def resolve_jars(self, say=lambda msg: None) -> Path:
-        marker = self.libs / ".complete"
-        if marker.exists():
-            return self.libs
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
-        say(f"resolving Apache Kafka {self.s.kafka_version} jars from Maven Central into {self.libs}")
-        shutil.rmtree(self.libs, ignore_errors=True)
-        argv = [
-            mvn,
-            "-q",
-            "-B",
-            "-f",
-            str(POM),
-            "dependency:copy-dependencies",
-            f"-Dkafka.version={self.s.kafka_version}",
-            f"-DoutputDirectory={self.libs}",
-            "-DincludeScope=runtime",
-            f"-Dmaven.repo.local={self.s.cache_dir.resolve() / 'm2'}",
-        ]
-        done = subprocess.run(argv, capture_output=True, text=True)
-        if done.returncode != 0:
-            errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
-            raise SandboxError(
-                f"Maven could not resolve Kafka {self.s.kafka_version}: {' '.join(errors) or done.stderr[-300:]}"
-            )
-        marker.write_text(self.s.kafka_version)
-        return self.libs
+        if not (self.libs / ".complete").exists():
+            say(f"resolving Apache Kafka {self.s.kafka_version} jars from Maven Central into {self.libs}")
+        return maven_libs(
+            POM, self.libs, self.s.cache_dir, f"Kafka {self.s.kafka_version}", f"-Dkafka.version={self.s.kafka_version}"
+        )
 
     def _layout(self) -> Layout:
         path = self.state / "layout.json"

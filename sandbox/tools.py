@@ -8,7 +8,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sandbox.stack import ROOT, SandboxError
+from sandbox.stack import ROOT, SandboxError, maven_libs
 
 TOOLS_VERSION = "4.3.1"
 POM = Path(__file__).resolve().parent / "kafka-tools-pom.xml"
@@ -17,30 +17,7 @@ REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 def tools_classpath(cache_dir: Path = ROOT / ".cache") -> str:
     libs = cache_dir.resolve() / "kafka-tools" / TOOLS_VERSION / "libs"
-    if not (libs / ".complete").exists():
-        mvn = shutil.which("mvn")
-        if not mvn:
-            raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
-        shutil.rmtree(libs, ignore_errors=True)
-        done = subprocess.run(
-            [
-                mvn,
-                "-q",
-                "-B",
-                "-f",
-                str(POM),
-                "dependency:copy-dependencies",
-                f"-DoutputDirectory={libs}",
-                "-DincludeScope=runtime",
-                f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
-            ],
-            capture_output=True,
-            text=True,
-        )
-        if done.returncode != 0:
-            raise SandboxError(f"Maven could not resolve kafka-tools {TOOLS_VERSION}: {done.stdout[-300:]}")
-        (libs / ".complete").write_text(TOOLS_VERSION)
-    return f"{libs}/*"
+    return f"{maven_libs(POM, libs, cache_dir, f'kafka-tools {TOOLS_VERSION}')}/*"
 
 
 def reassign_partitions(bootstrap: str, *args: str) -> subprocess.CompletedProcess:

@@ -1,0 +1,107 @@
+"""What the side-by-side benchmarks share: one Temporal dev server for the whole run, a git worktree of the
+baseline commit, and workload scripts run in a given tree (its own models, workflows and in-memory Kafka) that
+print one JSON line."""
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager, contextmanager
+from pathlib import Path
+
+from temporalio.testing import WorkflowEnvironment
+
+from sandbox.devserver import start_dev_server
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# The part every workload script starts with: one migration of N one-replica moves on the in-memory Kafka (a step is
+# done at Kafka's first look), limits of 50 everywhere, no throttle, no estimate. ``migration(address, moves)``
+# returns the moves, the seconds they took and the most reassignments Kafka carried at once.
+MIGRATION = r"""
+import asyncio, json, sys, threading, time, uuid
+from concurrent.futures import ThreadPoolExecutor
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.worker import Worker
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from tests.fakes import FakeKafka
+from worker import activities_for
+from workflows import WORKFLOWS, MigrationWorkflow
+
+async def migration(address, moves):
+    client = await Client.connect(address, data_converter=pydantic_data_converter)
+    fake = FakeKafka({b: None for b in range(1, 7)}, {("bench", p): [1 + p % 3, 1 + (p + 1) % 3] for p in range(moves)},
+                     ticks=1)
+    plan = [PartitionReplicas(topic="bench", partition=p, replicas=[1 + p % 3, 4 + p % 3]) for p in range(moves)]
+    limit = 50
+    # The limits as a dict: the trees compared may define Limits in different modules.
+    m = MigrationInput(cluster=f"bench-{uuid.uuid4().hex[:6]}", moves=plan,
+                       limits=dict(max_partitions=limit, max_per_broker=limit, max_replicas=limit, max_leaders=limit))
+    with ThreadPoolExecutor(64) as pool:
+        async with Worker(client, task_queue=f"bench-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS,
+                          activities=activities_for(fake), activity_executor=pool,
+                          max_concurrent_activities=64) as worker:
+            began = time.monotonic()
+            result = await client.execute_workflow(MigrationWorkflow.run, m, task_queue=worker.task_queue,
+                                                   id=f"bench-{uuid.uuid4().hex[:8]}")
+            took = time.monotonic() - began
+            running = (f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{worker.task_queue}' "
+                       "AND ExecutionStatus = 'Running'")
+            async for w in client.list_workflows(running):
+                await client.get_workflow_handle(w.id).terminate(reason="bench done")
+    assert result.verified
+    return {"moves": moves, "seconds": took, "peak": fake.peak_ongoing}
+"""
+
+
+def added_before(path: str) -> str:
+    """The last commit before ``path`` came in (the parent of the oldest commit that adds it)."""
+    added = _git("log", "--diff-filter=A", "--format=%H", "--", path).split()
+    if not added:
+        sys.exit(f"no commit adds {path}: give --baseline")
+    return f"{added[-1]}~1"
+
+
+def resolved(ref: str) -> str:
+    return _git("rev-parse", ref).strip()
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+
+
+@contextmanager
+def worktree(ref: str, folder: Path) -> Iterator[Path]:
+    """A detached checkout of ``ref`` in ``folder``/baseline, removed afterwards."""
+    base = folder / "baseline"
+    subprocess.run(["git", "worktree", "add", "--detach", str(base), ref], cwd=ROOT, check=True, capture_output=True)
+    try:
+        yield base
+    finally:
+        subprocess.run(["git", "worktree", "remove", "--force", str(base)], cwd=ROOT, capture_output=True)
+
+
+def run_in(tree: Path, script: Path, *args: str) -> dict:
+    """Run ``script`` with ``tree`` first on the import path; its last line of output, as JSON."""
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    done = subprocess.run([sys.executable, str(script), *args], cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"workload failed in {tree}:\n{done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+@asynccontextmanager
+async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
+    """Temporal's dev server (in memory) with Drover's search attributes, for the whole run."""
+    env = await start_dev_server()
+    try:
+        yield env
+    finally:
+        await env.shutdown()
+
+
+def address_of(env: WorkflowEnvironment) -> str:
+    return env.client.service_client.config.target_host
