@@ -11,18 +11,18 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
-from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
+from models.migration import MigrationInput
 from sandbox import Sandbox, SandboxSettings
-from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
+from sandbox.devserver import start_dev_server
 from settings import Settings
 from settings.process import exit_now
-from workflows import WORKFLOWS
+from workflows import WORKFLOWS, MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,12 +75,7 @@ async def real_client(real_settings: Settings):
 @pytest.fixture(scope="session")
 async def local_env():
     """A Temporal dev server of its own, for workflow tests against the in-memory Kafka."""
-    args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=str(find_temporal()),
-        dev_server_extra_args=args,
-    )
+    env = await start_dev_server()
     yield env
     await env.shutdown()
 
@@ -131,3 +126,10 @@ def pytest_unconfigure(config):
     # The session is over and reported; leave without CPython's finalization, which the Temporal SDK's native
     # threads can crash (settings/process.py), so the exit status is pytest's own.
     exit_now(_exit_status)
+
+
+async def start_migration(client, migration: MigrationInput, task_queue: str) -> WorkflowHandle:
+    """A MigrationWorkflow started with a fresh ID on ``task_queue``."""
+    return await client.start_workflow(
+        MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=task_queue
+    )

@@ -14,7 +14,7 @@ from cli.report import render, timeline_of
 from models.admission import Limits
 from models.control import LimitsChange, OperatorAction, ThrottleChange
 from models.migration import MigrationInput
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, spread_plan, wait_for
 from worker import activities_for
 from workflows import MigrationWorkflow
@@ -51,9 +51,7 @@ async def test_the_report_draws_every_step_the_limits_and_the_operator_actions(l
     )
     who = {"actor": "alice", "reason": "peak hours"}
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: fake.altered, "a first step")
         await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
         await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))

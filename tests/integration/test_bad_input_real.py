@@ -17,7 +17,7 @@ from models.plan import PartitionReplicas
 from models.results import MigrationResult
 from sandbox.tools import reassign_partitions
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
 from worker import activities_for
 from workflows import MigrationWorkflow
@@ -156,13 +156,7 @@ async def test_a_partition_changed_by_kafkas_tool_mid_migration_is_left_alone(
         json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 2, "replicas": [2, 3]}]})
     )
     async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run,
-            migration,
-            id=f"migration-{uuid.uuid4().hex[:8]}",
-            task_queue=worker.task_queue,
-            result_type=MigrationResult,
-        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
         while not (await handle.query(MigrationWorkflow.progress)).in_flight:
             await asyncio.sleep(0.1)
         # Paused, so partition 2's move cannot start before Kafka's tool has changed it (the tool takes seconds).

@@ -19,10 +19,10 @@ from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.cli.test_cli import drover
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
 from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
+from workflows import ClusterWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -140,9 +140,7 @@ async def prepared(admin, settings, prefix: str) -> tuple[list[str], str, "Throt
 
 async def start(client, queue: str, name: str, topic: str, limits: Limits):
     migration = MigrationInput(cluster=name, moves=plan(topic), limits=limits, throttle_bytes_per_s=500_000)
-    return await client.start_workflow(
-        MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
-    )
+    return await start_migration(client, migration, queue)
 
 
 async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throttled(

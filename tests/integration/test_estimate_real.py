@@ -16,7 +16,7 @@ from models.plan import PartitionReplicas
 from models.progress import MigrationProgress
 from models.results import MigrationResult
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce
 from worker import activities_for
 from workflows import MigrationWorkflow
@@ -110,13 +110,7 @@ async def test_auto_throttle_sets_each_brokers_recommended_rates(
     seen: dict[int, dict[str, str]] = {}
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
-            handle = await real_client.start_workflow(
-                MigrationWorkflow.run,
-                migration,
-                id=f"migration-{uuid.uuid4().hex[:8]}",
-                task_queue=worker.task_queue,
-                result_type=MigrationResult,
-            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
             progress: MigrationProgress | None = None
             while True:
                 progress = await handle.query(MigrationWorkflow.progress)

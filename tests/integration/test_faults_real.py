@@ -17,7 +17,7 @@ from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from models.results import MigrationResult
-from tests.conftest import ROOT, end_coordinators, worker_for
+from tests.conftest import ROOT, end_coordinators, start_migration, worker_for
 from tests.integration.helpers import (
     StepObserver,
     assert_coordinator_released,
@@ -66,9 +66,7 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
     worker = start_worker(real_settings, queue, tmp_path)
     kills = 0
     try:
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
-        )
+        handle = await start_migration(real_client, migration, queue)
         for _ in range(3):
             # Kill the worker while Kafka is carrying out a step, then start a new one.
             await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 120, 0.05, "a step under way")
@@ -152,13 +150,7 @@ async def run_with_broker_stopped(real_client, admin, real_settings, stack, topi
     stopped_at = stuck_after = None
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
-            handle = await real_client.start_workflow(
-                MigrationWorkflow.run,
-                migration,
-                id=f"migration-{uuid.uuid4().hex[:8]}",
-                task_queue=worker.task_queue,
-                result_type=MigrationResult,
-            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
             await asyncio.to_thread(wait_until, lambda: admin.list_reassignments([tp0]), 60, 0.05, "partition 0's step")
             stack.procs.stop(["broker-4"])
             stopped_at = time.monotonic()

@@ -10,10 +10,9 @@ import pytest
 from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce
 from worker import activities_for
-from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -72,9 +71,7 @@ async def test_each_limit_binds_and_is_never_exceeded_on_kafka(real_client, admi
     observer.start()
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            handle = await real_client.start_workflow(
-                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
             result = await handle.result()
     finally:
         observer.stop()

@@ -22,8 +22,15 @@ from models.results import MigrationResult
 from planner import make_plan
 from sandbox.stack import find_temporal
 from tests.cli.test_cli import DROVER, ROOT
-from tests.conftest import worker_for
-from tests.integration.helpers import StepObserver, consume_all, consume_topic, produce, produce_topic, wait_until
+from tests.conftest import start_migration, worker_for
+from tests.integration.helpers import (
+    StepObserver,
+    consume_all,
+    consume_topic,
+    produce,
+    produce_topic,
+    wait_until,
+)
 from worker import activities_for
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
@@ -56,9 +63,7 @@ async def test_thirty_partitions_stay_within_limits_and_reach_the_plan(real_clie
     peaks = {"in_flight": 0, "per_broker": 0, "queries": 0}
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            handle = await real_client.start_workflow(
-                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
             result_task = asyncio.ensure_future(handle.result())
             while not result_task.done():
                 # The progress query, sampled during the run, shows the same limits held.
@@ -168,9 +173,7 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
     who = OperatorAction(actor="test", reason="integration")
     sampler = StepObserver(admin, topic_name, interval_s=0.1)
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
         await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 30, 0.1, "a first reassignment")
 
         def rate_on_brokers(rate: str) -> bool:
@@ -225,9 +228,7 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
         return any(s.replicas == plan[s.partition].replicas for s in states) and bool(moving)
 
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
         await asyncio.to_thread(wait_until, one_done_and_one_moving, 60, 0.1, "a finished move and one in flight")
         request = CancelRequest(mode="rollback", actor="test", reason="integration")
         await handle.execute_update(MigrationWorkflow.cancel_update, request)
@@ -439,9 +440,7 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
         PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 3]),
     ]
     async with worker_for(real_client, activities_for(admin)) as worker:
-        one = await real_client.start_workflow(
-            MigrationWorkflow.run, first, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        one = await start_migration(real_client, first, worker.task_queue)
         await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 30, 0.05, "the first step on Kafka")
         # Mid-step: preflight sees the reassignment and refuses the whole plan, changing nothing.
         with pytest.raises(WorkflowFailureError) as refused:
@@ -566,9 +565,7 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
     )
     async with worker_for(real_client, activities_for(admin)) as worker:
         drover_cli = cli_against(real_settings, worker.task_queue)
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
         try:
             seen: list[tuple[int, int, int]] = []
             deadline = asyncio.get_running_loop().time() + 90

@@ -14,7 +14,7 @@ from models.control import CancelRequest
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
 from tests.workflows.test_migration import wait_for_progress
 from worker import activities_for
@@ -63,9 +63,7 @@ async def start_mid_step(client, worker, plan: list[PartitionReplicas]):
     migration = MigrationInput(
         cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6), throttle_bytes_per_s=300_000
     )
-    handle = await client.start_workflow(
-        MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
-    )
+    handle = await start_migration(client, migration, worker.task_queue)
     await wait_for_progress(
         handle,
         lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
@@ -175,9 +173,7 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
     )
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
-            handle = await real_client.start_workflow(
-                MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
-            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
             await wait_for_progress(handle, lambda p: p.done == 2 and p.in_flight, "orders-0 and -1 moved", 90)
             # Broker 4, orders-0's only original replica left, stops: it is out of sync.
             await asyncio.to_thread(stack.procs.stop, ["broker-4"])

@@ -19,7 +19,7 @@ from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from models.results import MigrationResult
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import (
     StepObserver,
     assert_coordinator_released,
@@ -148,13 +148,7 @@ async def test_temporal_server_stopped_and_started_mid_migration(real_client, ad
         cluster="test", moves=plan, throttle_bytes_per_s=300_000, limits=Limits(max_partitions=2, max_per_broker=2)
     )
     async with worker_for(real_client, activities_for(admin)) as worker:
-        handle = await real_client.start_workflow(
-            MigrationWorkflow.run,
-            migration,
-            id=f"migration-{uuid.uuid4().hex[:8]}",
-            task_queue=worker.task_queue,
-            result_type=MigrationResult,
-        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
         await asyncio.to_thread(wait_until, lambda: admin.list_reassignments(), 60, 0.05, "a step under way")
         stack.procs.stop(["temporal"])
         down_at = time.monotonic()

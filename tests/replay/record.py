@@ -12,15 +12,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from temporalio.contrib.pydantic import pydantic_data_converter
-from temporalio.testing import WorkflowEnvironment
-
 from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
-from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
+from sandbox.devserver import start_dev_server
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import cluster, metrics_file, spread_plan
@@ -177,12 +174,7 @@ def _save(path: Path, workflow_id: str, history) -> None:
 
 
 async def main() -> None:
-    args = [arg for name, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{name}={kind}")]
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=str(find_temporal()),
-        dev_server_extra_args=args,
-    )
+    env = await start_dev_server()
     HERE.mkdir(exist_ok=True)
     try:
         # Only the scenarios named on the command line, or all.

@@ -15,11 +15,11 @@ from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import wait_for
 from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
+from workflows import ClusterWorkflow
 
 TOPICS = ("a", "b", "c")
 
@@ -87,9 +87,7 @@ async def start(env, queue: str, name: str, moves, limits: Limits, priority: int
     migration = MigrationInput(
         cluster=name, moves=moves, limits=limits, throttle_bytes_per_s=ticks_rate, priority=priority
     )
-    return await env.client.start_workflow(
-        MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
-    )
+    return await start_migration(env.client, migration, queue)
 
 
 async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits: Limits) -> None:

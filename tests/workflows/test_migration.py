@@ -17,9 +17,10 @@ from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.coordination import cluster_workflow_id
 from models.migration import EstimateSettings, MigrationInput
+from models.moves import StuckPolicy
 from models.plan import PartitionReplicas, ReassignmentFile
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
@@ -89,9 +90,7 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     )
     who = {"actor": "alice", "reason": "peak hours"}
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: fake.altered, "a first step")
         paused = await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
         assert paused.paused and paused.waiting == 7
@@ -153,9 +152,7 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
     )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         # Let two moves finish and two more start, then cancel.
         await wait_for(lambda: sum(fake.replicas[k] != original[k] for k in original) >= 2 and fake.ongoing, "progress")
         await handle.execute_update(
@@ -212,9 +209,7 @@ async def test_progress_reports_totals_per_broker_counts_and_an_eta(local_env):
     plan = spread_plan(fake)
     migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=1))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(
             lambda: sum(fake.replicas[k] == p.replicas for p in plan for k in [(p.topic, p.partition)]) >= 2,
             "two moves done",
@@ -244,9 +239,7 @@ async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_return
     fake, plan = stalled_cluster()
     migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, stuck_after_s=1.0, stuck_policy="wait")
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         progress = None
         for _ in range(150):
             progress = await handle.query(MigrationWorkflow.progress)
@@ -265,13 +258,7 @@ async def test_a_stuck_move_waits_is_reported_and_resumes_when_the_broker_return
 async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_env):
     fake, plan = stalled_cluster()
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}",
-        moves=plan,
-        stuck_after_s=1.0,
-        stuck_policy="rollback",
-        throttle_bytes_per_s=1000,
-    )
+    migration = stuck_after_1s(plan, "rollback")
     result = await run(local_env, fake, migration)
     outcomes = {m.partition: m for m in result.moves}
     assert [p for p, m in outcomes.items() if m.reverted_when_stuck] == [1, 3]
@@ -288,13 +275,7 @@ async def test_a_stuck_move_rolls_back_by_policy_while_the_others_finish(local_e
 async def test_a_stuck_move_fails_the_migration_by_policy_with_nothing_left_half_done(local_env):
     fake, plan = stalled_cluster()
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}",
-        moves=plan,
-        stuck_after_s=1.0,
-        stuck_policy="fail",
-        throttle_bytes_per_s=1000,
-    )
+    migration = stuck_after_1s(plan, "fail")
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, migration)
     assert "stuck: no progress" in str(failure.value.cause)
@@ -303,6 +284,28 @@ async def test_a_stuck_move_fails_the_migration_by_policy_with_nothing_left_half
     for key, replicas in fake.replicas.items():
         assert replicas in (original[key], dict(((p.topic, p.partition), p.replicas) for p in plan)[key])
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+def stuck_after_1s(plan: list[PartitionReplicas], policy: StuckPolicy) -> MigrationInput:
+    """A step with no progress for a second is stuck, and handled by ``policy``."""
+    return MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        stuck_after_s=1.0,
+        stuck_policy=policy,
+        throttle_bytes_per_s=1000,
+    )
+
+
+def continuing(plan: list[PartitionReplicas], every: int) -> MigrationInput:
+    """Two moves at a time under a throttle, continuing as new after every ``every`` moves."""
+    return MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=Limits(max_partitions=2),
+        throttle_bytes_per_s=1000,
+        continue_every=every,
+    )
 
 
 async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30):
@@ -318,17 +321,9 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
     fake = cluster(12)
     fake.ticks = 4
     plan = spread_plan(fake)
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}",
-        moves=plan,
-        limits=Limits(max_partitions=2),
-        throttle_bytes_per_s=1000,
-        continue_every=3,
-    )
+    migration = continuing(plan, every=3)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
         # As the CLI does: an update refused while a run hands over to the next is sent again.
         await execute_update(handle, MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
@@ -357,17 +352,9 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
     fake.ticks = 6
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}",
-        moves=plan,
-        limits=Limits(max_partitions=2),
-        throttle_bytes_per_s=1000,
-        continue_every=2,
-    )
+    migration = continuing(plan, every=2)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
         await execute_update(
             handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
@@ -387,9 +374,7 @@ async def test_cancelling_the_workflow_in_temporal_undoes_steps_in_flight_and_re
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
     )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError):
@@ -453,9 +438,7 @@ async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(loca
         page_moves=4,
     )
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
         await execute_update(
             handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
@@ -484,9 +467,7 @@ async def test_the_current_batch_shows_each_partition_in_flight_with_its_step(lo
     plan = spread_plan(fake)
     migration = MigrationInput(cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         progress = await wait_for_progress(
             handle, lambda p: len(p.batch) == 2 and all(b.step for b in p.batch), "two moves with their steps"
         )
@@ -515,9 +496,7 @@ async def test_auto_throttle_puts_each_brokers_recommended_rates_on_kafka(local_
     )
     seen: dict[int, set[tuple[str, str]]] = {}
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         while not (await handle.describe()).close_time:
             for broker, config in dict(fake.broker_configs).items():
                 if FOLLOWER_RATE in config:
@@ -565,9 +544,7 @@ async def test_a_dry_run_tells_the_order_throttles_eta_and_problems_and_changes_
         dry_run=True,
     )
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         result = await handle.result()
         described = await handle.describe()
     found = result.dry_run
@@ -659,9 +636,7 @@ async def test_the_start_is_audited_with_who_and_why_and_the_result_keeps_it(loc
         reason="rebalance after adding broker 5",
     )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         result = await handle.result()
     first = result.actions[0]
     assert (first.action, first.actor, first.reason) == ("start", "ana@ops-1", "rebalance after adding broker 5")

@@ -10,10 +10,9 @@ from temporalio.client import WorkflowFailureError
 from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, run, spread_plan, wait_for_progress
 from worker import activities_for
-from workflows import MigrationWorkflow
 
 
 def name() -> str:
@@ -39,9 +38,7 @@ async def test_an_offline_partition_is_waited_for_by_policy_and_never_stepped_me
     plan = spread_plan(fake)
     migration = MigrationInput(cluster=name(), moves=plan, offline="wait", limits=Limits(max_partitions=4))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handle = await local_env.client.start_workflow(
-            MigrationWorkflow.run, migration, task_queue=worker.task_queue, id=f"migration-{uuid.uuid4().hex[:8]}"
-        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
         progress = await wait_for_progress(handle, lambda p: p.done == 3, "the three online partitions")
         await asyncio.sleep(1)
         assert not any(key == ("orders", 1) for key, _ in fake.altered)

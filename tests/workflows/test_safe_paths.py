@@ -11,9 +11,8 @@ import uuid
 import pytest
 from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
-from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
-from temporalio.testing import ActivityEnvironment, WorkflowEnvironment
+from temporalio.testing import ActivityEnvironment
 
 from activities.kafka import KafkaActivities
 from activities.migration import MigrationActivities
@@ -25,7 +24,7 @@ from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from models.requests import RollbackRequest, VerifyRequest
 from models.results import MoveOutcome
-from sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
+from sandbox.devserver import start_dev_server
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -97,17 +96,11 @@ async def no_move_left(env, cluster_name: str, fake: FakeKafka) -> None:
 @pytest.fixture(scope="module")
 async def low_limit_env():
     """A dev server of its own whose histories fail at 2,000 events (Temporal's default is 51,200)."""
-    args = [arg for n, kind in SEARCH_ATTRIBUTES.items() for arg in ("--search-attribute", f"{n}={kind}")]
-    args += [
+    env = await start_dev_server(
         "--dynamic-config-value",
         "limit.historyCount.error=2000",
         "--dynamic-config-value",
         "limit.historyCount.suggestContinueAsNew=1000",
-    ]
-    env = await WorkflowEnvironment.start_local(
-        data_converter=pydantic_data_converter,
-        dev_server_existing_path=str(find_temporal()),
-        dev_server_extra_args=args,
     )
     yield env
     await env.shutdown()
