@@ -88,8 +88,10 @@ class KafkaActivities:
         if state.replicas != req.expected:
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         activity.logger.info("alter step %s: %s -> %s", req.ref, req.expected, req.target)
-        # Written with the other steps issued within the same few milliseconds, in one call.
-        self.writer.alter(req.ref, req.target)
+        # Written with the other steps issued within the same few milliseconds, in one call. A cancel that comes
+        # meanwhile waits until the call is made: the move then finds the step on Kafka and undoes it.
+        with activity.shield_thread_cancel_exception():
+            self.writer.alter(req.ref, req.target)
 
     @activity.defn(name="wait_step")
     def wait_step(self, req: StepRequest) -> StepStatus:

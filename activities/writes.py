@@ -41,11 +41,16 @@ class ReassignmentWriter:
                 self._open = batch
             batch.targets[tp] = target
         if leader:
-            time.sleep(self._window_s)
-            with self._lock:
-                if self._open is batch:
-                    self._open = None
-            self._write(batch)
+            try:
+                time.sleep(self._window_s)
+            finally:
+                # Written even when this thread is interrupted while it waits (Temporal cancels a threaded activity
+                # by raising in its thread): the steps that joined the batch wait on it, and this step may be on
+                # Kafka's way already as far as its cancel knows; the interruption is raised once it is written.
+                with self._lock:
+                    if self._open is batch:
+                        self._open = None
+                self._write(batch)
         else:
             batch.done.wait()
         error = batch.errors.get(tp)

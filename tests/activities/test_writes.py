@@ -1,5 +1,9 @@
 """Steps issued together go to Kafka in one AlterPartitionReassignments call, and each keeps its own result."""
 
+import ctypes
+import threading
+import time
+from asyncio import CancelledError
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -50,3 +54,32 @@ def test_a_partition_twice_goes_in_two_calls_in_order():
     writer.alter(tp, [1, 2, 3])
     writer.alter(tp, None)
     assert kafka.altered == [(("orders", 0), [1, 2, 3]), (("orders", 0), None)] and writer.calls == 2
+
+
+def test_a_step_whose_activity_is_cancelled_during_the_window_still_writes_its_batch():
+    # Temporal cancels a threaded activity by raising CancelledError in its thread. The step that opened a batch
+    # may get it while it waits for others to join: the batch is still written (its own step too, so the cancel
+    # that follows finds it on Kafka and undoes it) and the steps that joined it are not left waiting.
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("t", 0): [1, 2], ("t", 1): [1, 2]})
+    writer = ReassignmentWriter(fake, window_s=0.5)
+    outcome: dict[str, object] = {}
+
+    def issue(name: str, partition: int) -> None:
+        try:
+            writer.alter(TopicPartition(topic="t", partition=partition), [1, 2, 3])
+            outcome[name] = "written"
+        except BaseException as e:  # noqa: BLE001 - the test records what each thread ended with
+            outcome[name] = type(e).__name__
+
+    opener = threading.Thread(target=issue, args=("opener", 0), daemon=True)
+    opener.start()
+    time.sleep(0.1)
+    joiner = threading.Thread(target=issue, args=("joiner", 1), daemon=True)
+    joiner.start()
+    time.sleep(0.1)
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(opener.ident), ctypes.py_object(CancelledError))
+    opener.join(5)
+    joiner.join(5)
+    assert not joiner.is_alive(), "the step that joined the batch waits for ever"
+    assert outcome == {"opener": "CancelledError", "joiner": "written"}
+    assert set(fake.ongoing) == {("t", 0), ("t", 1)}
