@@ -29,7 +29,7 @@ class SandboxError(Exception):
     """Something stops the sandbox from starting or answering; the message says what and what to do."""
 
 
-def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str) -> Path:
+def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str, say=lambda msg: None) -> Path:
     """The runtime jars of ``pom`` copied into ``libs`` by Maven (its repository under ``cache_dir``), once: a
     ``.complete`` marker says they are all there."""
     marker = libs / ".complete"
@@ -38,6 +38,7 @@ def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: s
     mvn = shutil.which("mvn")
     if not mvn:
         raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
+    say(f"resolving {what} jars from Maven Central into {libs}")
     shutil.rmtree(libs, ignore_errors=True)
     argv = [
         mvn,
@@ -204,10 +205,9 @@ class Sandbox:
         }
 
     def resolve_jars(self, say=lambda msg: None) -> Path:
-        if not (self.libs / ".complete").exists():
-            say(f"resolving Apache Kafka {self.s.kafka_version} jars from Maven Central into {self.libs}")
+        version = self.s.kafka_version
         return maven_libs(
-            POM, self.libs, self.s.cache_dir, f"Kafka {self.s.kafka_version}", f"-Dkafka.version={self.s.kafka_version}"
+            POM, self.libs, self.s.cache_dir, f"Apache Kafka {version}", f"-Dkafka.version={version}", say=say
         )
 
     def _layout(self) -> Layout:
