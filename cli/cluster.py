@@ -9,7 +9,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, failure_message
 from cli.errors import DroverError
-from cli.options import MAX_LEADERS, MAX_PARTITIONS, MAX_PER_BROKER, MAX_REPLICAS, given_limits
+from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_rate
 from models.admission import Limits
@@ -55,13 +55,12 @@ def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) 
 
 
 @app.command("limits")
-def limits(  # noqa: PLR0913 (a typer command: one parameter per option)
+@grouped
+def limits(
     ctx: typer.Context,
     cluster: str = CLUSTER,
-    max_partitions: int = MAX_PARTITIONS,
-    max_per_broker: int = MAX_PER_BROKER,
-    max_replicas: int = MAX_REPLICAS,
-    max_leaders: int = MAX_LEADERS,
+    *,
+    changes: LimitChanges,
     unset: bool = typer.Option(False, "--unset", help="Drop the cluster limits: the highest any migration asks for"),
     actor: str = ACTOR,
     reason: str = REASON,
@@ -69,12 +68,9 @@ def limits(  # noqa: PLR0913 (a typer command: one parameter per option)
 ) -> None:
     """Set the cluster-wide limits every migration on the cluster shares (limits not given keep their value, or
     the default); each migration also stays within its own. Applied at the next grant."""
-    given = given_limits(max_partitions, max_per_broker, max_replicas, max_leaders)
+    given = changes.given()
     if unset == bool(given):
-        raise DroverError(
-            "give --unset, or at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders",
-            exit_code=2,
-        )
+        raise DroverError(f"give --unset, or at least one of {LIMIT_OPTIONS}", exit_code=2)
     asyncio.run(
         _limits(
             ctx.obj,

@@ -9,16 +9,12 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, failure_message
 from cli.errors import DroverError
+from cli.groups import LimitChanges, grouped
 from cli.options import (
     ACTOR,
-    MAX_LEADERS,
-    MAX_PARTITIONS,
-    MAX_PER_BROKER,
-    MAX_REPLICAS,
     MIGRATION_ID,
     PROGRESS_JSON,
     REASON,
-    given_limits,
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
@@ -28,26 +24,29 @@ from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
 
 
-def pause(
-    ctx: typer.Context,
-    migration_id: str = MIGRATION_ID,
-    actor: str = ACTOR,
-    reason: str = REASON,
-    as_json: bool = PROGRESS_JSON,
-) -> None:
-    """Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues."""
-    _act(ctx, migration_id, MigrationWorkflow.pause_update, actor, reason, as_json)
+def _who_and_why(name: str, update, doc: str):
+    """A command for an action that carries only who and why (pause, resume)."""
+
+    def command(
+        ctx: typer.Context,
+        migration_id: str = MIGRATION_ID,
+        actor: str = ACTOR,
+        reason: str = REASON,
+        as_json: bool = PROGRESS_JSON,
+    ) -> None:
+        _act(ctx, migration_id, update, actor, reason, as_json)
+
+    command.__name__ = command.__qualname__ = name
+    command.__doc__ = doc
+    return command
 
 
-def resume(
-    ctx: typer.Context,
-    migration_id: str = MIGRATION_ID,
-    actor: str = ACTOR,
-    reason: str = REASON,
-    as_json: bool = PROGRESS_JSON,
-) -> None:
-    """Start admitting moves again after `drover pause`."""
-    _act(ctx, migration_id, MigrationWorkflow.resume_update, actor, reason, as_json)
+pause = _who_and_why(
+    "pause",
+    MigrationWorkflow.pause_update,
+    "Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues.",
+)
+resume = _who_and_why("resume", MigrationWorkflow.resume_update, "Start admitting moves again after `drover pause`.")
 
 
 def _act(ctx: typer.Context, migration_id: str, update, actor: str | None, reason: str, as_json: bool) -> None:
@@ -56,21 +55,18 @@ def _act(ctx: typer.Context, migration_id: str, update, actor: str | None, reaso
     asyncio.run(_update(ctx.obj, migration_id, update, action, Output(as_json)))
 
 
-def limits(  # noqa: PLR0913 (a typer command: one parameter per option)
+@grouped
+def limits(
     ctx: typer.Context,
     migration_id: str = MIGRATION_ID,
-    max_partitions: int = MAX_PARTITIONS,
-    max_per_broker: int = MAX_PER_BROKER,
-    max_replicas: int = MAX_REPLICAS,
-    max_leaders: int = MAX_LEADERS,
+    *,
+    changes: LimitChanges,
     actor: str = ACTOR,
     reason: str = REASON,
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Change the limits of a running migration; they apply when the next move is admitted (limits not given stay)."""
-    given = given_limits(max_partitions, max_per_broker, max_replicas, max_leaders)
-    if not given:
-        raise DroverError("give at least one of --max-partitions, --max-per-broker, --max-replicas, --max-leaders", 2)
+    given = changes.require()
     asyncio.run(_change_limits(ctx.obj, migration_id, given, actor or default_actor(), reason, Output(as_json)))
 
 

@@ -1,5 +1,6 @@
 """drover estimate: throttles and duration of a plan before it runs (the Spark job of ``estimator``)."""
 
+import dataclasses
 import tempfile
 from pathlib import Path
 
@@ -10,51 +11,16 @@ from activities.estimate import SparkPlace, run_estimate, sample_metrics, write_
 from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
+from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.options import ORDERS
 from cli.output import Output
 from cli.plan import load_model, partition_label, rollback_file
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
-from models.admission import Limits, MoveSpec
+from models.admission import MoveSpec
 from models.estimate import Estimate, EstimateOptions
 from models.plan import PartitionReplicas, ReassignmentFile
 from settings import Settings
 from steps.admission import ordered
-
-_DEFAULTS = Limits()
-MAX_PARTITIONS = typer.Option(
-    _DEFAULTS.max_partitions, "--max-partitions", min=1, help="Partition moves in flight in the cluster"
-)
-MAX_PER_BROKER = typer.Option(
-    _DEFAULTS.max_per_broker, "--max-per-broker", min=1, help="Moves in flight touching one broker"
-)
-MAX_REPLICAS = typer.Option(
-    _DEFAULTS.max_replicas, "--max-replicas", min=1, help="Replicas being added at once in the cluster"
-)
-MAX_LEADERS = typer.Option(
-    _DEFAULTS.max_leaders, "--max-leaders", min=1, help="Moves in flight that change a preferred leader"
-)
-REPLICAS_PER_STEP = typer.Option(1, "--replicas-per-step", min=1, help="Replicas a move adds per step (R)")
-METRICS = typer.Option(
-    None,
-    "--metrics",
-    help="Per-partition metrics (Parquet, CSV or JSON lines: topic, partition, bytes_in_per_sec, "
-    "size_bytes) instead of sampling the cluster",
-)
-SAMPLE = typer.Option("30s", "--sample", help="Window over which each partition's write rate is sampled (5s, 1m)")
-HEADROOM = typer.Option(0.2, "--headroom", min=0.0, help="Recommended rate = minimum x (1 + headroom)")
-FLOOR = typer.Option("10MiB/s", "--floor", help="Recommended rates are at least this")
-CAPACITY = typer.Option(
-    None,
-    "--capacity",
-    help="Network capacity: one rate for every broker (1Gb is 125MB/s) or per broker, "
-    "1=125MB/s,2=60MB/s; recommended rates stay at or below it",
-)
-
-
-def limits_from(max_partitions: int, max_per_broker: int, max_replicas: int, max_leaders: int) -> Limits:
-    return Limits(
-        max_partitions=max_partitions, max_per_broker=max_per_broker, max_replicas=max_replicas, max_leaders=max_leaders
-    )
 
 
 def rate_option(name: str, text: str | None) -> int | None:
@@ -88,32 +54,33 @@ def sample_option(text: str) -> float:
         raise DroverError(f"--sample: {e}", exit_code=2) from None
 
 
-def estimate(  # noqa: PLR0913 (a typer command: one parameter per option)
+@dataclasses.dataclass
+class EstimateChoices:
+    """What the estimate is for (the throttle, the order of the moves) and how it is printed."""
+
+    throttle: str = typer.Option(
+        "auto", "--throttle", help="The throttle to estimate for: a rate (50MB/s), auto or none"
+    )
+    order: str = typer.Option(
+        "small-first", "--order", click_type=click.Choice(ORDERS), help="The order drover start runs the moves in"
+    )
+    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON")
+
+
+@grouped
+def estimate(
     ctx: typer.Context,
     plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
     bootstrap: str = typer.Option(None, "--bootstrap", help="The cluster [default: DROVER_KAFKA_BOOTSTRAP]"),
-    metrics: Path = METRICS,
     current: Path = typer.Option(
         None,
         "--current",
         help="With --metrics and no --bootstrap: the current lists (default: the rollback file beside the plan)",
     ),
-    throttle: str = typer.Option(
-        "auto", "--throttle", help="The throttle to estimate for: a rate (50MB/s), auto or none"
-    ),
-    sample: str = SAMPLE,
-    replicas_per_step: int = REPLICAS_PER_STEP,
-    max_partitions: int = MAX_PARTITIONS,
-    max_per_broker: int = MAX_PER_BROKER,
-    max_replicas: int = MAX_REPLICAS,
-    max_leaders: int = MAX_LEADERS,
-    headroom: float = HEADROOM,
-    floor: str = FLOOR,
-    capacity: str = CAPACITY,
-    order: str = typer.Option(
-        "small-first", "--order", click_type=click.Choice(ORDERS), help="The order drover start runs the moves in"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print the estimate as JSON"),
+    *,
+    inputs: EstimateInputs,
+    limits: LimitOptions,
+    choices: EstimateChoices,
 ) -> None:
     """Estimate a plan before running it: per broker, the bytes it receives and serves, the minimum replication
     throttle below which its new replicas never catch up (counting only the partitions the limits let move
@@ -128,20 +95,22 @@ def estimate(  # noqa: PLR0913 (a typer command: one parameter per option)
 
       drover estimate plan.json --metrics traffic.parquet --current current.json --json
     """
-    out = Output(as_json)
+    out = Output(choices.as_json)
     settings: Settings = ctx.obj
-    choice = throttle.strip().lower()
-    chosen = choice if choice in ("auto", "none") else rate_option("--throttle", throttle)
+    choice = choices.throttle.strip().lower()
+    chosen = choice if choice in ("auto", "none") else rate_option("--throttle", choices.throttle)
+    all_brokers, per_broker = capacity_option(inputs.capacity)
     options = EstimateOptions(
-        limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
-        replicas_per_step=replicas_per_step,
+        limits=limits.limits(),
+        replicas_per_step=limits.replicas_per_step,
         throttle=None if chosen == "none" else chosen,
-        headroom=headroom,
-        floor_bytes_per_s=rate_option("--floor", floor),
+        headroom=inputs.headroom,
+        floor_bytes_per_s=rate_option("--floor", inputs.floor),
+        capacity_bytes_per_s=all_brokers,
+        broker_capacity=per_broker,
     )
-    all_brokers, per_broker = capacity_option(capacity)
-    options = options.model_copy(update={"capacity_bytes_per_s": all_brokers, "broker_capacity": per_broker})
-    window = sample_option(sample)
+    metrics = inputs.metrics
+    window = sample_option(inputs.sample)
     targets = load_model(plan, ReassignmentFile, partition_label).partitions
     if not targets:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
@@ -166,7 +135,7 @@ def estimate(  # noqa: PLR0913 (a typer command: one parameter per option)
                     metrics_ref = str(metrics)
             finally:
                 admin.close()
-        moves_ref = str(write_moves(Path(tmp), ordered(moves, order)))
+        moves_ref = str(write_moves(Path(tmp), ordered(moves, choices.order)))
         result = _run(place, moves_ref, metrics_ref, options)
     show(out, result)
     out.data(result)

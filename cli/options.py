@@ -26,26 +26,6 @@ MIGRATION_ID = typer.Argument(..., help="The migration ID", callback=migration_i
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")
 REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's history")
-# Limits changed while running (a limit not given keeps its value).
-MAX_PARTITIONS = typer.Option(None, "--max-partitions", min=1, help="Partition moves in flight")
-MAX_PER_BROKER = typer.Option(None, "--max-per-broker", min=1, help="Moves in flight touching one broker")
-MAX_REPLICAS = typer.Option(None, "--max-replicas", min=1, help="Replicas being added at once")
-MAX_LEADERS = typer.Option(None, "--max-leaders", min=1, help="Moves in flight whose leader movement is to come")
-
-
-def given_limits(
-    max_partitions: int | None, max_per_broker: int | None, max_replicas: int | None, max_leaders: int | None
-) -> dict[str, int]:
-    """The limits an operator gave, by field name."""
-    given = {
-        "max_partitions": max_partitions,
-        "max_per_broker": max_per_broker,
-        "max_replicas": max_replicas,
-        "max_leaders": max_leaders,
-    }
-    return {k: v for k, v in given.items() if v is not None}
-
-
 # The choices of the options that take one, as --help lists them.
 ORDERS = list(get_args(Order))
 STUCK_POLICIES = list(get_args(StuckPolicy))

@@ -1,6 +1,7 @@
 """drover plan: compute a balanced, rack-aware target assignment with the fewest replica moves; with sizes, bytes per
 broker balanced first."""
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -10,6 +11,7 @@ from pydantic import TypeAdapter, ValidationError
 
 from adapters.kafka_admin import KafkaAdmin
 from cli.errors import DroverError
+from cli.groups import grouped
 from cli.output import Output
 from cli.rates import parse_duration
 from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
@@ -18,29 +20,49 @@ from planner import PlanError, make_plan
 from settings import Settings
 
 
-def plan(  # noqa: PLR0913 (a typer command: one parameter per option)
-    ctx: typer.Context,
-    current: Path = typer.Option(None, "--current", help="Current assignment, Kafka's reassignment JSON format"),
-    brokers: Path = typer.Option(None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'),
-    bootstrap: str = typer.Option(
+@dataclasses.dataclass
+class PlanSource:
+    """Where the assignment, the brokers, the sizes and the write rates come from."""
+
+    current: Path | None = typer.Option(None, "--current", help="Current assignment, Kafka's reassignment JSON format")
+    brokers: Path | None = typer.Option(
+        None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'
+    )
+    bootstrap: str | None = typer.Option(
         None, "--bootstrap", help="Read assignment, brokers and sizes from this live cluster"
-    ),
-    remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8"),
-    sizes: Path = typer.Option(None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'),
-    topics: str = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex"),
-    metrics: Path = typer.Option(
+    )
+    sizes: Path | None = typer.Option(
+        None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'
+    )
+    metrics: Path | None = typer.Option(
         None,
         "--metrics",
         help="Per-partition write rates (and sizes): Parquet, CSV or JSON lines with the columns `drover estimate` "
         "reads (topic, partition, bytes_in_per_sec, size_bytes); leaders then balance bytes written per broker",
-    ),
-    sample: str = typer.Option(
+    )
+    sample: str | None = typer.Option(
         None, "--sample", help="With --bootstrap: sample write rates over this window (30s), as --metrics would give"
-    ),
+    )
+
+
+@dataclasses.dataclass
+class PlanGoals:
+    """What the plan does: the brokers it empties, the topics it covers, how balanced, how many moves at most."""
+
+    remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8")
+    topics: str | None = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex")
     tolerance: str = typer.Option(
         "10%", "--balance-tolerance", help="With sizes: bytes (and replicas) per broker within this of the mean"
-    ),
-    max_moves: int = typer.Option(None, "--max-moves", min=0, help="Best plan reachable within N replica moves"),
+    )
+    max_moves: int | None = typer.Option(None, "--max-moves", min=0, help="Best plan reachable within N replica moves")
+
+
+@grouped
+def plan(
+    ctx: typer.Context,
+    *,
+    source: PlanSource,
+    goals: PlanGoals,
     out: Path = typer.Option(..., "--out", help="Plan file to write (a rollback file is written beside it)"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
 ) -> None:
@@ -68,30 +90,31 @@ def plan(  # noqa: PLR0913 (a typer command: one parameter per option)
       drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --sample 30s --out plan.json
     """
     output = Output(as_json)
-    pattern = _topic_pattern(topics)
-    remove = _broker_ids(remove_brokers)
-    balance_tolerance = _tolerance(tolerance)
-    window = _window(sample, bootstrap, metrics)
-    if bootstrap and (current or brokers or sizes):
+    pattern = _topic_pattern(goals.topics)
+    remove = _broker_ids(goals.remove_brokers)
+    balance_tolerance = _tolerance(goals.tolerance)
+    window = _window(source.sample, source.bootstrap, source.metrics)
+    if source.bootstrap and (source.current or source.brokers or source.sizes):
         raise DroverError("give --bootstrap, or --current with --brokers (and --sizes), not both", exit_code=2)
     rates: dict[tuple[str, int], float] = {}
-    if bootstrap:
-        partitions, broker_specs, size_map, rates = _read_cluster(ctx.obj, bootstrap, window, pattern)
-    elif current and brokers:
-        partitions = load_model(current, ReassignmentFile, partition_label).partitions
-        broker_specs = load_model(brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
-        size_map = _sizes(sizes) if sizes else {}
-        _no_repeats(current, brokers, partitions, broker_specs)
+    if source.bootstrap:
+        partitions, broker_specs, size_map, rates = _read_cluster(ctx.obj, source.bootstrap, window, pattern)
+    elif source.current and source.brokers:
+        partitions = load_model(source.current, ReassignmentFile, partition_label).partitions
+        broker_specs = load_model(source.brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
+        size_map = _sizes(source.sizes) if source.sizes else {}
+        _no_repeats(source.current, source.brokers, partitions, broker_specs)
     else:
         raise DroverError("give --current and --brokers, or --bootstrap", exit_code=2)
-    if metrics is not None:
-        rates, metric_sizes = _read_metrics(ctx.obj, metrics)
+    if source.metrics is not None:
+        rates, metric_sizes = _read_metrics(ctx.obj, source.metrics)
         size_map = size_map or metric_sizes
     if pattern is not None:
         partitions = [p for p in partitions if pattern.fullmatch(p.topic)]
     if not partitions:
         raise DroverError(
-            "no partition to plan" + (f": no topic matches --topics {topics!r}" if topics else ""), exit_code=2
+            "no partition to plan" + (f": no topic matches --topics {goals.topics!r}" if goals.topics else ""),
+            exit_code=2,
         )
 
     request = PlanRequest(
@@ -101,7 +124,7 @@ def plan(  # noqa: PLR0913 (a typer command: one parameter per option)
         sizes=size_map,
         write_rates=rates,
         balance_tolerance=balance_tolerance,
-        max_moves=max_moves,
+        max_moves=goals.max_moves,
     )
     try:
         result = make_plan(request)

@@ -1,6 +1,7 @@
 """drover start: run a plan as a MigrationWorkflow."""
 
 import asyncio
+import dataclasses
 import re
 import uuid
 from datetime import UTC, datetime
@@ -13,22 +14,8 @@ from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from adapters.temporal import connect, failure_message, no_worker, patiently, worker_polls
 from cli.errors import DroverError
-from cli.estimate import (
-    CAPACITY,
-    FLOOR,
-    HEADROOM,
-    MAX_LEADERS,
-    MAX_PARTITIONS,
-    MAX_PER_BROKER,
-    MAX_REPLICAS,
-    METRICS,
-    REPLICAS_PER_STEP,
-    SAMPLE,
-    capacity_option,
-    limits_from,
-    rate_option,
-    sample_option,
-)
+from cli.estimate import capacity_option, rate_option, sample_option
+from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
 from cli.plan import load_model, partition_label
@@ -46,63 +33,53 @@ from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 PREFLIGHT_POLL_S = 0.5
 
 
-def start(  # noqa: PLR0913 (a typer command: one parameter per option)
-    ctx: typer.Context,
-    plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
-    cluster: str = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]"),
-    replicas_per_step: int = REPLICAS_PER_STEP,
-    max_partitions: int = MAX_PARTITIONS,
-    max_per_broker: int = MAX_PER_BROKER,
-    max_replicas: int = MAX_REPLICAS,
-    max_leaders: int = MAX_LEADERS,
-    throttle: str = typer.Option(
+@dataclasses.dataclass
+class RunOptions:
+    """How the migration runs: its throttle, whether it is estimated first, and how each move goes."""
+
+    throttle: str | None = typer.Option(
         None,
         "--throttle",
         help="Replication throttle on the brokers of moves in flight: a rate with its unit (50MB/s, 10MiB/s; "
         "B is a byte, b a bit: 1Gb/s is 125MB/s), auto (each broker's recommended rates, from the estimate) or "
         "none  [default: auto, as drover estimate; none with --no-estimate]",
         show_default=False,
-    ),
+    )
     estimate: bool = typer.Option(
         True, "--estimate/--no-estimate", help="Estimate throttles and duration before the first step (needed by auto)"
-    ),
-    metrics: Path = METRICS,
-    sample: str = SAMPLE,
-    headroom: float = HEADROOM,
-    floor: str = FLOOR,
-    capacity: str = CAPACITY,
+    )
     order: str = typer.Option(
         "small-first", "--order", click_type=click.Choice(ORDERS), help="Urgent moves always first, then by size"
-    ),
+    )
     stuck_after: str = typer.Option(
         "10m", "--stuck-after", help="A step with no progress on Kafka for this long is stuck (90s, 10m, 2h)"
-    ),
+    )
     on_stuck: str = typer.Option(
         "wait",
         "--on-stuck",
         click_type=click.Choice(STUCK_POLICIES),
         help="What a stuck move does: wait (for the broker to return), rollback (that "
         "partition back to its original list; the rest go on) or fail (stop the migration)",
-    ),
+    )
     offline: str = typer.Option(
         "skip",
         "--offline",
         click_type=click.Choice(OFFLINE_POLICIES),
         help="A partition with no replica in sync is never stepped: skip (leave it, and "
         "report it) or wait (its move waits until a replica is in sync again)",
-    ),
+    )
     disk_margin: str = typer.Option(
         "10%",
         "--disk-margin",
         help="Share of each destination broker's disk that must stay free once it holds "
         "the replicas it receives; preflight refuses the plan otherwise",
-    ),
+    )
     by_reference: bool = typer.Option(
         False,
         "--by-reference",
         help=f"Pass the plan as a reference to its file (the workers must be able to read that path) instead of "
         f"inline; automatic above {INLINE_MOVES} moves",
-    ),
+    )
     priority: int = typer.Option(
         0,
         "--priority",
@@ -110,51 +87,58 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
         max=100,
         help="Among the migrations on the cluster, free slots go to the highest priority "
         "first (a broker decommission, say); equal priorities share evenly",
-    ),
-    actor: str = typer.Option(None, "--actor", help="Who starts it [default: user@host]; recorded in its history"),
-    reason: str = typer.Option(None, "--reason", help="Why; recorded in its history"),
+    )
+
+
+@dataclasses.dataclass
+class StartMode:
+    """Who starts it and why, and what drover start does once it has: return, wait, or only rehearse."""
+
+    actor: str | None = typer.Option(
+        None, "--actor", help="Who starts it [default: user@host]; recorded in its history"
+    )
+    reason: str | None = typer.Option(None, "--reason", help="Why; recorded in its history")
     dry_run: bool = typer.Option(
         False,
         "--dry-run",
         help="Run preflight and the estimate only, print the moves in order, the throttle per broker, the ETA and "
         "every problem, and change nothing (exit 1 on a problem)",
-    ),
-    wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result"),
-    as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON"),
+    )
+    wait: bool = typer.Option(False, "--wait", help="Wait for the migration to end and print its result")
+    as_json: bool = typer.Option(False, "--json", help="Print the migration ID (and with --wait the result) as JSON")
+
+
+@grouped
+def start(
+    ctx: typer.Context,
+    plan: Path = typer.Argument(..., help="Plan file in Kafka's reassignment format (drover plan --out)"),
+    cluster: str = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]"),
+    *,
+    limits: LimitOptions,
+    inputs: EstimateInputs,
+    run: RunOptions,
+    mode: StartMode,
 ) -> None:
     """Start a migration: preflight checks every move against the cluster (nothing changes if one fails), then
     moves run as durable workflows, a few replicas at a time, under the limits. Prints the migration ID and the
     Web UI link; `drover status ID` shows its progress. With --dry-run, only preflight and the estimate run: what
     would happen is printed and nothing changes."""
-    out = Output(as_json)
+    out = Output(mode.as_json)
     settings: Settings = ctx.obj
-    margin = _share("--disk-margin", disk_margin)
+    margin = _share("--disk-margin", run.disk_margin)
     try:
-        stuck_after_s = parse_duration(stuck_after)
+        stuck_after_s = parse_duration(run.stuck_after)
     except ValueError as e:
         raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
     # The default is the estimate's recommended rates, as drover estimate assumes; without an estimate, none.
-    choice = (throttle or ("auto" if estimate else "none")).strip().lower()
+    choice = (run.throttle or ("auto" if run.estimate else "none")).strip().lower()
     auto = choice == "auto"
-    rate = None if choice in ("auto", "none") else rate_option("--throttle", throttle)
-    if auto and not estimate:
+    rate = None if choice in ("auto", "none") else rate_option("--throttle", run.throttle)
+    if auto and not run.estimate:
         raise DroverError("--throttle auto takes its rates from the estimate: drop --no-estimate", exit_code=2)
-    if metrics is not None and not metrics.exists():
-        raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
-    all_brokers, per_broker = capacity_option(capacity)
-    settings_of_estimate = (
-        EstimateSettings(
-            metrics_ref=str(metrics.resolve()) if metrics else None,
-            sample_s=sample_option(sample),
-            auto_throttle=auto,
-            headroom=headroom,
-            floor_bytes_per_s=rate_option("--floor", floor),
-            capacity_bytes_per_s=all_brokers,
-            broker_capacity=per_broker,
-        )
-        if estimate
-        else None
-    )
+    # Checked with or without an estimate: a bad value is refused either way.
+    of_estimate = estimate_settings(inputs, auto)
+    settings_of_estimate = of_estimate if run.estimate else None
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
@@ -162,28 +146,45 @@ def start(  # noqa: PLR0913 (a typer command: one parameter per option)
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
     # A large plan stays out of the workflow history: the workers read it from its file, a page at a time.
-    by_ref = by_reference or len(moves) > INLINE_MOVES
+    by_ref = run.by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(
         cluster=name,
         moves=[] if by_ref else moves,
         plan_ref=str(plan.resolve()) if by_ref else None,
-        replicas_per_step=replicas_per_step,
+        replicas_per_step=limits.replicas_per_step,
         throttle_bytes_per_s=rate,
-        order=order,
+        order=run.order,
         stuck_after_s=stuck_after_s,
-        stuck_policy=on_stuck,
+        stuck_policy=run.on_stuck,
         estimate=settings_of_estimate,
-        offline=offline,
+        offline=run.offline,
         disk_margin=margin,
-        actor=actor or default_actor(),
-        reason=reason,
-        priority=priority,
-        limits=limits_from(max_partitions, max_per_broker, max_replicas, max_leaders),
-        dry_run=dry_run,
+        actor=mode.actor or default_actor(),
+        reason=mode.reason,
+        priority=run.priority,
+        limits=limits.limits(),
+        dry_run=mode.dry_run,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"
-    asyncio.run(_start(settings, migration, migration_id, wait, out))
+    asyncio.run(_start(settings, migration, migration_id, mode.wait, out))
+
+
+def estimate_settings(inputs: EstimateInputs, auto: bool) -> EstimateSettings:
+    """What the migration's estimate reads and recommends (the options checked here, before anything starts)."""
+    metrics = inputs.metrics
+    if metrics is not None and not metrics.exists():
+        raise DroverError(f"--metrics {metrics}: no such file or folder", exit_code=2)
+    all_brokers, per_broker = capacity_option(inputs.capacity)
+    return EstimateSettings(
+        metrics_ref=str(metrics.resolve()) if metrics else None,
+        sample_s=sample_option(inputs.sample),
+        auto_throttle=auto,
+        headroom=inputs.headroom,
+        floor_bytes_per_s=rate_option("--floor", inputs.floor),
+        capacity_bytes_per_s=all_brokers,
+        broker_capacity=per_broker,
+    )
 
 
 def _share(option: str, text: str) -> float:

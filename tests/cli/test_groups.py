@@ -1,0 +1,67 @@
+"""Option groups: a command's dataclass parameters become its options, and the command gets the dataclass."""
+
+import dataclasses
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from cli.groups import LimitChanges, LimitOptions, grouped
+
+
+@dataclasses.dataclass
+class Who:
+    actor: str | None = typer.Option(None, "--actor")
+    reason: str = typer.Option("none given", "--reason")
+
+
+def test_group_fields_are_options_and_the_command_gets_the_groups():
+    seen = []
+
+    @grouped
+    def command(name: str = typer.Argument(...), *, limits: LimitOptions, who: Who) -> None:
+        seen.append((name, limits, who))
+
+    app = typer.Typer()
+    app.command()(command)
+    app.command("other")(lambda: None)  # two commands: the first is called by its name
+    done = CliRunner().invoke(app, ["command", "orders", "--max-partitions", "7", "--actor", "ann"])
+    assert done.exit_code == 0, done.output
+    name, limits, who = seen[0]
+    assert name == "orders"
+    assert limits == LimitOptions(
+        replicas_per_step=1, max_partitions=7, max_per_broker=2, max_replicas=10, max_leaders=5
+    )
+    assert limits.limits().max_partitions == 7
+    assert who == Who(actor="ann", reason="none given")
+    shown = CliRunner().invoke(app, ["command", "--help"]).output
+    assert "--max-per-broker" in shown and "--reason" in shown and "--limits" not in shown
+
+
+def test_an_option_given_badly_is_refused_by_typer():
+    @grouped
+    def command(*, limits: LimitOptions) -> None:
+        raise AssertionError("not called")
+
+    app = typer.Typer()
+    app.command()(command)
+    done = CliRunner().invoke(app, ["--max-leaders", "0"])
+    assert done.exit_code == 2 and "--max-leaders" in done.output
+
+
+def test_limit_changes_name_what_was_given():
+    assert LimitChanges(max_partitions=3, max_per_broker=None, max_replicas=None, max_leaders=9).given() == {
+        "max_partitions": 3,
+        "max_leaders": 9,
+    }
+
+
+def test_two_groups_with_one_option_name_are_refused_at_definition():
+    @dataclasses.dataclass
+    class Again:
+        max_leaders: int = typer.Option(1, "--again")
+
+    def command(*, limits: LimitOptions, again: Again) -> None: ...
+
+    with pytest.raises(TypeError, match="max_leaders"):
+        grouped(command)
