@@ -44,6 +44,8 @@ class FakeKafka:
         self.peak_leader_steps = 0
         # Brokers that are down for reassignments: a step adding one of them never finishes (until it is back).
         self.stalled: set[int] = set()
+        # Brokers that are stopped (stop_broker): also out of the cluster and of every ISR, and leading nothing.
+        self.down: set[int] = set()
         # Partitions with no replica in sync (and no leader), and each broker's (total, usable) disk bytes.
         self.offline: set[tuple[str, int]] = set()
         self.disks: dict[int, tuple[int, int]] = {}
@@ -62,7 +64,7 @@ class FakeKafka:
         return ClusterDescription(
             cluster_id=self.cluster_id,
             controller_id=100,
-            brokers=[BrokerInfo(id=b, rack=r) for b, r in sorted(self.brokers.items())],
+            brokers=[BrokerInfo(id=b, rack=r) for b, r in sorted(self.brokers.items()) if b not in self.down],
         )
 
     def describe_topic_configs(self, topics, overrides_only: bool = False) -> dict[str, dict[str, str]]:
@@ -139,21 +141,26 @@ class FakeKafka:
             if key not in self.replicas:
                 raise KafkaAdminError(f"partition {tp} does not exist")
             replicas = self.replicas[key]
-            adding = set(self.ongoing[key][0]) - set(replicas) if key in self.ongoing else set()
+            # While a reassignment is under way Kafka lists its target, then the replicas it is removing.
+            shown = self._in_flight_list(key) if key in self.ongoing else replicas
             down = key in self.offline
             return PartitionState(
                 topic=tp.topic,
                 partition=tp.partition,
-                replicas=replicas + sorted(adding),
-                isr=[] if down else list(replicas),
+                replicas=shown,
+                isr=[] if down else [b for b in replicas if b not in self.down],
                 leader=None if down else self.leaders[key],
             )
+
+    def _in_flight_list(self, key) -> list[int]:
+        target = self.ongoing[key][0]
+        return target + [b for b in self.replicas[key] if b not in target]
 
     def list_reassignments(self, partitions=None) -> list[OngoingReassignment]:
         self._hook("list_reassignments", partitions)
         with self._lock:
             for key, (target, left) in list(self.ongoing.items()):
-                if self.stalled & (set(target) - set(self.replicas[key])):
+                if (self.stalled | self.down) & (set(target) - set(self.replicas[key])):
                     continue
                 if left <= 1:
                     self._finish(key, target)
@@ -164,7 +171,7 @@ class FakeKafka:
                 OngoingReassignment(
                     topic=key[0],
                     partition=key[1],
-                    replicas=target + [b for b in self.replicas[key] if b not in target],
+                    replicas=self._in_flight_list(key),
                     adding=[b for b in target if b not in self.replicas[key]],
                     removing=[b for b in self.replicas[key] if b not in target],
                 )
@@ -197,7 +204,22 @@ class FakeKafka:
         with self._lock:
             for tp in partitions:
                 key = (tp.topic, tp.partition)
-                self.leaders[key] = self.replicas[key][0]
+                if self.replicas[key][0] not in self.down:
+                    self.leaders[key] = self.replicas[key][0]
+
+    def stop_broker(self, broker: int) -> None:
+        """The broker stops: it leaves the cluster and every ISR, and a partition it led is led by its next replica
+        in sync (at least one replica of each partition is assumed to stay up)."""
+        with self._lock:
+            self.down.add(broker)
+            for key, replicas in self.replicas.items():
+                if self.leaders[key] == broker:
+                    self.leaders[key] = next(b for b in replicas if b not in self.down)
+
+    def start_broker(self, broker: int) -> None:
+        """The broker is back, in sync again at once; leaders stay where they are until an election."""
+        with self._lock:
+            self.down.discard(broker)
 
     def set_replicas(self, tp: TopicPartition, replicas: list[int]) -> None:
         """Someone else changes the partition, as kafka-reassign-partitions would."""
@@ -208,4 +230,4 @@ class FakeKafka:
         self.ongoing.pop(key, None)
         self.replicas[key] = list(target)
         if self.leaders[key] not in target:
-            self.leaders[key] = target[0]
+            self.leaders[key] = next((b for b in target if b not in self.down), target[0])
