@@ -148,9 +148,7 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
     fake.ticks = 8
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
-    )
+    migration = two_at_a_time(plan)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         # Let two moves finish and two more start, then cancel.
@@ -297,15 +295,29 @@ def stuck_after_1s(plan: list[PartitionReplicas], policy: StuckPolicy) -> Migrat
     )
 
 
-def continuing(plan: list[PartitionReplicas], every: int) -> MigrationInput:
-    """Two moves at a time under a throttle, continuing as new after every ``every`` moves."""
+def two_at_a_time(plan: list[PartitionReplicas], continue_every: int = 200) -> MigrationInput:
+    """Two moves at a time under a throttle, continuing as new after every ``continue_every`` moves."""
     return MigrationInput(
         cluster=f"c{uuid.uuid4().hex[:6]}",
         moves=plan,
         limits=Limits(max_partitions=2),
         throttle_bytes_per_s=1000,
-        continue_every=every,
+        continue_every=continue_every,
     )
+
+
+async def result_within(handle, timeout_s: float = 120):
+    """The migration's result; if none comes within ``timeout_s``, the test fails showing where the migration
+    stands (a hang fails the test, not the whole run)."""
+    try:
+        return await asyncio.wait_for(asyncio.shield(handle.result()), timeout_s)
+    except TimeoutError:
+        p = await handle.query(MigrationWorkflow.progress)
+        raise AssertionError(
+            f"no result within {timeout_s:.0f} s: phase {p.phase}, run {p.runs}, done {p.done}, in flight "
+            f"{[f'{m.topic}-{m.partition}' for m in p.in_flight]}, waiting {p.waiting}, actions "
+            f"{[a.action for a in p.actions]}"
+        ) from None
 
 
 async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30):
@@ -321,14 +333,14 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
     fake = cluster(12)
     fake.ticks = 4
     plan = spread_plan(fake)
-    migration = continuing(plan, every=3)
+    migration = two_at_a_time(plan, continue_every=3)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
         # As the CLI does: an update refused while a run hands over to the next is sent again.
         await execute_update(handle, MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
         await execute_update(handle, MigrationWorkflow.resume_update, OperatorAction(actor="ana", reason="off peak"))
-        result = await handle.result()
+        result = await result_within(handle)
         progress = await handle.query(MigrationWorkflow.progress)
         described = await handle.describe()
         last_input = None
@@ -352,14 +364,14 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
     fake.ticks = 6
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = continuing(plan, every=2)
+    migration = two_at_a_time(plan, continue_every=2)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
         await execute_update(
             handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
         )
-        result = await handle.result()
+        result = await result_within(handle)
     assert result.status == "rolled_back" and result.verified and result.rollback_outcomes
     assert fake.replicas == original and fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
@@ -370,9 +382,7 @@ async def test_cancelling_the_workflow_in_temporal_undoes_steps_in_flight_and_re
     fake.ticks = 1000  # steps never finish on their own
     plan = spread_plan(fake)
     original = {k: list(v) for k, v in fake.replicas.items()}
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), throttle_bytes_per_s=1000
-    )
+    migration = two_at_a_time(plan)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
