@@ -15,12 +15,10 @@ import argparse
 import asyncio
 import statistics
 import uuid
-from concurrent.futures import ThreadPoolExecutor
-
-from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
+from bench.trees import migrate
 from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
@@ -28,7 +26,6 @@ from models.results import MigrationResult
 from settings import load_settings
 from tests.integration.helpers import StepObserver, produce_topic
 from worker import activities_for
-from workflows import WORKFLOWS, MigrationWorkflow
 
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
 
@@ -51,20 +48,7 @@ async def one_run(settings, admin: KafkaAdmin, partitions: int) -> tuple[list[fl
         observer = StepObserver(admin, topic)
         observer.start()
         try:
-            with ThreadPoolExecutor(16) as pool:
-                async with Worker(
-                    client,
-                    task_queue=f"bench-{uuid.uuid4().hex[:8]}",
-                    workflows=WORKFLOWS,
-                    activities=activities_for(admin),
-                    activity_executor=pool,
-                ) as worker:
-                    result = await client.execute_workflow(
-                        MigrationWorkflow.run,
-                        migration,
-                        id=f"bench-steps-{uuid.uuid4().hex[:8]}",
-                        task_queue=worker.task_queue,
-                    )
+            result = await migrate(client, activities_for(admin), migration, f"bench-steps-{uuid.uuid4().hex[:8]}")
         finally:
             observer.stop()
         return observer.gaps(), observer, result
