@@ -11,6 +11,7 @@ leaders balance the bytes written per broker instead of their counts.
 Same input, same output: partitions and brokers are sorted first, and every choice breaks ties by id.
 """
 
+import gc
 from collections import Counter
 from itertools import chain
 
@@ -27,6 +28,19 @@ class PlanError(ValueError):
 
 
 def make_plan(request: PlanRequest) -> Plan:
+    # A plan allocates millions of small objects (lists, tuples, counters) and frees few before it returns: the
+    # cyclic collector's passes over them find nothing (the planner makes no cycles) and cost a sixth of the time
+    # on a million partitions. Collected as usual once the plan is made.
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _plan(request)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _plan(request: PlanRequest) -> Plan:
     brokers = sorted(request.brokers, key=lambda b: b.id)
     rack_of_all = {b.id: b.rack for b in brokers}
     kept = _kept_brokers(request, rack_of_all)
@@ -107,6 +121,7 @@ def make_plan(request: PlanRequest) -> Plan:
     ]
 
     changed = [i for i in range(len(parts)) if final[i] != original[i]]
+    flagged = _rack_flags(original, rack_of, rack_of_all, limits)
     moves = sum(_moves(original[i], final[i]) for i in changed)
     summary = PlanSummary(
         partitions=len(parts),
@@ -116,8 +131,8 @@ def make_plan(request: PlanRequest) -> Plan:
         partitions_changed=len(changed),
         leader_only_changes=sum(1 for i in changed if set(original[i]) == set(final[i])),
         bytes_to_move=sum(bytes_to_copy(original[i], final[i], sizes[i]) for i in changed) if request.sizes else None,
-        before=_spread(original, rack_of, rack_of_all, limits),
-        after=_spread(final, rack_of, rack_of_all, limits),
+        before=_spread(original, rack_of, flagged),
+        after=_spread(final, rack_of, _rack_flags(final, rack_of, rack_of_all, limits, like=(original, flagged))),
         brokers=_broker_loads(original, final, sizes, rack_of_all, kept, bool(request.sizes)),
         balance=balance,
         max_moves_reached=budget_hit,
@@ -272,15 +287,27 @@ def _within_budget(original, targets, must_move: set[int], budget: int) -> tuple
     return [targets[i] if i in kept or not cost[i] else list(original[i]) for i in range(len(original))], hit
 
 
-def _spread(assignment, rack_of, rack_of_all, limits) -> Spread:
+def _rack_flags(assignment, rack_of, rack_of_all, limits, like=None) -> list[bool]:
+    """Per partition, whether a rack holds more of its replicas than its limit (never, without racks). With ``like``
+    (an earlier assignment and its flags), a partition on the same list keeps its flag: after a plan most do, and
+    a million partitions are not counted twice."""
+    if len({r for r in rack_of.values() if r is not None}) <= 1:
+        return [False] * len(assignment)
+    if like is None:
+        return [_rack_excess(r, rack_of_all, lim) > 0 for r, lim in zip(assignment, limits, strict=True)]
+    earlier, flags = like
+    return [
+        flags[i] if r is earlier[i] or r == earlier[i] else _rack_excess(r, rack_of_all, limits[i]) > 0
+        for i, r in enumerate(assignment)
+    ]
+
+
+def _spread(assignment, rack_of, flags: list[bool]) -> Spread:
     load = Counter(chain.from_iterable(assignment))
     leaders = Counter(r[0] for r in assignment)
     kept_loads = [load[b] for b in rack_of]
     kept_leaders = [leaders[b] for b in rack_of]
-    racked = len({r for r in rack_of.values() if r is not None}) > 1
-    violations = (
-        sum(1 for r, lim in zip(assignment, limits, strict=True) if _rack_excess(r, rack_of_all, lim)) if racked else 0
-    )
+    violations = sum(flags)
     return Spread(
         replicas_min=min(kept_loads),
         replicas_max=max(kept_loads),
