@@ -6,20 +6,17 @@ import json
 import os
 import subprocess
 import sys
-import uuid
 from collections.abc import AsyncIterator, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
 
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
-from temporalio.worker import Worker
 
 from models.migration import MigrationInput
 from models.results import MigrationResult
 from sandbox.devserver import start_dev_server
-from workflows import WORKFLOWS, MigrationWorkflow
+from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -114,16 +111,7 @@ def address_of(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
 
 
-async def migrate(client: Client, activities: list, migration: MigrationInput, workflow_id: str) -> MigrationResult:
-    """Run one migration to its end on a worker of this process (its own task queue, 16 activity threads)."""
-    with ThreadPoolExecutor(16) as pool:
-        async with Worker(
-            client,
-            task_queue=f"bench-{uuid.uuid4().hex[:8]}",
-            workflows=WORKFLOWS,
-            activities=activities,
-            activity_executor=pool,
-        ) as worker:
-            return await client.execute_workflow(
-                MigrationWorkflow.run, migration, id=workflow_id, task_queue=worker.task_queue
-            )
+async def migrate(client: Client, migration: MigrationInput, workflow_id: str, task_queue: str) -> MigrationResult:
+    """Run one migration to its end on ``task_queue``: on the sandbox, the queue of its worker, since the cluster's
+    coordinator runs there and refuses migrations whose workers poll another."""
+    return await client.execute_workflow(MigrationWorkflow.run, migration, id=workflow_id, task_queue=task_queue)

@@ -34,7 +34,6 @@ from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from settings import Settings, load_settings
-from worker import activities_for
 
 THROTTLE = 10_000_000
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
@@ -106,7 +105,7 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         client = await connect(settings)
         migration_id = f"bench-makespan-{uuid.uuid4().hex[:8]}"
         began = time.monotonic()
-        result = await migrate(client, activities_for(admin), migration, migration_id)
+        result = await migrate(client, migration, migration_id, settings.task_queue)
         took = time.monotonic() - began
         timeline = await timeline_of(client, migration_id)
         assert timeline.ended is not None and result.verified

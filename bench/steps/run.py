@@ -25,7 +25,6 @@ from models.plan import PartitionReplicas
 from models.results import MigrationResult
 from settings import load_settings
 from tests.integration.helpers import StepObserver, produce_topic
-from worker import activities_for
 
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
 
@@ -48,7 +47,7 @@ async def one_run(settings, admin: KafkaAdmin, partitions: int) -> tuple[list[fl
         observer = StepObserver(admin, topic)
         observer.start()
         try:
-            result = await migrate(client, activities_for(admin), migration, f"bench-steps-{uuid.uuid4().hex[:8]}")
+            result = await migrate(client, migration, f"bench-steps-{uuid.uuid4().hex[:8]}", settings.task_queue)
         finally:
             observer.stop()
         return observer.gaps(), observer, result
