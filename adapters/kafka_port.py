@@ -2,7 +2,7 @@
 the tests' in-memory Kafka implements it too, and mypy checks both against this declaration (tests/port_check.py)."""
 
 from collections.abc import Iterable, Mapping
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from models import BrokerDisk, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 
@@ -55,3 +55,22 @@ class KafkaPort(Protocol):
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
 
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
+
+    def close(self) -> None:
+        """Release the clients' connections."""
+        ...
+
+
+if TYPE_CHECKING:
+    from settings import Settings
+
+
+def open_kafka(settings: "Settings") -> KafkaPort:
+    """The Kafka the settings name: the simulated one with DROVER_KAFKA_SIMULATED, else the bootstrap servers."""
+    if settings.kafka_simulated:
+        from adapters.simulated_kafka import simulated_kafka
+
+        return simulated_kafka(settings.kafka_simulated)
+    from adapters.kafka_admin import KafkaAdmin
+
+    return KafkaAdmin(settings)
