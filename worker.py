@@ -18,8 +18,7 @@ from activities import KafkaActivities
 from activities.cluster import ClusterActivities
 from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import KafkaPort
+from adapters.kafka_port import KafkaPort, open_kafka
 from adapters.temporal import connect
 from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
@@ -71,7 +70,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
 
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
-    admin = KafkaAdmin(settings)
+    admin = open_kafka(settings)
     client = await connect(settings, serve_metrics=True)
     with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
         worker = Worker(
@@ -88,7 +87,9 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                 "worker_started",
                 task_queue=settings.task_queue,
                 temporal=settings.temporal_address,
-                kafka=settings.kafka_bootstrap,
+                kafka=settings.kafka_bootstrap
+                if not settings.kafka_simulated
+                else f"simulated {settings.kafka_simulated}",
                 metrics=f"http://0.0.0.0:{settings.metrics_port}/metrics" if settings.metrics_port else None,
             )
             await stop.wait()

@@ -9,7 +9,7 @@ from pathlib import Path
 import typer
 from pydantic import TypeAdapter, ValidationError
 
-from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import open_kafka
 from cli.errors import DroverError
 from cli.groups import grouped
 from cli.output import Output
@@ -29,7 +29,10 @@ class PlanSource:
         None, "--brokers", help='Every broker of the cluster: [{"id": 1, "rack": "a"}, …]'
     )
     bootstrap: str | None = typer.Option(
-        None, "--bootstrap", help="Read assignment, brokers and sizes from this live cluster"
+        None,
+        "--bootstrap",
+        help="Read assignment, brokers and sizes from this live cluster (the simulated one when "
+        "DROVER_KAFKA_SIMULATED is set)",
     )
     sizes: Path | None = typer.Option(
         None, "--sizes", help='Bytes per partition: [{"topic", "partition", "size_bytes"}]'
@@ -298,7 +301,7 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
 def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
     """Assignment, brokers (with their log dirs' total bytes when every one reports them), sizes (the leader's
     replica, else the largest copy) and, with a sampling window, write rates."""
-    admin = KafkaAdmin(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
+    admin = open_kafka(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:
         cluster = admin.describe_cluster()
         states = admin.describe_topics()

@@ -37,6 +37,12 @@ class Settings(BaseSettings):
         "over the Kafka settings above",
     )
     kafka_request_timeout_s: float = Field(30.0, description="Timeout of one Kafka admin request, seconds")
+    kafka_simulated: str | None = Field(
+        None,
+        description="Run against a simulated Kafka instead of the bootstrap servers, for load tests and rehearsals: "
+        "brokers=N,partitions=N[,racks=N,rf=N,topics=N,empty=N,size=100MB,rate=100KB,net=125MB,step=0.2,seed=N] "
+        "(empty: the last brokers hold nothing; size and rate: means per partition; net: each broker's bandwidth)",
+    )
 
     temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend address")
     temporal_namespace: str = Field("default", description="Temporal namespace")
@@ -61,6 +67,15 @@ class Settings(BaseSettings):
         le=65535,
         description="The worker serves Prometheus metrics (the Temporal SDK's and Drover's) on this port, at /metrics",
     )
+
+    @field_validator("kafka_simulated")
+    @classmethod
+    def _valid_simulation(cls, text: str | None) -> str | None:
+        if text is not None:
+            from adapters.simulated_kafka import SimulationSpec
+
+            SimulationSpec.parse(text)
+        return text
 
     @field_validator("kafka_properties")
     @classmethod

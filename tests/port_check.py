@@ -1,8 +1,9 @@
-"""Checked by mypy (make lint), never run: the real adapter and the in-memory Kafka both implement the Kafka port,
-so a method that changes on one side and not the other fails the type check."""
+"""Checked by mypy (make lint), never run: the real adapter, the in-memory and the simulated Kafka implement the
+Kafka port, so a method that changes on one side and not the other fails the type check."""
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.kafka_port import KafkaPort
+from adapters.simulated_kafka import SimulatedKafka
 from tests.fakes import FakeKafka
 
 
@@ -12,3 +13,7 @@ def real(admin: KafkaAdmin) -> KafkaPort:
 
 def in_memory(fake: FakeKafka) -> KafkaPort:
     return fake
+
+
+def simulated(sim: SimulatedKafka) -> KafkaPort:
+    return sim

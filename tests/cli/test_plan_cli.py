@@ -1,6 +1,7 @@
 """drover plan refuses bad input with one line naming the file, topic or partition, exit code 2, and no plan file."""
 
 import json
+import os
 import time
 
 import pytest
@@ -181,3 +182,17 @@ def test_kafka_unreachable_is_said_with_the_bootstrap_address_within_ten_seconds
     print(f"Kafka unreachable: exit {done.returncode} after {took:.1f} s")
     assert took < 10, took
     assert not (tmp_path / "p.json").exists()
+
+
+def test_a_plan_is_rehearsed_on_the_simulated_kafka(tmp_path):
+    # 2 of 12 brokers are empty: the plan read from the simulated cluster (lists and log sizes) fills them.
+    env = os.environ | {"DROVER_KAFKA_SIMULATED": "brokers=12,racks=3,partitions=600,rf=3,empty=2"}
+    out = tmp_path / "plan.json"
+    done = drover("plan", "--bootstrap", "simulated", "--out", str(out), env=env)
+    assert done.returncode == 0, done.stderr
+    rollback = json.loads((tmp_path / "plan.rollback.json").read_text())["partitions"]
+    assert all(11 not in p["replicas"] and 12 not in p["replicas"] for p in rollback)
+    after = [b for p in json.loads(out.read_text())["partitions"] for b in p["replicas"]]
+    assert after.count(11) >= 0.8 * 150 and after.count(12) >= 0.8 * 150, "each holds about 1800 / 12 replicas"
+    bad = drover("plan", "--bootstrap", "x", "--out", str(out), env=env | {"DROVER_KAFKA_SIMULATED": "brokers=3"})
+    assert_one_line_error(bad, 2, "DROVER_KAFKA_SIMULATED='brokers=3'", "does not give partitions=")

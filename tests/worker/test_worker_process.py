@@ -52,12 +52,19 @@ def test_worker_starts_and_stops_gracefully_on_sigterm(real_settings, tmp_path):
     assert "Traceback" not in text
 
 
-def test_worker_with_a_bad_setting_exits_with_one_line():
-    env = os.environ | {"DROVER_LOG_LEVEL": "loud"}
+@pytest.mark.parametrize(
+    ("variable", "value", "named"),
+    [
+        ("DROVER_LOG_LEVEL", "loud", "DROVER_LOG_LEVEL='loud'"),
+        ("DROVER_KAFKA_SIMULATED", "brokers=10", "DROVER_KAFKA_SIMULATED='brokers=10': 'brokers=10' does not give"),
+    ],
+)
+def test_worker_with_a_bad_setting_exits_with_one_line(variable, value, named):
+    env = os.environ | {variable: value}
     done = subprocess.run([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, capture_output=True, text=True)
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [done.stderr.strip()]
-    assert "DROVER_LOG_LEVEL='loud'" in done.stderr
+    assert named in done.stderr
 
 
 @pytest.mark.integration
