@@ -1,0 +1,233 @@
+"""Scale benchmark: a large migration by reference on the simulated Kafka, then its full rollback, at two cluster sizes
+with the same partitions.
+
+    .venv/bin/python -m bench.scale.run [--moves 20000] [--partitions 200000] [--brokers 200 20] [--racks 10]
+
+For each broker count: a simulated cluster (DROVER_KAFKA_SIMULATED) of that many brokers in RACKS racks, PARTITIONS
+partitions at RF 3 with 1 MB logs, the last tenth of the brokers empty (just added). The planner spreads replicas onto
+them; the first MOVES partition moves of its plan are the migration, started by reference (the plan stays in its file,
+the workers page it in; the planner moves the replicas of a partition together, about 2.8 per move), limits of 50
+everywhere, no estimate, no throttle. When it is done, the rollback file of the same partitions is migrated back the
+same way. The worker is ``worker.py`` in a process of its own on a dev server of its own.
+
+Prints, per broker count: wall time and moves per second of the migration and of its rollback; the largest history
+of any run (migration runs, move children, the cluster's coordinator) in events and bytes; the largest event in any
+migration or coordinator run and in the largest child (the largest payload Temporal stores); the worker's peak RSS.
+Then the 200-broker figures against the 20-broker ones: memory and payloads must not grow with brokers. Goals:
+largest history under 10,000 events, worker RSS under 1 GiB, RSS and payloads within 10% across broker counts.
+Asserts nothing about time.
+"""
+
+import argparse
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import Client
+
+from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
+from bench.trees import ROOT, address_of, dev_server, migrate
+from models.migration import MigrationInput
+from models.plan import BrokerSpec, PartitionReplicas, PlanRequest, ReassignmentFile
+from planner import make_plan
+
+LIMIT = 50
+
+
+def spec_of(brokers: int, racks: int, partitions: int) -> str:
+    return f"brokers={brokers},racks={racks},partitions={partitions},rf=3,empty={brokers // 10},size=1MB,rate=1KB"
+
+
+def write_plans(spec: str, moves: int, folder: Path) -> tuple[Path, Path, int, int]:
+    """The first ``moves`` partition moves of a plan spreading onto the empty brokers, and their rollback."""
+    kafka = SimulatedKafka.from_spec(SimulationSpec.parse(spec))
+    cluster = kafka.describe_cluster()
+    request = PlanRequest(
+        partitions=[PartitionReplicas(topic=t, partition=p, replicas=r) for (t, p), r in kafka.replicas.items()],
+        brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+    )
+    plan = make_plan(request)
+    if len(plan.changes) < moves:
+        sys.exit(f"the plan has {len(plan.changes)} partition moves, fewer than --moves {moves}")
+    changes = plan.changes[:moves]
+    original = {(p.topic, p.partition): p for p in plan.rollback}
+    replica_moves = sum(len(set(c.replicas) - set(original[(c.topic, c.partition)].replicas)) for c in changes)
+    forward, back = folder / "plan.json", folder / "plan.rollback.json"
+    forward.write_text(ReassignmentFile(partitions=changes).model_dump_json())
+    back.write_text(ReassignmentFile(partitions=[original[(c.topic, c.partition)] for c in changes]).model_dump_json())
+    return forward, back, len(plan.changes), replica_moves
+
+
+def start_worker(spec: str, address: str, task_queue: str, folder: Path) -> subprocess.Popen:
+    env = os.environ | {
+        "DROVER_KAFKA_SIMULATED": spec,
+        "DROVER_TEMPORAL_ADDRESS": address,
+        "DROVER_TASK_QUEUE": task_queue,
+        "DROVER_WORK_DIR": str(folder / "work"),
+        "DROVER_LOG_FORMAT": "json",
+        "DROVER_LOG_LEVEL": "warning",
+    }
+    log = (folder / "worker.log").open("w")
+    proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
+    # The worker logs at warning and above: it is up once Temporal lists its poller.
+    return proc
+
+
+async def wait_for_poller(client: Client, task_queue: str, proc: subprocess.Popen, folder: Path) -> None:
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"the worker exited:\n{(folder / 'worker.log').read_text()[-3000:]}")
+        answer = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
+        if answer.pollers:
+            return
+        await asyncio.sleep(0.5)
+    sys.exit("the worker did not poll within 120 s")
+
+
+def peak_rss_mib(pid: int) -> float:
+    """The process's peak resident set (VmHWM), MiB."""
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no VmHWM for process {pid}")
+
+
+async def run_migration(client: Client, cluster: str, plan: Path, task_queue: str, moves: int) -> dict:
+    migration = MigrationInput(
+        cluster=cluster,
+        plan_ref=str(plan),
+        limits=dict(max_partitions=LIMIT, max_per_broker=LIMIT, max_replicas=LIMIT, max_leaders=LIMIT),
+        actor="bench",
+        reason="bench.scale",
+    )
+    began = time.monotonic()
+    result = await migrate(client, migration, f"migration:{cluster}:{uuid.uuid4().hex[:8]}", task_queue)
+    took = time.monotonic() - began
+    if not result.verified:
+        sys.exit(f"the migration of {plan.name} did not verify: {result.status}")
+    return {"seconds": took, "per_s": moves / took}
+
+
+async def histories(client: Client) -> dict:
+    """The largest history of any run, and the largest event of the migration and coordinator runs and of the
+    largest child."""
+    most_events, most_bytes, biggest_child = (0, ""), (0, ""), (0, "")
+    others = []
+    async for w in client.list_workflows():
+        size = w.raw_info.history_size_bytes
+        most_events = max(most_events, (w.history_length, w.workflow_type))
+        most_bytes = max(most_bytes, (size, w.workflow_type))
+        if w.workflow_type == "PartitionMoveWorkflow":
+            biggest_child = max(biggest_child, (size, w.id, w.run_id))
+        else:
+            others.append((w.id, w.run_id))
+    largest_event = (0, "")
+    for workflow_id, run_id in [*others, biggest_child[1:]]:
+        handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+        kind = workflow_id.split(":")[0]
+        async for event in handle.fetch_history_events():
+            name = EventType.Name(event.event_type).removeprefix("EVENT_TYPE_")
+            largest_event = max(largest_event, (event.ByteSize(), f"{kind} {name}"))
+    return {
+        "events": most_events,
+        "bytes": most_bytes,
+        "largest_event": largest_event,
+        "runs": len(others),
+    }
+
+
+async def measure(brokers: int, racks: int, partitions: int, moves: int) -> dict:
+    spec = spec_of(brokers, racks, partitions)
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        folder = Path(tmp)
+        began = time.monotonic()
+        forward, back, planned, replica_moves = write_plans(spec, moves, folder)
+        print(
+            f"  {brokers} brokers: plan of {planned} partition moves in {time.monotonic() - began:.1f} s; the first "
+            f"{moves} move {replica_moves} replicas",
+            flush=True,
+        )
+        async with dev_server() as env:
+            task_queue = f"scale-{uuid.uuid4().hex[:8]}"
+            proc = start_worker(spec, address_of(env), task_queue, folder)
+            try:
+                await wait_for_poller(env.client, task_queue, proc, folder)
+                cluster = f"sim{brokers}"
+                there = await run_migration(env.client, cluster, forward, task_queue, moves)
+                print(f"  {brokers} brokers: migration {there['seconds']:.0f} s", flush=True)
+                rollback = await run_migration(env.client, cluster, back, task_queue, moves)
+                rss = peak_rss_mib(proc.pid)
+                found = await histories(env.client)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+    return {"brokers": brokers, "there": there, "back": rollback, "rss_mib": rss, **found}
+
+
+def show(rows: list[dict], moves: int, partitions: int) -> None:
+    print(f"\n{moves} partition moves by reference, then their rollback; {partitions} partitions at RF 3, limits 50")
+    print(
+        f"{'brokers':>7} {'migration':>10} {'moves/s':>8} {'rollback':>9} {'moves/s':>8} {'most events':>24} "
+        f"{'largest history':>28} {'largest event':>36} {'worker RSS':>11}"
+    )
+    for r in rows:
+        events = f"{r['events'][0]} ({r['events'][1]})"
+        size = f"{r['bytes'][0] / 1e6:.2f} MB ({r['bytes'][1]})"
+        event = f"{r['largest_event'][0] / 1e3:.1f} KB ({r['largest_event'][1]})"
+        print(
+            f"{r['brokers']:>7} {r['there']['seconds']:>9.0f}s {r['there']['per_s']:>8.1f} "
+            f"{r['back']['seconds']:>8.0f}s {r['back']['per_s']:>8.1f} {events:>24} {size:>28} {event:>36} "
+            f"{r['rss_mib']:>7.0f} MiB"
+        )
+    worst = max(rows, key=lambda r: r["events"][0])
+    print(f"largest history: {worst['events'][0]} events (goal < 10,000)")
+    print(f"worker peak RSS: {max(r['rss_mib'] for r in rows):.0f} MiB (goal < 1024)")
+    if len(rows) >= 2:
+        big, small = max(rows, key=lambda r: r["brokers"]), min(rows, key=lambda r: r["brokers"])
+        for name, of in [
+            ("worker RSS", lambda r: r["rss_mib"]),
+            ("largest event", lambda r: r["largest_event"][0]),
+            ("largest history bytes", lambda r: r["bytes"][0]),
+        ]:
+            print(
+                f"{name}, {big['brokers']} brokers / {small['brokers']} brokers: {of(big) / of(small):.2f} "
+                "(goal within 0.9-1.1)"
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--moves", type=int, default=20_000)
+    parser.add_argument("--partitions", type=int, default=200_000)
+    parser.add_argument("--brokers", type=int, nargs="+", default=[200, 20])
+    parser.add_argument("--racks", type=int, default=10)
+    args = parser.parse_args()
+    rows = []
+    for brokers in args.brokers:
+        rows.append(asyncio.run(measure(brokers, args.racks, args.partitions, args.moves)))
+    show(rows, args.moves, args.partitions)
+
+
+if __name__ == "__main__":
+    main()
