@@ -61,11 +61,14 @@ class KafkaActivities:
         return int(configs.get("min.insync.replicas", "1"))
 
     @activity.defn(name="alter_step")
-    def alter_step(self, req: StepRequest) -> None:
+    def alter_step(self, req: StepRequest) -> StepStatus | None:
         """Issue one step, fenced: only if Kafka still shows ``req.expected``.
 
         A retry after the step was already issued (a worker that died after the call) finds Kafka reassigning to,
         or already at, ``req.target`` and does nothing, so no step is applied twice.
+
+        With ``req.settle_s``, then wait that long for Kafka to finish the step: its status when it has, None when
+        it is still going (``wait_step`` then waits for it). Without, None at once.
         """
         activity.heartbeat()
         with self.observer.watching(req.ref):
@@ -73,7 +76,7 @@ class KafkaActivities:
             after, ongoing, state = self._observed(req.ref, time.monotonic())
             if ongoing:
                 if ongoing[0].target == req.target:
-                    return
+                    return self._settled(req, after)
                 raise StaleStateError(
                     f"{req.ref} is being reassigned to {ongoing[0].target} by someone else; expected no reassignment"
                 )
@@ -84,7 +87,7 @@ class KafkaActivities:
                 activity.heartbeat()
                 after, ongoing, state = self._observed(req.ref, after)
         if state.replicas == req.target:
-            return
+            return self._settled(req, after)
         if state.replicas != req.expected:
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         activity.logger.info("alter step %s: %s -> %s", req.ref, req.expected, req.target)
@@ -92,6 +95,22 @@ class KafkaActivities:
         # meanwhile waits until the call is made: the move then finds the step on Kafka and undoes it.
         with activity.shield_thread_cancel_exception():
             self.writer.alter(req.ref, req.target)
+        return self._settled(req, time.monotonic())
+
+    def _settled(self, req: StepRequest, after: float) -> StepStatus | None:
+        """The step's status once Kafka has finished it (no reassignment, the target's list, all in sync), looking
+        for ``req.settle_s`` from the first look after ``after``; None when it is still going by then."""
+        if req.settle_s is None:
+            return None
+        deadline = time.monotonic() + req.settle_s
+        with self.observer.watching(req.ref):
+            while time.monotonic() < deadline:
+                # A cancel (the move stopped) is raised here: the move then undoes the step it issued.
+                activity.heartbeat()
+                after, ongoing, state = self._observed(req.ref, after)
+                if not ongoing and state.replicas == req.target and set(req.target) <= set(state.isr):
+                    return StepStatus(state=state)
+        return None
 
     @activity.defn(name="wait_step")
     def wait_step(self, req: StepRequest) -> StepStatus:

@@ -33,6 +33,9 @@ class StepRequest(BaseModel):
     target: list[int]
     # Waiting for the step returns early, marked stuck, when Kafka shows no progress for this long; None: never.
     stuck_after_s: float | None = None
+    # Issuing the step also waits this long for Kafka to finish it, and returns its status when it has (a step of a
+    # small partition then takes one activity, not two); None: issuing returns at once.
+    settle_s: float | None = Field(None, gt=0)
 
     @property
     def ref(self) -> TopicPartition:

@@ -43,6 +43,12 @@ STEP_CALL = dict(
     cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
 )
 
+# How long issuing a step also waits for Kafka to finish it (StepRequest.settle_s). An empty or small partition's step
+# is done within a second or two, and is then one activity instead of an alter and a wait; a step still copying after
+# this is waited for by wait_step, heartbeating, with its stuck detection. Short enough that a step which will take
+# hours holds the issuing activity only briefly, and at most half the stuck time so stuck detection is not delayed.
+STEP_SETTLE_S = 2.0
+
 # Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once. A plan that
 # does not fit the cluster will not fit it on a retry either, so ErrorType.PREFLIGHT fails the migration at once.
 PREFLIGHT = dict(

@@ -44,24 +44,21 @@ async def completed(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
-async def rolled_back(client, fake: FakeKafka, name: str, queue: str):
+async def _cancelled_midway(client, fake: FakeKafka, name: str, queue: str, mode: str):
+    """Two moves done and others in flight, then cancelled with ``mode``."""
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
     await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
-    await handle.execute_update(
-        MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
-    )
+    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort"))
     return handle
+
+
+async def rolled_back(client, fake: FakeKafka, name: str, queue: str):
+    return await _cancelled_midway(client, fake, name, queue, "rollback")
 
 
 async def revert_pending(client, fake: FakeKafka, name: str, queue: str):
-    fake.ticks = 6
-    handle = await completed(client, fake, name, queue)
-    await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
-    await handle.execute_update(
-        MigrationWorkflow.cancel_update, CancelRequest(mode="revert-pending", actor="ops", reason="abort")
-    )
-    return handle
+    return await _cancelled_midway(client, fake, name, queue, "revert-pending")
 
 
 async def refused_signals(client, fake: FakeKafka, name: str, queue: str):

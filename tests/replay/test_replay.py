@@ -49,6 +49,10 @@ def test_every_scenario_has_histories():
             "rolled-back-run1",
         )
     } <= names
+    # Moves started before their quick calls were local activities and a step's alter waited for it to settle.
+    assert {
+        f"before-fewer-round-trips-{s}-move.json" for s in ("completed", "stuck-rollback", "leaders", "rolled-back")
+    } <= names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
     assert {"before-state-machine-completed-move.json", "before-state-machine-stuck-rollback-move.json"} <= names
 

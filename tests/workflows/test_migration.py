@@ -596,7 +596,8 @@ async def current_details(handle) -> str:
 
 async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
     fake = cluster(4)
-    fake.ticks = 6  # slow enough to look while moves are in flight
+    # Slow enough to look while moves are in flight, and for each step to outlast its alter's settle time (a wait).
+    fake.ticks = 10
     plan = spread_plan(fake)
     migration = MigrationInput(
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), actor="ana", reason="spread"
@@ -622,7 +623,11 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
         scheduled = [
             local_env.client.data_converter.payload_converter.from_payload(e.user_metadata.summary, str)
             async for e in child.fetch_history_events()
-            if e.HasField("activity_task_scheduled_event_attributes") and e.user_metadata.HasField("summary")
+            # Activities, and local activities (their markers)
+            if (
+                e.HasField("activity_task_scheduled_event_attributes") or e.HasField("marker_recorded_event_attributes")
+            )
+            and e.user_metadata.HasField("summary")
         ]
     print(running, paused, scheduled, sep="\n---\n")
     assert await described.static_summary() == f"Migration of 4 partitions on {migration.cluster}: spread"
