@@ -149,11 +149,13 @@ def _ssl(pop, ck: dict, kp: dict) -> None:
     pop("ssl.truststore.password")  # a PEM trust store has none; JKS is refused below
     ca = pop("ssl.ca.location")
     if trust is not None:
-        if trust_type != "PEM":
-            raise KafkaPropertiesError(
-                f"ssl.truststore.location {trust} is a {trust_type} store, which neither client library reads: give "
-                f"the CA certificates as PEM (ssl.truststore.type=PEM; keytool -exportcert -rfc writes them)"
-            )
+        _pem_only(
+            "ssl.truststore.location",
+            trust,
+            trust_type,
+            ", which neither client library reads: give the CA certificates as PEM (ssl.truststore.type=PEM; "
+            "keytool -exportcert -rfc writes them)",
+        )
         ca = trust
     if ca is not None:
         ck["ssl.ca.location"] = kp["ssl_cafile"] = ca
@@ -162,11 +164,13 @@ def _ssl(pop, ck: dict, kp: dict) -> None:
     cert, key = pop("ssl.certificate.location"), pop("ssl.key.location")
     key_password = pop("ssl.key.password")
     if key_store is not None:
-        if store_type != "PEM":
-            raise KafkaPropertiesError(
-                f"ssl.keystore.location {key_store} is a {store_type} store; kafka-python reads PEM only: give the "
-                f"key and certificate as PEM (ssl.keystore.type=PEM, or ssl.certificate.location and ssl.key.location)"
-            )
+        _pem_only(
+            "ssl.keystore.location",
+            key_store,
+            store_type,
+            "; kafka-python reads PEM only: give the key and certificate as PEM (ssl.keystore.type=PEM, or "
+            "ssl.certificate.location and ssl.key.location)",
+        )
         cert, key = key_store, key or key_store
         key_password = key_password or store_password
     if cert is not None:
@@ -180,6 +184,12 @@ def _ssl(pop, ck: dict, kp: dict) -> None:
             raise KafkaPropertiesError(f"ssl.endpoint.identification.algorithm is https or empty, not {check!r}")
         ck["ssl.endpoint.identification.algorithm"] = "https" if check else "none"
         kp["ssl_check_hostname"] = bool(check)
+
+
+def _pem_only(setting: str, location: str, store_type: str, advice: str) -> None:
+    """Refuse a key or trust store that is not PEM, saying which setting, file and type, and what to do instead."""
+    if store_type != "PEM":
+        raise KafkaPropertiesError(f"{setting} {location} is a {store_type} store{advice}")
 
 
 class ClientCredentials(AbstractTokenProvider):

@@ -2,6 +2,7 @@
 baseline commit, and workload scripts run in a given tree (its own models, workflows and in-memory Kafka) that
 print one JSON line."""
 
+import argparse
 import json
 import os
 import subprocess
@@ -59,6 +60,19 @@ async def migration(address, moves):
     assert result.verified
     return {"moves": moves, "seconds": took, "peak": fake.peak_ongoing}
 """
+
+
+def side_by_side_args(
+    doc: str, moves: int, baseline: str, default_baseline_path: str
+) -> tuple[argparse.Namespace, str]:
+    """The options the side-by-side benchmarks share (``--moves``, ``--rounds``, ``--baseline``) and the baseline's
+    resolved commit: by default the last one before ``default_baseline_path`` came in."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--moves", type=int, default=moves)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", default=None, help=f"git ref {baseline}")
+    args = parser.parse_args()
+    return args, resolved(args.baseline or added_before(default_baseline_path))
 
 
 def added_before(path: str) -> str:

@@ -9,13 +9,12 @@ last commit before the coordinator, where each migration admitted its own moves)
 each. Prints moves per second for each and the ratio. Asserts nothing about time.
 """
 
-import argparse
 import asyncio
 import statistics
 import tempfile
 from pathlib import Path
 
-from bench.trees import MIGRATION, ROOT, added_before, address_of, dev_server, resolved, run_in, worktree
+from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
 
 # Run in the tree under test: prints one JSON line.
 WORKLOAD = (
@@ -27,13 +26,8 @@ print(json.dumps(asyncio.run(migration(sys.argv[1], int(sys.argv[2])))))
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--moves", type=int, default=300)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--baseline", default=None, help="git ref without the coordinator")
-    args = parser.parse_args()
-    # The last commit before the coordinator came in (the newest without workflows/cluster.py).
-    ref = resolved(args.baseline or added_before("workflows/cluster.py"))
+    # By default the last commit before the coordinator came in (the newest without workflows/cluster.py).
+    args, ref = side_by_side_args(__doc__, 300, "without the coordinator", "workflows/cluster.py")
     rates: dict[str, list[float]] = {"with coordinator": [], "without (baseline)": []}
     async with dev_server() as env:
         with tempfile.TemporaryDirectory() as tmp, worktree(ref, Path(tmp)) as base:

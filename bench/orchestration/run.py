@@ -14,7 +14,6 @@ run on one Temporal dev server started here.
 Prints figures and ratios; asserts nothing about time.
 """
 
-import argparse
 import asyncio
 import statistics
 import tempfile
@@ -27,7 +26,7 @@ from temporalio.testing import WorkflowEnvironment
 from temporalio.worker import Worker
 
 from bench.orchestration.empty import EmptyChild, SlidingWindowParent
-from bench.trees import MIGRATION, ROOT, added_before, address_of, dev_server, resolved, run_in, worktree
+from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
 
 WINDOW = 50
 
@@ -94,13 +93,10 @@ async def empty_children(env: WorkflowEnvironment, children: int) -> float:
 
 
 async def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--moves", type=int, default=500)
-    parser.add_argument("--rounds", type=int, default=2)
-    parser.add_argument("--baseline", default=None, help="git ref where each waiting step polled Kafka on its own")
-    args = parser.parse_args()
     # By default the last commit before the shared look at Kafka (the newest without activities/observer.py).
-    ref = resolved(args.baseline or added_before("activities/observer.py"))
+    args, ref = side_by_side_args(
+        __doc__, 500, "where each waiting step polled Kafka on its own", "activities/observer.py"
+    )
     empty: list[float] = []
     drover: dict[str, list[float]] = {}
     requests: dict[str, dict[int, float]] = {}

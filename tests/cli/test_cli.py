@@ -53,14 +53,19 @@ def test_bad_setting_in_the_environment_is_one_line():
     assert_one_line_error(drover("sandbox", "status", env=env), 2, "DROVER_CLUSTER_NAME='not a name!'")
 
 
-def test_missing_java_is_named(tmp_path):
-    # A PATH holding only the tools up needs besides Java.
+def path_with_only(tmp_path, *tools: str) -> str:
+    """A PATH holding only these tools (those this machine has)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("mvn",):
+    for tool in tools:
         if found := shutil.which(tool):
             (bin_dir / tool).symlink_to(found)
-    env = os.environ | {"PATH": str(bin_dir), "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state")}
+    return str(bin_dir)
+
+
+def test_missing_java_is_named(tmp_path):
+    # A PATH holding only the tools up needs besides Java.
+    env = os.environ | {"PATH": path_with_only(tmp_path, "mvn"), "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state")}
     assert_one_line_error(drover("sandbox", "up", env=env), 1, "Java")
     assert not (tmp_path / "state").exists()
 
@@ -102,11 +107,8 @@ def test_bad_sandbox_setting_is_one_line():
 
 
 def test_missing_maven_is_named(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "java").symlink_to(shutil.which("java"))
     env = os.environ | {
-        "PATH": str(bin_dir),
+        "PATH": path_with_only(tmp_path, "java"),
         "DROVER_SANDBOX_STATE_DIR": str(tmp_path / "state"),
         "DROVER_SANDBOX_CACHE_DIR": str(tmp_path / "empty-cache"),
     }
