@@ -210,8 +210,9 @@ class KafkaActivities:
 
     @activity.defn(name="elect_leader")
     def elect_leader(self, tp: TopicPartition) -> PartitionState:
-        """Elect the preferred leader and wait until Kafka reports it leading."""
-        self.admin.elect_preferred_leaders([tp])
+        """Elect the preferred leader (with the other elections asked for within the same few milliseconds, in one
+        call) and wait until Kafka reports it leading."""
+        self.writer.elect(tp)
         deadline = time.monotonic() + 30
         while True:
             state = self._partition(tp)

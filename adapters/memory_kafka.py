@@ -217,6 +217,8 @@ class InMemoryKafka:
             self.peak_per_broker = max([self.peak_per_broker, *touched.values()])
 
     def elect_preferred_leaders(self, partitions) -> None:
+        partitions = list(partitions)
+        self._hook("elect_preferred_leaders", partitions)
         with self._lock:
             for tp in partitions:
                 key = (tp.topic, tp.partition)

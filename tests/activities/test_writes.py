@@ -83,3 +83,28 @@ def test_a_step_whose_activity_is_cancelled_during_the_window_still_writes_its_b
     assert not joiner.is_alive(), "the step that joined the batch waits for ever"
     assert outcome == {"opener": "CancelledError", "joiner": "written"}
     assert set(fake.ongoing) == {("t", 0), ("t", 1)}
+
+
+def test_elections_asked_for_together_share_one_call_and_a_refusal_fails_its_own_only():
+    kafka = fake(20)
+    for p in range(20):
+        # Each partition's preferred leader (the list's first) is 2, while 1 leads.
+        kafka.replicas[("orders", p)] = [2, 1]
+    calls = []
+    refused = TopicPartition(topic="orders", partition=7)
+
+    def elect(partitions):
+        calls.append(len(partitions))
+        if refused in partitions:
+            raise KafkaAdminError("preferred leader election failed: orders-7: PREFERRED_LEADER_NOT_AVAILABLE")
+
+    kafka.hooks["elect_preferred_leaders"] = elect
+    writer = ReassignmentWriter(kafka, window_s=0.2)
+    with ThreadPoolExecutor(20) as pool:
+        done = {p: pool.submit(writer.elect, TopicPartition(topic="orders", partition=p)) for p in range(20)}
+        with pytest.raises(KafkaAdminError, match="orders-7"):
+            done[7].result(timeout=10)
+        assert all(done[p].result(timeout=10) is None for p in range(20) if p != 7)
+    # One call for the batch (refused), then one per partition; the first batch or two hold all twenty.
+    assert calls[0] >= 10 and writer.elections == len(calls)
+    assert {p for p in range(20) if kafka.leaders[("orders", p)] == 2} == set(range(20)) - {7}
