@@ -2,7 +2,8 @@
 asked) sets the throttles and fails a plan that could never catch up. Either failure ends the migration with
 nothing changed on the cluster."""
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
@@ -17,6 +18,8 @@ with workflow.unsafe.imports_passed_through():
     from models.migration import MigrationEstimateInput, MigrationInput
     from models.requests import PreflightRequest
     from workflows.policies import ESTIMATE, PREFLIGHT
+
+T = TypeVar("T")
 
 
 class MigrationPreparation:
@@ -38,15 +41,11 @@ class MigrationPreparation:
             offline=given.offline,
             disk_margin=given.disk_margin,
         )
-        try:
-            found = await workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT)
-        except ActivityError as e:
-            if is_cancelled_exception(e):
-                raise
-            s.fail(failure_message(e))
-            self._publish()
-            # The migration's failure says what is wrong with the plan, not just that an activity failed.
-            raise ApplicationError(s.failure or "", type=ErrorType.PREFLIGHT, non_retryable=True) from None
+        found = await self._or_fail(
+            workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT),
+            ErrorType.PREFLIGHT,
+            publish=True,
+        )
         s.moves_total, s.bytes_total, s.unchanged, s.min_insync = (
             found.count,
             found.bytes_total,
@@ -82,13 +81,9 @@ class MigrationPreparation:
             sample_s=spec.sample_s,
             options=options,
         )
-        try:
-            estimate = await workflow.execute_activity_method(EstimateActivities.estimate, step, **ESTIMATE)
-        except ActivityError as e:
-            if is_cancelled_exception(e):
-                raise
-            s.fail(failure_message(e))
-            raise ApplicationError(s.failure or "", type=ErrorType.ESTIMATE, non_retryable=True) from None
+        estimate = await self._or_fail(
+            workflow.execute_activity_method(EstimateActivities.estimate, step, **ESTIMATE), ErrorType.ESTIMATE
+        )
         s.estimate = estimate
         if estimate.never_catch_up and not given.dry_run:
             s.fail(estimate.never_catch_up_message())
@@ -98,3 +93,17 @@ class MigrationPreparation:
         s.estimate_done(dry_run=given.dry_run)
         s.moving_since = workflow.now()
         self._publish()
+
+    async def _or_fail(self, call: Awaitable[T], error_type: ErrorType, publish: bool = False) -> T:
+        """The activity's result. When it fails (a cancel is raised as it is), the migration fails with the
+        activity's own one-line message, so it says what is wrong with the plan, not just that an activity failed;
+        ``publish`` shows that failure in the Web UI before the error is raised."""
+        try:
+            return await call
+        except ActivityError as e:
+            if is_cancelled_exception(e):
+                raise
+            self._s.fail(failure_message(e))
+            if publish:
+                self._publish()
+            raise ApplicationError(self._s.failure or "", type=error_type, non_retryable=True) from None

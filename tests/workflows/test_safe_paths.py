@@ -67,6 +67,14 @@ async def ended(handle, timeout_s: float = 60):
     return await asyncio.wait_for(handle.result(), timeout_s)
 
 
+async def cancelled_from_temporal(handle) -> WorkflowExecutionStatus:
+    """Cancel the migration as the Web UI does; once it has ended (failing its result), the status Temporal shows."""
+    await handle.cancel()
+    with pytest.raises(WorkflowFailureError):
+        await ended(handle)
+    return (await handle.describe()).status
+
+
 async def start(env, worker, migration: MigrationInput, workflow_id: str | None = None):
     return await env.client.start_workflow(
         MigrationWorkflow.run,
@@ -164,13 +172,10 @@ async def test_a_temporal_cancel_during_a_throttle_write_stops_every_move_and_re
         # A new rate makes the migration rewrite the throttle; cancel while it does.
         await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
         await wait_for(writing.is_set, "a throttle write under way")
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await ended(handle)
+        status = await cancelled_from_temporal(handle)
         fake.hooks.clear()
-        described = await handle.describe()
         await no_move_left(local_env, c, fake)
-    assert described.status == WorkflowExecutionStatus.CANCELED
+    assert status == WorkflowExecutionStatus.CANCELED
     assert no_throttle(fake)
 
 
@@ -190,12 +195,9 @@ async def test_a_temporal_cancel_during_the_rollback_stops_it_and_removes_the_th
         fake.ticks = 1000
         await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback under way")
         await wait_for(lambda: bool(fake.ongoing), "a rollback step on Kafka")
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await ended(handle)
-        described = await handle.describe()
+        status = await cancelled_from_temporal(handle)
         await no_move_left(local_env, c, fake)
-    assert described.status == WorkflowExecutionStatus.CANCELED
+    assert status == WorkflowExecutionStatus.CANCELED
     assert no_throttle(fake)
 
 
@@ -205,11 +207,8 @@ async def test_a_temporal_cancel_during_preflight_ends_cancelled_not_failed(loca
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, MigrationInput(cluster=name(), moves=spread_plan(fake)))
         await asyncio.sleep(1)
-        await handle.cancel()
-        with pytest.raises(WorkflowFailureError):
-            await ended(handle)
-        described = await handle.describe()
-    assert described.status == WorkflowExecutionStatus.CANCELED
+        status = await cancelled_from_temporal(handle)
+    assert status == WorkflowExecutionStatus.CANCELED
     assert fake.altered == [] and fake.broker_configs == {}
 
 
