@@ -1,0 +1,157 @@
+"""Orchestration on the real local cluster: Drover's moves per second on empty partitions, against Drover on the
+in-memory Kafka in the same run, with Kafka's own bulk tool as the reference.
+
+    .venv/bin/drover sandbox up && .venv/bin/python -m bench.orchestration.real [--partitions 202] [--rounds 2]
+
+Each round, on a fresh topic of N empty partitions at RF 2 on brokers 1 and 2 (leaders alternating), the same
+spread onto brokers 1-4 (each partition's new list is [p % 4 + 1, (p + 1) % 4 + 1], a replica move for every broker
+that is new to a list) is made three ways:
+1. Kafka's tool: `kafka-reassign-partitions --execute` with every partition at once and no throttle, timed until
+   Kafka lists no reassignment of the topic.
+2. Drover on the sandbox: one migration through the sandbox's worker, limits of 50 everywhere, R = 1, no throttle,
+   no estimate, timed from start to result.
+3. Drover on the in-memory Kafka (the same brokers and lists; a step is done at Kafka's first look), same limits,
+   with a worker in this process on the sandbox's Temporal.
+Prints replica moves per second of each, and the ratios real / in-memory (goal 0.8) and real / Kafka's tool.
+Asserts nothing about time.
+"""
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from temporalio.worker import Worker
+
+from adapters.kafka_admin import KafkaAdmin
+from adapters.memory_kafka import InMemoryKafka
+from adapters.temporal import connect
+from bench.trees import migrate
+from models import TopicPartition
+from models.admission import Limits
+from models.migration import MigrationInput
+from models.plan import PartitionReplicas
+from sandbox.tools import reassign_partitions
+from settings import Settings, load_settings
+from worker import activities_for
+from workflows import WORKFLOWS
+
+LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)
+
+
+def lists(partitions: int) -> tuple[list[list[int]], list[list[int]]]:
+    """The topic's lists before and after: on brokers 1 and 2, then spread over 1-4."""
+    original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(partitions)]
+    target = [[p % 4 + 1, (p + 1) % 4 + 1] for p in range(partitions)]
+    return original, target
+
+
+def replica_moves(original: list[list[int]], target: list[list[int]]) -> int:
+    return sum(len(set(after) - set(before)) for before, after in zip(original, target, strict=True))
+
+
+def plan_of(topic: str, target: list[list[int]]) -> list[PartitionReplicas]:
+    return [PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)]
+
+
+def kafka_tool(settings: Settings, admin: KafkaAdmin, topic: str, target: list[list[int]]) -> float:
+    """Seconds from `kafka-reassign-partitions --execute` to no reassignment of the topic left on Kafka."""
+    plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r} for p, r in enumerate(target)]}
+    tps = [TopicPartition(topic=topic, partition=p) for p in range(len(target))]
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "plan.json"
+        path.write_text(json.dumps(plan))
+        began = time.monotonic()
+        done = reassign_partitions(settings.kafka_bootstrap, "--execute", "--reassignment-json-file", str(path))
+        if done.returncode != 0:
+            raise SystemExit(f"kafka-reassign-partitions --execute failed: {done.stderr or done.stdout}")
+        while admin.list_reassignments(tps):
+            time.sleep(0.05)
+        took = time.monotonic() - began
+        # Kafka's tool leaves what it set until --verify; it set no throttle here, and this says so.
+        reassign_partitions(settings.kafka_bootstrap, "--verify", "--reassignment-json-file", str(path))
+    return took
+
+
+async def drover_real(settings: Settings, topic: str, target: list[list[int]]) -> float:
+    client = await connect(settings)
+    migration = MigrationInput(cluster=settings.cluster_name, moves=plan_of(topic, target), limits=LIMITS)
+    began = time.monotonic()
+    result = await migrate(client, migration, f"bench-real-{uuid.uuid4().hex[:8]}", settings.task_queue)
+    took = time.monotonic() - began
+    if not result.verified:
+        raise SystemExit(f"the migration on the sandbox did not verify: {result}")
+    return took
+
+
+async def drover_in_memory(settings: Settings, topic: str, original: list[list[int]], target: list[list[int]]) -> float:
+    kafka = InMemoryKafka({b: None for b in range(1, 5)}, {(topic, p): r for p, r in enumerate(original)}, ticks=1)
+    client = await connect(settings)
+    queue = f"bench-memory-{uuid.uuid4().hex[:8]}"
+    # A cluster name of its own: the sandbox's coordinator is bound to the real cluster and its worker's queue.
+    migration = MigrationInput(cluster=f"memory-{uuid.uuid4().hex[:6]}", moves=plan_of(topic, target), limits=LIMITS)
+    with ThreadPoolExecutor(64) as pool:
+        async with Worker(
+            client,
+            task_queue=queue,
+            workflows=WORKFLOWS,
+            activities=activities_for(kafka),
+            activity_executor=pool,
+            max_concurrent_activities=64,
+        ):
+            began = time.monotonic()
+            result = await migrate(client, migration, f"bench-memory-{uuid.uuid4().hex[:8]}", queue)
+            took = time.monotonic() - began
+            running = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
+            async for w in client.list_workflows(running):
+                await client.get_workflow_handle(w.id).terminate(reason="bench done")
+    if not result.verified:
+        raise SystemExit(f"the migration on the in-memory Kafka did not verify: {result}")
+    return took
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--partitions", type=int, default=202)
+    parser.add_argument("--rounds", type=int, default=2)
+    args = parser.parse_args()
+    settings = load_settings()
+    admin = KafkaAdmin(settings)
+    original, target = lists(args.partitions)
+    moves = replica_moves(original, target)
+    rates: dict[str, list[float]] = {"Kafka's tool": [], "Drover, real cluster": [], "Drover, in-memory Kafka": []}
+    print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
+    try:
+        for _ in range(args.rounds):
+            for name in rates:
+                topic = f"bench-real-{uuid.uuid4().hex[:6]}"
+                if name == "Drover, in-memory Kafka":
+                    took = asyncio.run(drover_in_memory(settings, topic, original, target))
+                else:
+                    admin.create_topic(topic, original)
+                    try:
+                        if name == "Kafka's tool":
+                            took = kafka_tool(settings, admin, topic, target)
+                        else:
+                            took = asyncio.run(drover_real(settings, topic, target))
+                    finally:
+                        admin.delete_topics([topic])
+                rates[name].append(moves / took)
+                print(f"{name}: {moves} moves in {took:.1f} s = {rates[name][-1]:.1f} moves/s", flush=True)
+    finally:
+        admin.close()
+    median = {name: statistics.median(found) for name, found in rates.items()}
+    print()
+    for name, rate in median.items():
+        print(f"{name}: median {rate:.1f} moves/s")
+    real, memory, tool = median["Drover, real cluster"], median["Drover, in-memory Kafka"], median["Kafka's tool"]
+    print(f"ratio real / in-memory: {real / memory:.2f} (goal 0.8); real / Kafka's tool: {real / tool:.2f}")
+
+
+if __name__ == "__main__":
+    main()
