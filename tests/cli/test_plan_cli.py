@@ -24,6 +24,15 @@ def write(tmp_path, name, content) -> str:
     return str(path)
 
 
+def plan_args(tmp_path, current_json, brokers_json, *extra: str, out: str = "plan.json") -> list[str]:
+    """`drover plan` with the current assignment and the brokers written to files and the plan to ``out``."""
+    return [
+        *("plan", "--current", write(tmp_path, "current.json", current_json)),
+        *("--brokers", write(tmp_path, "brokers.json", brokers_json)),
+        *("--out", str(tmp_path / out), *extra),
+    ]
+
+
 @pytest.mark.parametrize(
     ("current_json", "brokers_json", "extra", "needles"),
     [
@@ -53,33 +62,13 @@ def write(tmp_path, name, content) -> str:
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json, brokers_json, extra, needles):
-    args = [
-        "plan",
-        "--current",
-        write(tmp_path, "current.json", current_json),
-        "--brokers",
-        write(tmp_path, "brokers.json", brokers_json),
-        "--out",
-        str(tmp_path / "plan.json"),
-        *extra,
-    ]
-    assert_one_line_error(drover(*args), 2, *needles)
+    assert_one_line_error(drover(*plan_args(tmp_path, current_json, brokers_json, *extra)), 2, *needles)
     assert not (tmp_path / "plan.json").exists() and not (tmp_path / "plan.rollback.json").exists()
 
 
 def test_bad_sizes_file_names_the_partition(tmp_path):
     sizes = [{"topic": "t", "partition": 0, "size_bytes": -5}]
-    args = [
-        "plan",
-        "--current",
-        write(tmp_path, "current.json", GOOD),
-        "--brokers",
-        write(tmp_path, "brokers.json", BROKERS),
-        "--sizes",
-        write(tmp_path, "sizes.json", sizes),
-        "--out",
-        str(tmp_path / "plan.json"),
-    ]
+    args = plan_args(tmp_path, GOOD, BROKERS, "--sizes", write(tmp_path, "sizes.json", sizes))
     assert_one_line_error(drover(*args), 2, "sizes.json", "partition t-0", "size_bytes")
     assert not (tmp_path / "plan.json").exists()
 
@@ -97,16 +86,7 @@ def test_missing_input_files_and_modes(tmp_path):
 
 def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     skewed = current(*[("t", p, [1, 2]) for p in range(6)])
-    args = [
-        "plan",
-        "--current",
-        write(tmp_path, "current.json", skewed),
-        "--brokers",
-        write(tmp_path, "brokers.json", BROKERS),
-        "--out",
-        str(tmp_path / "out" / "plan.json"),
-    ]
-    done = drover(*args)
+    done = drover(*plan_args(tmp_path, skewed, BROKERS, out="out/plan.json"))
     assert done.returncode == 0, done.stderr
     assert "replica moves: 4 (lower bound 4)" in done.stderr
     assert "before: replicas per broker 0-6" in done.stderr and "after: replicas per broker 4-4" in done.stderr
@@ -147,11 +127,7 @@ def test_start_refuses_a_bad_plan_file(tmp_path):
 def test_disk_sizes_for_some_brokers_only_are_refused(tmp_path):
     sizes = [{"topic": "t", "partition": 0, "size_bytes": 10}, {"topic": "t", "partition": 1, "size_bytes": 20}]
     brokers = [{"id": 1, "disk_bytes": 1000}, {"id": 2, "disk_bytes": 1000}, {"id": 3}]
-    args = [
-        *("plan", "--current", write(tmp_path, "current.json", GOOD)),
-        *("--brokers", write(tmp_path, "brokers.json", brokers)),
-        *("--sizes", write(tmp_path, "sizes.json", sizes), "--out", str(tmp_path / "plan.json")),
-    ]
+    args = plan_args(tmp_path, GOOD, brokers, "--sizes", write(tmp_path, "sizes.json", sizes))
     assert_one_line_error(drover(*args), 2, "broker 3 has no disk_bytes while others do")
     assert not (tmp_path / "plan.json").exists()
 
