@@ -1,5 +1,6 @@
 """Timeouts and retry policies, each with the reason for its value."""
 
+import dataclasses
 from datetime import timedelta
 
 from temporalio.common import RetryPolicy
@@ -49,17 +50,12 @@ STEP_CALL = dict(
 # hours holds the issuing activity only briefly, and at most half the stuck time so stuck detection is not delayed.
 STEP_SETTLE_S = 2.0
 
-# Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once. A plan that
-# does not fit the cluster will not fit it on a retry either, so ErrorType.PREFLIGHT fails the migration at once.
+# Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once, retried like
+# QUICK_CALL. A plan that does not fit the cluster will not fit it on a retry either, so ErrorType.PREFLIGHT fails the
+# migration at once.
 PREFLIGHT = dict(
     start_to_close_timeout=timedelta(minutes=5),
-    retry_policy=RetryPolicy(
-        initial_interval=timedelta(seconds=1),
-        backoff_coefficient=2.0,
-        maximum_interval=timedelta(seconds=60),
-        maximum_attempts=12,
-        non_retryable_error_types=[ErrorType.PREFLIGHT],
-    ),
+    retry_policy=dataclasses.replace(QUICK_CALL["retry_policy"], non_retryable_error_types=[ErrorType.PREFLIGHT]),
 )
 
 # The estimate samples write rates over a window and then runs a Spark job (heartbeating throughout), which starts a
