@@ -15,8 +15,9 @@ demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
+# The tests on the real stack and the rest run side by side (tests/run); PYTEST_ARGS runs one pytest with them.
 test: lint docker-compose chromium
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	tests/run $(PYTEST_ARGS)
 
 # Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
 lint: $(STAMP)

@@ -40,6 +40,15 @@ TEST_SANDBOX = SandboxSettings(
 )
 
 
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    # A test that uses the real stack, directly or through a fixture, is an integration test whether or not it says
+    # so: `make test` runs those in a process of their own beside the rest (tests/run), which must never start it.
+    for item in items:
+        if "stack" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.integration)
+
+
 @pytest.fixture(scope="session")
 def stack() -> Sandbox:
     sandbox = Sandbox(TEST_SANDBOX)
