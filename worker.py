@@ -27,8 +27,12 @@ from workflows import WORKFLOWS
 
 log = structlog.get_logger("drover.worker")
 
-# Activities block on Kafka calls; each in-flight step waits on one thread.
-ACTIVITY_THREADS = 32
+# Activities block on Kafka calls, and each step in flight waits on one thread (blocked on the worker's shared look at
+# Kafka, using no CPU): slots for more moves than a cluster runs at once, so a new move's first step never queues
+# behind the waits (with 32, moves admitted under a limit of 50 waited up to 30 s for their first step).
+ACTIVITY_SLOTS = 256
+# A move's quick calls run as local activities (PartitionMoveWorkflow), on threads of the same pool: slots of their own.
+LOCAL_ACTIVITY_SLOTS = 64
 
 
 # Where activities keep migrations' files and run Spark unless told: the settings' defaults (tests and benchmarks
@@ -72,14 +76,15 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
 async def run(settings: Settings, stop: asyncio.Event) -> None:
     admin = open_kafka(settings)
     client = await connect(settings, serve_metrics=True)
-    with ThreadPoolExecutor(max_workers=ACTIVITY_THREADS, thread_name_prefix="activity") as pool:
+    with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS + LOCAL_ACTIVITY_SLOTS, thread_name_prefix="activity") as pool:
         worker = Worker(
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
             activities=activities_for(admin, settings.work_dir, settings.spark_master),
             activity_executor=pool,
-            max_concurrent_activities=ACTIVITY_THREADS,
+            max_concurrent_activities=ACTIVITY_SLOTS,
+            max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
             graceful_shutdown_timeout=timedelta(seconds=10),
         )
         async with worker:

@@ -45,10 +45,10 @@ async def migration(address, moves):
     # The limits as a dict: the trees compared may define Limits in different modules.
     m = MigrationInput(cluster=f"bench-{uuid.uuid4().hex[:6]}", moves=plan,
                        limits=dict(max_partitions=limit, max_per_broker=limit, max_replicas=limit, max_leaders=limit))
-    with ThreadPoolExecutor(64) as pool:
+    with ThreadPoolExecutor(320) as pool:
         async with Worker(client, task_queue=f"bench-{uuid.uuid4().hex[:8]}", workflows=WORKFLOWS,
                           activities=activities_for(fake), activity_executor=pool,
-                          max_concurrent_activities=64) as worker:
+                          max_concurrent_activities=256, max_concurrent_local_activities=64) as worker:
             began = time.monotonic()
             result = await client.execute_workflow(MigrationWorkflow.run, m, task_queue=worker.task_queue,
                                                    id=f"bench-{uuid.uuid4().hex[:8]}")

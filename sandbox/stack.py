@@ -18,6 +18,12 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from sandbox.processes import ProcessTable
 
+# The dev server's SQLite file in write-ahead-log mode, synced at checkpoints rather than at every commit: it survives
+# the server's restart (what the sandbox needs) and starts child workflows about 3.4 times as fast (empty children in
+# a window of 50: 71 against 21 a second here), which is what bounds a migration of many small moves.
+TEMPORAL_SQLITE = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
+
+
 ROOT = Path(__file__).resolve().parent.parent
 POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
 LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
@@ -389,6 +395,7 @@ class Sandbox:
             str(self.s.ui_port),
             "--db-filename",
             str(self.state / "temporal.db"),
+            *TEMPORAL_SQLITE,
             "--log-level",
             "warn",
         ]

@@ -12,7 +12,9 @@ that is new to a list) is made three ways:
    no estimate, timed from start to result.
 3. Drover on the in-memory Kafka (the same brokers and lists; a step is done at Kafka's first look), same limits,
    with a worker in this process on the sandbox's Temporal.
-Prints replica moves per second of each, and the ratios real / in-memory (goal 0.8) and real / Kafka's tool.
+And Temporal's own limit there: a parent running as many empty child workflows in a sliding window of 50.
+Prints replica moves (or children) per second of each, and the ratios real / in-memory (goal 0.8), real / Kafka's
+tool and in-memory / Temporal's limit.
 Asserts nothing about time.
 """
 
@@ -31,6 +33,7 @@ from temporalio.worker import Worker
 from adapters.kafka_admin import KafkaAdmin
 from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
+from bench.orchestration.run import empty_children
 from bench.trees import migrate
 from models import TopicPartition
 from models.admission import Limits
@@ -95,14 +98,15 @@ async def drover_in_memory(settings: Settings, topic: str, original: list[list[i
     queue = f"bench-memory-{uuid.uuid4().hex[:8]}"
     # A cluster name of its own: the sandbox's coordinator is bound to the real cluster and its worker's queue.
     migration = MigrationInput(cluster=f"memory-{uuid.uuid4().hex[:6]}", moves=plan_of(topic, target), limits=LIMITS)
-    with ThreadPoolExecutor(64) as pool:
+    with ThreadPoolExecutor(320) as pool:
         async with Worker(
             client,
             task_queue=queue,
             workflows=WORKFLOWS,
             activities=activities_for(kafka),
             activity_executor=pool,
-            max_concurrent_activities=64,
+            max_concurrent_activities=256,
+            max_concurrent_local_activities=64,
         ):
             began = time.monotonic()
             result = await migrate(client, migration, f"bench-memory-{uuid.uuid4().hex[:8]}", queue)
@@ -115,6 +119,10 @@ async def drover_in_memory(settings: Settings, topic: str, original: list[list[i
     return took
 
 
+async def empty_children_on(settings: Settings, children: int) -> float:
+    return await empty_children(await connect(settings), children)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=202)
@@ -124,13 +132,20 @@ def main() -> None:
     admin = KafkaAdmin(settings)
     original, target = lists(args.partitions)
     moves = replica_moves(original, target)
-    rates: dict[str, list[float]] = {"Kafka's tool": [], "Drover, real cluster": [], "Drover, in-memory Kafka": []}
+    rates: dict[str, list[float]] = {
+        "Kafka's tool": [],
+        "Drover, real cluster": [],
+        "Drover, in-memory Kafka": [],
+        "Temporal's limit (empty children)": [],
+    }
     print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
     try:
         for _ in range(args.rounds):
             for name in rates:
                 topic = f"bench-real-{uuid.uuid4().hex[:6]}"
-                if name == "Drover, in-memory Kafka":
+                if name == "Temporal's limit (empty children)":
+                    took = moves / asyncio.run(empty_children_on(settings, moves))
+                elif name == "Drover, in-memory Kafka":
                     took = asyncio.run(drover_in_memory(settings, topic, original, target))
                 else:
                     admin.create_topic(topic, original)
@@ -150,7 +165,11 @@ def main() -> None:
     for name, rate in median.items():
         print(f"{name}: median {rate:.1f} moves/s")
     real, memory, tool = median["Drover, real cluster"], median["Drover, in-memory Kafka"], median["Kafka's tool"]
-    print(f"ratio real / in-memory: {real / memory:.2f} (goal 0.8); real / Kafka's tool: {real / tool:.2f}")
+    limit = median["Temporal's limit (empty children)"]
+    print(
+        f"ratio real / in-memory: {real / memory:.2f} (goal 0.8); real / Kafka's tool: {real / tool:.2f}; "
+        f"in-memory / Temporal's limit: {memory / limit:.2f}"
+    )
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ import uuid
 from datetime import timedelta
 from pathlib import Path
 
-from temporalio.testing import WorkflowEnvironment
+from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.orchestration.empty import EmptyChild, SlidingWindowParent
@@ -76,13 +76,13 @@ else:
 )
 
 
-async def empty_children(env: WorkflowEnvironment, children: int) -> float:
+async def empty_children(client: Client, children: int) -> float:
     """Children per second of a parent running empty children in a sliding window of WINDOW."""
     async with Worker(
-        env.client, task_queue=f"empty-{uuid.uuid4().hex[:8]}", workflows=[EmptyChild, SlidingWindowParent]
+        client, task_queue=f"empty-{uuid.uuid4().hex[:8]}", workflows=[EmptyChild, SlidingWindowParent]
     ) as w:
         began = time.monotonic()
-        await env.client.execute_workflow(
+        await client.execute_workflow(
             SlidingWindowParent.run,
             args=[children, WINDOW],
             id=f"empty-{uuid.uuid4().hex[:8]}",
@@ -108,7 +108,7 @@ async def main() -> None:
             script = Path(tmp) / "workload.py"
             script.write_text(WORKLOAD)
             for _ in range(args.rounds):
-                empty.append(await empty_children(env, args.moves))
+                empty.append(await empty_children(env.client, args.moves))
                 print(f"empty children, window {WINDOW}: {empty[-1]:.1f}/s", flush=True)
                 for name, tree in trees.items():
                     found = run_in(tree, script, "migration", address_of(env), str(args.moves))
