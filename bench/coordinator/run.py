@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
+from settings.process import exit_now
 
 # Run in the tree under test: prints one JSON line.
 WORKLOAD = (
@@ -52,3 +53,5 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # The Temporal SDK's native threads can crash the interpreter's finalization after the last line printed.
+    exit_now(0)

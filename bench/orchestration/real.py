@@ -41,6 +41,7 @@ from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from sandbox.tools import reassign_partitions
 from settings import Settings, load_settings
+from settings.process import exit_now
 from worker import activities_for
 from workflows import WORKFLOWS
 
@@ -174,3 +175,5 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # The Temporal SDK's native threads can crash the interpreter's finalization after the last line printed.
+    exit_now(0)

@@ -27,6 +27,7 @@ from temporalio.worker import Worker
 
 from bench.orchestration.empty import EmptyChild, SlidingWindowParent
 from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
+from settings.process import exit_now
 
 WINDOW = 50
 
@@ -134,3 +135,5 @@ async def main() -> None:
 
 if __name__ == "__main__":
     asyncio.run(main())
+    # The Temporal SDK's native threads can crash the interpreter's finalization after the last line printed.
+    exit_now(0)
