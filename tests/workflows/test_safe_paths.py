@@ -75,6 +75,15 @@ async def cancelled_from_temporal(handle) -> WorkflowExecutionStatus:
     return (await handle.describe()).status
 
 
+async def rolling_back_after_three_moves(handle, fake: FakeKafka, ticks: int):
+    """Once three moves are done, cancel with rollback; Kafka then takes ``ticks`` listings a step. The progress
+    once the rollback has a move in flight."""
+    await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
+    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+    fake.ticks = ticks
+    return await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback")
+
+
 async def start(env, worker, migration: MigrationInput, workflow_id: str | None = None):
     return await env.client.start_workflow(
         MigrationWorkflow.run,
@@ -188,12 +197,7 @@ async def test_a_temporal_cancel_during_the_rollback_stops_it_and_removes_the_th
     )
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
-        await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
-        fake.ticks = 1000
-        await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback under way")
+        await rolling_back_after_three_moves(handle, fake, ticks=1000)
         await wait_for(lambda: bool(fake.ongoing), "a rollback step on Kafka")
         status = await cancelled_from_temporal(handle)
         await no_move_left(local_env, c, fake)
@@ -291,12 +295,7 @@ async def test_a_stop_during_the_rollback_ends_it_stopped_and_unverified(local_e
     migration = MigrationInput(cluster=name(), moves=spread_plan(fake), limits=Limits(max_partitions=2))
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
-        await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
-        fake.ticks = 40
-        during = await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback")
+        during = await rolling_back_after_three_moves(handle, fake, ticks=40)
         with pytest.raises(WorkflowUpdateFailedError) as again:
             await handle.execute_update(
                 MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
