@@ -22,7 +22,8 @@ from models.errors import ErrorType
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
 STALE_GRACE_S = 10.0
 # How long alter_step looks again at a partition whose list is neither the expected one nor the step's target before
-# refusing to act: long enough for a lagging broker to catch up, short enough to report real interference promptly.
+# refusing to act, and cancel_step at one that still shows a cancelled step's list: long enough for a lagging broker
+# to catch up, short enough to report real interference promptly.
 FENCE_GRACE_S = 5.0
 # How often the short waits (a cancel settling, a leader elected, a lagging broker) look again. A waiting step reads
 # the worker's shared look at Kafka instead (``KafkaObserver``: one round of calls every half second for all of them).
@@ -187,13 +188,23 @@ class KafkaActivities:
         """Cancel the step if Kafka is still carrying it out (Kafka then reverts the partition to the list before
         the step, KIP-236); a step that already finished stays. Returns the partition once it is settled."""
         ongoing = self.admin.list_reassignments([req.ref])
-        if ongoing and ongoing[0].target == req.target:
+        cancelled = bool(ongoing) and ongoing[0].target == req.target
+        if cancelled:
             activity.logger.info("cancel step %s: %s -> %s", req.ref, req.expected, req.target)
             self.admin.alter_reassignments({req.ref: None})
         while self.admin.list_reassignments([req.ref]):
             activity.heartbeat()
             time.sleep(POLL_MIN_S)
-        return self._partition(req.ref)
+        # Brokers learn of the cancel from the controller moments apart: one still showing the step's list is
+        # lagging. A cancelled step settles on the list before it; one that was not in flight on either list.
+        settled = [req.expected] if cancelled else [req.expected, req.target]
+        deadline = time.monotonic() + FENCE_GRACE_S
+        state = self._partition(req.ref)
+        while state.replicas not in settled and time.monotonic() < deadline:
+            activity.heartbeat()
+            time.sleep(POLL_MIN_S)
+            state = self._partition(req.ref)
+        return state
 
     @activity.defn(name="wait_online")
     def wait_online(self, tp: TopicPartition) -> PartitionState:

@@ -207,6 +207,9 @@ class PartitionMoveWorkflow:
                         )
                     )
                     self._current = undone.replicas
+                    if undone.replicas == step.replicas:
+                        # Kafka finished the step before the cancel reached it: it is one of this move's steps.
+                        steps.append(step.replicas)
                 raise
             if status.stuck:
                 # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it).
