@@ -231,12 +231,13 @@ class PartitionMoveWorkflow:
                 continue
             state = status.state
             self._current = state.replicas
+            # Done on Kafka: one of this move's steps, even if a cancel comes during the election.
+            steps.append(step.replicas)
             step_done_at = workflow.now()
             if step.elect_leader:
                 state = await quick(
                     KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {step.replicas[0]} leader", **QUICK_CALL
                 )
-            steps.append(step.replicas)
         self._set_progress(move, original, state.replicas, None, steps)
         return MoveResult(
             topic=move.topic,
