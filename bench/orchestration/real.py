@@ -20,7 +20,6 @@ Asserts nothing about time.
 
 import argparse
 import asyncio
-import json
 import statistics
 import tempfile
 import time
@@ -38,11 +37,12 @@ from bench.trees import migrate
 from models import TopicPartition
 from models.admission import Limits
 from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from models.plan import PartitionReplicas, ReassignmentFile
 from sandbox.tools import reassign_partitions
 from settings import Settings, load_settings
 from settings.process import exit_now
-from worker import activities_for
+from tests.conftest import end_coordinators
+from worker import ACTIVITY_SLOTS, LOCAL_ACTIVITY_SLOTS, activities_for
 from workflows import WORKFLOWS
 
 LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)
@@ -65,11 +65,11 @@ def plan_of(topic: str, target: list[list[int]]) -> list[PartitionReplicas]:
 
 def kafka_tool(settings: Settings, admin: KafkaAdmin, topic: str, target: list[list[int]]) -> float:
     """Seconds from `kafka-reassign-partitions --execute` to no reassignment of the topic left on Kafka."""
-    plan = {"version": 1, "partitions": [{"topic": topic, "partition": p, "replicas": r} for p, r in enumerate(target)]}
+    plan = ReassignmentFile(partitions=plan_of(topic, target))
     tps = [TopicPartition(topic=topic, partition=p) for p in range(len(target))]
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "plan.json"
-        path.write_text(json.dumps(plan))
+        path.write_text(plan.model_dump_json())
         began = time.monotonic()
         done = reassign_partitions(settings.kafka_bootstrap, "--execute", "--reassignment-json-file", str(path))
         if done.returncode != 0:
@@ -99,22 +99,20 @@ async def drover_in_memory(settings: Settings, topic: str, original: list[list[i
     queue = f"bench-memory-{uuid.uuid4().hex[:8]}"
     # A cluster name of its own: the sandbox's coordinator is bound to the real cluster and its worker's queue.
     migration = MigrationInput(cluster=f"memory-{uuid.uuid4().hex[:6]}", moves=plan_of(topic, target), limits=LIMITS)
-    with ThreadPoolExecutor(320) as pool:
+    with ThreadPoolExecutor(ACTIVITY_SLOTS + LOCAL_ACTIVITY_SLOTS) as pool:
         async with Worker(
             client,
             task_queue=queue,
             workflows=WORKFLOWS,
             activities=activities_for(kafka),
             activity_executor=pool,
-            max_concurrent_activities=256,
-            max_concurrent_local_activities=64,
+            max_concurrent_activities=ACTIVITY_SLOTS,
+            max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
         ):
             began = time.monotonic()
             result = await migrate(client, migration, f"bench-memory-{uuid.uuid4().hex[:8]}", queue)
             took = time.monotonic() - began
-            running = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{queue}' AND ExecutionStatus = 'Running'"
-            async for w in client.list_workflows(running):
-                await client.get_workflow_handle(w.id).terminate(reason="bench done")
+            await end_coordinators(client, queue)
     if not result.verified:
         raise SystemExit(f"the migration on the in-memory Kafka did not verify: {result}")
     return took
