@@ -5,6 +5,7 @@ print one JSON line."""
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 from collections.abc import AsyncIterator, Iterator
@@ -20,6 +21,7 @@ from sandbox.devserver import start_dev_server
 from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
 # The part every workload script starts with: one migration of N one-replica moves on the in-memory Kafka (a step is
 # done at Kafka's first look), limits of 50 everywhere, no throttle, no estimate. ``migration(address, moves)``
@@ -119,6 +121,28 @@ async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
         yield env
     finally:
         await env.shutdown()
+
+
+def server_cpu_s() -> float:
+    """CPU seconds used so far by the Temporal dev servers this process started (its child processes named
+    ``temporal``), from /proc."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)
+        except OSError:
+            continue
+        name, rest = fields[0].split("(", 1)[-1], fields[1].split()
+        # After the name: state, ppid, ..., utime and stime are the 12th and 13th.
+        if name == "temporal" and int(rest[1]) == os.getpid():
+            total += (int(rest[11]) + int(rest[12])) / CLOCK_TICKS
+    return total
+
+
+def children_cpu_s() -> float:
+    """CPU seconds of this process's child processes that have ended (a workload run by ``run_in``)."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def address_of(env: WorkflowEnvironment) -> str:

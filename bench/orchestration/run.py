@@ -11,14 +11,20 @@ run on one Temporal dev server started here.
 3. Kafka calls per second (requests on the Kafka port: ListPartitionReassignments and DescribeTopics) while 1, 10
    and 50 steps wait on reassignments that do not finish, on both trees.
 
+4. CPU per unit of (1) and (2): the dev server's and the worker's CPU seconds per empty child and per move, and what
+   they cap each at on this machine's cores, as a ratio to the empty children's cap. Where the two share the cores
+   (as here), the ratio in (2) cannot pass this one.
+
 Prints figures and ratios; asserts nothing about time.
 """
 
 import asyncio
+import os
 import statistics
 import tempfile
 import time
 import uuid
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
@@ -26,7 +32,17 @@ from temporalio.client import Client
 from temporalio.worker import Worker
 
 from bench.orchestration.empty import EmptyChild, SlidingWindowParent
-from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
+from bench.trees import (
+    MIGRATION,
+    ROOT,
+    address_of,
+    children_cpu_s,
+    dev_server,
+    run_in,
+    server_cpu_s,
+    side_by_side_args,
+    worktree,
+)
 from settings.process import exit_now
 
 WINDOW = 50
@@ -77,8 +93,25 @@ else:
 )
 
 
-async def empty_children(client: Client, children: int) -> float:
-    """Children per second of a parent running empty children in a sliding window of WINDOW."""
+@dataclass
+class Cost:
+    """CPU seconds per unit of work (an empty child, or a move) spent by Temporal's dev server and by the worker."""
+
+    server: list[float] = field(default_factory=list)
+    worker: list[float] = field(default_factory=list)
+
+    def add(self, server_s: float, worker_s: float, units: int) -> None:
+        self.server.append(server_s / units)
+        self.worker.append(worker_s / units)
+
+    def per_unit_ms(self) -> tuple[float, float]:
+        return 1000 * statistics.median(self.server), 1000 * statistics.median(self.worker)
+
+
+async def empty_children(client: Client, children: int, cost: Cost) -> float:
+    """Children per second of a parent running empty children in a sliding window of WINDOW; its CPU into ``cost``
+    (the worker runs in this process)."""
+    server, worker = server_cpu_s(), time.process_time()
     async with Worker(
         client, task_queue=f"empty-{uuid.uuid4().hex[:8]}", workflows=[EmptyChild, SlidingWindowParent]
     ) as w:
@@ -90,7 +123,9 @@ async def empty_children(client: Client, children: int) -> float:
             task_queue=w.task_queue,
             execution_timeout=timedelta(minutes=10),
         )
-        return children / (time.monotonic() - began)
+        took = time.monotonic() - began
+    cost.add(server_cpu_s() - server, time.process_time() - worker, children)
+    return children / took
 
 
 async def main() -> None:
@@ -108,11 +143,15 @@ async def main() -> None:
             requests = {name: {} for name in trees}
             script = Path(tmp) / "workload.py"
             script.write_text(WORKLOAD)
+            costs = {"empty children": Cost(), **{name: Cost() for name in trees}}
             for _ in range(args.rounds):
-                empty.append(await empty_children(env.client, args.moves))
+                empty.append(await empty_children(env.client, args.moves, costs["empty children"]))
                 print(f"empty children, window {WINDOW}: {empty[-1]:.1f}/s", flush=True)
                 for name, tree in trees.items():
+                    server, worker = server_cpu_s(), children_cpu_s()
                     found = run_in(tree, script, "migration", address_of(env), str(args.moves))
+                    # The workload's process ran the worker (and its client) and has ended: its CPU is counted now.
+                    costs[name].add(server_cpu_s() - server, children_cpu_s() - worker, found["moves"])
                     drover[name].append(found["moves"] / found["seconds"])
                     print(
                         f"{name}: {found['moves']} moves in {found['seconds']:.1f} s = {drover[name][-1]:.1f} moves/s",
@@ -127,6 +166,19 @@ async def main() -> None:
     for name in drover:
         rate = statistics.median(drover[name])
         print(f"Drover on the in-memory Kafka, {name}: median {rate:.1f} moves/s, ratio {rate / limit:.2f} (goal 0.8)")
+    cores = os.cpu_count() or 1
+    print(
+        f"\nCPU per unit (median): Temporal's dev server + the worker; the most this machine ({cores} cores) could do"
+    )
+    print("if both used every core for it alone, and each ceiling against the empty children's:")
+    ceilings = {}
+    for name, cost in costs.items():
+        server_ms, worker_ms = cost.per_unit_ms()
+        ceilings[name] = cores * 1000 / (server_ms + worker_ms)
+        print(
+            f"  {name}: {server_ms:.1f} + {worker_ms:.1f} ms = {server_ms + worker_ms:.1f} ms, "
+            f"ceiling {ceilings[name]:.0f}/s, {ceilings[name] / ceilings['empty children']:.2f}"
+        )
     print("\nKafka requests per second while steps wait (ListPartitionReassignments + DescribeTopics):")
     print(f"{'steps waiting':>14}" + "".join(f"{name:>28}" for name in requests))
     for steps in (1, 10, 50):
