@@ -36,9 +36,11 @@ class MigrationMoves:
     _publish: Callable[[], None]
 
     async def _run_child(self, r: MoveRecord) -> None:
-        """Start the child and await it while this run lasts: its report signal is what counts (it reaches later
-        runs too); the result here covers a child that ended without reporting. Its parent close policy asks it
-        to cancel (undoing its step in flight) if this migration ends without it, terminated included."""
+        """Start the child and await it: a run continues as new only once nothing is in flight, so the run that
+        started a move hears its end. A move that completes reports by its result (its history from before the
+        ``result-reports`` patch also by signal); one cancelled or failed reports by signal too, with the list it
+        left the partition on, and whichever comes first counts. Its parent close policy asks it to cancel
+        (undoing its step in flight) if this migration ends without it, terminated included."""
         assert self._input is not None
         given, m = self._input, r.move
         move = MoveInput(

@@ -28,6 +28,8 @@ with workflow.unsafe.imports_passed_through():
 # in this history instead of a scheduled, started and completed activity and a workflow task), and issuing a step
 # waits a moment for Kafka to finish it. Moves started before take their old path on replay.
 FEWER_ROUND_TRIPS = "fewer-round-trips"
+# A move that completes reports by its result alone; one that ends otherwise still signals its migration.
+RESULT_REPORTS = "result-reports"
 
 
 @workflow.defn
@@ -46,8 +48,9 @@ class PartitionMoveWorkflow:
     returns), rollback (cancel the step, then step back to the original list) or fail (cancel the step and fail
     with type ``Stuck``).
 
-    Started by a migration, it reports how it ended by signal (``move_finished``), so a migration that continued as
-    new meanwhile still hears of it.
+    Started by a migration, a move that completes reports by its result, which the run that started it awaits (a
+    migration continues as new only with nothing in flight); one cancelled or failed also reports by signal
+    (``move_finished``) the list it left the partition on, which its end cannot carry.
 
     Queries: ``progress`` (original, current, step and final replica lists, steps done).
     """
@@ -85,6 +88,10 @@ class PartitionMoveWorkflow:
             )
             await asyncio.shield(self._report(report))
             raise
+        if workflow.patched(RESULT_REPORTS):
+            # The migration awaits this move's result in the run that started it (it continues as new only once
+            # nothing is in flight): the result says all a report would, without a signal and its workflow task.
+            return result
         report = MoveReport(
             topic=move.topic,
             partition=move.partition,

@@ -53,6 +53,8 @@ def test_every_scenario_has_histories():
     assert {
         f"before-fewer-round-trips-{s}-move.json" for s in ("completed", "stuck-rollback", "leaders", "rolled-back")
     } <= names
+    # Moves that completed before their result was their only report (they also signalled it).
+    assert {f"before-result-reports-{s}-move.json" for s in ("completed", "leaders", "auto-throttle")} <= names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
     assert {"before-state-machine-completed-move.json", "before-state-machine-stuck-rollback-move.json"} <= names
 
