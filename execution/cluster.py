@@ -24,6 +24,7 @@ from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import Demand, JoinRequest, PartitionKey, ThrottleWanted
 from models.units import human_bytes
+from steps.admission import copying, least_busy
 from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).
@@ -59,19 +60,26 @@ class Orphan(BaseModel):
 
 
 class Counters:
-    """Moves in flight counted as KIP-435's limits count them."""
+    """Moves in flight counted as KIP-435's limits count them, and the copies they make per broker (into it, and from
+    it as the leader)."""
 
     def __init__(self) -> None:
         self.partitions = 0
         self.per_broker: Counter[int] = Counter()
         self.replicas = 0
         self.leaders = 0
+        self.receiving: Counter[int] = Counter()
+        self.serving: Counter[int] = Counter()
 
     def add(self, m: MoveSpec, replicas_per_step: int) -> None:
         self.partitions += 1
         self.per_broker.update(m.brokers)
         self.replicas += min(replicas_per_step, m.adds)
         self.leaders += m.moving_leader
+        into, leader = copying(m)
+        if into:
+            self.receiving.update(into)
+            self.serving[leader] += 1
 
     def fits(self, m: MoveSpec, limits: Limits, replicas_per_step: int) -> bool:
         return (
@@ -225,8 +233,10 @@ class ClusterState(BaseModel):
         moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]
         return moves + [(o.migration_id, o.move) for o in self.orphans]
 
-    def allocate(self) -> dict[str, list[MoveSpec]]:
-        """The moves to start now, per migration, under the cluster's limits and each migration's own."""
+    def allocate(self, spread: bool = True) -> dict[str, list[MoveSpec]]:
+        """The moves to start now, per migration, under the cluster's limits and each migration's own. With
+        ``spread``, of a migration's candidates that fit the one whose copy uses the least busy throttles
+        (``steps.admission.least_busy``); without (a coordinator run from before it), the first that fits."""
         limits = self.effective_limits()
         if self.frozen or limits is None:
             return {}
@@ -247,16 +257,14 @@ class ClusterState(BaseModel):
                 r = rps[h.migration_id]
                 first = cluster.partitions == 0
                 mine = own[h.migration_id]
-                move = next(
-                    (
-                        m
-                        for m in h.demand.candidates
-                        if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))
-                    ),
-                    None,
-                )
-                if move is None:
+                fitting = [
+                    m
+                    for m in h.demand.candidates
+                    if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))
+                ]
+                if not fitting:
                     continue
+                move = least_busy(fitting, cluster.receiving, cluster.serving) if spread else fitting[0]
                 rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
                 if best is None or rank < best[0]:
                     best = (rank, h, move)

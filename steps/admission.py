@@ -12,6 +12,12 @@ move a leader, so leader movements fill a batch first as KIP-435's batches do, t
 every limit holds, so a small move can pass a large one waiting for a busy broker (a sliding window). When nothing
 is in flight the first waiting move is admitted even if it alone exceeds a limit, so a limit lower than one move's
 needs slows a migration down rather than stopping it.
+
+Which of the moves that fit takes a free slot (the cluster's coordinator, ``least_busy``): each move in flight copies
+into some brokers from one leader, each side under its broker's throttle; a slot goes to the waiting move whose copy
+shares those throttles with the fewest copies in flight, among moves of the first one's kind (urgent, moving a
+leader), ties in order. Cruise Control spreads its replica movements over brokers the same way. Two moves copying
+into one broker share its throttle while another broker's lies idle; spread, each copy has a throttle of its own.
 """
 
 from collections import Counter
@@ -28,6 +34,31 @@ def ordered(moves: list[MoveSpec], order: Order = "small-first") -> list[MoveSpe
     same)."""
     sign = 1 if order == "small-first" else -1
     return sorted(moves, key=lambda m: (not m.urgent, not m.changes_leader, sign * m.size_bytes, m.topic, m.partition))
+
+
+def copying(m: MoveSpec) -> tuple[list[int], int]:
+    """The brokers a move copies into now (or first, if it has not started) and the leader they copy from, as the
+    KIP-435 steps run: a new preferred leader is added alone first and elected, then the rest of the new replicas
+    copy from it. Nothing to copy into once only the leader's copy was to be made and it is done."""
+    added = [b for b in m.target if b not in m.original]
+    new_leader = m.target[0] in added
+    if new_leader and not m.leader_moved:
+        return [m.target[0]], m.original[0]
+    leader = m.target[0] if m.changes_leader and m.leader_moved else m.original[0]
+    return [b for b in added if not (new_leader and b == m.target[0])], leader
+
+
+def least_busy(fitting: list[MoveSpec], receiving: Counter[int], serving: Counter[int]) -> MoveSpec:
+    """Of ``fitting`` (in order, not empty), the move whose copy meets the fewest copies in flight on the brokers it
+    copies into (``receiving``) or from (``serving``), among those of the first one's kind (urgent, moving a leader:
+    the order's own priorities stay); ties go to the first in order."""
+    kind = (fitting[0].urgent, fitting[0].changes_leader)
+
+    def busy(m: MoveSpec) -> int:
+        into, leader = copying(m)
+        return max([serving[leader], *(receiving[b] for b in into)])
+
+    return min((m for m in fitting if (m.urgent, m.changes_leader) == kind), key=busy)
 
 
 def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, replicas_per_step: int) -> list[MoveSpec]:

@@ -233,3 +233,37 @@ def test_a_move_whose_leader_movement_is_done_no_longer_counts_against_the_leade
     )
     assert [m.partition for m in s.allocate()["m1"]] == [1]
     assert [m.leader_moved for m in s.holders["m1"].in_flight] == [True, False]
+
+
+def test_a_free_slot_goes_to_the_move_whose_copy_uses_the_least_busy_throttles():
+    """The makespan benchmark's case: every move goes from brokers 1-2 to 3-4, half first copying 1 -> 3 (led by 1,
+    then by 3) and half 2 -> 4. With one copying 1 -> 3 in flight, the next slot goes to a move copying 2 -> 4 though
+    another 1 -> 3 comes first in order, so both receiving brokers' throttles are used rather than one shared by two
+    copies. Once partition 0's leader has moved (it copies 3 -> 4) and partition 1 is done, the slot goes to a copy
+    into broker 3. Without ``spread`` (a coordinator run from before it) the first in order that fits is granted."""
+    limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
+    moves = [
+        move("a", 0, [1, 2], [3, 4]),
+        move("a", 2, [1, 2], [3, 4]),
+        move("a", 1, [2, 1], [4, 3]),
+        move("a", 3, [2, 1], [4, 3]),
+    ]
+    for spread_copies, first, then in [(True, [0, 1], [2]), (False, [0, 2], [3])]:
+        s = ClusterState(name="prod")
+        join(s, "m1", "a", range(4))
+        demand(s, "m1", moves, seq=1, limits=limits)
+        assert [m.partition for m in s.allocate(spread=spread_copies)["m1"]] == first
+        assert s.allocate(spread=spread_copies) == {}
+        waiting = [m for m in [moves[3], moves[1], moves[2]] if m.partition not in first]
+        done = first[1]
+        assert s.demand(
+            Demand(
+                migration_id="m1",
+                seq=2,
+                candidates=waiting,
+                released=[("a", done)],
+                leaders_moved=[("a", 0)],
+                limits=limits,
+            )
+        )
+        assert [m.partition for m in s.allocate(spread=spread_copies)["m1"]] == then

@@ -55,6 +55,8 @@ def test_every_scenario_has_histories():
     } <= names
     # Moves that completed before their result was their only report (they also signalled it).
     assert {f"before-result-reports-{s}-move.json" for s in ("completed", "leaders", "auto-throttle")} <= names
+    # Coordinators from before a free slot went to the move whose copy uses the least busy throttles.
+    assert {f"before-spread-copies-{s}-cluster.json" for s in ("completed", "shared", "leaders")} <= names
     # Moves started before the migration became a state machine (their workflow kept its commands) still replay.
     assert {"before-state-machine-completed-move.json", "before-state-machine-stuck-rollback-move.json"} <= names
 

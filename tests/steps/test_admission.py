@@ -1,8 +1,11 @@
 """Admission under KIP-435's limits: leader movements fill a batch first, and the leader limit counts a move only
 until its leader movement is done."""
 
+from collections import Counter
+
 from models.admission import Limits, MoveSpec
-from steps.admission import admit, ordered
+from steps.admission import admit, copying, least_busy, ordered
+from steps.calculator import next_step
 
 ONE_LEADER = Limits(max_partitions=4, max_per_broker=10, max_replicas=10, max_leaders=1)
 
@@ -33,3 +36,38 @@ def test_a_move_whose_leader_movement_is_done_frees_its_leader_slot():
     assert admit(waiting, in_flight, ONE_LEADER, replicas_per_step=1) == []
     moved = [in_flight[0].model_copy(update={"leader_moved": True})]
     assert admit(waiting, moved, ONE_LEADER, replicas_per_step=1) == waiting
+
+
+def spec(original: list[int], target: list[int], leader_moved: bool = False, urgent: bool = False) -> MoveSpec:
+    return MoveSpec(topic="t", partition=0, original=original, target=target, leader_moved=leader_moved, urgent=urgent)
+
+
+def test_a_move_copies_into_its_new_leader_first_then_the_rest_from_it():
+    assert copying(spec([1, 2], [3, 4])) == ([3], 1)
+    assert copying(spec([1, 2], [3, 4], leader_moved=True)) == ([4], 3)
+    # The leader stays: the new replicas copy from it.
+    assert copying(spec([1, 2, 3], [1, 4, 5])) == ([4, 5], 1)
+    # A new leader that was a replica already: the new replicas copy from the old leader until it is elected.
+    assert copying(spec([1, 2], [2, 3])) == ([3], 1)
+    assert copying(spec([1, 2], [2, 3], leader_moved=True)) == ([3], 2)
+    # Only the leader's copy was to be made, and it is done.
+    assert copying(spec([1, 2], [3, 2], leader_moved=True)) == ([], 3)
+
+
+def test_the_first_copy_is_the_one_the_step_calculator_makes_first():
+    for original, target in [([1, 2], [3, 4]), ([1, 2, 3], [1, 4, 5]), ([1, 2], [2, 3]), ([1, 2, 3], [4, 2, 5])]:
+        step = next_step(original, target, original, replicas_per_step=1, min_insync=1)
+        assert step is not None
+        into, leader = copying(spec(original, target))
+        assert step.added == into[: len(step.added)] and leader == original[0]
+
+
+def test_the_least_busy_copy_wins_within_the_first_ones_kind_ties_in_order():
+    into_3, into_4 = spec([1, 2], [3, 4]), spec([2, 1], [4, 3])
+    assert least_busy([into_3, into_4], Counter({3: 1}), Counter({1: 1})) == into_4
+    assert least_busy([into_3, into_4], Counter(), Counter()) == into_3
+    # Its leader serving another copy counts as much as its receiver taking one.
+    assert least_busy([into_4, into_3], Counter(), Counter({2: 1})) == into_3
+    # An urgent move first in order is not passed by a less busy one that is not urgent.
+    urgent = spec([1, 2], [3, 4], urgent=True)
+    assert least_busy([urgent, into_4], Counter({3: 2}), Counter({1: 2})) == urgent
