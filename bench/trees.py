@@ -3,11 +3,14 @@ baseline commit, and workload scripts run in a given tree (its own models, workf
 print one JSON line."""
 
 import argparse
+import asyncio
 import json
 import os
 import resource
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager, contextmanager
 from pathlib import Path
@@ -147,6 +150,45 @@ def children_cpu_s() -> float:
 
 def address_of(env: WorkflowEnvironment) -> str:
     return env.client.service_client.config.target_host
+
+
+def start_worker(tree: Path, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """``worker.py`` of ``tree`` in a process of its own, with ``env`` (DROVER_* settings) over this process's
+    environment, its output in ``log``. It is up once ``wait_for_poller`` returns."""
+    out = log.open("w")
+    whole = os.environ | {"PYTHONPATH": str(tree)} | env
+    return subprocess.Popen([sys.executable, str(tree / "worker.py")], cwd=tree, env=whole, stdout=out, stderr=out)
+
+
+async def wait_for_poller(client: Client, task_queue: str, proc: subprocess.Popen, log: Path) -> None:
+    """Until Temporal lists a poller on ``task_queue``'s activities (the worker logs nothing when it is up)."""
+    from temporalio.api.enums.v1 import TaskQueueType
+    from temporalio.api.taskqueue.v1 import TaskQueue
+    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            sys.exit(f"the worker exited:\n{log.read_text()[-3000:]}")
+        answer = await client.workflow_service.describe_task_queue(
+            DescribeTaskQueueRequest(
+                namespace=client.namespace,
+                task_queue=TaskQueue(name=task_queue),
+                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
+            )
+        )
+        if answer.pollers:
+            return
+        await asyncio.sleep(0.5)
+    sys.exit("the worker did not poll within 120 s")
+
+
+def stop_worker(proc: subprocess.Popen) -> None:
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
 
 
 async def migrate(client: Client, migration: MigrationInput, workflow_id: str, task_queue: str) -> MigrationResult:

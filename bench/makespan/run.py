@@ -1,6 +1,7 @@
 """Makespan benchmark: a migration of real data under a fixed throttle, against the bandwidth lower bound.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.makespan.run [--partitions 8] [--mb 25] [--runs 2]
+        [--baseline REF]
 
 On the local sandbox: a topic of N partitions at RF 2 on brokers 1 and 2 (leaders alternating), each filled with
 about MB megabytes, moves to brokers 3 and 4 (every replica moves) under a throttle of 10 MB/s, at most 4 moves in
@@ -12,25 +13,31 @@ Prints, per run: the makespan (migration start to result), the bound and their r
 beyond the bound goes, from the migration's history (the timeline `drover report` draws): before the first step
 (preflight, joining the cluster's coordinator, the first grant), with no move in flight between the first step and
 the last, the moves' time beyond their copying, and after the last move (leaders, throttle removal, verification).
-Asserts nothing about time.
+Each migration has a cluster name of its own, so a coordinator of this tree's code (a new one) admits its moves.
+With ``--baseline REF``, each run is made twice, alternating: by the sandbox's worker, and by a worker of a git
+worktree of REF on a task queue of its own; then both medians and their ratio. Asserts nothing about time.
 """
 
 import argparse
 import asyncio
 import os
 import statistics
+import tempfile
 import time
 import uuid
+from contextlib import ExitStack
 from datetime import datetime
+from pathlib import Path
 
 from confluent_kafka import Producer
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
-from bench.trees import migrate
+from bench.trees import migrate, resolved, start_worker, stop_worker, wait_for_poller, worktree
 from cli.report import timeline_of
 from execution.timeline import Timeline
 from models.admission import Limits
+from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from settings import Settings, load_settings
@@ -86,7 +93,7 @@ def breakdown(t: Timeline, done_at: datetime) -> dict[str, float]:
     }
 
 
-async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: int) -> dict:
+async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: int, task_queue: str) -> dict:
     topic = f"bench-makespan-{uuid.uuid4().hex[:6]}"
     original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(partitions)]
     target = [[3, 4] if p % 2 == 0 else [4, 3] for p in range(partitions)]
@@ -96,8 +103,9 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         on_leader = {(r.topic, r.partition): r.size_bytes for r in admin.describe_log_dirs([1, 2]) if r.topic == topic}
         sizes = [on_leader[(topic, p)] for p in range(partitions)]
         bound, busiest = bound_s(original, target, sizes)
+        cluster = f"bench-makespan-{uuid.uuid4().hex[:6]}"
         migration = MigrationInput(
-            cluster=settings.cluster_name,
+            cluster=cluster,
             moves=[PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)],
             limits=LIMITS,
             throttle_bytes_per_s=THROTTLE,
@@ -105,8 +113,10 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         client = await connect(settings)
         migration_id = f"bench-makespan-{uuid.uuid4().hex[:8]}"
         began = time.monotonic()
-        result = await migrate(client, migration, migration_id, settings.task_queue)
+        result = await migrate(client, migration, migration_id, task_queue)
         took = time.monotonic() - began
+        # Its coordinator holds nothing once the migration has left.
+        await client.get_workflow_handle(cluster_workflow_id(cluster)).terminate(reason="bench.makespan done")
         timeline = await timeline_of(client, migration_id)
         assert timeline.ended is not None and result.verified
         return {
@@ -120,29 +130,63 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         admin.delete_topics([topic])
 
 
+def show(label: str, run: int, found: dict, partitions: int, mb: int) -> float:
+    ratio = found["makespan"] / found["bound"]
+    parts = ", ".join(f"{name} {s:.1f} s" for name, s in found["parts"].items())
+    print(
+        f"{label}run {run}: {partitions} partitions of {mb} MB, {found['steps']} steps: makespan "
+        f"{found['makespan']:.1f} s, bound {found['bound']:.1f} s ({found['busiest']}), ratio {ratio:.2f} (goal 1.1); "
+        f"{parts}",
+        flush=True,
+    )
+    return ratio
+
+
+async def baseline_worker(settings: Settings, tree: Path, folder: Path, stack: ExitStack) -> str:
+    """A worker of ``tree`` on the sandbox, on a task queue of its own (stopped when ``stack`` closes)."""
+    queue = f"bench-makespan-baseline-{uuid.uuid4().hex[:6]}"
+    env = {
+        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
+        "DROVER_TASK_QUEUE": queue,
+        "DROVER_WORK_DIR": str(folder / "work"),
+    }
+    log = folder / "worker.log"
+    proc = start_worker(tree, env, log)
+    stack.callback(stop_worker, proc)
+    await wait_for_poller(await connect(settings), queue, proc, log)
+    return queue
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=8)
     parser.add_argument("--mb", type=int, default=25, help="megabytes per partition")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--baseline", default=None, help="git ref whose worker runs each migration a second time")
     args = parser.parse_args()
     settings = load_settings()
     admin = KafkaAdmin(settings)
-    ratios = []
-    try:
+    ratios: dict[str, list[float]] = {"this tree": [], "baseline": []}
+    with ExitStack() as stack:
+        stack.callback(admin.close)
+        sides = [("this tree", settings.task_queue)]
+        if args.baseline:
+            ref = resolved(args.baseline)
+            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-makespan-")))
+            tree = stack.enter_context(worktree(ref, folder))
+            sides.append(("baseline", asyncio.run(baseline_worker(settings, tree, folder, stack))))
+            print(f"baseline: {args.baseline} ({ref[:7]}), alternating with this tree", flush=True)
         for run in range(1, args.runs + 1):
-            found = asyncio.run(one_run(settings, admin, args.partitions, args.mb))
-            ratios.append(found["makespan"] / found["bound"])
-            parts = ", ".join(f"{name} {s:.1f} s" for name, s in found["parts"].items())
-            print(
-                f"run {run}: {args.partitions} partitions of {args.mb} MB, {found['steps']} steps: makespan "
-                f"{found['makespan']:.1f} s, bound {found['bound']:.1f} s ({found['busiest']}), ratio "
-                f"{ratios[-1]:.2f} (goal 1.1); {parts}",
-                flush=True,
-            )
-    finally:
-        admin.close()
-    print(f"median ratio {statistics.median(ratios):.2f} over {len(ratios)} runs")
+            for name, queue in sides:
+                found = asyncio.run(one_run(settings, admin, args.partitions, args.mb, queue))
+                label = f"{name}: " if len(sides) > 1 else ""
+                ratios[name].append(show(label, run, found, args.partitions, args.mb))
+    for name, _ in sides:
+        print(f"{name}: median ratio {statistics.median(ratios[name]):.2f} over {len(ratios[name])} runs")
+    if len(sides) > 1:
+        mine, base = statistics.median(ratios["this tree"]), statistics.median(ratios["baseline"])
+        print(f"this tree / baseline: {mine / base:.2f} (below 1: nearer the bound)")
 
 
 if __name__ == "__main__":

@@ -20,9 +20,6 @@ Asserts nothing about time.
 
 import argparse
 import asyncio
-import os
-import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,7 +30,7 @@ from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
 from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
-from bench.trees import ROOT, address_of, dev_server, migrate
+from bench.trees import ROOT, address_of, dev_server, migrate, start_worker, stop_worker, wait_for_poller
 from models.migration import MigrationInput
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest, ReassignmentFile
 from planner import make_plan
@@ -65,8 +62,8 @@ def write_plans(spec: str, moves: int, folder: Path) -> tuple[Path, Path, int, i
     return forward, back, len(plan.changes), replica_moves
 
 
-def start_worker(spec: str, address: str, task_queue: str, folder: Path) -> subprocess.Popen:
-    env = os.environ | {
+def worker_env(spec: str, address: str, task_queue: str, folder: Path) -> dict[str, str]:
+    return {
         "DROVER_KAFKA_SIMULATED": spec,
         "DROVER_TEMPORAL_ADDRESS": address,
         "DROVER_TASK_QUEUE": task_queue,
@@ -74,32 +71,6 @@ def start_worker(spec: str, address: str, task_queue: str, folder: Path) -> subp
         "DROVER_LOG_FORMAT": "json",
         "DROVER_LOG_LEVEL": "warning",
     }
-    log = (folder / "worker.log").open("w")
-    proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
-    # The worker logs at warning and above: it is up once Temporal lists its poller.
-    return proc
-
-
-async def wait_for_poller(client: Client, task_queue: str, proc: subprocess.Popen, folder: Path) -> None:
-    from temporalio.api.enums.v1 import TaskQueueType
-    from temporalio.api.taskqueue.v1 import TaskQueue
-    from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            sys.exit(f"the worker exited:\n{(folder / 'worker.log').read_text()[-3000:]}")
-        answer = await client.workflow_service.describe_task_queue(
-            DescribeTaskQueueRequest(
-                namespace=client.namespace,
-                task_queue=TaskQueue(name=task_queue),
-                task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_ACTIVITY,
-            )
-        )
-        if answer.pollers:
-            return
-        await asyncio.sleep(0.5)
-    sys.exit("the worker did not poll within 120 s")
 
 
 def peak_rss_mib(pid: int) -> float:
@@ -167,9 +138,10 @@ async def measure(brokers: int, racks: int, partitions: int, moves: int) -> dict
         )
         async with dev_server() as env:
             task_queue = f"scale-{uuid.uuid4().hex[:8]}"
-            proc = start_worker(spec, address_of(env), task_queue, folder)
+            log = folder / "worker.log"
+            proc = start_worker(ROOT, worker_env(spec, address_of(env), task_queue, folder), log)
             try:
-                await wait_for_poller(env.client, task_queue, proc, folder)
+                await wait_for_poller(env.client, task_queue, proc, log)
                 cluster = f"sim{brokers}"
                 there = await run_migration(env.client, cluster, forward, task_queue, moves)
                 print(f"  {brokers} brokers: migration {there['seconds']:.0f} s", flush=True)
@@ -177,11 +149,7 @@ async def measure(brokers: int, racks: int, partitions: int, moves: int) -> dict
                 rss = peak_rss_mib(proc.pid)
                 found = await histories(env.client)
             finally:
-                proc.send_signal(signal.SIGTERM)
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+                stop_worker(proc)
     return {"brokers": brokers, "there": there, "back": rollback, "rss_mib": rss, **found}
 
 
