@@ -4,23 +4,29 @@ print one JSON line."""
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import resource
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
+from adapters.temporal import connect
+from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.results import MigrationResult
 from sandbox.devserver import start_dev_server
+from settings import Settings
 from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -33,8 +39,11 @@ MIGRATION = r"""
 import asyncio, json, sys, threading, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
+from temporalio.service import RPCError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
+from adapters.temporal import connect
+from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from tests.fakes import FakeKafka
@@ -191,7 +200,46 @@ def stop_worker(proc: subprocess.Popen) -> None:
         proc.kill()
 
 
+def baseline_on_sandbox(settings: Settings, ref: str, stack: ExitStack) -> str:
+    """A worker of a git worktree of ``ref`` on the sandbox, on a task queue of its own (returned); the worktree and
+    the worker go when ``stack`` closes. A migration started on that queue under a cluster name of its own runs
+    entirely on the baseline's code, its coordinator too."""
+    commit = resolved(ref)
+    folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-baseline-")))
+    tree = stack.enter_context(worktree(commit, folder))
+    queue = f"bench-baseline-{commit[:7]}-{os.getpid()}"
+    env = {
+        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
+        "DROVER_TASK_QUEUE": queue,
+        "DROVER_WORK_DIR": str(folder / "work"),
+    }
+    log = folder / "worker.log"
+    proc = start_worker(tree, env, log)
+    stack.callback(stop_worker, proc)
+
+    async def up() -> None:
+        await wait_for_poller(await connect(settings), queue, proc, log)
+
+    asyncio.run(up())
+    print(f"baseline: {ref} ({commit[:7]}) in a worker of its own, alternating with this tree", flush=True)
+    return queue
+
+
 async def migrate(client: Client, migration: MigrationInput, workflow_id: str, task_queue: str) -> MigrationResult:
     """Run one migration to its end on ``task_queue``: on the sandbox, the queue of its worker, since the cluster's
     coordinator runs there and refuses migrations whose workers poll another."""
     return await client.execute_workflow(MigrationWorkflow.run, migration, id=workflow_id, task_queue=task_queue)
+
+
+async def migrate_under_own_name(
+    client: Client, migration: MigrationInput, workflow_id: str, task_queue: str
+) -> MigrationResult:
+    """``migrate`` under a cluster name of its own: a new coordinator, of the code of the worker on ``task_queue``,
+    admits its moves (not one started long ago by an older worker), and is ended once the migration has left."""
+    name = f"{workflow_id}-cluster"
+    try:
+        return await migrate(client, migration.model_copy(update={"cluster": name}), workflow_id, task_queue)
+    finally:
+        with contextlib.suppress(RPCError):
+            await client.get_workflow_handle(cluster_workflow_id(name)).terminate(reason="benchmark done")

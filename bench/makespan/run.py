@@ -22,22 +22,19 @@ import argparse
 import asyncio
 import os
 import statistics
-import tempfile
 import time
 import uuid
 from contextlib import ExitStack
 from datetime import datetime
-from pathlib import Path
 
 from confluent_kafka import Producer
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
-from bench.trees import migrate, resolved, start_worker, stop_worker, wait_for_poller, worktree
+from bench.trees import baseline_on_sandbox, migrate_under_own_name
 from cli.report import timeline_of
 from execution.timeline import Timeline
 from models.admission import Limits
-from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from settings import Settings, load_settings
@@ -103,9 +100,8 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         on_leader = {(r.topic, r.partition): r.size_bytes for r in admin.describe_log_dirs([1, 2]) if r.topic == topic}
         sizes = [on_leader[(topic, p)] for p in range(partitions)]
         bound, busiest = bound_s(original, target, sizes)
-        cluster = f"bench-makespan-{uuid.uuid4().hex[:6]}"
         migration = MigrationInput(
-            cluster=cluster,
+            cluster=settings.cluster_name,
             moves=[PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)],
             limits=LIMITS,
             throttle_bytes_per_s=THROTTLE,
@@ -113,10 +109,8 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         client = await connect(settings)
         migration_id = f"bench-makespan-{uuid.uuid4().hex[:8]}"
         began = time.monotonic()
-        result = await migrate(client, migration, migration_id, task_queue)
+        result = await migrate_under_own_name(client, migration, migration_id, task_queue)
         took = time.monotonic() - began
-        # Its coordinator holds nothing once the migration has left.
-        await client.get_workflow_handle(cluster_workflow_id(cluster)).terminate(reason="bench.makespan done")
         timeline = await timeline_of(client, migration_id)
         assert timeline.ended is not None and result.verified
         return {
@@ -142,22 +136,6 @@ def show(label: str, run: int, found: dict, partitions: int, mb: int) -> float:
     return ratio
 
 
-async def baseline_worker(settings: Settings, tree: Path, folder: Path, stack: ExitStack) -> str:
-    """A worker of ``tree`` on the sandbox, on a task queue of its own (stopped when ``stack`` closes)."""
-    queue = f"bench-makespan-baseline-{uuid.uuid4().hex[:6]}"
-    env = {
-        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
-        "DROVER_TASK_QUEUE": queue,
-        "DROVER_WORK_DIR": str(folder / "work"),
-    }
-    log = folder / "worker.log"
-    proc = start_worker(tree, env, log)
-    stack.callback(stop_worker, proc)
-    await wait_for_poller(await connect(settings), queue, proc, log)
-    return queue
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--partitions", type=int, default=8)
@@ -172,11 +150,7 @@ def main() -> None:
         stack.callback(admin.close)
         sides = [("this tree", settings.task_queue)]
         if args.baseline:
-            ref = resolved(args.baseline)
-            folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-makespan-")))
-            tree = stack.enter_context(worktree(ref, folder))
-            sides.append(("baseline", asyncio.run(baseline_worker(settings, tree, folder, stack))))
-            print(f"baseline: {args.baseline} ({ref[:7]}), alternating with this tree", flush=True)
+            sides.append(("baseline", baseline_on_sandbox(settings, args.baseline, stack)))
         for run in range(1, args.runs + 1):
             for name, queue in sides:
                 found = asyncio.run(one_run(settings, admin, args.partitions, args.mb, queue))

@@ -2,6 +2,7 @@
 in-memory Kafka in the same run, with Kafka's own bulk tool as the reference.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.orchestration.real [--partitions 202] [--rounds 2]
+        [--baseline REF]
 
 Each round, on a fresh topic of N empty partitions at RF 2 on brokers 1 and 2 (leaders alternating), the same
 spread onto brokers 1-4 (each partition's new list is [p % 4 + 1, (p + 1) % 4 + 1], a replica move for every broker
@@ -13,7 +14,9 @@ that is new to a list) is made three ways:
 3. Drover on the in-memory Kafka (the same brokers and lists; a step is done at Kafka's first look), same limits,
    with a worker in this process on the sandbox's Temporal.
 And Temporal's own limit there: a parent running as many empty child workflows in a sliding window of 50.
-Prints replica moves (or children) per second of each, and the ratios real / in-memory (goal 0.8), real / Kafka's
+With ``--baseline REF``, Drover on the sandbox a second time each round, by a worker of a git worktree of REF (each
+migration under a cluster name of its own, so its coordinator is of the same code). Prints replica moves (or
+children) per second of each, and the ratios real / in-memory (goal 0.8), real / Kafka's
 tool and in-memory / Temporal's limit.
 Asserts nothing about time.
 """
@@ -25,6 +28,7 @@ import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from pathlib import Path
 
 from temporalio.worker import Worker
@@ -33,7 +37,7 @@ from adapters.kafka_admin import KafkaAdmin
 from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
 from bench.orchestration.run import empty_children
-from bench.trees import migrate
+from bench.trees import baseline_on_sandbox, migrate, migrate_under_own_name
 from models import TopicPartition
 from models.admission import Limits
 from models.migration import MigrationInput
@@ -45,6 +49,7 @@ from tests.conftest import end_coordinators
 from worker import ACTIVITY_SLOTS, LOCAL_ACTIVITY_SLOTS, activities_for
 from workflows import WORKFLOWS
 
+BASELINE = "Drover, real cluster, baseline"
 LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)
 
 
@@ -82,11 +87,11 @@ def kafka_tool(settings: Settings, admin: KafkaAdmin, topic: str, target: list[l
     return took
 
 
-async def drover_real(settings: Settings, topic: str, target: list[list[int]]) -> float:
+async def drover_real(settings: Settings, topic: str, target: list[list[int]], task_queue: str) -> float:
     client = await connect(settings)
     migration = MigrationInput(cluster=settings.cluster_name, moves=plan_of(topic, target), limits=LIMITS)
     began = time.monotonic()
-    result = await migrate(client, migration, f"bench-real-{uuid.uuid4().hex[:8]}", settings.task_queue)
+    result = await migrate_under_own_name(client, migration, f"bench-real-{uuid.uuid4().hex[:8]}", task_queue)
     took = time.monotonic() - began
     if not result.verified:
         raise SystemExit(f"the migration on the sandbox did not verify: {result}")
@@ -126,19 +131,26 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--partitions", type=int, default=202)
     parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--baseline", default=None, help="git ref whose worker runs the real migration too")
     args = parser.parse_args()
     settings = load_settings()
+    stack = ExitStack()
     admin = KafkaAdmin(settings)
+    stack.callback(admin.close)
+    queues = {"Drover, real cluster": settings.task_queue}
+    if args.baseline:
+        queues[BASELINE] = baseline_on_sandbox(settings, args.baseline, stack)
     original, target = lists(args.partitions)
     moves = replica_moves(original, target)
     rates: dict[str, list[float]] = {
         "Kafka's tool": [],
         "Drover, real cluster": [],
+        **({BASELINE: []} if args.baseline else {}),
         "Drover, in-memory Kafka": [],
         "Temporal's limit (empty children)": [],
     }
     print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
-    try:
+    with stack:
         for _ in range(args.rounds):
             for name in rates:
                 topic = f"bench-real-{uuid.uuid4().hex[:6]}"
@@ -152,13 +164,11 @@ def main() -> None:
                         if name == "Kafka's tool":
                             took = kafka_tool(settings, admin, topic, target)
                         else:
-                            took = asyncio.run(drover_real(settings, topic, target))
+                            took = asyncio.run(drover_real(settings, topic, target, queues[name]))
                     finally:
                         admin.delete_topics([topic])
                 rates[name].append(moves / took)
                 print(f"{name}: {moves} moves in {took:.1f} s = {rates[name][-1]:.1f} moves/s", flush=True)
-    finally:
-        admin.close()
     median = {name: statistics.median(found) for name, found in rates.items()}
     print()
     for name, rate in median.items():
@@ -169,6 +179,9 @@ def main() -> None:
         f"ratio real / in-memory: {real / memory:.2f} (goal 0.8); real / Kafka's tool: {real / tool:.2f}; "
         f"in-memory / Temporal's limit: {memory / limit:.2f}"
     )
+    if args.baseline:
+        base = median[BASELINE]
+        print(f"baseline: real / in-memory {base / memory:.2f}; this tree / baseline, real cluster: {real / base:.2f}")
 
 
 if __name__ == "__main__":
