@@ -15,8 +15,9 @@ from models import OngoingReassignment, PartitionState, TopicPartition
 
 Key = tuple[str, int]
 
-# A look starts this often while steps wait: a step Kafka finishes is seen within about half a second.
-LOOK_EVERY_S = 0.5
+# A look starts this often while steps wait: a step Kafka finishes is seen within about a quarter of a second, for
+# four ListPartitionReassignments and four metadata requests a second however many steps wait.
+LOOK_EVERY_S = 0.25
 # A step that starts waiting has a look sooner (an empty partition's step is done in a fraction of a second), but
 # looks never start closer together than this, so steps starting together share one.
 LOOK_GAP_S = 0.1
