@@ -1,5 +1,6 @@
-"""The in-memory Kafka (tests/fakes.py) behaves like the real one where Drover's tests rely on it: one scenario runs
-through the Kafka port against both, and what each shows at every point must be the same.
+"""The in-memory Kafka (tests/fakes.py) and the simulated one (``DROVER_KAFKA_SIMULATED``, which the scale benchmark
+runs on) behave like the real one where Drover's tests and benchmarks rely on them: one scenario runs through the
+Kafka port against all three, and what each shows at every point must be the same.
 
 The scenario, on a partition of an empty topic: a step that finishes (a replica added, one removed), a preferred
 leader election, a step adding a stopped broker (it stays under way, listed as target then removing) and its
@@ -13,6 +14,7 @@ from dataclasses import dataclass
 import pytest
 
 from adapters.kafka_port import KafkaPort
+from adapters.simulated_kafka import SimulatedKafka
 from models import TopicPartition
 from sandbox import Sandbox
 from tests.fakes import FakeKafka
@@ -87,10 +89,14 @@ def scenario(c: Cluster, tp: TopicPartition) -> list[tuple]:
     return facts
 
 
-def test_the_in_memory_kafka_shows_what_the_real_one_shows(admin, stack: Sandbox, topic_name):
+def test_the_in_memory_and_simulated_kafka_show_what_the_real_one_shows(admin, stack: Sandbox, topic_name):
     tp = TopicPartition(topic=topic_name, partition=0)
-    fake = FakeKafka({b: None for b in range(1, 5)}, {(topic_name, 0): [1, 2]})
+    brokers, lists = {b: None for b in range(1, 5)}, {(topic_name, 0): [1, 2]}
+    fake = FakeKafka(brokers, lists)
     in_memory = scenario(Cluster(fake, fake.stop_broker, fake.start_broker, patience_s=5), tp)
+    # 1 MB copied at the simulated network's rate, written to at 1 KB/s meanwhile.
+    sim = SimulatedKafka(brokers, lists, sizes={(topic_name, 0): 1_000_000}, rates={(topic_name, 0): 1000.0})
+    simulated = scenario(Cluster(sim, sim.stop_broker, sim.start_broker, patience_s=10), tp)
 
     def stop(broker: int) -> None:
         stack.procs.stop([f"broker-{broker}"])
@@ -107,7 +113,9 @@ def test_the_in_memory_kafka_shows_what_the_real_one_shows(admin, stack: Sandbox
         stack.up(worker=False)
         until(lambda: set(admin.describe_cluster().broker_ids), lambda ids: {1, 2, 3, 4} <= ids, "all brokers", 120)
     print("in memory:", in_memory)
+    print("simulated:", simulated)
     print("real:     ", real)
     assert in_memory == real
+    assert simulated == real
     assert in_memory[0] == ("step done", ([3, 1], [1, 3], 1))
     assert in_memory[2] == ("stalled step", [([4, 3, 1], [4], [1])], ([4, 3, 1], [1, 3], 3))
