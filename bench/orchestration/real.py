@@ -36,7 +36,7 @@ from temporalio.worker import Worker
 from adapters.kafka_admin import KafkaAdmin
 from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
-from bench.orchestration.run import empty_children
+from bench.orchestration.run import Cost, empty_children
 from bench.trees import baseline_on_sandbox, migrate, migrate_under_own_name
 from models import TopicPartition
 from models.admission import Limits
@@ -124,7 +124,8 @@ async def drover_in_memory(settings: Settings, topic: str, original: list[list[i
 
 
 async def empty_children_on(settings: Settings, children: int) -> float:
-    return await empty_children(await connect(settings), children)
+    # The sandbox's Temporal is not this process's child: its CPU is not measured here.
+    return await empty_children(await connect(settings), children, Cost())
 
 
 def main() -> None:
