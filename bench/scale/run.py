@@ -2,13 +2,17 @@
 with the same partitions.
 
     .venv/bin/python -m bench.scale.run [--moves 20000] [--partitions 200000] [--brokers 200 20] [--racks 10]
+        [--moves-from spread|plan]
 
 For each broker count: a simulated cluster (DROVER_KAFKA_SIMULATED) of that many brokers in RACKS racks, PARTITIONS
-partitions at RF 3 with 1 MB logs, the last tenth of the brokers empty (just added). The planner spreads replicas onto
-them; the first MOVES partition moves of its plan are the migration, started by reference (the plan stays in its file,
-the workers page it in; the planner moves the replicas of a partition together, about 2.8 per move), limits of 50
-everywhere, no estimate, no throttle. When it is done, the rollback file of the same partitions is migrated back the
-same way. The worker is ``worker.py`` in a process of its own on a dev server of its own.
+partitions at RF 3 with 1 MB logs, the last tenth of the brokers empty (just added). The migration, started by
+reference (the plan stays in its file, the workers page it in), limits of 50 everywhere, no estimate, no throttle:
+- ``spread`` (the default): each of the first MOVES partitions moves its two followers onto two of the empty brokers
+  (two steps at R = 1, the leader stays), the same moves at every broker count, so only the broker count differs;
+- ``plan``: the first MOVES partition moves of the planner's plan spreading onto the empty brokers (the planner
+  moves the replicas of a partition together: about 2.8 per move at 200 brokers, 1.2 at 20, so the moves differ).
+When it is done, the rollback file of the same partitions is migrated back the same way. The worker is
+``worker.py`` in a process of its own on a dev server of its own.
 
 Prints, per broker count: wall time and moves per second of the migration and of its rollback; the largest history
 of any run (migration runs, move children, the cluster's coordinator) in events and bytes; the largest event in any
@@ -42,24 +46,35 @@ def spec_of(brokers: int, racks: int, partitions: int) -> str:
     return f"brokers={brokers},racks={racks},partitions={partitions},rf=3,empty={brokers // 10},size=1MB,rate=1KB"
 
 
-def write_plans(spec: str, moves: int, folder: Path) -> tuple[Path, Path, int, int]:
-    """The first ``moves`` partition moves of a plan spreading onto the empty brokers, and their rollback."""
+def write_plans(spec: str, moves: int, folder: Path, moves_from: str) -> tuple[Path, Path, str, int]:
+    """The migration's plan file (``moves`` partition moves onto the empty brokers) and its rollback; what the moves
+    were taken from, and the replicas they move."""
     kafka = SimulatedKafka.from_spec(SimulationSpec.parse(spec))
-    cluster = kafka.describe_cluster()
-    request = PlanRequest(
-        partitions=[PartitionReplicas(topic=t, partition=p, replicas=r) for (t, p), r in kafka.replicas.items()],
-        brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
-    )
-    plan = make_plan(request)
-    if len(plan.changes) < moves:
-        sys.exit(f"the plan has {len(plan.changes)} partition moves, fewer than --moves {moves}")
-    changes = plan.changes[:moves]
-    original = {(p.topic, p.partition): p for p in plan.rollback}
-    replica_moves = sum(len(set(c.replicas) - set(original[(c.topic, c.partition)].replicas)) for c in changes)
+    original = [PartitionReplicas(topic=t, partition=p, replicas=r) for (t, p), r in sorted(kafka.replicas.items())]
+    if moves_from == "plan":
+        cluster = kafka.describe_cluster()
+        request = PlanRequest(partitions=original, brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers])
+        plan = make_plan(request)
+        if len(plan.changes) < moves:
+            sys.exit(f"the plan has {len(plan.changes)} partition moves, fewer than --moves {moves}")
+        changes = plan.changes[:moves]
+        made = f"the first {moves} of a plan of {len(plan.changes)} partition moves"
+    else:
+        if len(original) < moves:
+            sys.exit(f"--moves {moves} is more than the {len(original)} partitions")
+        used = {b for p in original for b in p.replicas}
+        empty = sorted(b.id for b in kafka.describe_cluster().brokers if b.id not in used)
+        changes = [
+            p.model_copy(update={"replicas": [p.replicas[0], empty[i % len(empty)], empty[(i + 1) % len(empty)]]})
+            for i, p in enumerate(original[:moves])
+        ]
+        made = f"{moves} partitions each moving its two followers onto the {len(empty)} empty brokers"
+    before = {(p.topic, p.partition): p for p in original}
+    replica_moves = sum(len(set(c.replicas) - set(before[(c.topic, c.partition)].replicas)) for c in changes)
     forward, back = folder / "plan.json", folder / "plan.rollback.json"
     forward.write_text(ReassignmentFile(partitions=changes).model_dump_json())
-    back.write_text(ReassignmentFile(partitions=[original[(c.topic, c.partition)] for c in changes]).model_dump_json())
-    return forward, back, len(plan.changes), replica_moves
+    back.write_text(ReassignmentFile(partitions=[before[(c.topic, c.partition)] for c in changes]).model_dump_json())
+    return forward, back, made, replica_moves
 
 
 def worker_env(spec: str, address: str, task_queue: str, folder: Path) -> dict[str, str]:
@@ -125,15 +140,14 @@ async def histories(client: Client) -> dict:
     }
 
 
-async def measure(brokers: int, racks: int, partitions: int, moves: int) -> dict:
+async def measure(brokers: int, racks: int, partitions: int, moves: int, moves_from: str) -> dict:
     spec = spec_of(brokers, racks, partitions)
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         folder = Path(tmp)
         began = time.monotonic()
-        forward, back, planned, replica_moves = write_plans(spec, moves, folder)
+        forward, back, made, replica_moves = write_plans(spec, moves, folder, moves_from)
         print(
-            f"  {brokers} brokers: plan of {planned} partition moves in {time.monotonic() - began:.1f} s; the first "
-            f"{moves} move {replica_moves} replicas",
+            f"  {brokers} brokers: {made}, {replica_moves} replicas, made in {time.monotonic() - began:.1f} s",
             flush=True,
         )
         async with dev_server() as env:
@@ -190,10 +204,11 @@ def main() -> None:
     parser.add_argument("--partitions", type=int, default=200_000)
     parser.add_argument("--brokers", type=int, nargs="+", default=[200, 20])
     parser.add_argument("--racks", type=int, default=10)
+    parser.add_argument("--moves-from", choices=["spread", "plan"], default="spread")
     args = parser.parse_args()
     rows = []
     for brokers in args.brokers:
-        rows.append(asyncio.run(measure(brokers, args.racks, args.partitions, args.moves)))
+        rows.append(asyncio.run(measure(brokers, args.racks, args.partitions, args.moves, args.moves_from)))
     show(rows, args.moves, args.partitions)
 
 
