@@ -222,7 +222,8 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
     ]
     shown = "" if len(found.order) == found.moves_total else f" (the first {len(found.order)} of {found.moves_total})"
     out.table(
-        f"Dry run {migration_id}: moves in the order they would start{shown}",
+        f"Dry run {migration_id}: moves in the order they are taken up{shown} (a free slot may go to a later one "
+        "whose copy meets fewer copies in flight)",
         ["#", "partition", "from", "to", "size"],
         rows,
     )

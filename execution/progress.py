@@ -149,7 +149,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
 
 
 def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:
-    """A dry run's result: the moves in the order they would start, each broker's throttle, the ETA and the problems
+    """A dry run's result: the moves in the order they are taken up, each broker's throttle, the ETA and the problems
     the estimate found; nothing was changed, so nothing is verified."""
     order = list(s.window.waiting)
     throttle = wanted_throttle([(m, s.rate, s.broker_rates) for m in order]).brokers

@@ -35,7 +35,8 @@ class MoveOutcome(BaseModel):
 class DryRun(BaseModel):
     """What a migration would do, told by preflight and the estimate; nothing on the cluster was changed."""
 
-    # The moves in the order they would start (a plan by reference: its first page).
+    # The moves in the order they are taken up (a plan by reference: its first page); a free slot may go to a later
+    # one whose copy meets fewer copies in flight.
     order: list[MoveSpec]
     moves_total: int
     bytes_total: int

@@ -338,7 +338,7 @@ async def test_drover_start_dry_run_tells_what_would_happen_and_changes_nothing(
         assert found["order"][0]["size_bytes"] > 200_000 and found["bytes_total"] >= found["order"][0]["size_bytes"]
         assert found["throttle"] == {str(b): [10_000_000, 10_000_000] for b in (1, 2, 3, 4)}
         assert found["eta_s"] is not None and found["problems"] == []
-        assert "moves in the order they would start" in err and "nothing was changed" in err
+        assert "moves in the order they are taken up" in err and "nothing was changed" in err
         migration_id = next(line.split()[2] for line in err.splitlines() if line.startswith("dry run migration"))
         code, out, err = await drover_cli("list", "--cluster", "clitest", "--json")
         assert code == 0, err
