@@ -222,11 +222,11 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
     ]
     shown = "" if len(found.order) == found.moves_total else f" (the first {len(found.order)} of {found.moves_total})"
     out.table(
-        f"Dry run {migration_id}: moves in the order they are taken up{shown} (a free slot may go to a later one "
-        "whose copy meets fewer copies in flight)",
+        f"Dry run {migration_id}: moves in the order they are taken up{shown}",
         ["#", "partition", "from", "to", "size"],
         rows,
     )
+    out.info("a free slot may go to a later move of the same kind whose copy meets fewer copies in flight")
     if found.throttle:
         out.table(
             "Throttle per broker",
