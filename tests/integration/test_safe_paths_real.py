@@ -59,14 +59,14 @@ def slow_topic(admin, settings, topic: str, partitions: int = 6):
 
 async def start_mid_step(client, worker, plan: list[PartitionReplicas]):
     """Start the slow topic's migration (3 in flight, 300 kB/s) and return once the empty partition has moved and
-    two steps are under way on Kafka."""
+    at least two steps are under way on Kafka (the slot it freed may be taken again by then, or not yet)."""
     migration = MigrationInput(
         cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6), throttle_bytes_per_s=300_000
     )
     handle = await start_migration(client, migration, worker.task_queue)
     await wait_for_progress(
         handle,
-        lambda p: p.done >= 1 and len(p.batch) == 2 and all(b.step for b in p.batch),
+        lambda p: p.done >= 1 and sum(1 for b in p.batch if b.step) >= 2,
         "two steps under way",
         timeout_s=90,
     )
