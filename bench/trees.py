@@ -39,11 +39,8 @@ MIGRATION = r"""
 import asyncio, json, sys, threading, time, uuid
 from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
-from temporalio.service import RPCError
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
-from adapters.temporal import connect
-from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from tests.fakes import FakeKafka
@@ -224,6 +221,15 @@ def baseline_on_sandbox(settings: Settings, ref: str, stack: ExitStack) -> str:
     asyncio.run(up())
     print(f"baseline: {ref} ({commit[:7]}) in a worker of its own, alternating with this tree", flush=True)
     return queue
+
+
+def sides_on_sandbox(settings: Settings, baseline: str | None, stack: ExitStack) -> list[tuple[str, str]]:
+    """Each side a sandbox benchmark runs its migrations on, as (name, task queue): this tree (the sandbox's worker)
+    and, given ``baseline``, a worker of that ref (``baseline_on_sandbox``)."""
+    sides = [("this tree", settings.task_queue)]
+    if baseline:
+        sides.append(("baseline", baseline_on_sandbox(settings, baseline, stack)))
+    return sides
 
 
 async def migrate(client: Client, migration: MigrationInput, workflow_id: str, task_queue: str) -> MigrationResult:

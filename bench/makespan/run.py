@@ -31,7 +31,7 @@ from confluent_kafka import Producer
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
-from bench.trees import baseline_on_sandbox, migrate_under_own_name
+from bench.trees import migrate_under_own_name, sides_on_sandbox
 from cli.report import timeline_of
 from execution.timeline import Timeline
 from models.admission import Limits
@@ -148,9 +148,7 @@ def main() -> None:
     ratios: dict[str, list[float]] = {"this tree": [], "baseline": []}
     with ExitStack() as stack:
         stack.callback(admin.close)
-        sides = [("this tree", settings.task_queue)]
-        if args.baseline:
-            sides.append(("baseline", baseline_on_sandbox(settings, args.baseline, stack)))
+        sides = sides_on_sandbox(settings, args.baseline, stack)
         for run in range(1, args.runs + 1):
             for name, queue in sides:
                 found = asyncio.run(one_run(settings, admin, args.partitions, args.mb, queue))

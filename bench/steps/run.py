@@ -21,7 +21,7 @@ from contextlib import ExitStack
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
-from bench.trees import baseline_on_sandbox, migrate_under_own_name
+from bench.trees import migrate_under_own_name, sides_on_sandbox
 from models.admission import Limits
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
@@ -79,9 +79,7 @@ def main() -> None:
     gaps: dict[str, list[float]] = {"this tree": [], "baseline": []}
     with ExitStack() as stack:
         stack.callback(admin.close)
-        sides = [("this tree", settings.task_queue)]
-        if args.baseline:
-            sides.append(("baseline", baseline_on_sandbox(settings, args.baseline, stack)))
+        sides = sides_on_sandbox(settings, args.baseline, stack)
         print(
             "| side | run | moves | steps on Kafka | gaps | median s | p90 s | max s | peak partitions (limit 4) "
             "| peak per broker (limit 2) | peak replicas (RF+R = 4) | min ISR |"
