@@ -135,12 +135,6 @@ def main() -> None:
     parser.add_argument("--baseline", default=None, help="git ref whose worker runs the real migration too")
     args = parser.parse_args()
     settings = load_settings()
-    stack = ExitStack()
-    admin = KafkaAdmin(settings)
-    stack.callback(admin.close)
-    queues = {"Drover, real cluster": settings.task_queue}
-    if args.baseline:
-        queues[BASELINE] = baseline_on_sandbox(settings, args.baseline, stack)
     original, target = lists(args.partitions)
     moves = replica_moves(original, target)
     rates: dict[str, list[float]] = {
@@ -150,8 +144,13 @@ def main() -> None:
         "Drover, in-memory Kafka": [],
         "Temporal's limit (empty children)": [],
     }
-    print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
-    with stack:
+    with ExitStack() as stack:
+        admin = KafkaAdmin(settings)
+        stack.callback(admin.close)
+        queues = {"Drover, real cluster": settings.task_queue}
+        if args.baseline:
+            queues[BASELINE] = baseline_on_sandbox(settings, args.baseline, stack)
+        print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
         for _ in range(args.rounds):
             for name in rates:
                 topic = f"bench-real-{uuid.uuid4().hex[:6]}"
