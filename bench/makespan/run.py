@@ -1,7 +1,7 @@
 """Makespan benchmark: a migration of real data under a fixed throttle, against the bandwidth lower bound.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.makespan.run [--partitions 8] [--mb 25] [--runs 2]
-        [--baseline REF]
+        [--baseline REF] [--no-kafka-tool]
 
 On the local sandbox: a topic of N partitions at RF 2 on brokers 1 and 2 (leaders alternating), each filled with
 about MB megabytes, moves to brokers 3 and 4 (every replica moves) under a throttle of 10 MB/s, at most 4 moves in
@@ -14,8 +14,12 @@ beyond the bound goes, from the migration's history (the timeline `drover report
 (preflight, joining the cluster's coordinator, the first grant), with no move in flight between the first step and
 the last, the moves' time beyond their copying, and after the last move (leaders, throttle removal, verification).
 Each migration has a cluster name of its own, so a coordinator of this tree's code (a new one) admits its moves.
+Each run is also made by Kafka's own `kafka-reassign-partitions --execute --throttle` with every move at once (on a
+fresh topic of the same size; leave it out with ``--no-kafka-tool``): what Kafka's replication quota lets through
+with no limit on moves and no step overhead, the reference for what is left to Drover's orchestration.
 With ``--baseline REF``, each run is made twice, alternating: by the sandbox's worker, and by a worker of a git
-worktree of REF on a task queue of its own; then both medians and their ratio. Asserts nothing about time.
+worktree of REF on a task queue of its own. Then each side's median and this tree's against the others. Asserts
+nothing about time.
 """
 
 import argparse
@@ -31,12 +35,12 @@ from confluent_kafka import Producer
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
+from bench.kafka_tool import plan_of, reassign_with_kafka_tool
 from bench.trees import migrate_under_own_name, sides_on_sandbox
 from cli.report import timeline_of
 from execution.timeline import Timeline
 from models.admission import Limits
 from models.migration import MigrationInput
-from models.plan import PartitionReplicas
 from settings import Settings, load_settings
 
 THROTTLE = 10_000_000
@@ -90,7 +94,8 @@ def breakdown(t: Timeline, done_at: datetime) -> dict[str, float]:
     }
 
 
-async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: int, task_queue: str) -> dict:
+async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: int, task_queue: str | None) -> dict:
+    """One migration of a fresh topic by the worker on ``task_queue``, or by Kafka's tool when it is None."""
     topic = f"bench-makespan-{uuid.uuid4().hex[:6]}"
     original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(partitions)]
     target = [[3, 4] if p % 2 == 0 else [4, 3] for p in range(partitions)]
@@ -100,9 +105,12 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         on_leader = {(r.topic, r.partition): r.size_bytes for r in admin.describe_log_dirs([1, 2]) if r.topic == topic}
         sizes = [on_leader[(topic, p)] for p in range(partitions)]
         bound, busiest = bound_s(original, target, sizes)
+        if task_queue is None:
+            took = await asyncio.to_thread(reassign_with_kafka_tool, settings, admin, topic, target, THROTTLE)
+            return {"makespan": took, "bound": bound, "busiest": busiest, "parts": {}, "steps": partitions}
         migration = MigrationInput(
             cluster=settings.cluster_name,
-            moves=[PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)],
+            moves=plan_of(topic, target),
             limits=LIMITS,
             throttle_bytes_per_s=THROTTLE,
         )
@@ -124,13 +132,16 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         admin.delete_topics([topic])
 
 
+KAFKA_TOOL = "Kafka's tool"
+
+
 def show(label: str, run: int, found: dict, partitions: int, mb: int) -> float:
     ratio = found["makespan"] / found["bound"]
-    parts = ", ".join(f"{name} {s:.1f} s" for name, s in found["parts"].items())
+    parts = "".join(f"; {name} {s:.1f} s" for name, s in found["parts"].items())
+    how = f"{found['steps']} steps" if found["parts"] else "all at once"
     print(
-        f"{label}run {run}: {partitions} partitions of {mb} MB, {found['steps']} steps: makespan "
-        f"{found['makespan']:.1f} s, bound {found['bound']:.1f} s ({found['busiest']}), ratio {ratio:.2f} (goal 1.1); "
-        f"{parts}",
+        f"{label}: run {run}: {partitions} partitions of {mb} MB, {how}: makespan {found['makespan']:.1f} s, bound "
+        f"{found['bound']:.1f} s ({found['busiest']}), ratio {ratio:.2f} (goal 1.1){parts}",
         flush=True,
     )
     return ratio
@@ -142,23 +153,28 @@ def main() -> None:
     parser.add_argument("--mb", type=int, default=25, help="megabytes per partition")
     parser.add_argument("--runs", type=int, default=2)
     parser.add_argument("--baseline", default=None, help="git ref whose worker runs each migration a second time")
+    parser.add_argument(
+        "--no-kafka-tool", action="store_true", help="leave out Kafka's tool (every move at once, same throttle)"
+    )
     args = parser.parse_args()
     settings = load_settings()
     admin = KafkaAdmin(settings)
-    ratios: dict[str, list[float]] = {"this tree": [], "baseline": []}
     with ExitStack() as stack:
         stack.callback(admin.close)
-        sides = sides_on_sandbox(settings, args.baseline, stack)
+        sides: list[tuple[str, str | None]] = [*sides_on_sandbox(settings, args.baseline, stack)]
+        if not args.no_kafka_tool:
+            sides.append((KAFKA_TOOL, None))
+        ratios: dict[str, list[float]] = {name: [] for name, _ in sides}
         for run in range(1, args.runs + 1):
             for name, queue in sides:
                 found = asyncio.run(one_run(settings, admin, args.partitions, args.mb, queue))
-                label = f"{name}: " if len(sides) > 1 else ""
-                ratios[name].append(show(label, run, found, args.partitions, args.mb))
-    for name, _ in sides:
-        print(f"{name}: median ratio {statistics.median(ratios[name]):.2f} over {len(ratios[name])} runs")
-    if len(sides) > 1:
-        mine, base = statistics.median(ratios["this tree"]), statistics.median(ratios["baseline"])
-        print(f"this tree / baseline: {mine / base:.2f} (below 1: nearer the bound)")
+                ratios[name].append(show(name, run, found, args.partitions, args.mb))
+    median = {name: statistics.median(found) for name, found in ratios.items()}
+    for name, ratio in median.items():
+        print(f"{name}: median ratio {ratio:.2f} over {len(ratios[name])} runs")
+    for other in ("baseline", KAFKA_TOOL):
+        if other in median:
+            print(f"this tree / {other}: {median['this tree'] / median[other]:.2f} (below 1: nearer the bound)")
 
 
 if __name__ == "__main__":

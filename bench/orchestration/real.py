@@ -24,25 +24,21 @@ Asserts nothing about time.
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
-from pathlib import Path
 
 from temporalio.worker import Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
+from bench.kafka_tool import plan_of, reassign_with_kafka_tool
 from bench.orchestration.run import Cost, empty_children
 from bench.trees import baseline_on_sandbox, migrate, migrate_under_own_name
-from models import TopicPartition
 from models.admission import Limits
 from models.migration import MigrationInput
-from models.plan import PartitionReplicas, ReassignmentFile
-from sandbox.tools import reassign_partitions
 from settings import Settings, load_settings
 from settings.process import exit_now
 from tests.conftest import end_coordinators
@@ -62,29 +58,6 @@ def lists(partitions: int) -> tuple[list[list[int]], list[list[int]]]:
 
 def replica_moves(original: list[list[int]], target: list[list[int]]) -> int:
     return sum(len(set(after) - set(before)) for before, after in zip(original, target, strict=True))
-
-
-def plan_of(topic: str, target: list[list[int]]) -> list[PartitionReplicas]:
-    return [PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)]
-
-
-def kafka_tool(settings: Settings, admin: KafkaAdmin, topic: str, target: list[list[int]]) -> float:
-    """Seconds from `kafka-reassign-partitions --execute` to no reassignment of the topic left on Kafka."""
-    plan = ReassignmentFile(partitions=plan_of(topic, target))
-    tps = [TopicPartition(topic=topic, partition=p) for p in range(len(target))]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "plan.json"
-        path.write_text(plan.model_dump_json())
-        began = time.monotonic()
-        done = reassign_partitions(settings.kafka_bootstrap, "--execute", "--reassignment-json-file", str(path))
-        if done.returncode != 0:
-            raise SystemExit(f"kafka-reassign-partitions --execute failed: {done.stderr or done.stdout}")
-        while admin.list_reassignments(tps):
-            time.sleep(0.05)
-        took = time.monotonic() - began
-        # Kafka's tool leaves what it set until --verify; it set no throttle here, and this says so.
-        reassign_partitions(settings.kafka_bootstrap, "--verify", "--reassignment-json-file", str(path))
-    return took
 
 
 async def drover_real(settings: Settings, topic: str, target: list[list[int]], task_queue: str) -> float:
@@ -162,7 +135,7 @@ def main() -> None:
                     admin.create_topic(topic, original)
                     try:
                         if name == "Kafka's tool":
-                            took = kafka_tool(settings, admin, topic, target)
+                            took = reassign_with_kafka_tool(settings, admin, topic, target)
                         else:
                             took = asyncio.run(drover_real(settings, topic, target, queues[name]))
                     finally:
