@@ -5,6 +5,7 @@ The join and leave calls and the running check use the worker's own Temporal cli
 """
 
 import sys
+from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from temporalio import activity
@@ -30,6 +31,8 @@ from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER
 
 LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 RATES = (LEADER_RATE, FOLLOWER_RATE)
+# The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
+WRITERS = 16
 
 
 class ClusterActivities:
@@ -133,18 +136,15 @@ class ClusterActivities:
         write tries again."""
         wanted, book = req.wanted, req.book
         saved_topics, saved_brokers = dict(book.saved_topics), dict(book.saved_brokers)
+        writes: list[tuple[str | int, dict[str, str | None], bool]] = []
         known = set(self.admin.list_topics())
         topics = {t: v for t, v in wanted.topics.items() if t in known and t in saved_topics}
         for topic, lists in topics.items():
             if book.written.topics.get(topic) != lists:
-                activity.heartbeat(topic)
-                self._write(
-                    topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, topic=True
-                )
+                writes.append((topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, True))
         for topic in sorted(set(book.written.topics) - set(wanted.topics)):
-            activity.heartbeat(topic)
             if topic in known:
-                self._write(topic, saved_topics.get(topic, {}), topic=True)
+                writes.append((topic, saved_topics.get(topic, {}), True))
             saved_topics.pop(topic, None)
         live = set(self.admin.describe_cluster().broker_ids)
         written_brokers = {b: r for b, r in book.written.brokers.items() if b not in live}
@@ -152,22 +152,35 @@ class ClusterActivities:
             if broker not in live or broker not in saved_brokers:
                 continue
             if book.written.brokers.get(broker) != (leader, follower):
-                activity.heartbeat(broker)
-                self._write(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)}, topic=False)
+                writes.append((broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)}, False))
             written_brokers[broker] = (leader, follower)
         for broker in sorted(set(book.written.brokers) - set(wanted.brokers)):
             if broker in live:
-                activity.heartbeat(broker)
-                self._write(broker, saved_brokers.pop(broker, {}), topic=False)
+                writes.append((broker, saved_brokers.pop(broker, {}), False))
                 written_brokers.pop(broker, None)
+        self._write_all(writes)
         written = ThrottleWanted(topics=topics, brokers=dict(sorted(written_brokers.items())))
         return ThrottleBook(written=written, saved_topics=saved_topics, saved_brokers=saved_brokers)
 
-    def _write(self, name, values: dict[str, str | None], topic: bool) -> None:
+    def _write_all(self, writes: list[tuple[str | int, dict[str, str | None], bool]]) -> None:
+        """Every write under way at once: each waits until Kafka shows it, so side by side they take about one
+        round trip where one after another they took one per topic and broker. Kafka refusing one fails the
+        activity once all have ended (the coordinator then keeps every entry in its book, to take off later)."""
+        if not writes:
+            return
+        activity.heartbeat(f"{len(writes)} config writes")
+        # The activity's thread waits; the writes run on threads of their own, as many as there are (up to WRITERS).
+        with ThreadPoolExecutor(max_workers=min(len(writes), WRITERS)) as pool:
+            done = [pool.submit(self._write, name, values, topic) for name, values, topic in writes]
+            wait(done)
+        for future in done:
+            future.result()
+
+    def _write(self, name: str | int, values: dict[str, str | None], topic: bool) -> None:
         keys = LISTS if topic else RATES
         set_ = {k: v for k, v in values.items() if k in keys and v}
         delete = [k for k in keys if k not in set_]
         if topic:
-            self.admin.alter_topic_config(name, set_, delete=delete)
+            self.admin.alter_topic_config(str(name), set_, delete=delete)
         else:
-            self.admin.alter_broker_config(name, set_, delete=delete)
+            self.admin.alter_broker_config(int(name), set_, delete=delete)
