@@ -148,6 +148,15 @@ def server_cpu_s() -> float:
     return total
 
 
+def cpu_s_of(pid: int) -> float:
+    """CPU seconds used so far by process ``pid`` (all its threads), from /proc; 0 once it has gone."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+
+
 def children_cpu_s() -> float:
     """CPU seconds of this process's child processes that have ended (a workload run by ``run_in``)."""
     used = resource.getrusage(resource.RUSAGE_CHILDREN)

@@ -17,12 +17,16 @@ And Temporal's own limit there: a parent running as many empty child workflows i
 With ``--baseline REF``, Drover on the sandbox a second time each round, by a worker of a git worktree of REF (each
 migration under a cluster name of its own, so its coordinator is of the same code). Prints replica moves (or
 children) per second of each, and the ratios real / in-memory (goal 0.8), real / Kafka's
-tool and in-memory / Temporal's limit.
+tool and in-memory / Temporal's limit. Then the CPU each replica move of the two Drover sides costs Kafka's
+controller and brokers, Temporal's dev server and the worker (the sandbox's processes, read from /proc), and the
+most moves per second that leaves this machine's cores: where all three share them, the real cluster's ceiling
+against the in-memory one bounds the ratio real / in-memory.
 Asserts nothing about time.
 """
 
 import argparse
 import asyncio
+import os
 import statistics
 import time
 import uuid
@@ -36,17 +40,37 @@ from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
 from bench.kafka_tool import plan_of, reassign_with_kafka_tool
 from bench.orchestration.run import Cost, empty_children
-from bench.trees import baseline_on_sandbox, migrate, migrate_under_own_name
+from bench.trees import baseline_on_sandbox, cpu_s_of, migrate, migrate_under_own_name
 from models.admission import Limits
 from models.migration import MigrationInput
+from sandbox.stack import Sandbox
 from settings import Settings, load_settings
 from settings.process import exit_now
 from tests.conftest import end_coordinators
 from worker import ACTIVITY_SLOTS, LOCAL_ACTIVITY_SLOTS, activities_for
 from workflows import WORKFLOWS
 
-BASELINE = "Drover, real cluster, baseline"
+REAL, IN_MEMORY, BASELINE = "Drover, real cluster", "Drover, in-memory Kafka", "Drover, real cluster, baseline"
 LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)
+
+
+# Who spends the CPU on the sandbox, and the sandbox's processes of each.
+GROUPS = {"Kafka": None, "Temporal": ["temporal"], "worker": ["worker"]}
+
+
+def sandbox_pids() -> dict[str, list[int]]:
+    """The sandbox's running processes: Kafka's controller and brokers, Temporal's dev server, Drover's worker."""
+    box = Sandbox()
+    names = {group: found or box.kafka_names() for group, found in GROUPS.items()}
+    return {group: [pid for n in found if (pid := box.procs.pid(n)) is not None] for group, found in names.items()}
+
+
+def cpu_now(pids: dict[str, list[int]]) -> dict[str, float]:
+    """CPU seconds used so far by each group; the worker's include this process's (the in-memory run's worker runs
+    here; during the real run this process only waits for the result)."""
+    used = {group: sum(cpu_s_of(pid) for pid in found) for group, found in pids.items()}
+    used["worker"] += time.process_time()
+    return used
 
 
 def lists(partitions: int) -> tuple[list[list[int]], list[list[int]]]:
@@ -112,24 +136,28 @@ def main() -> None:
     moves = replica_moves(original, target)
     rates: dict[str, list[float]] = {
         "Kafka's tool": [],
-        "Drover, real cluster": [],
+        REAL: [],
         **({BASELINE: []} if args.baseline else {}),
-        "Drover, in-memory Kafka": [],
+        IN_MEMORY: [],
         "Temporal's limit (empty children)": [],
     }
+    # CPU milliseconds per replica move of each Drover side, per group, one entry a round.
+    cpu: dict[str, dict[str, list[float]]] = {name: {g: [] for g in GROUPS} for name in (REAL, IN_MEMORY)}
+    pids = sandbox_pids()
     with ExitStack() as stack:
         admin = KafkaAdmin(settings)
         stack.callback(admin.close)
-        queues = {"Drover, real cluster": settings.task_queue}
+        queues = {REAL: settings.task_queue}
         if args.baseline:
             queues[BASELINE] = baseline_on_sandbox(settings, args.baseline, stack)
         print(f"{args.partitions} empty partitions at RF 2 from brokers 1-2 onto 1-4: {moves} replica moves")
         for _ in range(args.rounds):
             for name in rates:
                 topic = f"bench-real-{uuid.uuid4().hex[:6]}"
+                before = cpu_now(pids)
                 if name == "Temporal's limit (empty children)":
                     took = moves / asyncio.run(empty_children_on(settings, moves))
-                elif name == "Drover, in-memory Kafka":
+                elif name == IN_MEMORY:
                     took = asyncio.run(drover_in_memory(settings, topic, original, target))
                 else:
                     admin.create_topic(topic, original)
@@ -141,16 +169,35 @@ def main() -> None:
                     finally:
                         admin.delete_topics([topic])
                 rates[name].append(moves / took)
+                if name in cpu:
+                    after = cpu_now(pids)
+                    for group in GROUPS:
+                        cpu[name][group].append(1000 * (after[group] - before[group]) / moves)
                 print(f"{name}: {moves} moves in {took:.1f} s = {rates[name][-1]:.1f} moves/s", flush=True)
     median = {name: statistics.median(found) for name, found in rates.items()}
     print()
     for name, rate in median.items():
         print(f"{name}: median {rate:.1f} moves/s")
-    real, memory, tool = median["Drover, real cluster"], median["Drover, in-memory Kafka"], median["Kafka's tool"]
+    real, memory, tool = median[REAL], median[IN_MEMORY], median["Kafka's tool"]
     limit = median["Temporal's limit (empty children)"]
     print(
         f"ratio real / in-memory: {real / memory:.2f} (goal 0.8); real / Kafka's tool: {real / tool:.2f}; "
         f"in-memory / Temporal's limit: {memory / limit:.2f}"
+    )
+    cores = os.cpu_count() or 1
+    ceiling: dict[str, float] = {}
+    for name, groups in cpu.items():
+        per_move = {group: statistics.median(found) for group, found in groups.items()}
+        total = sum(per_move.values())
+        ceiling[name] = cores * 1000 / total
+        spent = " + ".join(f"{group} {ms:.1f}" for group, ms in per_move.items())
+        print(
+            f"CPU per replica move, {name}: {spent} = {total:.1f} ms; the most {cores} cores allow "
+            f"{ceiling[name]:.0f}/s"
+        )
+    print(
+        f"ceiling real / in-memory: {ceiling[REAL] / ceiling[IN_MEMORY]:.2f} (Kafka, Temporal and the worker share the "
+        "cores: the ratio of moves per second cannot pass it)"
     )
     if args.baseline:
         base = median[BASELINE]
