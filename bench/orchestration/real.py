@@ -19,9 +19,9 @@ migration under a cluster name of its own, so its coordinator is of the same cod
 children) per second of each, and the ratios real / in-memory (goal 0.8), real / Kafka's
 tool and in-memory / Temporal's limit. Then the CPU each replica move costs, on Kafka's tool's side and the two
 Drover sides, Kafka's controller and brokers, Temporal's dev server, and the worker or Kafka's tool (the sandbox's
-processes read from /proc, this process and its children), and the most moves per second that leaves this
-machine's cores: where all share them, the real cluster's ceiling against the in-memory one bounds the ratio
-real / in-memory.
+processes read from /proc, this process and its children), the most moves per second that leaves this machine's
+cores and the share of it each side reached: where all share the cores, the real cluster's ceiling over the
+in-memory rate is the most real / in-memory can reach.
 Asserts nothing about time.
 """
 
@@ -195,13 +195,15 @@ def main() -> None:
         total = sum(per_move.values())
         ceiling[name] = cores * 1000 / total
         spent = " + ".join(f"{group} {ms:.1f}" for group, ms in per_move.items())
+        # Kafka's tool's CPU includes its JVMs' start and its --verify, which its time does not.
+        reached = "" if name == KAFKA_TOOL else f", this run reached {median[name] / ceiling[name]:.0%} of it"
         print(
             f"CPU per replica move, {name}: {spent} = {total:.1f} ms; the most {cores} cores allow "
-            f"{ceiling[name]:.0f}/s"
+            f"{ceiling[name]:.0f}/s{reached}"
         )
     print(
-        f"ceiling real / in-memory: {ceiling[REAL] / ceiling[IN_MEMORY]:.2f} (Kafka, Temporal and the worker share the "
-        "cores: the ratio of moves per second cannot pass it)"
+        f"the most real / in-memory can reach here: {ceiling[REAL] / memory:.2f} (the real cluster's CPU ceiling over "
+        "the in-memory rate: Kafka, Temporal and the worker share the cores)"
     )
     if args.baseline:
         base = median[BASELINE]
