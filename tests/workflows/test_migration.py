@@ -197,13 +197,16 @@ async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local
     name = f"c{uuid.uuid4().hex[:6]}"
     plan = spread_plan(fake)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        # Another migration's move of orders-0 is under way (between steps Kafka shows nothing, so only the
-        # workflow ID, derived from cluster/topic/partition, can tell).
+        # Another migration's move of orders-0 is under way between two steps: Kafka shows nothing, so only the
+        # workflow ID, derived from cluster/topic/partition, can tell. Started frozen, it issues no step until the
+        # migration has ended (mid-step, preflight would see the reassignment and refuse the whole migration).
         other = await local_env.client.start_workflow(
             PartitionMoveWorkflow.run,
             MoveInput(cluster=name, topic="orders", partition=0, target=[1, 2, 5], replicas_per_step=1),
             id=move_workflow_id(name, "orders", 0),
             task_queue=worker.task_queue,
+            start_signal="freeze",
+            start_signal_args=[True],
         )
         result = await local_env.client.execute_workflow(
             MigrationWorkflow.run,
@@ -211,6 +214,7 @@ async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local
             id=f"migration-{uuid.uuid4().hex[:8]}",
             task_queue=worker.task_queue,
         )
+        await other.signal(PartitionMoveWorkflow.freeze, False)
         await other.result()
     outcomes = {m.partition: m for m in result.moves}
     assert "another migration is moving this partition" in (outcomes[0].error or "")
