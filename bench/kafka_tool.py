@@ -10,6 +10,9 @@ from models.plan import PartitionReplicas, ReassignmentFile
 from sandbox.tools import reassign_partitions
 from settings import Settings
 
+# How the benchmarks name this side.
+KAFKA_TOOL = "Kafka's tool"
+
 
 def plan_of(topic: str, target: list[list[int]]) -> list[PartitionReplicas]:
     """Partition p of ``topic`` onto ``target[p]``."""

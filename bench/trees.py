@@ -132,29 +132,28 @@ async def dev_server() -> AsyncIterator[WorkflowEnvironment]:
         await env.shutdown()
 
 
+def _stat(pid: int | str) -> tuple[str, int, float] | None:
+    """A process's name, parent PID and CPU seconds so far (all its threads), from /proc; None once it has gone."""
+    try:
+        head, tail = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)
+    except OSError:
+        return None
+    rest = tail.split()
+    # After the name: state, ppid, ..., utime and stime are the 12th and 13th.
+    return head.split("(", 1)[-1], int(rest[1]), (int(rest[11]) + int(rest[12])) / CLOCK_TICKS
+
+
 def server_cpu_s() -> float:
     """CPU seconds used so far by the Temporal dev servers this process started (its child processes named
     ``temporal``), from /proc."""
-    total = 0.0
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            fields = stat.read_text().rsplit(")", 1)
-        except OSError:
-            continue
-        name, rest = fields[0].split("(", 1)[-1], fields[1].split()
-        # After the name: state, ppid, ..., utime and stime are the 12th and 13th.
-        if name == "temporal" and int(rest[1]) == os.getpid():
-            total += (int(rest[11]) + int(rest[12])) / CLOCK_TICKS
-    return total
+    found = (_stat(stat.parent.name) for stat in Path("/proc").glob("[0-9]*/stat"))
+    return sum(cpu for name, ppid, cpu in filter(None, found) if name == "temporal" and ppid == os.getpid())
 
 
 def cpu_s_of(pid: int) -> float:
     """CPU seconds used so far by process ``pid`` (all its threads), from /proc; 0 once it has gone."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except OSError:
-        return 0.0
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    found = _stat(pid)
+    return found[2] if found else 0.0
 
 
 def children_cpu_s() -> float:

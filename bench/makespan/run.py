@@ -35,7 +35,7 @@ from confluent_kafka import Producer
 
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from adapters.temporal import connect
-from bench.kafka_tool import plan_of, reassign_with_kafka_tool
+from bench.kafka_tool import KAFKA_TOOL, plan_of, reassign_with_kafka_tool
 from bench.trees import migrate_under_own_name, sides_on_sandbox
 from cli.report import timeline_of
 from execution.timeline import Timeline
@@ -107,7 +107,7 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         bound, busiest = bound_s(original, target, sizes)
         if task_queue is None:
             took = await asyncio.to_thread(reassign_with_kafka_tool, settings, admin, topic, target, THROTTLE)
-            return {"makespan": took, "bound": bound, "busiest": busiest, "parts": {}, "steps": partitions}
+            return {"makespan": took, "bound": bound, "busiest": busiest, "parts": {}}
         migration = MigrationInput(
             cluster=settings.cluster_name,
             moves=plan_of(topic, target),
@@ -132,13 +132,10 @@ async def one_run(settings: Settings, admin: KafkaAdmin, partitions: int, mb: in
         admin.delete_topics([topic])
 
 
-KAFKA_TOOL = "Kafka's tool"
-
-
 def show(label: str, run: int, found: dict, partitions: int, mb: int) -> float:
     ratio = found["makespan"] / found["bound"]
     parts = "".join(f"; {name} {s:.1f} s" for name, s in found["parts"].items())
-    how = f"{found['steps']} steps" if found["parts"] else "all at once"
+    how = f"{found['steps']} steps" if "steps" in found else "all at once"
     print(
         f"{label}: run {run}: {partitions} partitions of {mb} MB, {how}: makespan {found['makespan']:.1f} s, bound "
         f"{found['bound']:.1f} s ({found['busiest']}), ratio {ratio:.2f} (goal 1.1){parts}",

@@ -39,7 +39,7 @@ from temporalio.worker import Worker
 from adapters.kafka_admin import KafkaAdmin
 from adapters.memory_kafka import InMemoryKafka
 from adapters.temporal import connect
-from bench.kafka_tool import plan_of, reassign_with_kafka_tool
+from bench.kafka_tool import KAFKA_TOOL, plan_of, reassign_with_kafka_tool
 from bench.orchestration.run import Cost, empty_children
 from bench.trees import baseline_on_sandbox, children_cpu_s, cpu_s_of, migrate, migrate_under_own_name
 from models.admission import Limits
@@ -55,16 +55,15 @@ REAL, IN_MEMORY, BASELINE = "Drover, real cluster", "Drover, in-memory Kafka", "
 LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)
 
 
-# Who spends the CPU on the sandbox, and the sandbox's processes of each (the worker's group also counts this process
-# and Kafka's tool, a process it starts).
-GROUPS = {"Kafka": None, "Temporal": ["temporal"], "worker or tool": ["worker"]}
-KAFKA_TOOL = "Kafka's tool"
+# Who spends the CPU on the sandbox (the worker's group also counts this process and Kafka's tool, a process it starts).
+GROUPS = ("Kafka", "Temporal", "worker or tool")
 
 
 def sandbox_pids() -> dict[str, list[int]]:
-    """The sandbox's running processes: Kafka's controller and brokers, Temporal's dev server, Drover's worker."""
+    """The sandbox's running processes of each group: Kafka's controller and brokers, Temporal's dev server, Drover's
+    worker."""
     box = Sandbox()
-    names = {group: found or box.kafka_names() for group, found in GROUPS.items()}
+    names = dict(zip(GROUPS, (box.kafka_names(), ["temporal"], ["worker"]), strict=True))
     return {group: [pid for n in found if (pid := box.procs.pid(n)) is not None] for group, found in names.items()}
 
 
