@@ -57,8 +57,6 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         kafka.cancel_step,
         kafka.wait_online,
         migration.preflight,
-        migration.set_throttle,
-        migration.clear_throttle,
         migration.verify,
         migration.elect_leaders,
         migration.read_moves,

@@ -1,7 +1,6 @@
 """Migration activities: ``preflight`` (every move checked against the cluster), ``read_moves`` and
 ``save_outcomes`` (a large plan's moves and finished outcomes in the work folder), ``plan_rollback`` (the moves that
-take back what the migration changed), ``set_throttle`` and ``clear_throttle`` (a migration from before the cluster
-coordinator throttles on its own), ``elect_leaders`` (preferred leaders of the moved partitions, in batches) and
+take back what the migration changed), ``elect_leaders`` (preferred leaders of the moved partitions, in batches) and
 ``verify`` (every partition against the list it should have).
 
 Failure types a workflow can match on (raised non-retryable):
@@ -30,24 +29,11 @@ from models.requests import (
     PreflightResult,
     RollbackPlan,
     RollbackRequest,
-    ThrottleRequest,
-    ThrottleState,
     VerifyRequest,
 )
 from models.results import MoveOutcome, OutcomesBatch
 from models.units import human_bytes
 from steps.admission import ordered
-from steps.throttle import (
-    FOLLOWER_RATE,
-    FOLLOWER_REPLICAS,
-    LEADER_RATE,
-    LEADER_REPLICAS,
-    throttled_brokers,
-    throttled_replicas,
-)
-
-# How long the final removal of the throttle waits for a broker that is down.
-CLEAR_WAIT_S = 120.0
 
 
 def _preflight_error(problems: list[str]) -> ApplicationError:
@@ -264,59 +250,6 @@ class MigrationActivities:
                     f"free of {human_bytes(disk.total_bytes)}, {margin:.0%} of which must stay free"
                 )
         return problems
-
-    @activity.defn(name="set_throttle")
-    def set_throttle(self, req: ThrottleRequest) -> ThrottleState:
-        """Throttle exactly the moves in flight (each broker at its own rates when given); clear brokers and topics
-        that no longer need it. A broker that is down cannot be configured (Kafka takes a broker's own config only
-        through that broker): it is skipped, and one still to be cleared stays in the state, for the next update."""
-        lists = throttled_replicas(req.in_flight)
-        live = set(self.admin.describe_cluster().broker_ids)
-        brokers = [b for b in throttled_brokers(req.in_flight) if b in live]
-        for topic, configs in lists.items():
-            activity.heartbeat(topic)
-            follower = configs[FOLLOWER_REPLICAS]
-            self.admin.alter_topic_config(
-                topic,
-                {LEADER_REPLICAS: configs[LEADER_REPLICAS], **({FOLLOWER_REPLICAS: follower} if follower else {})},
-                delete=[] if follower else [FOLLOWER_REPLICAS],
-            )
-        for broker in brokers:
-            activity.heartbeat(broker)
-            leader, follower = req.broker_rates.get(broker, (req.rate_bytes_per_s, req.rate_bytes_per_s))
-            self.admin.alter_broker_config(broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)})
-        left = self._clear(
-            ThrottleState(
-                brokers=sorted(set(req.previous_brokers) - set(brokers)),
-                topics=sorted(set(req.previous_topics) - set(lists)),
-            ),
-            wait_s=0,
-        )
-        return ThrottleState(brokers=sorted({*brokers, *left}), topics=sorted(lists))
-
-    @activity.defn(name="clear_throttle")
-    def clear_throttle(self, state: ThrottleState) -> list[int]:
-        """Remove the throttle; a broker that is down is waited for (up to CLEAR_WAIT_S). Returns the brokers still
-        down, whose rates stay set: inert, since no replica is listed as throttled any more."""
-        return self._clear(state, wait_s=CLEAR_WAIT_S)
-
-    def _clear(self, state: ThrottleState, wait_s: float) -> list[int]:
-        activity.heartbeat()
-        known = set(self.admin.list_topics())
-        for topic in state.topics:
-            activity.heartbeat(topic)
-            if topic in known:
-                self.admin.alter_topic_config(topic, {}, delete=[LEADER_REPLICAS, FOLLOWER_REPLICAS])
-        pending, deadline = list(state.brokers), time.monotonic() + wait_s
-        while True:
-            live = set(self.admin.describe_cluster().broker_ids)
-            for broker in [b for b in pending if b in live]:
-                self.admin.alter_broker_config(broker, {}, delete=[LEADER_RATE, FOLLOWER_RATE])
-                pending.remove(broker)
-            if not pending or time.monotonic() >= deadline:
-                return pending
-            activity.heartbeat(pending)
-            time.sleep(1.0)
 
     @activity.defn(name="elect_leaders")
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:

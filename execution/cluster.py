@@ -233,10 +233,10 @@ class ClusterState(BaseModel):
         moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]
         return moves + [(o.migration_id, o.move) for o in self.orphans]
 
-    def allocate(self, spread: bool = True) -> dict[str, list[MoveSpec]]:
-        """The moves to start now, per migration, under the cluster's limits and each migration's own. With
-        ``spread``, of a migration's candidates that fit the one whose copy uses the least busy throttles
-        (``steps.admission.least_busy``); without (a coordinator run from before it), the first that fits."""
+    def allocate(self) -> dict[str, list[MoveSpec]]:
+        """The moves to start now, per migration, under the cluster's limits and each migration's own: of a
+        migration's candidates that fit, the one whose copy uses the least busy throttles
+        (``steps.admission.least_busy``)."""
         limits = self.effective_limits()
         if self.frozen or limits is None:
             return {}
@@ -264,7 +264,7 @@ class ClusterState(BaseModel):
                 ]
                 if not fitting:
                     continue
-                move = least_busy(fitting, cluster.receiving, cluster.serving) if spread else fitting[0]
+                move = least_busy(fitting, cluster.receiving, cluster.serving)
                 rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
                 if best is None or rank < best[0]:
                     best = (rank, h, move)

@@ -31,9 +31,7 @@ from models.control import AuditEntry, CancelMode, OperatorAction
 from models.errors import ErrorType
 from models.estimate import Estimate
 from models.moves import StuckPolicy
-from models.requests import ThrottleState
 from models.results import MoveOutcome
-from steps.admission import admit
 
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
 DEMAND_PER_SLOT = 2
@@ -186,7 +184,6 @@ class MigrationState(BaseModel):
     # Partitions left alone, each with the reason: offline at preflight (policy skip), or by the rollback (none of
     # their original replicas in sync, as KIP-236 has it; never changed by this migration; changed by someone else).
     skipped: list[str] = []
-    throttle: ThrottleState = ThrottleState(brokers=[], topics=[])
     # Brokers that were down when the throttle was removed.
     throttle_left: list[int] = []
     actions: list[AuditEntry] = []
@@ -347,12 +344,6 @@ class MigrationState(BaseModel):
     def window_empty(self) -> bool:
         return not self.window.waiting and not self.window.in_flight and not self.more_to_page()
 
-    def admit(self, replicas_per_step: int) -> list[MoveRecord]:
-        """The moves to start now, under the limits; each gets a record with a new token."""
-        if self.phase not in ADMITTING:
-            return []
-        return self._start(admit(self.window.waiting, self.window.specs(), self.limits, replicas_per_step))
-
     def candidates(self) -> list[MoveSpec]:
         """Its demand to the cluster's coordinator: the next waiting moves, in order, more than its own limits let
         start at once (the coordinator admits them under both its limits and the cluster's), so that it still
@@ -414,17 +405,15 @@ class MigrationState(BaseModel):
                 due.append(r)
         return due
 
-    def step_reported(
-        self, key: tuple[str, int], token: str, current: list[int], step: list[int], leaders_at_step: bool = True
-    ) -> bool:
+    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int]) -> bool:
         """A child issues a step from ``current``. True when this shows its leader movement done: the list Kafka
         shows already starts with the target's preferred leader (the step that put it first elected it), so the
-        move gives up its leader slot (``leaders_at_step``; a run from before that counted whole moves)."""
+        move gives up its leader slot."""
         r = self.window.record(key)
         if r is None or r.token != token:
             return False
         r.current, r.step = current, step
-        if leaders_at_step and r.move.moving_leader and current[:1] == r.move.target[:1]:
+        if r.move.moving_leader and current[:1] == r.move.target[:1]:
             r.move = r.move.model_copy(update={"leader_moved": True})
             return True
         return False

@@ -36,25 +36,6 @@ class PreflightResult(BaseModel):
     skipped: list[str] = []
 
 
-class ThrottleRequest(BaseModel):
-    """The throttle the moves in flight need: rates on their brokers, replica lists on their topics.
-
-    ``previous`` names the brokers and topics throttled before, so what no longer needs it is cleared.
-    """
-
-    rate_bytes_per_s: int
-    # Broker -> (leader rate, follower rate) where the estimate recommends its own; others get rate_bytes_per_s.
-    broker_rates: dict[int, tuple[int, int]] = {}
-    in_flight: list[MoveSpec]
-    previous_brokers: list[int] = []
-    previous_topics: list[str] = []
-
-
-class ThrottleState(BaseModel):
-    brokers: list[int]
-    topics: list[str]
-
-
 class LeaderElection(BaseModel):
     partitions: list[TopicPartition]
     # Partitions elected at once (the migration's leader limit).

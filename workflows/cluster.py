@@ -47,8 +47,6 @@ CLEAR_WAIT = timedelta(seconds=120)
 CLEAR_RETRY = timedelta(seconds=2)
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
-# Patch: a free slot goes to the candidate whose copy uses the least busy throttles, not the first that fits.
-SPREAD_COPIES = "spread-copies"
 
 
 @workflow.defn
@@ -87,7 +85,6 @@ class ClusterWorkflow:
         # General flow: wait for a demand, a release, an action or the next check; then clean up after migrations
         # that ended without leaving, grant what fits, write the throttle for what is in flight, and tell each
         # migration its grants (only then may it start them). Continue as new when the history grows.
-        spread = workflow.patched(SPREAD_COPIES)
         workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.name)])
         self._publish()
         self._checked_at = workflow.now()
@@ -95,7 +92,7 @@ class ClusterWorkflow:
             await self._wait()
             if workflow.now() - self._checked_at >= (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY):
                 await self._check_holders()
-            for mid, moves in self.s.allocate(spread).items():
+            for mid, moves in self.s.allocate().items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             if await self._write_throttle():
                 grants, self._untold_grants = self._untold_grants, {}

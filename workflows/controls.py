@@ -27,13 +27,13 @@ SIGNALS: dict[str, type[OperatorAction]] = {
 
 
 class MigrationControls:
-    """Signals and updates over ``_s``; the workflow wakes on ``_wake`` and rewrites the throttle on
-    ``_throttle_stale``. Updates are refused while a run hands over (``_handing_over``): the CLI sends them again."""
+    """Signals and updates over ``_s``; the workflow wakes on ``_wake`` and sends its demand (with a new rate) on
+    ``_demand_stale``. Updates are refused while a run hands over (``_handing_over``): the CLI sends them again."""
 
     # Defined by MigrationWorkflow.
     _s: MigrationState
     _wake: bool
-    _throttle_stale: bool
+    _demand_stale: bool
     _handing_over: bool
     _publish: Callable[[], None]
     progress: Callable[[], MigrationProgress]
@@ -54,7 +54,7 @@ class MigrationControls:
             detail = "none" if rate is None else str(rate)
         s.apply(action, request, workflow.now(), mode=mode, limits=limits, rate=rate, detail=detail)
         workflow.logger.info("operator action %s by %s (%s) %s", name, request.actor, request.reason, detail)
-        self._throttle_stale = self._throttle_stale or action == Action.SET_THROTTLE
+        self._demand_stale = self._demand_stale or action == Action.SET_THROTTLE
         self._wake = True
         self._publish()
 

@@ -69,7 +69,8 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._input: MigrationInput | None = None
         # Set by a report or an action: the window looks again.
         self._wake = False
-        self._throttle_stale = False
+        # A move ended since the last demand.
+        self._demand_stale = False
         self._ended_this_run = 0
         # From when this run waits for its handlers before handing its state over: updates are refused meanwhile.
         self._handing_over = False
@@ -77,14 +78,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._result: MigrationResult | None = None
         # A cancellation from Temporal has been taken up (it is acted on once).
         self._cancel_taken = False
-        # Runs under its cluster's coordinator (every migration started since the coordinator exists).
-        self._coordinated = False
-        # KIP-435's leader limit counts a move until its leader movement is done, not until the move ends (every
-        # run started since that is so).
-        self._leaders_at_step = False
-        # Granted moves start before the coordinator hears the demand that follows, not after it has (every run
-        # started since that is so): a slot is not left idle for a signal's round trip.
-        self._start_first = False
+        # The last demand sent to the coordinator: an unchanged one is not sent again.
         self._asked: tuple | None = None
 
     @workflow.run
@@ -101,9 +95,6 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # 6. CLEANING_UP: preferred leaders elected, the throttle removed, every partition verified; then the end.
         # Whatever interrupts it (a cancel from Temporal, an activity that gives up), steps 4 and 6 still run.
         migration = self._input = self._parse(given)
-        self._coordinated = workflow.patched("cluster-coordinator")
-        self._leaders_at_step = workflow.patched("leaders-at-step")
-        self._start_first = workflow.patched("start-granted-first")
         s = self._s
         if migration.carry is None:
             s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
@@ -176,12 +167,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._take_cancellation()
         assert self._input is not None
         dry_run = self._input.dry_run
-        if (
-            self._coordinated
-            and not s.joined
-            and not dry_run
-            and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED)
-        ):
+        if not s.joined and not dry_run and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED):
             await self._join()
         if s.phase == Phase.ESTIMATING:
             await self._estimate()
@@ -217,13 +203,11 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         if s.phase == Phase.DRAINING and not s.window.in_flight:
             await self._continue_as_new()
             return
-        if self._start_first and self._coordinated:
-            for record in self._admitted():
-                asyncio.ensure_future(self._run_child(record))
-            await self._ask()
-        else:
-            for record in await self._admit():
-                asyncio.ensure_future(self._run_child(record))
+        # Granted moves start before the coordinator hears the demand that follows: a slot is not left idle for a
+        # signal's round trip.
+        for record in s.take_granted():
+            asyncio.ensure_future(self._run_child(record))
+        await self._ask()
         self._describe()
         if s.window_empty():
             if s.rollback_wanted():
@@ -235,10 +219,11 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         # Children report as they end, and the window slides; an operator action wakes it too.
         await workflow.wait_condition(lambda: self._wake)
         self._wake = False
-        if self._throttle_stale and s.phase != Phase.STOPPING:
-            # While stopping, the throttle stays as it is until the final removal.
-            self._throttle_stale = False
-            await self._update_throttle()
+        if self._demand_stale and s.phase != Phase.STOPPING:
+            # A move ended: the coordinator hears of its slot (and its throttle entries) at once. While stopping,
+            # the throttle stays as it is until the migration leaves.
+            self._demand_stale = False
+            await self._ask()
 
     async def _refill(self) -> None:
         """Page in the next moves of a plan by reference when fewer than half a page wait."""
@@ -294,7 +279,8 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
                     raise
                 # Leaders are a preference: the throttle must still go, and verification still runs.
                 workflow.logger.warning("preferred leaders not elected: %s", failure_message(e))
-        await self._clear_throttle()
+        # Leaving the coordinator releases this migration's throttle entries; it answers once Kafka shows it.
+        await self._leave()
         verify = VerifyRequest(expected=expected_lists(s), outcomes_of=self._saved_in(), rollback=rollback)
         wrong = await workflow.execute_activity_method(MigrationActivities.verify, verify, **STEP_WAIT)
         if s.end() != Phase.FAILED:

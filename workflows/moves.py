@@ -24,23 +24,22 @@ RESTART_TRIES = 10
 
 
 class MigrationMoves:
-    """Children over ``_s``; a report wakes the window (``_wake``) and marks the throttle for rewriting."""
+    """Children over ``_s``; a report wakes the window (``_wake``) and marks the demand for sending."""
 
     # Defined by MigrationWorkflow.
     _s: MigrationState
     _input: MigrationInput | None
     _wake: bool
-    _throttle_stale: bool
+    _demand_stale: bool
     _ended_this_run: int
-    _leaders_at_step: bool
     _publish: Callable[[], None]
 
     async def _run_child(self, r: MoveRecord) -> None:
         """Start the child and await it: a run continues as new only once nothing is in flight, so the run that
-        started a move hears its end. A move that completes reports by its result (its history from before the
-        ``result-reports`` patch also by signal); one cancelled or failed reports by signal too, with the list it
-        left the partition on, and whichever comes first counts. Its parent close policy asks it to cancel
-        (undoing its step in flight) if this migration ends without it, terminated included."""
+        started a move hears its end. A move that completes reports by its result; one cancelled or failed reports by
+        signal too, with the list it left the partition on, and whichever comes first counts. Its parent close
+        policy asks it to cancel (undoing its step in flight) if this migration ends without it, terminated
+        included."""
         assert self._input is not None
         given, m = self._input, r.move
         move = MoveInput(
@@ -121,7 +120,7 @@ class MigrationMoves:
         """A move ended (its report, or its child without one): its outcome into the state, once per token."""
         if self._s.finish(r.key, r.token, outcome):
             self._ended_this_run += 1
-            self._throttle_stale = self._wake = True
+            self._demand_stale = self._wake = True
             self._publish()
 
     def _cancel_child(self, r: MoveRecord) -> None:
@@ -141,9 +140,7 @@ class MigrationMoves:
     def move_step(self, report: MoveStepReport) -> None:
         """From a PartitionMoveWorkflow as it issues a step: for the current batch. One that shows its leader
         movement done frees a leader slot: the window looks again."""
-        if self._s.step_reported(
-            (report.topic, report.partition), report.token, report.current, report.step, self._leaders_at_step
-        ):
+        if self._s.step_reported((report.topic, report.partition), report.token, report.current, report.step):
             self._wake = True
 
     @workflow.signal(name="move_stuck")

@@ -24,13 +24,6 @@ with workflow.unsafe.imports_passed_through():
     from workflows.metrics import record_step_gap
     from workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
 
-# Patch: quick Kafka calls (the first look, min.insync.replicas, a leader election) run as local activities (a marker
-# in this history instead of a scheduled, started and completed activity and a workflow task), and issuing a step
-# waits a moment for Kafka to finish it. Moves started before take their old path on replay.
-FEWER_ROUND_TRIPS = "fewer-round-trips"
-# A move that completes reports by its result alone; one that ends otherwise still signals its migration.
-RESULT_REPORTS = "result-reports"
-
 
 @workflow.defn
 class PartitionMoveWorkflow:
@@ -88,21 +81,8 @@ class PartitionMoveWorkflow:
             )
             await asyncio.shield(self._report(report))
             raise
-        if workflow.patched(RESULT_REPORTS):
-            # The migration awaits this move's result in the run that started it (it continues as new only once
-            # nothing is in flight): the result says all a report would, without a signal and its workflow task.
-            return result
-        report = MoveReport(
-            topic=move.topic,
-            partition=move.partition,
-            token=move.token,
-            final=result.final,
-            steps=result.steps,
-            reverted_when_stuck=result.reverted_when_stuck,
-        )
-        # The move is done and reported; a cancel that comes now (its migration closing) changes nothing.
-        with contextlib.suppress(asyncio.CancelledError):
-            await asyncio.shield(self._report(report))
+        # The migration awaits this move's result in the run that started it (it continues as new only once nothing
+        # is in flight): the result says all a report would, without a signal and its workflow task.
         return result
 
     def _tell_step(self, move: MoveInput, current: list[int], step: list[int]) -> None:
@@ -131,9 +111,9 @@ class PartitionMoveWorkflow:
 
     async def _move(self, move: MoveInput) -> MoveResult:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
-        fewer_round_trips = workflow.patched(FEWER_ROUND_TRIPS)
-        # Calls that answer at once and are safe to repeat: local activities where the patch applies.
-        quick = workflow.execute_local_activity_method if fewer_round_trips else workflow.execute_activity_method
+        # Calls that answer at once and are safe to repeat run as local activities: a marker in this history instead
+        # of a scheduled, started and completed activity and a workflow task.
+        quick = workflow.execute_local_activity_method
         state = await quick(KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL)
         original = self._current = state.replicas
         if move.expected is not None and state.replicas not in (move.expected, move.target):
@@ -176,7 +156,7 @@ class PartitionMoveWorkflow:
                 expected=state.replicas,
                 target=step.replicas,
                 stuck_after_s=move.stuck_after_s,
-                settle_s=_settle_s(move.stuck_after_s) if fewer_round_trips else None,
+                settle_s=_settle_s(move.stuck_after_s),
             )
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             if step_done_at is not None:

@@ -240,7 +240,7 @@ def test_a_free_slot_goes_to_the_move_whose_copy_uses_the_least_busy_throttles()
     then by 3) and half 2 -> 4. With one copying 1 -> 3 in flight, the next slot goes to a move copying 2 -> 4 though
     another 1 -> 3 comes first in order, so both receiving brokers' throttles are used rather than one shared by two
     copies. Once partition 0's leader has moved (it copies 3 -> 4) and partition 1 is done, the slot goes to a copy
-    into broker 3. Without ``spread`` (a coordinator run from before it) the first in order that fits is granted."""
+    into broker 3."""
     limits = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
     moves = [
         move("a", 0, [1, 2], [3, 4]),
@@ -248,22 +248,19 @@ def test_a_free_slot_goes_to_the_move_whose_copy_uses_the_least_busy_throttles()
         move("a", 1, [2, 1], [4, 3]),
         move("a", 3, [2, 1], [4, 3]),
     ]
-    for spread_copies, first, then in [(True, [0, 1], [2]), (False, [0, 2], [3])]:
-        s = ClusterState(name="prod")
-        join(s, "m1", "a", range(4))
-        demand(s, "m1", moves, seq=1, limits=limits)
-        assert [m.partition for m in s.allocate(spread=spread_copies)["m1"]] == first
-        assert s.allocate(spread=spread_copies) == {}
-        waiting = [m for m in [moves[3], moves[1], moves[2]] if m.partition not in first]
-        done = first[1]
-        assert s.demand(
-            Demand(
-                migration_id="m1",
-                seq=2,
-                candidates=waiting,
-                released=[("a", done)],
-                leaders_moved=[("a", 0)],
-                limits=limits,
-            )
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(4))
+    demand(s, "m1", moves, seq=1, limits=limits)
+    assert [m.partition for m in s.allocate()["m1"]] == [0, 1]
+    assert s.allocate() == {}
+    assert s.demand(
+        Demand(
+            migration_id="m1",
+            seq=2,
+            candidates=[moves[3], moves[1]],
+            released=[("a", 1)],
+            leaders_moved=[("a", 0)],
+            limits=limits,
         )
-        assert [m.partition for m in s.allocate(spread=spread_copies)["m1"]] == then
+    )
+    assert [m.partition for m in s.allocate()["m1"]] == [2]

@@ -231,19 +231,25 @@ def running(n: int, **kw) -> MigrationState:
     return s
 
 
-def test_admission_gives_each_move_a_record_and_a_new_token():
+def grant(s: MigrationState) -> list:
+    """The coordinator grants the first waiting moves, as many as the migration's partition limit."""
+    s.granted = [(m.topic, m.partition) for m in s.window.waiting[: s.limits.max_partitions]]
+    return s.take_granted()
+
+
+def test_a_grant_gives_each_move_a_record_and_a_new_token():
     s = running(3)
-    first = s.admit(replicas_per_step=1)
+    first = grant(s)
     assert [r.key for r in first] == [("t", 0), ("t", 1)] and [r.token for r in first] == ["1", "2"]
     assert [r.expected for r in first] == [[1, 2], [1, 2]]
-    assert s.admit(1) == [] and len(s.window.waiting) == 1 and s.peak_in_flight == 2
+    assert len(s.window.waiting) == 1 and s.peak_in_flight == 2
     s.to(Phase.PAUSED)
-    assert s.admit(1) == []
+    assert grant(s) == [] and s.released == [("t", 2)]
 
 
 def test_only_the_report_of_the_child_in_flight_counts_and_only_once():
     s = running(1)
-    (r,) = s.admit(1)
+    (r,) = grant(s)
     assert not s.finish(r.key, "99", outcome(r.move))
     assert s.finish(r.key, r.token, outcome(r.move))
     assert not s.finish(r.key, r.token, outcome(r.move))
@@ -252,7 +258,7 @@ def test_only_the_report_of_the_child_in_flight_counts_and_only_once():
 
 def test_children_are_cancelled_once_each_and_only_once_started():
     s = running(2)
-    a, b = s.admit(1)
+    a, b = grant(s)
     s.child_started(a.key, a.token, run_id="run-a")
     s.apply(Action.CANCEL, WHO, NOW, mode="stop")
     # The cancel names the child's run, so it can never reach a later move of the same partition.
@@ -264,7 +270,7 @@ def test_children_are_cancelled_once_each_and_only_once_started():
 
 def test_a_stuck_move_under_policy_fail_stops_the_migration_and_it_ends_failed():
     s = running(2)
-    a, b = s.admit(1)
+    a, b = grant(s)
     s.finish(a.key, a.token, outcome(a.move, error="stuck", error_type="Stuck", final=a.move.original))
     assert s.phase == Phase.STOPPING and s.cancel == "stop" and s.failure == "stopped: stuck"
     s.finish(b.key, b.token, outcome(b.move, error="cancelled"))
@@ -275,7 +281,7 @@ def test_a_stuck_move_under_policy_fail_stops_the_migration_and_it_ends_failed()
 
 def test_draining_hands_stuck_waiting_moves_over_to_the_next_run():
     s = running(4)
-    a, b = s.admit(1)
+    a, b = grant(s)
     s.child_started(a.key, a.token)
     s.child_started(b.key, b.token)
     assert s.stuck_reported(a.key, a.token, "wait") and not s.stuck_reported(a.key, "7", "wait")
@@ -290,13 +296,13 @@ def test_draining_hands_stuck_waiting_moves_over_to_the_next_run():
     carried = MigrationState.model_validate(s.model_dump(mode="json"))
     carried.handed_over()
     assert carried.phase == Phase.RUNNING and carried.runs == 2
-    (again, *_) = carried.admit(1)
+    (again, *_) = grant(carried)
     assert again.key == a.key and again.expected == [1, 2, 3]
 
 
 def test_a_pause_while_draining_carries_over():
     s = running(3)
-    s.admit(1)
+    grant(s)
     s.drain_if_due(1, 1, suggested=False)
     s.apply(Action.PAUSE, WHO, NOW)
     carried = MigrationState.model_validate(s.model_dump(mode="json"))
@@ -306,7 +312,7 @@ def test_a_pause_while_draining_carries_over():
 
 def test_a_cancel_while_draining_is_in_the_carry_and_not_lost():
     s = running(3)
-    s.admit(1)
+    grant(s)
     s.drain_if_due(1, 1, suggested=False)
     s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
     assert s.phase == Phase.STOPPING and s.window.waiting == []
@@ -315,7 +321,7 @@ def test_a_cancel_while_draining_is_in_the_carry_and_not_lost():
 
 def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
     s = running(2)
-    a, b = s.admit(1)
+    a, b = grant(s)
     s.finish(a.key, a.token, outcome(a.move))
     s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
     s.finish(b.key, b.token, outcome(b.move, error="cancelled", final=[1, 2]))
@@ -323,7 +329,7 @@ def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
     back = MoveSpec(topic="t", partition=0, original=[1, 3], target=[1, 2], expected=[1, 3])
     s.rollback_planned([back], None, 1, skipped=["t-1: ..."])
     assert s.phase == Phase.ROLLING_BACK and s.direction == "rollback" and s.moves_done() == 1
-    (r,) = s.admit(1)
+    (r,) = grant(s)
     assert r.expected == [1, 3]
     s.apply(Action.CANCEL, WHO, NOW, mode="stop")
     assert s.phase == Phase.STOPPING and s.rollback_stopped
@@ -335,7 +341,7 @@ def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
 
 def test_a_stop_while_the_rollback_is_planned_is_honoured():
     s = running(1)
-    (a,) = s.admit(1)
+    (a,) = grant(s)
     s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
     s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
     assert s.rollback_wanted()
@@ -348,7 +354,7 @@ def test_a_stop_while_the_rollback_is_planned_is_honoured():
 
 def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
     s = running(1)
-    (a,) = s.admit(1)
+    (a,) = grant(s)
     s.apply(Action.CANCEL, WHO, NOW, mode="revert-pending")
     s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
     s.rollback_planned([], None, 0, skipped=[])
@@ -356,7 +362,7 @@ def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
     s.clean_up()
     assert s.end() == Phase.ROLLED_BACK
     done = running(1)
-    (m,) = done.admit(1)
+    (m,) = grant(done)
     done.finish(m.key, m.token, outcome(m.move))
     done.clean_up()
     assert done.end() == Phase.COMPLETED
@@ -385,7 +391,7 @@ def test_a_failure_before_any_move_fails_at_once():
 
 def test_a_large_migration_saves_finished_moves_and_keeps_the_failed():
     s = running(3, large=True)
-    a, b = s.admit(1)
+    a, b = grant(s)
     s.finish(a.key, a.token, outcome(a.move))
     s.finish(b.key, b.token, outcome(b.move, error="boom"))
     saved = s.take_saved()
@@ -426,27 +432,20 @@ def test_a_grant_that_comes_after_a_stop_is_released_not_started():
 
 
 def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slot():
-    s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=4, max_per_broker=5, max_leaders=1))
+    s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=1, max_per_broker=5, max_leaders=1))
     s.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]
-    first = s.admit(replicas_per_step=1)
+    first = grant(s)
     assert [r.move.partition for r in first] == [0]
     # The first step puts the new leader first and elects it; until the next step is issued it holds the slot.
     assert not s.step_reported(first[0].key, first[0].token, current=[1, 2], step=[3, 1, 2])
-    assert s.admit(replicas_per_step=1) == [] and s.leaders_moved() == []
+    assert s.leaders_moved() == []
     assert s.step_reported(first[0].key, first[0].token, current=[3, 1, 2], step=[3, 4, 2])
     assert s.leaders_moved() == [("t", 0)]
-    assert [r.move.partition for r in s.admit(replicas_per_step=1)] == [1]
-    # A run from before leader movements were counted at the step counts the whole move.
-    old = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=4, max_per_broker=5, max_leaders=1))
-    old.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]
-    r = old.admit(replicas_per_step=1)[0]
-    assert not old.step_reported(r.key, r.token, current=[3, 1, 2], step=[3, 4, 2], leaders_at_step=False)
-    assert old.admit(replicas_per_step=1) == []
 
 
 def test_the_web_ui_details_say_who_paused_and_what_is_in_flight_and_no_cancel_once_ended():
     s = running(3)
-    s.admit(1)
+    grant(s)
     s.apply(Action.PAUSE, WHO, NOW)
     text = details(progress(s, "c", NOW))
     assert text.startswith("**paused (by ana: test)**")
@@ -477,7 +476,7 @@ def test_bytes_done_count_the_finished_steps_of_moves_in_flight():
     two = MoveSpec(topic="t", partition=0, original=[1, 2], target=[3, 4], size_bytes=100)
     s = MigrationState(phase=Phase.RUNNING, bytes_total=two.bytes_to_copy, moves_total=1)
     s.window.waiting = [two]
-    r = s.admit(replicas_per_step=1)[0]
+    r = grant(s)[0]
     s.child_started(r.key, r.token, "run")
     assert progress(s, "c", NOW).bytes_done == 0
     s.step_reported(r.key, r.token, current=[1, 2], step=[1, 2, 3])
