@@ -69,6 +69,7 @@ class InMemoryKafka:
         )
 
     def describe_topic_configs(self, topics, overrides_only: bool = False) -> dict[str, dict[str, str]]:
+        self._hook("describe_topic_configs", topics, overrides_only)
         known = {topic for topic, _ in self.replicas}
         missing = sorted(set(topics) - known)
         if missing:
@@ -82,6 +83,7 @@ class InMemoryKafka:
         }
 
     def describe_broker_configs(self, broker_ids, overrides_only: bool = False) -> dict[int, dict[str, str]]:
+        self._hook("describe_broker_configs", broker_ids, overrides_only)
         return {b: dict(self.broker_configs.get(b, {})) for b in sorted(set(broker_ids))}
 
     def alter_topic_config(self, topic: str, set_, delete=()) -> None:
@@ -104,6 +106,7 @@ class InMemoryKafka:
         return sorted({topic for topic, _ in self.replicas})
 
     def describe_topics(self, topics=None) -> list[PartitionState]:
+        self._hook("describe_topics", topics)
         names = set(topics) if topics is not None else set(self.list_topics())
         return [
             self.describe_partition(TopicPartition(topic=t, partition=p))

@@ -7,6 +7,8 @@ Only partitions in flight are listed, so the rest of the cluster replicates unth
 replicas live on.
 """
 
+from collections.abc import Collection
+
 from models.admission import MoveSpec
 from models.coordination import ThrottleWanted
 
@@ -80,6 +82,15 @@ def merged_list(operator: str | None, drover: list[str]) -> str:
         return (int(p), int(b), entry) if p.isdigit() and b.isdigit() else (1 << 31, 0, entry)
 
     return ",".join(sorted(entries, key=order))
+
+
+def writable(wanted: ThrottleWanted, saved_topics: Collection[str], saved_brokers: Collection[int]) -> ThrottleWanted:
+    """The part of ``wanted`` a write may touch: the topics and brokers whose operator values are saved (a write
+    leaves the others alone until they are)."""
+    return ThrottleWanted(
+        topics={t: lists for t, lists in wanted.topics.items() if t in saved_topics},
+        brokers={b: rates for b, rates in wanted.brokers.items() if b in saved_brokers},
+    )
 
 
 def throttle_union(a: ThrottleWanted, b: ThrottleWanted) -> ThrottleWanted:

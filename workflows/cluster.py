@@ -32,7 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ThrottleBook,
         ThrottleWrite,
     )
-    from steps.throttle import throttle_union
+    from steps.throttle import throttle_union, writable
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.metrics import record_throttle
     from workflows.policies import QUICK_CALL
@@ -179,7 +179,10 @@ class ClusterWorkflow:
                 )
             self._write_error = None
         except ActivityError as e:
-            self._book = book.model_copy(update={"written": throttle_union(book.written, wanted)})
+            # What the write may have done stays in the book, so a later write removes it. It writes only where the
+            # operator's values are saved: a failed save recorded nothing, and nothing else counts as written.
+            touched = writable(wanted, book.saved_topics, book.saved_brokers)
+            self._book = book.model_copy(update={"written": throttle_union(book.written, touched)})
             self._write_error = f"the cluster's throttle could not be written: {failure_message(e)}"
             workflow.logger.warning(self._write_error)
             await self._refuse_all(self._write_error)

@@ -9,6 +9,7 @@ import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 
 from models.admission import Limits
 from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest, cluster_workflow_id
@@ -312,3 +313,32 @@ async def test_the_leader_limit_counts_leader_movements_at_the_step_not_whole_mo
     # Never two leader movements at once; yet a move past its leader step let the next one start beside it.
     assert fake.peak_leader_steps == 1
     assert fake.peak_ongoing >= 2
+
+
+async def test_a_failed_save_of_the_operators_throttle_configs_leaves_them_as_they_were(local_env):
+    """The coordinator could not read the operator's own throttle configs before its first write: it wrote nothing,
+    so nothing may be recorded as written. Else the migration's leave "restores" the configs to the empty values it
+    never saved, deleting the operator's list and rates."""
+    fake = shared_cluster(partitions=2)
+    fake.topic_configs["a"] = {LEADER_REPLICAS: "0:9"}
+    fake.broker_configs[1] = {LEADER_RATE: "777", FOLLOWER_RATE: "777"}
+    failed = []
+
+    def fail_the_save(_topics, overrides_only: bool) -> None:
+        # Preflight reads every config; only the save reads the overrides alone.
+        if overrides_only and not failed:
+            failed.append(True)
+            raise ApplicationError("describe configs timed out", non_retryable=True)
+
+    fake.hooks["describe_topic_configs"] = fail_the_save
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        with pytest.raises(WorkflowFailureError) as ended:
+            await handle.result()
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        status = await coordinator.query(ClusterWorkflow.status)
+    assert "throttle could not be written" in str(ended.value.cause)
+    assert failed and not status.holders and not status.broker_throttles and not status.topic_throttles
+    assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
+    assert fake.broker_configs[1] == {LEADER_RATE: "777", FOLLOWER_RATE: "777"}
