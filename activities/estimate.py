@@ -8,11 +8,8 @@ Failure types a workflow can match on (raised non-retryable):
 - ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
 """
 
-import contextvars
-import threading
 import time
 from collections.abc import Callable
-from contextlib import contextmanager
 from pathlib import Path
 from typing import NamedTuple
 
@@ -20,6 +17,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import ledger
+from activities.heartbeat import heartbeating
 from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec
@@ -98,24 +96,6 @@ def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: E
     return estimate_request(place.session(), request)
 
 
-@contextmanager
-def _heartbeating(detail: str):
-    """Heartbeat every second from a helper thread while the block runs (a Spark job does not yield)."""
-    context, done = contextvars.copy_context(), threading.Event()
-
-    def beat() -> None:
-        while not done.wait(_TICK_S):
-            context.run(activity.heartbeat, detail)
-
-    thread = threading.Thread(target=beat, name="estimate-heartbeat", daemon=True)
-    thread.start()
-    try:
-        yield
-    finally:
-        done.set()
-        thread.join()
-
-
 class EstimateActivities:
     def __init__(self, admin: KafkaPort, work_dir: Path, spark_master: str):
         self.admin = admin
@@ -136,7 +116,7 @@ class EstimateActivities:
             rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
             metrics_ref = write_metrics(self.spark, rows, folder / "metrics.parquet")
         try:
-            with _heartbeating("estimating"):
+            with heartbeating("estimating"):
                 result = run_estimate(self.spark, moves_ref, metrics_ref, req.options)
         except MetricsError as e:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None

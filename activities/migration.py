@@ -15,6 +15,7 @@ from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from activities import ledger
+from activities.heartbeat import heartbeating
 from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec
@@ -255,6 +256,11 @@ class MigrationActivities:
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
         """Elect the preferred leader of every partition given that is led by another replica, ``req.batch`` at a
         time, each batch waited for (up to 30 s) before the next; a preferred replica out of sync is left alone."""
+        # Heartbeats go on while a describe of many topics runs: it may take longer than the heartbeat timeout.
+        with heartbeating("electing leaders"):
+            return self._elect_leaders(req)
+
+    def _elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
         activity.heartbeat()
         saved = [
             TopicPartition(topic=o.topic, partition=o.partition)
@@ -294,6 +300,11 @@ class MigrationActivities:
     def verify(self, req: VerifyRequest) -> list[str]:
         """The partitions whose replica list on Kafka is not their target, one line each (empty: all verified).
         With ``outcomes_of``, the finished moves a large migration saved are checked as well."""
+        # Heartbeats go on while the describe runs: over many topics it may take longer than the heartbeat timeout.
+        with heartbeating("verifying"):
+            return self._verify(req)
+
+    def _verify(self, req: VerifyRequest) -> list[str]:
         activity.heartbeat()
         moves = list(req.expected)
         for o in self._saved(req.outcomes_of, req.rollback):
