@@ -165,11 +165,17 @@ class ClusterState(BaseModel):
         h.demand = d.model_copy(update={"candidates": candidates, "released": [], "leaders_moved": []})
         return True
 
-    def take_back(self, migration_id: str, keys: list[PartitionKey]) -> None:
-        """Grants the migration was never told of (their throttle could not be written)."""
+    def take_back(self, migration_id: str, moves: list[MoveSpec]) -> None:
+        """Grants the migration was never told of (their throttle could not be written, or a freeze came while it
+        was): no longer in flight, and first among its candidates again."""
         h = self.holders.get(migration_id)
-        if h is not None:
-            h.in_flight = [m for m in h.in_flight if (m.topic, m.partition) not in set(keys)]
+        if h is None:
+            return
+        keys = {(m.topic, m.partition) for m in moves}
+        h.in_flight = [m for m in h.in_flight if (m.topic, m.partition) not in keys]
+        if h.demand is not None:
+            waiting = [m for m in h.demand.candidates if (m.topic, m.partition) not in keys]
+            h.demand = h.demand.model_copy(update={"candidates": [*moves, *waiting]})
 
     def leave(self, migration_id: str, now: datetime, detail: str = "finished") -> None:
         if self.holders.pop(migration_id, None) is not None:

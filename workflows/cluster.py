@@ -95,8 +95,12 @@ class ClusterWorkflow:
             for mid, moves in self.s.allocate().items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             if await self._write_throttle():
-                grants, self._untold_grants = self._untold_grants, {}
-                await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
+                if self.s.frozen:
+                    # A freeze acknowledged while the throttle was written: no move granted before it may start.
+                    self._take_back_untold()
+                else:
+                    grants, self._untold_grants = self._untold_grants, {}
+                    await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
             await self._tell_freeze()
             workflow.set_current_details(self.s.details())
             if self._due_for_new_run(given.events_per_run) and not self._untold_grants:
@@ -195,9 +199,7 @@ class ClusterWorkflow:
 
     async def _refuse_all(self, error: str) -> None:
         """Every migration hears the error (it stops and cleans up); grants not told yet are taken back."""
-        for mid, moves in self._untold_grants.items():
-            self.s.take_back(mid, [(m.topic, m.partition) for m in moves])
-        self._untold_grants = {}
+        self._take_back_untold()
         refusal = Grant(seq=0, keys=[], error=error)
         await asyncio.gather(
             *(
@@ -205,6 +207,13 @@ class ClusterWorkflow:
                 for mid in list(self.s.holders)
             )
         )
+
+    def _take_back_untold(self) -> None:
+        """Grants not told to their migration go back to its candidates; the next pass takes their throttle off."""
+        for mid, moves in self._untold_grants.items():
+            self.s.take_back(mid, moves)
+        self._untold_grants = {}
+        self._wake = True
 
     async def _grant(self, migration_id: str, moves) -> None:
         h = self.s.holders.get(migration_id)

@@ -264,3 +264,17 @@ def test_a_free_slot_goes_to_the_move_whose_copy_uses_the_least_busy_throttles()
         )
     )
     assert [m.partition for m in s.allocate()["m1"]] == [2]
+
+
+def test_grants_taken_back_are_no_longer_in_flight_and_are_granted_first_again():
+    s = ClusterState(name="prod")
+    join(s, "m1", "a", range(4))
+    moves = [move("a", p, [1, 2], [1, 3]) for p in range(4)]
+    demand(s, "m1", moves, seq=1, limits=Limits(max_partitions=2, max_per_broker=4))
+    granted = s.allocate()["m1"]
+    assert [m.partition for m in granted] == [0, 1]
+    s.freeze(True, BY, NOW)
+    s.take_back("m1", granted)
+    assert s.in_flight() == [] and s.allocate() == {}
+    s.freeze(False, BY, NOW)
+    assert [m.partition for m in s.allocate()["m1"]] == [0, 1]

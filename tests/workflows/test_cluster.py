@@ -3,6 +3,7 @@ the in-memory Kafka: shared limits, the throttle on every partition in flight, a
 shares and priority, the freeze, clean-up after a terminated migration, and a name bound to one Kafka cluster."""
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -342,3 +343,32 @@ async def test_a_failed_save_of_the_operators_throttle_configs_leaves_them_as_th
     assert failed and not status.holders and not status.broker_throttles and not status.topic_throttles
     assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
     assert fake.broker_configs[1] == {LEADER_RATE: "777", FOLLOWER_RATE: "777"}
+
+
+async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_moves_granted_before_it(local_env):
+    """Moves are granted, then their throttle is written; a freeze acknowledged during that write must hold them:
+    no step reaches Kafka until the unfreeze."""
+    fake = shared_cluster(partitions=4, ticks=2)
+    writing, release = threading.Event(), threading.Event()
+
+    def slow_write(*_args) -> None:
+        writing.set()
+        release.wait(30)
+
+    fake.hooks["alter_topic_config"] = slow_write
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        await wait_for(writing.is_set, "the first throttle write")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+        )
+        release.set()
+        await asyncio.sleep(3)
+        assert fake.altered == [] and not fake.ongoing
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
+        result = await handle.result()
+    assert result.verified and result.status == "completed" and fake.altered
