@@ -50,6 +50,7 @@ class ClusterActivities:
         cluster_id = self.admin.describe_cluster().cluster_id or "unknown"
         request = JoinRequest(
             migration_id=step.migration_id,
+            run=step.run,
             cluster=step.cluster,
             cluster_id=cluster_id,
             partitions={t: sorted(p) for t, p in sorted(partitions.items())},

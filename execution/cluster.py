@@ -35,6 +35,8 @@ class Holder(BaseModel):
     """A running migration: its registered partitions, its standing demand and the moves granted to it."""
 
     migration_id: str
+    # Its first run: another migration under the same ID (started after this one was terminated) is another holder.
+    run: str = ""
     priority: int = 0
     partitions: dict[str, list[int]] = {}
     demand: Demand | None = None
@@ -109,9 +111,14 @@ class ClusterState(BaseModel):
     # -- migrations -------------------------------------------------------------------------------------------
 
     def join(self, req: JoinRequest, now: datetime) -> str | None:
-        """Register a migration's partitions; the reason it is refused, or None."""
-        if req.migration_id in self.holders:
+        """Register a migration's partitions; the reason it is refused, or None. A join of a migration already
+        registered under its run is answered again."""
+        held = self.holders.get(req.migration_id)
+        if held is not None and held.run == req.run:
             return None
+        if held is not None:
+            # Its ID is reused: the earlier migration ended without leaving. Its moves become orphans (see ``gone``).
+            self.gone(req.migration_id, now)
         if self.cluster_id is not None and req.cluster_id != self.cluster_id:
             return (
                 f"cluster name {self.name} is bound to Kafka cluster ID {self.cluster_id}, but this migration's "
@@ -129,7 +136,7 @@ class ClusterState(BaseModel):
             self.cluster_id = req.cluster_id
             self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
         self.holders[req.migration_id] = Holder(
-            migration_id=req.migration_id, priority=req.priority, partitions=req.partitions
+            migration_id=req.migration_id, run=req.run, priority=req.priority, partitions=req.partitions
         )
         self.note(
             "join",
@@ -137,6 +144,14 @@ class ClusterState(BaseModel):
             now,
         )
         return None
+
+    def reused(self, req: JoinRequest) -> bool:
+        """A join under the ID of a registered migration of another run: the earlier one has ended."""
+        held = self.holders.get(req.migration_id)
+        return held is not None and held.run != req.run
+
+    def orphans_of(self, migration_id: str) -> list[Orphan]:
+        return [o for o in self.orphans if o.migration_id == migration_id]
 
     def _orphan_holders(self) -> list[Holder]:
         """Partitions still moving for a migration that has gone stay registered until their moves end."""
@@ -151,7 +166,7 @@ class ClusterState(BaseModel):
         """A migration's new standing demand; its released moves leave. False if the migration is unknown (it left,
         or was cleaned up after) or the demand is older than one already taken."""
         h = self.holders.get(d.migration_id)
-        if h is None or (h.demand is not None and d.seq <= h.demand.seq):
+        if h is None or h.run != d.run or (h.demand is not None and d.seq <= h.demand.seq):
             return False
         released, moved = set(d.released), {tuple(k) for k in d.leaders_moved}
         h.in_flight = [

@@ -33,6 +33,8 @@ class JoinRequest(BaseModel):
     """A migration asks to run on the cluster: its partitions are registered to it, or it is refused."""
 
     migration_id: str
+    # The migration's first run (its runs continuing as new share it): an ID reused by a new migration is another.
+    run: str = ""
     cluster: str
     # The Kafka cluster ID the migration's workers reach (the coordinator binds its name to the first it sees).
     cluster_id: str
@@ -50,6 +52,8 @@ class Demand(BaseModel):
     limits, in its order, and the moves it has finished since it last asked (their slots and throttle go)."""
 
     migration_id: str
+    # The migration's first run, as it joined: a demand from an earlier migration of the same ID is not taken.
+    run: str = ""
     seq: int
     candidates: list[MoveSpec] = []
     released: list[PartitionKey] = []
@@ -144,6 +148,7 @@ class JoinStep(BaseModel):
     """The join activity's input: the migration's moves (inline or its moves file) name its partitions."""
 
     migration_id: str
+    run: str = ""
     cluster: str
     moves: list[MoveSpec] = []
     moves_ref: str | None = None

@@ -45,6 +45,9 @@ ORPHAN_CHECK_EVERY = timedelta(seconds=5)
 # coordinator goes on trying after that, on its checks.
 CLEAR_WAIT = timedelta(seconds=120)
 CLEAR_RETRY = timedelta(seconds=2)
+# A join under the ID of a migration that ended without leaving waits this long for its moves to end (the join
+# activity's own timeout is a minute); still moving then, their partitions are refused as another migration's.
+REJOIN_WAIT = timedelta(seconds=40)
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
 
@@ -73,6 +76,8 @@ class ClusterWorkflow:
         self._write_error: str | None = None
         self._throttle_left: list[int] = []
         self._checked_at = None
+        # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
+        self._check_due = False
         # Granted moves not told to their migration yet: told once their throttle is on Kafka.
         self._untold_grants: dict[str, list[MoveSpec]] = {}
 
@@ -90,7 +95,8 @@ class ClusterWorkflow:
         self._checked_at = workflow.now()
         while True:
             await self._wait()
-            if workflow.now() - self._checked_at >= (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY):
+            period = ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY
+            if self._check_due or workflow.now() - self._checked_at >= period:
                 await self._check_holders()
             for mid, moves in self.s.allocate().items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
@@ -133,7 +139,7 @@ class ClusterWorkflow:
 
     async def _check_holders(self) -> None:
         """Migrations that ended without leaving (terminated, say) and their moves: cancelled, then released."""
-        self._checked_at = workflow.now()
+        self._checked_at, self._check_due = workflow.now(), False
         s = self.s
         moves = {move_workflow_id(s.name, o.move.topic, o.move.partition): o for o in s.orphans}
         ids = [*s.holders, *moves]
@@ -253,7 +259,14 @@ class ClusterWorkflow:
     # -- migrations -------------------------------------------------------------------------------------------
 
     @workflow.update
-    def join(self, req: JoinRequest) -> JoinResult:
+    async def join(self, req: JoinRequest) -> JoinResult:
+        if self.s.reused(req):
+            # A new migration under the ID of one that ended without leaving (terminated): the earlier one's moves
+            # are cancelled at once, and hold their partitions until they have ended; then this one joins.
+            self.s.gone(req.migration_id, workflow.now())
+            self._check_due = self._wake = True
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: not self.s.orphans_of(req.migration_id), timeout=REJOIN_WAIT)
         refused = self.s.join(req, workflow.now())
         self._wake = True
         return JoinResult(refused=refused)

@@ -40,6 +40,7 @@ class MigrationCoordination:
         released, s.released = s.released, []
         demand = Demand(
             migration_id=workflow.info().workflow_id,
+            run=workflow.info().first_execution_run_id,
             seq=s.demand_seq,
             candidates=candidates,
             released=released,
@@ -64,6 +65,7 @@ class MigrationCoordination:
         s, given = self._s, self._input
         step = JoinStep(
             migration_id=workflow.info().workflow_id,
+            run=workflow.info().first_execution_run_id,
             cluster=given.cluster,
             moves=s.window.waiting,
             moves_ref=s.window.moves_ref,

@@ -278,3 +278,22 @@ def test_grants_taken_back_are_no_longer_in_flight_and_are_granted_first_again()
     assert s.in_flight() == [] and s.allocate() == {}
     s.freeze(False, BY, NOW)
     assert [m.partition for m in s.allocate()["m1"]] == [0, 1]
+
+
+def test_a_reused_migration_id_is_a_new_holder_once_the_earlier_ones_moves_have_ended():
+    s = ClusterState(name="prod")
+    first = JoinRequest(migration_id="m1", run="r1", cluster="prod", cluster_id="abc", partitions={"a": [0, 1]})
+    assert s.join(first, NOW) is None and s.join(first, NOW) is None
+    s.demand(Demand(migration_id="m1", run="r1", seq=5, candidates=spread("a", 2), limits=Limits(max_partitions=2)))
+    assert len(s.allocate()["m1"]) == 2
+    again = first.model_copy(update={"run": "r2"})
+    assert s.reused(again)
+    # The earlier migration's moves are orphans now: they hold the partitions until they end.
+    assert "belong to another running migration" in (s.join(again, NOW) or "")
+    assert len(s.orphans_of("m1")) == 2 and "m1" not in s.holders
+    for o in list(s.orphans):
+        s.orphan_ended((o.move.topic, o.move.partition))
+    assert s.join(again, NOW) is None and s.holders["m1"].in_flight == []
+    # Demands of the earlier run are not taken; the new run's first is.
+    assert not s.demand(Demand(migration_id="m1", run="r1", seq=6, candidates=spread("a", 2)))
+    assert s.demand(Demand(migration_id="m1", run="r2", seq=1, candidates=spread("a", 2)))

@@ -21,7 +21,7 @@ from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import wait_for
 from worker import activities_for
-from workflows import ClusterWorkflow
+from workflows import ClusterWorkflow, MigrationWorkflow
 
 TOPICS = ("a", "b", "c")
 
@@ -372,3 +372,29 @@ async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_mov
         )
         result = await handle.result()
     assert result.verified and result.status == "completed" and fake.altered
+
+
+async def test_a_migration_id_reused_after_a_terminate_starts_clean_and_completes(local_env):
+    """The coordinator tells a migration's runs apart: a new migration under the ID of one just terminated is not
+    taken for it, inherits none of its moves in flight, and runs once the old moves are cancelled."""
+    fake = shared_cluster(partitions=4, ticks=10_000)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    migration = MigrationInput(cluster=name, moves=plan_for(fake, "a"), limits=Limits(max_partitions=2))
+    mid = f"migration-{uuid.uuid4().hex[:8]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        first = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=mid, task_queue=worker.task_queue
+        )
+        await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
+        await first.terminate(reason="operator terminated it")
+        # Its moves are cancelled (the parent close policy) and undo their steps; the coordinator has not yet seen
+        # that the migration is gone (it looks every 20 s).
+        await wait_for(lambda: not fake.ongoing, "the terminated migration's steps undone")
+        fake.ticks = 2
+        again = await local_env.client.start_workflow(
+            MigrationWorkflow.run, migration, id=mid, task_queue=worker.task_queue
+        )
+        result = await asyncio.wait_for(again.result(), timeout=120)
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+    assert result.verified and result.status == "completed" and result.moves_done == 4
+    assert not status.holders and not status.in_flight
