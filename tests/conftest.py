@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from temporalio.client import WorkflowHandle
 from temporalio.service import RPCError
-from temporalio.worker import Worker
+from temporalio.worker import Replayer, Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
@@ -94,13 +94,40 @@ def topic_name() -> str:
     return f"t-{uuid.uuid4().hex[:10]}"
 
 
+# Histories that did not replay are kept here, with the failure in the test's message.
+REPLAY_FAILURES = ROOT / ".drover" / "replay-failures"
+
+
 class TestWorker(Worker):
-    """A worker that, as it stops, ends the cluster coordinators started on its task queue: they would otherwise
-    run on with no worker, and a later test's migration on the same cluster name would wait on them for ever."""
+    """A worker that, as it stops, ends the cluster coordinators started on its task queue (they would otherwise
+    run on with no worker, and a later test's migration on the same cluster name would wait on them for ever) and
+    replays every history on its task queue: a nondeterministic workflow fails the test that ran it."""
+
+    def __init__(self, client, **kwargs) -> None:
+        super().__init__(client, **kwargs)
+        self.workflow_types = kwargs["workflows"]
 
     async def __aexit__(self, *exc) -> None:
         await end_coordinators(self.client, self.task_queue)
         await super().__aexit__(*exc)
+        failures = await replay_task_queue(self.client, self.task_queue, self.workflow_types)
+        if failures and exc[0] is None:
+            raise AssertionError("histories that do not replay:\n" + "\n".join(failures))
+
+
+async def replay_task_queue(client, task_queue: str, workflows: list) -> list[str]:
+    """Replay every run on the task queue against the workflow code; each failure in a line, its history kept."""
+    replayer = Replayer(workflows=workflows, data_converter=client.data_converter)
+    failures = []
+    async for found in client.list_workflows(f"TaskQueue = '{task_queue}'"):
+        history = await client.get_workflow_handle(found.id, run_id=found.run_id).fetch_history()
+        result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
+        if result.replay_failure is not None:
+            REPLAY_FAILURES.mkdir(parents=True, exist_ok=True)
+            kept = REPLAY_FAILURES / f"{found.id.replace(':', '_')}-{found.run_id}.json"
+            kept.write_text(history.to_json())
+            failures.append(f"{found.id} run {found.run_id}: {result.replay_failure} (history in {kept})")
+    return failures
 
 
 async def end_coordinators(client, task_queue: str) -> None:

@@ -1,0 +1,32 @@
+"""Every workflow test replays the histories it made as its worker stops: a nondeterministic change fails the test
+that ran it, not a later query."""
+
+import itertools
+import uuid
+from datetime import timedelta
+
+import pytest
+from temporalio import workflow
+
+from tests.conftest import REPLAY_FAILURES, worker_for
+
+RUNS = itertools.count()
+
+
+@workflow.defn(sandboxed=False)
+class Drifting:
+    """Takes a timer on its first execution only: its replay issues other commands than its history shows."""
+
+    @workflow.run
+    async def run(self) -> None:
+        if next(RUNS) == 0:
+            await workflow.sleep(timedelta(milliseconds=10))
+
+
+async def test_a_history_that_does_not_replay_fails_the_test_and_is_kept(local_env):
+    with pytest.raises(AssertionError, match="do not replay") as failed:
+        async with worker_for(local_env.client, [], workflows=[Drifting]) as worker:
+            wid = f"drifting-{uuid.uuid4().hex[:8]}"
+            await local_env.client.execute_workflow(Drifting.run, id=wid, task_queue=worker.task_queue)
+    assert wid in str(failed.value) and "Nondeterminism" in str(failed.value)
+    assert list(REPLAY_FAILURES.glob(f"{wid}-*.json"))
