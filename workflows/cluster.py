@@ -78,6 +78,8 @@ class ClusterWorkflow:
         self._checked_at = None
         # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
         self._check_due = False
+        # The DroverStatus last upserted.
+        self._published = ""
         # Granted moves not told to their migration yet: told once their throttle is on Kafka.
         self._untold_grants: dict[str, list[MoveSpec]] = {}
 
@@ -108,7 +110,7 @@ class ClusterWorkflow:
                     grants, self._untold_grants = self._untold_grants, {}
                     await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
             await self._tell_freeze()
-            workflow.set_current_details(self.s.details())
+            self._publish()
             if self._due_for_new_run(given.events_per_run) and not self._untold_grants:
                 await self._settle()
                 carry = {"state": self.s.model_dump(mode="json"), "book": self._book.model_dump(mode="json")}
@@ -253,7 +255,12 @@ class ClusterWorkflow:
             return False
 
     def _publish(self) -> None:
-        workflow.upsert_search_attributes([STATUS_ATTR.value_set("frozen" if self.s.frozen else "coordinating")])
+        """DroverStatus (frozen or coordinating) when it changes, and the current details. Called by the run only:
+        a handler can run before run() in a run's first activation, where replay may order its command otherwise."""
+        status = "frozen" if self.s.frozen else "coordinating"
+        if status != self._published:
+            self._published = status
+            workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
         workflow.set_current_details(self.s.details())
 
     # -- migrations -------------------------------------------------------------------------------------------
@@ -304,7 +311,7 @@ class ClusterWorkflow:
     @workflow.update
     def freeze(self, req: FreezeRequest) -> None:
         self.s.freeze(req.frozen, req, workflow.now())
-        self._publish()
+        workflow.set_current_details(self.s.details())
         self._wake = True
 
     @freeze.validator

@@ -35,7 +35,7 @@ class MigrationControls:
     _wake: bool
     _demand_stale: bool
     _handing_over: bool
-    _publish: Callable[[], None]
+    _describe: Callable[[], None]
     progress: Callable[[], MigrationProgress]
 
     def _act(self, name: str, request: OperatorAction) -> None:
@@ -56,7 +56,9 @@ class MigrationControls:
         workflow.logger.info("operator action %s by %s (%s) %s", name, request.actor, request.reason, detail)
         self._demand_stale = self._demand_stale or action == Action.SET_THROTTLE
         self._wake = True
-        self._publish()
+        # The phase's search attribute is upserted by the run as it wakes, never from a handler: a handler can run
+        # before run() in a run's first activation, where replay may order its command differently.
+        self._describe()
 
     def _validate(self, name: str, request: OperatorAction) -> None:
         if self._handing_over:

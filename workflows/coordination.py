@@ -22,7 +22,7 @@ class MigrationCoordination:
     _input: MigrationInput | None
     _wake: bool
     _asked: tuple | None
-    _publish: Callable[[], None]
+    _describe: Callable[[], None]
 
     async def _ask(self) -> None:
         """Send the coordinator this migration's demand (the moves it would start, the moves it has released, its
@@ -102,7 +102,7 @@ class MigrationCoordination:
             # The throttle this migration asked for could not be written: it stops, cleans up and fails.
             if s.phase in ACTIVE:
                 s.fail(grant.error)
-                self._publish()
+                self._describe()
         else:
             s.granted = [*s.granted, *grant.keys]
         self._wake = True

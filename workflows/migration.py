@@ -208,7 +208,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         for record in s.take_granted():
             asyncio.ensure_future(self._run_child(record))
         await self._ask()
-        self._describe()
+        self._publish()
         if s.window_empty():
             if s.rollback_wanted():
                 await self._plan_rollback()
@@ -315,7 +315,8 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
 
     def _publish(self) -> None:
         """The phase as the DroverStatus search attribute (the Web UI, `drover list`), when it changes, and the
-        current details the Web UI shows."""
+        current details the Web UI shows. Called by the run only: handlers describe, the run publishes as it
+        wakes."""
         if self._s.phase.value != self._published:
             self._published = self._s.phase.value
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(self._published)])

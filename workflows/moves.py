@@ -32,7 +32,7 @@ class MigrationMoves:
     _wake: bool
     _demand_stale: bool
     _ended_this_run: int
-    _publish: Callable[[], None]
+    _describe: Callable[[], None]
 
     async def _run_child(self, r: MoveRecord) -> None:
         """Start the child and await it: a run continues as new only once nothing is in flight, so the run that
@@ -121,7 +121,7 @@ class MigrationMoves:
         if self._s.finish(r.key, r.token, outcome):
             self._ended_this_run += 1
             self._demand_stale = self._wake = True
-            self._publish()
+            self._describe()
 
     def _cancel_child(self, r: MoveRecord) -> None:
         assert self._input is not None
