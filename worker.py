@@ -66,6 +66,8 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         cluster.join_cluster,
         cluster.leave_cluster,
         cluster.running_workflows,
+        cluster.previous_run,
+        cluster.running_migrations,
         cluster.save_throttle_configs,
         cluster.write_throttle,
     ]

@@ -17,11 +17,15 @@ from activities import ledger
 from adapters.kafka_port import KafkaPort
 from models.coordination import (
     ClusterInput,
+    ClusterLimitsChange,
+    ClusterThrottleChange,
+    FreezeRequest,
     JoinRequest,
     JoinResult,
     JoinStep,
     LeaveRequest,
     LeaveResult,
+    Takeover,
     ThrottleBook,
     ThrottleWanted,
     ThrottleWrite,
@@ -31,8 +35,52 @@ from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER
 
 LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 RATES = (LEADER_RATE, FOLLOWER_RATE)
+# The activities whose result is the coordinator's throttle book.
+BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
+# The coordinator's updates that change a cluster-wide setting, with their argument's type.
+OPERATOR_UPDATES = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, "set_throttle": ClusterThrottleChange}
 # The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
 WRITERS = 16
+
+
+async def takeover_in(events, converter) -> Takeover:
+    """What a coordinator run's history says it held at its end: the throttle book it was started with (continuing
+    as new) or last saved or wrote, and the cluster-wide settings it was started with, changed by every operator
+    update it accepted since."""
+    took, kinds = Takeover(), {}
+    for event in events:
+        if event.HasField("workflow_execution_started_event_attributes"):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            (given,) = await converter.decode(payloads, [ClusterInput])
+            if given.carry is not None:
+                state = given.carry["state"]
+                took = Takeover(
+                    book=ThrottleBook.model_validate(given.carry["book"]),
+                    frozen=state.get("frozen", False),
+                    limits=state.get("limits"),
+                    rate_bytes_per_s=state.get("rate"),
+                )
+        elif event.HasField("activity_task_scheduled_event_attributes"):
+            kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
+        elif event.HasField("activity_task_completed_event_attributes"):
+            done = event.activity_task_completed_event_attributes
+            if kinds.get(done.scheduled_event_id) in BOOK_WRITERS:
+                (book,) = await converter.decode(done.result.payloads, [ThrottleBook])
+                took = took.model_copy(update={"book": book})
+        elif event.HasField("workflow_execution_update_accepted_event_attributes"):
+            update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
+            if update.name in OPERATOR_UPDATES:
+                (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
+                took = took.model_copy(update=_setting(change))
+    return took
+
+
+def _setting(change) -> dict:
+    if isinstance(change, FreezeRequest):
+        return {"frozen": change.frozen}
+    if isinstance(change, ClusterLimitsChange):
+        return {"limits": change.limits}
+    return {"rate_bytes_per_s": change.rate_bytes_per_s}
 
 
 class ClusterActivities:
@@ -55,6 +103,7 @@ class ClusterActivities:
             cluster_id=cluster_id,
             partitions={t: sorted(p) for t, p in sorted(partitions.items())},
             priority=step.priority,
+            in_flight=step.in_flight,
         )
         queue = activity.info().task_queue
         try:
@@ -83,15 +132,39 @@ class ClusterActivities:
 
     @activity.defn(name="leave_cluster")
     async def leave_cluster(self, req: LeaveRequest, cluster: str) -> LeaveResult:
-        """Release everything the migration holds; returns once the coordinator has rewritten the throttle."""
-        handle = activity.client().get_workflow_handle(cluster_workflow_id(cluster))
-        try:
-            return await handle.execute_update("leave", req, result_type=LeaveResult)
-        except RPCError as e:
-            if e.status == RPCStatusCode.NOT_FOUND:
-                # No coordinator runs: nothing is held.
-                return LeaveResult()
-            raise
+        """Release everything the migration holds; returns once the coordinator has rewritten the throttle. If the
+        coordinator is gone (terminated, say), a new one is started: it takes over the lost one's throttle book and
+        removes what no migration needs any more."""
+        start = WithStartWorkflowOperation(
+            "ClusterWorkflow",
+            ClusterInput(name=cluster),
+            id=cluster_workflow_id(cluster),
+            task_queue=activity.info().task_queue,
+            id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        )
+        return await activity.client().execute_update_with_start_workflow(
+            "leave", req, start_workflow_operation=start, result_type=LeaveResult
+        )
+
+    @activity.defn(name="previous_run")
+    async def previous_run(self, workflow_id: str) -> Takeover | None:
+        """What this coordinator's last run before the one asking (terminated, failed, or stopped at a history
+        limit) held, read from its history (``takeover_in``). A new coordinator so takes the lost one's throttle
+        entries for Drover's, never for an operator's, and keeps the operator's freeze, limits and rate. None if
+        there was no earlier run."""
+        client, current = activity.client(), activity.info().workflow_run_id
+        earlier = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'") if w.run_id != current]
+        if not earlier:
+            return None
+        last = max(earlier, key=lambda w: w.start_time)
+        history = await client.get_workflow_handle(workflow_id, run_id=last.run_id).fetch_history()
+        return await takeover_in(history.events, client.data_converter)
+
+    @activity.defn(name="running_migrations")
+    async def running_migrations(self, cluster: str) -> list[str]:
+        """The migrations running on the cluster of that name (Temporal's visibility)."""
+        query = f"WorkflowType = 'MigrationWorkflow' AND DroverCluster = '{cluster}' AND ExecutionStatus = 'Running'"
+        return sorted({w.id async for w in activity.client().list_workflows(query)})
 
     @activity.defn(name="running_workflows")
     async def running_workflows(self, ids: list[str]) -> list[str]:

@@ -136,11 +136,17 @@ class ClusterState(BaseModel):
             self.cluster_id = req.cluster_id
             self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
         self.holders[req.migration_id] = Holder(
-            migration_id=req.migration_id, run=req.run, priority=req.priority, partitions=req.partitions
+            migration_id=req.migration_id,
+            run=req.run,
+            priority=req.priority,
+            partitions=req.partitions,
+            in_flight=req.in_flight,
         )
+        again = f", {len(req.in_flight)} move(s) in flight" if req.in_flight else ""
         self.note(
             "join",
-            f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), priority {req.priority}",
+            f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), priority "
+            f"{req.priority}{again}",
             now,
         )
         return None
@@ -333,6 +339,10 @@ class ClusterState(BaseModel):
         self.rate = rate
         shown = "each migration's own" if rate is None else f"{rate} B/s on every broker moving"
         self._audit("throttle", by, now, shown)
+
+    def took_over(self, frozen: bool, limits: Limits | None, rate: int | None) -> None:
+        """The operator's settings as the lost last run held them."""
+        self.frozen, self.limits, self.rate = frozen, limits, rate
 
     def freeze_refusal(self, frozen: bool) -> str | None:
         """Why a freeze (or unfreeze) is not taken now, or None."""

@@ -201,6 +201,8 @@ class MigrationState(BaseModel):
     # With a cluster coordinator: joined (partitions registered), the last demand's number, and the moves ended
     # (or granted when no longer wanted) that the next demand releases.
     joined: bool = False
+    # Its coordinator was lost (terminated, say) or does not know it: it joins again, with its moves in flight.
+    rejoin_due: bool = False
     demand_seq: int = 0
     released: list[tuple[str, int]] = []
     # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
@@ -334,6 +336,19 @@ class MigrationState(BaseModel):
         entry = AuditEntry(at=now, action=name, actor=request.actor, reason=request.reason, detail=detail)
         self.actions.append(entry)
         return entry
+
+    # -- the coordinator --------------------------------------------------------------------------------------
+
+    def joined_coordinator(self) -> None:
+        self.joined, self.rejoin_due = True, False
+
+    def coordinator_lost(self) -> None:
+        """Its coordinator could not be reached, or asked it to join again: it joins again before it asks."""
+        if self.joined and self.phase in ACTIVE:
+            self.rejoin_due = True
+
+    def left_coordinator(self) -> None:
+        self.joined, self.rejoin_due = False, False
 
     # -- the window -------------------------------------------------------------------------------------------
 

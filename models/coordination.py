@@ -41,6 +41,8 @@ class JoinRequest(BaseModel):
     # Topic -> the partitions the migration may change.
     partitions: dict[str, list[int]]
     priority: int = 0
+    # Its moves in flight when it joins again (its coordinator was lost): held, and throttled, from the join on.
+    in_flight: list[MoveSpec] = []
 
 
 class JoinResult(BaseModel):
@@ -153,6 +155,7 @@ class JoinStep(BaseModel):
     moves: list[MoveSpec] = []
     moves_ref: str | None = None
     priority: int = 0
+    in_flight: list[MoveSpec] = []
 
 
 class ThrottleBook(BaseModel):
@@ -167,6 +170,16 @@ class ThrottleBook(BaseModel):
 class ThrottleWrite(BaseModel):
     wanted: ThrottleWanted
     book: ThrottleBook
+
+
+class Takeover(BaseModel):
+    """What a coordinator takes over from its lost last run, read from that run's history: the throttle book (what
+    Drover wrote, and the operator's values it saved) and the operator's cluster-wide settings."""
+
+    book: ThrottleBook = ThrottleBook()
+    frozen: bool = False
+    limits: Limits | None = None
+    rate_bytes_per_s: int | None = None
 
 
 class ClusterInput(BaseModel):

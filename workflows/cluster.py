@@ -48,6 +48,9 @@ CLEAR_RETRY = timedelta(seconds=2)
 # A join under the ID of a migration that ended without leaving waits this long for its moves to end (the join
 # activity's own timeout is a minute); still moving then, their partitions are refused as another migration's.
 REJOIN_WAIT = timedelta(seconds=40)
+# A coordinator that takes over from a lost one keeps the lost one's throttle entries this long at most, waiting
+# for the running migrations to join it with their moves in flight.
+TAKE_OVER_WAIT = timedelta(seconds=60)
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
 
@@ -82,6 +85,12 @@ class ClusterWorkflow:
         self._published = ""
         # Granted moves not told to their migration yet: told once their throttle is on Kafka.
         self._untold_grants: dict[str, list[MoveSpec]] = {}
+        # Migrations to ask to join again: they asked for moves, but this coordinator does not know them.
+        self._rejoin: set[str] = set()
+        # After the loss of the last run: the migrations found running that have not joined this one yet, and until
+        # when they are waited for. Meanwhile nothing the last run wrote is taken off Kafka.
+        self._awaiting: set[str] = set()
+        self._awaiting_until = None
 
     @property
     def s(self) -> ClusterState:
@@ -95,11 +104,14 @@ class ClusterWorkflow:
         workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.name)])
         self._publish()
         self._checked_at = workflow.now()
+        if given.carry is None:
+            await self._take_over()
         while True:
             await self._wait()
             period = ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY
             if self._check_due or workflow.now() - self._checked_at >= period:
                 await self._check_holders()
+            await self._ask_to_rejoin()
             for mid, moves in self.s.allocate().items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             if await self._write_throttle():
@@ -116,8 +128,46 @@ class ClusterWorkflow:
                 carry = {"state": self.s.model_dump(mode="json"), "book": self._book.model_dump(mode="json")}
                 workflow.continue_as_new(given.model_copy(update={"carry": carry}))
 
+    async def _take_over(self) -> None:
+        """A coordinator started anew (the first, or after the last was lost) takes over what the last run held:
+        its throttle book, so its entries count as Drover's, and the operator's freeze, limits and rate. The
+        migrations of this cluster still running are asked to join again with their moves in flight; until they
+        have (or TAKE_OVER_WAIT has passed), nothing the last run wrote is removed."""
+        took = await workflow.execute_activity_method(
+            ClusterActivities.previous_run, workflow.info().workflow_id, **QUICK_CALL
+        )
+        if took is None:
+            return
+        self._book = took.book
+        self.s.took_over(took.frozen, took.limits, took.rate_bytes_per_s)
+        running = await workflow.execute_activity_method(
+            ClusterActivities.running_migrations, self.s.name, **QUICK_CALL
+        )
+        self._awaiting = set(running) - set(self.s.holders)
+        self._awaiting_until = workflow.now() + TAKE_OVER_WAIT
+        self._rejoin |= self._awaiting
+        self.s.note(
+            "take-over",
+            f"the last run's throttle book and settings (frozen: {took.frozen}); "
+            f"{len(self._awaiting)} running migration(s) asked to join again",
+            workflow.now(),
+        )
+        self._publish()
+
+    def _taking_over(self) -> bool:
+        if self._awaiting and workflow.now() < self._awaiting_until:
+            return True
+        self._awaiting = set()
+        return False
+
+    async def _ask_to_rejoin(self) -> None:
+        asked, self._rejoin = self._rejoin, set()
+        await asyncio.gather(
+            *(self._quietly(workflow.get_external_workflow_handle(mid).signal("rejoin")) for mid in sorted(asked))
+        )
+
     async def _wait(self) -> None:
-        busy = self.s.holders or self.s.orphans or self.s.wanted() != self._book.written
+        busy = self.s.holders or self.s.orphans or self.s.wanted() != self._book.written or self._awaiting
         retry = self._freeze_due() or self._untold_grants
         timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
         with contextlib.suppress(TimeoutError):
@@ -175,6 +225,9 @@ class ClusterWorkflow:
         self._passes += 1
         this = self._passes
         wanted, book = self.s.wanted(), self._book
+        if self._taking_over():
+            # The lost run's entries stay until the migrations that need them have joined this one.
+            wanted = throttle_union(wanted, book.written)
         rates_before = book.written.brokers
         try:
             if wanted != book.written:
@@ -267,6 +320,7 @@ class ClusterWorkflow:
 
     @workflow.update
     async def join(self, req: JoinRequest) -> JoinResult:
+        self._awaiting.discard(req.migration_id)
         if self.s.reused(req):
             # A new migration under the ID of one that ended without leaving (terminated): the earlier one's moves
             # are cancelled at once, and hold their partitions until they have ended; then this one joins.
@@ -282,9 +336,14 @@ class ClusterWorkflow:
     def demand(self, d: Demand) -> None:
         if self.s.demand(d):
             self._wake = True
+        elif d.migration_id not in self.s.holders:
+            # It joined a coordinator that is gone: it is asked to join this one, with its moves in flight.
+            self._rejoin.add(d.migration_id)
+            self._wake = True
 
     @workflow.update
     async def leave(self, req: LeaveRequest) -> LeaveResult:
+        self._awaiting.discard(req.migration_id)
         self.s.leave(req.migration_id, workflow.now())
         deadline = workflow.now() + CLEAR_WAIT
         while True:

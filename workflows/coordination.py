@@ -5,6 +5,7 @@ every throttle."""
 from collections.abc import Callable
 
 from temporalio import workflow
+from temporalio.exceptions import is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
@@ -29,7 +30,7 @@ class MigrationCoordination:
         limits and throttle) when it has changed since the last."""
         assert self._input is not None
         s = self._s
-        if not s.joined:
+        if not s.joined or s.rejoin_due:
             return
         candidates = s.candidates()
         leaders_moved = s.leaders_moved()
@@ -53,29 +54,40 @@ class MigrationCoordination:
         coordinator = workflow.get_external_workflow_handle(cluster_workflow_id(self._input.cluster))
         try:
             await coordinator.signal("demand", demand)
-        except BaseException:
+        except BaseException as e:
             s.released = [*released, *s.released]
-            raise
+            if is_cancelled_exception(e):
+                raise
+            # The coordinator is gone (terminated, or at its history limit): join the next one, which this starts.
+            workflow.logger.warning("the cluster's coordinator could not be reached (%s); joining again", e)
+            s.coordinator_lost()
+            self._wake = True
+            return
         self._asked = asked
 
     async def _join(self) -> None:
-        """Register with the cluster's coordinator (started if need be); refused (its partitions are another
-        migration's, or its name is bound to another Kafka cluster), the migration fails with nothing changed."""
+        """Register with the cluster's coordinator (started if need be), with the moves in flight when it joins
+        again; refused (its partitions are another migration's, or its name is bound to another Kafka cluster), the
+        migration fails, with nothing changed at a first join."""
         assert self._input is not None
         s, given = self._s, self._input
+        in_flight = s.window.specs()
         step = JoinStep(
             migration_id=workflow.info().workflow_id,
             run=workflow.info().first_execution_run_id,
             cluster=given.cluster,
-            moves=s.window.waiting,
+            moves=[*s.window.waiting, *in_flight],
             moves_ref=s.window.moves_ref,
             priority=given.priority,
+            in_flight=in_flight,
         )
         joined = await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **QUICK_CALL)
         if joined.refused is not None:
             s.fail(joined.refused)
             return
-        s.joined = True
+        s.joined_coordinator()
+        # The coordinator may be a new one: it hears the whole demand.
+        self._asked = None
 
     async def _leave(self) -> None:
         """Release the slots, partitions and throttle entries held; returns once the coordinator has rewritten
@@ -92,7 +104,13 @@ class MigrationCoordination:
         s.throttle_left = sorted(set(s.throttle_left) | set(left.throttle_left))
         if left.error is not None:
             s.note("throttle", "drover", left.error, workflow.now(), "what could not be removed may be left on Kafka")
-        s.joined = False
+        s.left_coordinator()
+
+    @workflow.signal(name="rejoin")
+    def rejoin(self) -> None:
+        """From a coordinator that does not know this migration (a new one, after the last was lost): join again."""
+        self._s.coordinator_lost()
+        self._wake = True
 
     @workflow.signal(name="granted")
     def granted(self, grant: Grant) -> None:

@@ -194,6 +194,8 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
         assert self._input is not None
         s = self._s
+        if s.rejoin_due:
+            await self._join()
         await self._refill()
         suggested = workflow.info().is_continue_as_new_suggested()
         if s.drain_if_due(self._ended_this_run, self._input.continue_every, suggested):

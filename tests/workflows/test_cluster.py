@@ -398,3 +398,54 @@ async def test_a_migration_id_reused_after_a_terminate_starts_clean_and_complete
         status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
     assert result.verified and result.status == "completed" and result.moves_done == 4
     assert not status.holders and not status.in_flight
+
+
+async def test_a_terminated_coordinator_strands_nothing_and_leaks_no_throttle(local_env):
+    """The coordinator is terminated while two moves are on Kafka (an operator in the Web UI, or the server at a
+    history limit). The migration joins the next one with its moves in flight and completes; the next coordinator
+    takes the old one's throttle entries for Drover's, not the operator's, so the operator's own list and rates are
+    what is left on Kafka at the end."""
+    fake = shared_cluster(partitions=4, ticks=10_000)
+    fake.topic_configs["a"] = {LEADER_REPLICAS: "0:9"}
+    fake.broker_configs[1] = {LEADER_RATE: "777", FOLLOWER_RATE: "777"}
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await coordinator.terminate(reason="terminated from the Web UI")
+        # The steps on Kafka finish soon, and so do the next.
+        with fake._lock:
+            fake.ongoing = {key: (target, 3) for key, (target, _) in fake.ongoing.items()}
+        fake.ticks = 2
+        result = await asyncio.wait_for(handle.result(), timeout=120)
+        status = await coordinator.query(ClusterWorkflow.status)
+    assert result.verified and result.status == "completed" and result.moves_done == 4
+    assert not status.holders and not status.broker_throttles and not status.topic_throttles
+    assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
+    assert fake.broker_configs[1] == {LEADER_RATE: "777", FOLLOWER_RATE: "777"}
+    assert all(not c for b, c in fake.broker_configs.items() if b != 1)
+
+
+async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_env):
+    """An operator froze the cluster and set its limits; the coordinator is then lost. The next one, started by a
+    migration, takes both over from the lost one's history: nothing moves until the unfreeze."""
+    fake = shared_cluster(partitions=4, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=1))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+        )
+        await coordinator.terminate(reason="terminated from the Web UI")
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=4))
+        await asyncio.sleep(3)
+        assert fake.altered == []
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert status.frozen and status.limits == Limits(max_partitions=1)
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
+        result = await handle.result()
+    assert result.verified and fake.peak_ongoing == 1
