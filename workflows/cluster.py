@@ -112,7 +112,9 @@ class ClusterWorkflow:
             if self._check_due or workflow.now() - self._checked_at >= period:
                 await self._check_holders()
             await self._ask_to_rejoin()
-            for mid, moves in self.s.allocate().items():
+            # Taking over, nothing is granted until the running migrations have joined with their moves in flight:
+            # the limits count those too.
+            for mid, moves in ({} if self._taking_over() else self.s.allocate()).items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             if await self._write_throttle():
                 if self.s.frozen:

@@ -249,3 +249,38 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
     left = await asyncio.to_thread(drover_throttle_left, admin, topics)
     assert left == []
     await asyncio.to_thread(clear_operator_throttle, admin, topics[0])
+
+
+async def test_a_coordinator_terminated_twice_strands_nothing_and_leaves_every_move_throttled(
+    real_client, admin, real_settings, topic_name
+):
+    """The coordinator is terminated (as from the Web UI) twice while three migrations run. Each time the migrations
+    join the next one with their moves in flight, and it takes over the lost one's throttle book: the limits hold,
+    every reassigning partition stays throttled at every sample, and the operator's own throttle is what is left."""
+    topics, name, sampler = await prepared(admin, real_settings, topic_name)
+    try:
+        async with worker_for(real_client, activities_for(admin)) as worker:
+            limits = Limits(max_partitions=2, max_per_broker=2)
+            handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
+            coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
+            for seen in (2, 6):
+                await asyncio.to_thread(
+                    wait_until, lambda seen=seen: len(sampler.started) >= seen, 180, 0.2, f"{seen} steps under way"
+                )
+                await coordinator.terminate(reason="terminated from the Web UI")
+            results = [await asyncio.wait_for(h.result(), timeout=300) for h in handles]
+            status = await coordinator.query(ClusterWorkflow.status)
+    finally:
+        sampler.stop()
+    print(
+        f"coordinator terminated twice: peak {sampler.peak_partitions} moves and {sampler.peak_per_broker} per broker "
+        f"(limits 2 and 2); {len(sampler.unthrottled)} unthrottled of {sampler.moving_samples} samples with moves"
+    )
+    assert all(r.verified and r.status == "completed" for r in results)
+    assert sum(a.action == "take-over" for a in status.actions) == 1 and not status.holders
+    assert sampler.peak_partitions <= 2 and sampler.peak_per_broker <= 2
+    assert sampler.unthrottled == [], sampler.unthrottled[:5]
+    assert sampler.operator_missing == 0
+    left = await asyncio.to_thread(drover_throttle_left, admin, topics)
+    assert left == []
+    await asyncio.to_thread(clear_operator_throttle, admin, topics[0])
