@@ -13,8 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from activities.observer import KafkaObserver
 from activities.writes import ReassignmentWriter
-from adapters.kafka_admin import KafkaAdminError
-from adapters.kafka_port import KafkaPort
+from adapters.kafka_port import KafkaAdminError, KafkaPort
 from models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
 from models.errors import ErrorType
 

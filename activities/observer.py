@@ -9,8 +9,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from adapters.kafka_admin import KafkaAdminError
-from adapters.kafka_port import KafkaPort
+from adapters.kafka_port import KafkaAdminError, KafkaPort
 from models import OngoingReassignment, PartitionState, TopicPartition
 
 Key = tuple[str, int]

@@ -8,8 +8,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
-from adapters.kafka_admin import KafkaAdminError
-from adapters.kafka_port import KafkaPort
+from adapters.kafka_port import KafkaAdminError, KafkaPort
 from models import TopicPartition
 
 # How long the first write of a batch waits for others to join it.

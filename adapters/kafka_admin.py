@@ -29,6 +29,7 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
+from adapters.kafka_port import KafkaAdminError
 from adapters.kafka_properties import client_properties
 from models import (
     BrokerDisk,
@@ -60,10 +61,6 @@ REACH_TIMEOUT_S = 6.0
 
 # How often the admin client refreshes cluster metadata (and with it the broker it sends admin requests to).
 METADATA_REFRESH_MS = 2000
-
-
-class KafkaAdminError(Exception):
-    """A Kafka admin call failed; the message names the call and what Kafka said."""
 
 
 def client_configs(settings: Settings) -> tuple[dict, dict]:

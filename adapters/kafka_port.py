@@ -7,6 +7,11 @@ from typing import TYPE_CHECKING, Protocol
 from models import BrokerDisk, ClusterDescription, OngoingReassignment, PartitionState, ReplicaSize, TopicPartition
 
 
+class KafkaAdminError(Exception):
+    """A Kafka call through the port failed; the message names the call and what Kafka said. Every adapter of the
+    port raises it, and callers catch it here, never an adapter's own type."""
+
+
 class KafkaPort(Protocol):
     def describe_cluster(self) -> ClusterDescription:
         """Brokers (with racks), the cluster ID and the controller."""

@@ -8,7 +8,7 @@ checked against a real cluster by tests/integration/test_fake_matches_real.py.
 import threading
 from collections.abc import Callable
 
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from models import (
     BrokerDisk,
     BrokerInfo,

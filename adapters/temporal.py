@@ -9,10 +9,9 @@ from typing import Any, TypeVar
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfigProfile
-from temporalio.exceptions import FailureError
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
@@ -118,14 +117,6 @@ async def patiently(
         if waiting:
             say(f"Temporal at {address} answers again")
         return found
-
-
-def failure_message(e: BaseException) -> str:
-    """A failure in one line: the innermost cause's own message, without the "Type: " prefix Temporal's errors
-    put before it nor the "activity failed" layers around it."""
-    while isinstance(e, (FailureError, WorkflowFailureError, WorkflowUpdateFailedError)) and e.cause is not None:
-        e = e.cause
-    return e.message if isinstance(e, FailureError) else str(e)
 
 
 # A worker long-polls its task queue at least once a minute; one not seen for longer is gone.

@@ -8,7 +8,7 @@ import click
 import typer
 from temporalio.service import RPCError
 
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from adapters.temporal import TemporalUnavailable
 from cli import cluster as cluster_cmd
 from cli import control as control_cmd

@@ -7,7 +7,7 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedEr
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, failure_message
+from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
@@ -25,6 +25,7 @@ from models.coordination import (
 )
 from settings import Settings
 from workflows import ClusterWorkflow, PartitionMoveWorkflow
+from workflows.failures import failure_message
 from workflows.ids import move_workflow_id
 
 app = typer.Typer(

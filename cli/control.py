@@ -7,7 +7,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, failure_message
+from adapters.temporal import connect
 from cli.errors import DroverError
 from cli.groups import LimitChanges, grouped
 from cli.options import (
@@ -22,6 +22,7 @@ from cli.status import describe, phase, require_worker
 from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
+from workflows.failures import failure_message
 
 
 def _who_and_why(name: str, update, doc: str):

@@ -2,8 +2,8 @@
 copied so far, read from Kafka. The workflow counts a move's bytes as its steps finish; while a step copies, the new
 replicas' size on disk (DescribeLogDirs on their brokers) says how far it got."""
 
-from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
-from adapters.kafka_port import KafkaPort
+from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaAdminError, KafkaPort
 from models.progress import MigrationProgress
 from settings import Settings
 

@@ -12,7 +12,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from adapters.temporal import connect, failure_message, no_worker, patiently, worker_polls
+from adapters.temporal import connect, no_worker, patiently, worker_polls
 from cli.errors import DroverError
 from cli.estimate import capacity_option, rate_option, sample_option
 from cli.groups import EstimateInputs, LimitOptions, grouped
@@ -27,6 +27,7 @@ from models.plan import ReassignmentFile
 from models.results import MigrationResult
 from settings import Settings
 from workflows import MigrationWorkflow
+from workflows.failures import failure_message
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 # How often plain `drover start` looks whether preflight has passed.

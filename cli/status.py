@@ -8,7 +8,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, failure_message, no_worker, patiently, worker_polls
+from adapters.temporal import connect, no_worker, patiently, worker_polls
 from cli.cluster import freeze_notice
 from cli.errors import DroverError
 from cli.estimate import summary as estimate_summary
@@ -23,6 +23,7 @@ from models.results import MigrationResult
 from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
+from workflows.failures import failure_message
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 

@@ -523,7 +523,8 @@ class Sandbox:
 
 
 def _describe_quietly(bootstrap: str):
-    from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+    from adapters.kafka_admin import KafkaAdmin
+    from adapters.kafka_port import KafkaAdminError
     from settings import Settings
 
     admin = KafkaAdmin(Settings(kafka_bootstrap=bootstrap, kafka_request_timeout_s=3))

@@ -68,3 +68,48 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     found = imports_of("steps", root=tmp_path)
     assert found == {"steps/bad.py": {"confluent_kafka", "os"}}
     assert found["steps/bad.py"] - PURE_ALLOWED == {"confluent_kafka", "os"}
+
+
+PRODUCT = ["models", "planner", "steps", "execution", "estimator", "adapters", "activities", "workflows", "cli"]
+
+
+def names_imported_from(module: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Per product file, the names it imports from ``module`` (``from module import a, b``)."""
+    found: dict[str, set[str]] = {}
+    for target in [*PRODUCT, "worker.py", "settings", "sandbox"]:
+        path = root / target
+        if not path.exists():
+            continue
+        for f in [path] if path.suffix == ".py" else sorted(path.rglob("*.py")):
+            names = {
+                a.name
+                for node in ast.walk(ast.parse(f.read_text()))
+                if isinstance(node, ast.ImportFrom) and node.module == module
+                for a in node.names
+            }
+            if names:
+                found[str(f.relative_to(root))] = names
+    return found
+
+
+def test_workflows_import_no_adapter():
+    # Workflows reach Kafka through activities and Temporal through the SDK's workflow API: no client module.
+    wrong = {f: sorted(n & {"adapters"}) for f, n in imports_of("workflows").items() if "adapters" in n}
+    assert wrong == {}
+
+
+def test_kafka_errors_are_caught_as_the_ports_type():
+    # The port owns its error type: no caller names the concrete adapter's.
+    wrong = {f: n for f, n in names_imported_from("adapters.kafka_admin").items() if "KafkaAdminError" in n}
+    assert wrong == {}
+
+
+def test_the_import_checks_see_what_they_forbid(tmp_path):
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "bad.py").write_text("from adapters.temporal import connect\n")
+    (tmp_path / "cli").mkdir()
+    (tmp_path / "cli" / "bad.py").write_text("from adapters.kafka_admin import KafkaAdmin, KafkaAdminError\n")
+    assert imports_of("workflows", root=tmp_path) == {"workflows/bad.py": {"adapters"}}
+    assert names_imported_from("adapters.kafka_admin", root=tmp_path) == {
+        "cli/bad.py": {"KafkaAdmin", "KafkaAdminError"}
+    }

@@ -12,7 +12,6 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
-    from adapters.temporal import failure_message
     from execution.cluster import ClusterState
     from models.admission import Limits, MoveSpec
     from models.coordination import (
@@ -33,6 +32,7 @@ with workflow.unsafe.imports_passed_through():
         ThrottleWrite,
     )
     from steps.throttle import throttle_union, writable
+    from workflows.failures import failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.metrics import record_throttle
     from workflows.policies import QUICK_CALL

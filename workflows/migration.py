@@ -13,7 +13,6 @@ with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
     from activities.migration import MigrationActivities
-    from adapters.temporal import failure_message
     from execution import ENDED, Action, MigrationState, Phase
     from execution.progress import details, dry_run_result, expected_lists, progress, result
     from models import TopicPartition
@@ -26,6 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from steps.admission import ordered
     from workflows.controls import MigrationControls
     from workflows.coordination import MigrationCoordination
+    from workflows.failures import failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.metrics import record_progress
     from workflows.moves import MigrationMoves

@@ -11,12 +11,12 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 with workflow.unsafe.imports_passed_through():
     from activities.estimate import EstimateActivities
     from activities.migration import MigrationActivities
-    from adapters.temporal import failure_message
     from execution import MigrationState
     from models.errors import ErrorType
     from models.estimate import EstimateOptions
     from models.migration import MigrationEstimateInput, MigrationInput
     from models.requests import PreflightRequest
+    from workflows.failures import failure_message
     from workflows.policies import ESTIMATE, PREFLIGHT
 
 T = TypeVar("T")

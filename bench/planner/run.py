@@ -208,7 +208,8 @@ def kafka_scenarios() -> list[tuple[str, list[list[int]], list[int]]]:
 
 
 def against_kafka(bootstrap: str) -> None:
-    from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+    from adapters.kafka_admin import KafkaAdmin
+    from adapters.kafka_port import KafkaAdminError
     from planner import make_plan
     from settings import Settings
 

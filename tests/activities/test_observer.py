@@ -10,7 +10,7 @@ from temporalio.testing import ActivityEnvironment
 
 from activities.kafka import KafkaActivities
 from activities.observer import LOOK_GAP_S
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from models import StepRequest, TopicPartition
 from models.errors import ErrorType
 from tests.fakes import FakeKafka

@@ -8,7 +8,7 @@ import pytest
 from temporalio.testing import ActivityEnvironment
 
 from activities.cluster import ClusterActivities
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from models.coordination import ThrottleBook, ThrottleWanted, ThrottleWrite
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.fakes import FakeKafka

@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from activities.writes import ReassignmentWriter
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from models import TopicPartition
 from tests.fakes import FakeKafka
 

@@ -2,7 +2,7 @@
 
 from datetime import UTC, datetime, timedelta
 
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from cli.progress import CopyMeter
 from cli.status import as_of_now, summary
 from models.admission import Limits

@@ -2,7 +2,7 @@
 
 import pytest
 
-from adapters.kafka_admin import KafkaAdminError
+from adapters.kafka_port import KafkaAdminError
 from models import TopicPartition
 from tests.integration.helpers import consume_all, produce, wait_until
 

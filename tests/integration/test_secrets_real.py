@@ -10,7 +10,8 @@ import uuid
 
 import pytest
 
-from adapters.kafka_admin import KafkaAdmin, KafkaAdminError
+from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_port import KafkaAdminError
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
 from models.results import MigrationResult
