@@ -13,7 +13,8 @@ from temporalio.exceptions import ActivityError
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from execution.cluster import ClusterState
-    from models.admission import Limits, MoveSpec
+    from execution.cluster_status import cluster_status
+    from models.admission import MoveSpec
     from models.coordination import (
         ClusterInput,
         ClusterLimitsChange,
@@ -22,8 +23,6 @@ with workflow.unsafe.imports_passed_through():
         Demand,
         FreezeRequest,
         Grant,
-        HolderStatus,
-        InFlightMove,
         JoinRequest,
         JoinResult,
         LeaveRequest,
@@ -383,45 +382,4 @@ class ClusterWorkflow:
 
     @workflow.query
     def status(self) -> ClusterStatus:
-        s = self.s
-        holders = [
-            HolderStatus(
-                migration_id=h.migration_id,
-                priority=h.priority,
-                in_flight=len(h.in_flight),
-                waiting=len(h.demand.candidates) if h.demand else 0,
-                granted_total=h.granted_total,
-                partitions=sum(len(p) for p in h.partitions.values()),
-                limits=h.demand.limits if h.demand else s.effective_limits() or Limits(),
-            )
-            for h in s.holders.values()
-        ]
-        moves = [
-            InFlightMove(
-                migration_id=mid,
-                topic=m.topic,
-                partition=m.partition,
-                original=m.original,
-                target=m.target,
-                brokers=sorted(m.brokers),
-            )
-            for mid, m in s.in_flight()
-        ]
-        written = self._book.written
-        return ClusterStatus(
-            name=s.name,
-            cluster_id=s.cluster_id,
-            frozen=s.frozen,
-            limits=s.limits,
-            effective_limits=s.effective_limits(),
-            rate_bytes_per_s=s.rate,
-            holders=holders,
-            in_flight=moves,
-            broker_throttles={b: f"{lr}/{fr}" for b, (lr, fr) in written.brokers.items()},
-            topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
-            peak_in_flight=s.peak_in_flight,
-            peak_per_broker=s.peak_per_broker,
-            actions=s.actions,
-            runs=s.runs,
-            now=workflow.now(),
-        )
+        return cluster_status(self.s, self._book.written, workflow.now())

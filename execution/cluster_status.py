@@ -1,0 +1,52 @@
+"""What the coordinator's ``status`` query answers (``drover cluster status``), read from its state. Pure."""
+
+from datetime import datetime
+
+from execution.cluster import ClusterState
+from models.admission import Limits
+from models.coordination import ClusterStatus, HolderStatus, InFlightMove, ThrottleWanted
+
+
+def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> ClusterStatus:
+    """The binding, freeze, limits, every migration with its share, every move in flight, the throttle written
+    (``written``, the coordinator's book) and the last actions."""
+    holders = [
+        HolderStatus(
+            migration_id=h.migration_id,
+            priority=h.priority,
+            in_flight=len(h.in_flight),
+            waiting=len(h.demand.candidates) if h.demand else 0,
+            granted_total=h.granted_total,
+            partitions=sum(len(p) for p in h.partitions.values()),
+            limits=h.demand.limits if h.demand else s.effective_limits() or Limits(),
+        )
+        for h in s.holders.values()
+    ]
+    moves = [
+        InFlightMove(
+            migration_id=mid,
+            topic=m.topic,
+            partition=m.partition,
+            original=m.original,
+            target=m.target,
+            brokers=sorted(m.brokers),
+        )
+        for mid, m in s.in_flight()
+    ]
+    return ClusterStatus(
+        name=s.name,
+        cluster_id=s.cluster_id,
+        frozen=s.frozen,
+        limits=s.limits,
+        effective_limits=s.effective_limits(),
+        rate_bytes_per_s=s.rate,
+        holders=holders,
+        in_flight=moves,
+        broker_throttles={b: f"{lr}/{fr}" for b, (lr, fr) in written.brokers.items()},
+        topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
+        peak_in_flight=s.peak_in_flight,
+        peak_per_broker=s.peak_per_broker,
+        actions=s.actions,
+        runs=s.runs,
+        now=now,
+    )
