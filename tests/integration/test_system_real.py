@@ -39,15 +39,15 @@ class SteadyProducer(threading.Thread):
     """An idempotent producer (acks=all) at about ``rate`` messages/s over every partition, until stopped. Keeps
     the values Kafka acknowledged per partition, the errors by code, and the slowest acknowledgement."""
 
-    def __init__(self, settings, topic: str, rate: int):
+    def __init__(self, settings, topic: str, rate: int, partitions: int = PARTITIONS):
         super().__init__(daemon=True)
         config, _ = client_configs(settings)
         self.producer = Producer(
             config | {"acks": "all", "enable.idempotence": True, "linger.ms": 5}, logger=rdkafka_logger()
         )
-        self.topic, self.rate, self.stopped = topic, rate, threading.Event()
+        self.topic, self.rate, self.partitions, self.stopped = topic, rate, partitions, threading.Event()
         self.sent = 0
-        self.acked: dict[int, list[str]] = {p: [] for p in range(PARTITIONS)}
+        self.acked: dict[int, list[str]] = {p: [] for p in range(partitions)}
         self.errors: dict[str, int] = {}
         self.slowest_ack_s = 0.0
 
@@ -66,7 +66,7 @@ class SteadyProducer(threading.Thread):
                 self.producer.produce(
                     self.topic,
                     value=value,
-                    partition=self.sent % PARTITIONS,
+                    partition=self.sent % self.partitions,
                     on_delivery=lambda err, msg, t=sent_at: self._delivered(err, msg, t),
                 )
                 self.sent += 1
