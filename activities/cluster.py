@@ -43,17 +43,18 @@ OPERATOR_UPDATES = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, 
 WRITERS = 16
 
 
-async def takeover_in(events, converter) -> Takeover:
-    """What a coordinator run's history says it held at its end: the throttle book it was started with (continuing
-    as new) or last saved or wrote, and the cluster-wide settings it was started with, changed by every operator
-    update it accepted since."""
-    took, kinds = Takeover(), {}
+async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool]:
+    """What a coordinator run's history says it held at its end, from what the run before it held (``took``): the
+    throttle book it was started with (continuing as new, or taking over from a lost run) or last saved or wrote,
+    and the cluster-wide settings, changed by every operator update it accepted. True with it if the run had a
+    starting point of its own (a carry, or a take-over), so that no earlier run needs reading."""
+    based, kinds = False, {}
     for event in events:
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             (given,) = await converter.decode(payloads, [ClusterInput])
             if given.carry is not None:
-                state = given.carry["state"]
+                state, based = given.carry["state"], True
                 took = Takeover(
                     book=ThrottleBook.model_validate(given.carry["book"]),
                     frozen=state.get("frozen", False),
@@ -64,15 +65,20 @@ async def takeover_in(events, converter) -> Takeover:
             kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.HasField("activity_task_completed_event_attributes"):
             done = event.activity_task_completed_event_attributes
-            if kinds.get(done.scheduled_event_id) in BOOK_WRITERS:
+            kind = kinds.get(done.scheduled_event_id)
+            if kind in BOOK_WRITERS:
                 (book,) = await converter.decode(done.result.payloads, [ThrottleBook])
                 took = took.model_copy(update={"book": book})
+            elif kind == "previous_run":
+                # That run took over from one lost before it: what it took over is where it started from.
+                (earlier,) = await converter.decode(done.result.payloads, [Takeover | None])
+                took, based = earlier or took, True
         elif event.HasField("workflow_execution_update_accepted_event_attributes"):
             update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
             if update.name in OPERATOR_UPDATES:
                 (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
                 took = took.model_copy(update=_setting(change))
-    return took
+    return took, based
 
 
 def _setting(change) -> dict:
@@ -156,9 +162,19 @@ class ClusterActivities:
         earlier = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'") if w.run_id != current]
         if not earlier:
             return None
-        last = max(earlier, key=lambda w: w.start_time)
-        history = await client.get_workflow_handle(workflow_id, run_id=last.run_id).fetch_history()
-        return await takeover_in(history.events, client.data_converter)
+        # The latest runs back to one with a starting point of its own (a run lost before it took over, say, has
+        # none), then what each held, oldest first.
+        histories = []
+        for run in sorted(earlier, key=lambda w: w.start_time, reverse=True):
+            activity.heartbeat(run.run_id)
+            events = (await client.get_workflow_handle(workflow_id, run_id=run.run_id).fetch_history()).events
+            histories.append(events)
+            if (await takeover_in(events, client.data_converter, Takeover()))[1]:
+                break
+        took = Takeover()
+        for events in reversed(histories):
+            took, _ = await takeover_in(events, client.data_converter, took)
+        return took
 
     @activity.defn(name="running_migrations")
     async def running_migrations(self, cluster: str) -> list[str]:

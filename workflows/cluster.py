@@ -90,6 +90,8 @@ class ClusterWorkflow:
         # when they are waited for. Meanwhile nothing the last run wrote is taken off Kafka.
         self._awaiting: set[str] = set()
         self._awaiting_until = None
+        # Migrations that left this run: one that leaves before the take-over looks is not waited for.
+        self._left: set[str] = set()
 
     @property
     def s(self) -> ClusterState:
@@ -116,7 +118,7 @@ class ClusterWorkflow:
             for mid, moves in ({} if self._taking_over() else self.s.allocate()).items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             if await self._write_throttle():
-                if self.s.frozen:
+                if self.s.frozen and self._untold_grants:
                     # A freeze acknowledged while the throttle was written: no move granted before it may start.
                     self._take_back_untold()
                 else:
@@ -144,7 +146,7 @@ class ClusterWorkflow:
         running = await workflow.execute_activity_method(
             ClusterActivities.running_migrations, self.s.name, **QUICK_CALL
         )
-        self._awaiting = set(running) - set(self.s.holders)
+        self._awaiting = set(running) - set(self.s.holders) - self._left
         self._awaiting_until = workflow.now() + TAKE_OVER_WAIT
         self._rejoin |= self._awaiting
         self.s.note(
@@ -274,8 +276,9 @@ class ClusterWorkflow:
         """Grants not told to their migration go back to its candidates; the next pass takes their throttle off."""
         for mid, moves in self._untold_grants.items():
             self.s.take_back(mid, moves)
+        # The next pass takes their throttle off (if any was taken back).
+        self._wake = self._wake or bool(self._untold_grants)
         self._untold_grants = {}
-        self._wake = True
 
     async def _grant(self, migration_id: str, moves) -> None:
         h = self.s.holders.get(migration_id)
@@ -345,6 +348,7 @@ class ClusterWorkflow:
     @workflow.update
     async def leave(self, req: LeaveRequest) -> LeaveResult:
         self._awaiting.discard(req.migration_id)
+        self._left.add(req.migration_id)
         self.s.leave(req.migration_id, workflow.now())
         deadline = workflow.now() + CLEAR_WAIT
         while True:

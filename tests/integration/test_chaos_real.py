@@ -13,15 +13,16 @@ import pytest
 
 from models.admission import Limits
 from models.coordination import cluster_workflow_id
-from tests.conftest import end_coordinators
+from models.migration import MigrationInput
+from tests.conftest import end_coordinators, start_migration
 from tests.integration.helpers import consume_topic, wait_until
 from tests.integration.test_cluster_real import (
     ThrottleSampler,
     clear_operator_throttle,
     drover_throttle_left,
     loaded_topics,
+    plan,
     set_operator_throttle,
-    start,
 )
 from tests.integration.test_faults_real import start_worker
 from tests.integration.test_system_real import SteadyProducer
@@ -55,7 +56,14 @@ async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_lo
 
     try:
         limits = Limits(max_partitions=2, max_per_broker=2)
-        handles = [await start(real_client, queue, name, t, limits) for t in topics]
+        handles = [
+            await start_migration(
+                real_client,
+                MigrationInput(cluster=name, moves=plan(t, PARTITIONS), limits=limits, throttle_bytes_per_s=500_000),
+                queue,
+            )
+            for t in topics
+        ]
         coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
         await steps_seen(2, "the first steps")
         await coordinator.terminate(reason="chaos: terminated from the Web UI")
@@ -95,7 +103,8 @@ async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_lo
     left = await asyncio.to_thread(drover_throttle_left, admin, topics)
     moving = [r for r in admin.list_reassignments() if r.topic in topics]
     print(
-        f"\nchaos: {'; '.join(events)}; all done after {time.monotonic() - started_at:.0f} s. "
+        f"\nchaos, {len(topics)} topics x {PARTITIONS} partitions ({sum(len(r.moves) for r in results)} moves): "
+        f"{'; '.join(events)}; all done after {time.monotonic() - started_at:.0f} s. "
         f"{sampler.samples} samples every 0.3 s, {sampler.moving_samples} with moves: peak {sampler.peak_partitions} "
         f"moves and {sampler.peak_per_broker} per broker (limits 2 and 2), {len(sampler.unthrottled)} unthrottled. "
         f"{acked} messages acknowledged, {lost} lost; producer errors "

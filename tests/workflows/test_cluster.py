@@ -449,3 +449,26 @@ async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_
         )
         result = await handle.result()
     assert result.verified and fake.peak_ongoing == 1
+
+
+async def test_a_coordinator_lost_before_it_wrote_anything_hands_on_what_it_took_over(local_env):
+    """Two coordinators lost in a row, the second before it wrote a throttle: the third takes over what the second
+    took over from the first, so Drover's entries are still not taken for the operator's, and none is left."""
+    fake = shared_cluster(partitions=4, ticks=10_000)
+    fake.topic_configs["a"] = {LEADER_REPLICAS: "0:9"}
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await coordinator.terminate(reason="lost once")
+        # An operator's change starts the second, which is lost at once, before it has taken over or written.
+        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=2))
+        await coordinator.terminate(reason="lost again")
+        with fake._lock:
+            fake.ongoing = {key: (target, 3) for key, (target, _) in fake.ongoing.items()}
+        fake.ticks = 2
+        result = await asyncio.wait_for(handle.result(), timeout=120)
+    assert result.verified and result.moves_done == 4
+    assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
+    assert all(not c for c in fake.broker_configs.values())
