@@ -76,6 +76,13 @@ class Observer:
                     self.operator_lost.append(fake.topic_configs.get(topic, {}).get(LEADER_REPLICAS, ""))
 
 
+def finish_soon(fake: FakeKafka) -> None:
+    """The steps on Kafka finish within a few looks, and so do the next."""
+    with fake._lock:
+        fake.ongoing = {key: (target, 3) for key, (target, _) in fake.ongoing.items()}
+    fake.ticks = 2
+
+
 def start_order(fake: FakeKafka) -> list[tuple[str, int]]:
     """Partitions in the order of their first step on Kafka."""
     seen: list[tuple[str, int]] = []
@@ -414,10 +421,7 @@ async def test_a_terminated_coordinator_strands_nothing_and_leaks_no_throttle(lo
         await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
         coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
         await coordinator.terminate(reason="terminated from the Web UI")
-        # The steps on Kafka finish soon, and so do the next.
-        with fake._lock:
-            fake.ongoing = {key: (target, 3) for key, (target, _) in fake.ongoing.items()}
-        fake.ticks = 2
+        finish_soon(fake)
         result = await asyncio.wait_for(handle.result(), timeout=120)
         status = await coordinator.query(ClusterWorkflow.status)
     assert result.verified and result.status == "completed" and result.moves_done == 4
@@ -465,9 +469,7 @@ async def test_a_coordinator_lost_before_it_wrote_anything_hands_on_what_it_took
         # An operator's change starts the second, which is lost at once, before it has taken over or written.
         await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=2))
         await coordinator.terminate(reason="lost again")
-        with fake._lock:
-            fake.ongoing = {key: (target, 3) for key, (target, _) in fake.ongoing.items()}
-        fake.ticks = 2
+        finish_soon(fake)
         result = await asyncio.wait_for(handle.result(), timeout=120)
     assert result.verified and result.moves_done == 4
     assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
