@@ -113,3 +113,24 @@ def test_the_import_checks_see_what_they_forbid(tmp_path):
     assert names_imported_from("adapters.kafka_admin", root=tmp_path) == {
         "cli/bad.py": {"KafkaAdmin", "KafkaAdminError"}
     }
+
+
+def broad_handlers(package: str, root: Path = ROOT) -> list[str]:
+    """``except BaseException`` (or a bare ``except``) in a package: file and line."""
+    found = []
+    for path in sorted((root / package).rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ExceptHandler) and (
+                node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException")
+            ):
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    return found
+
+
+def test_workflow_code_never_handles_base_exceptions(tmp_path):
+    # A workflow's clean-up handles failures and cancellations (workflows.failures.INTERRUPTIONS) only: a run that
+    # caught GeneratorExit as Python closed its coroutine would go on, on another workflow's thread.
+    assert broad_handlers("workflows") == []
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "bad.py").write_text("try:\n    pass\nexcept BaseException:\n    pass\n")
+    assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:3"]

@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from execution import ACTIVE, MigrationState
     from models.coordination import Demand, Grant, JoinStep, LeaveRequest, cluster_workflow_id
     from models.migration import MigrationInput
+    from workflows.failures import INTERRUPTIONS
     from workflows.policies import LEAVE_CALL, QUICK_CALL
 
 
@@ -54,7 +55,7 @@ class MigrationCoordination:
         coordinator = workflow.get_external_workflow_handle(cluster_workflow_id(self._input.cluster))
         try:
             await coordinator.signal("demand", demand)
-        except BaseException as e:
+        except INTERRUPTIONS as e:
             s.released = [*released, *s.released]
             if is_cancelled_exception(e):
                 raise

@@ -1,4 +1,7 @@
-"""A Temporal failure told in one line, for workflows (no client module) and the CLI alike."""
+"""A Temporal failure told in one line, for workflows (no client module) and the CLI alike; what a workflow may
+handle when it is interrupted."""
+
+import asyncio
 
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.exceptions import FailureError
@@ -10,3 +13,10 @@ def failure_message(e: BaseException) -> str:
     while isinstance(e, (FailureError, WorkflowFailureError, WorkflowUpdateFailedError)) and e.cause is not None:
         e = e.cause
     return e.message if isinstance(e, FailureError) else str(e)
+
+
+# What a workflow's clean-up paths handle: a failure, or a cancellation. Never GeneratorExit (Python closing the
+# coroutine of a run the worker dropped, on whichever thread it happens to run: code that went on there would issue
+# its commands into that thread's workflow), nor the SDK's eviction error or ContinueAsNewError: all three are
+# BaseExceptions, so ``except BaseException`` must not appear in workflow code.
+INTERRUPTIONS = (Exception, asyncio.CancelledError)

@@ -7,7 +7,6 @@ import asyncio
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
-from temporalio.workflow import ContinueAsNewError
 
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
@@ -25,7 +24,7 @@ with workflow.unsafe.imports_passed_through():
     from steps.admission import ordered
     from workflows.controls import MigrationControls
     from workflows.coordination import MigrationCoordination
-    from workflows.failures import failure_message
+    from workflows.failures import INTERRUPTIONS, failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.metrics import record_progress
     from workflows.moves import MigrationMoves
@@ -115,9 +114,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             try:
                 await self._advance()
                 break
-            except ContinueAsNewError:
-                raise
-            except BaseException as e:
+            except INTERRUPTIONS as e:
                 # Interrupted: stop and clean up (the loop goes on from the phase it is in); one that cannot be
                 # taken up (a second failure, or any once the migration has ended) ends it as it is.
                 if s.phase in ENDED or not self._take_up(e):

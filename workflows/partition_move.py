@@ -21,6 +21,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType
     from steps import next_step
     from steps.calculator import steps_left
+    from workflows.failures import INTERRUPTIONS
     from workflows.metrics import record_step_gap
     from workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
 
@@ -63,7 +64,7 @@ class PartitionMoveWorkflow:
     async def run(self, move: MoveInput) -> MoveResult:
         try:
             result = await self._move(move)
-        except BaseException as e:
+        except INTERRUPTIONS as e:
             cancelled = is_cancelled_exception(e)
             error = "cancelled" if cancelled else str(e)
             kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
@@ -184,7 +185,7 @@ class PartitionMoveWorkflow:
                     status = await workflow.execute_activity_method(
                         KafkaActivities.wait_step, patient, summary=f"waiting for {what} (stuck)", **STEP_WAIT
                     )
-            except BaseException as e:
+            except INTERRUPTIONS as e:
                 # Cancelled mid-step (the migration was stopped): undo the step on Kafka before ending, so the
                 # partition is left on a list it really had, not half-way through a reassignment.
                 if is_cancelled_exception(e):

@@ -1,0 +1,53 @@
+"""A worker evicts workflows from its cache (it is full, or a task failed), and Python closes the coroutines of an
+evicted run. Nothing a run does as it is torn down may reach Temporal, least of all as commands of whichever other
+workflow the thread runs next."""
+
+import gc
+import sys
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+from models.admission import Limits
+from models.migration import MigrationInput
+from tests.conftest import TestWorker
+from tests.workflows.test_migration import cluster, spread_plan
+from worker import activities_for
+from workflows import WORKFLOWS, MigrationWorkflow
+
+
+async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local_env, monkeypatch):
+    """Python's garbage collector closes the coroutines of a run the worker dropped from its cache (as it does when
+    an eviction could not be processed), on whichever thread it happens to run: here every run is dropped again and
+    again (a cache of one, the SDK's safe eviction off) and the collector runs often. Closed, a run does nothing more:
+    the migration ends on the plan and every history holds its own commands only, so each replays."""
+    fake = cluster(12)
+    plan = spread_plan(fake)
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=3, max_per_broker=3)
+    )
+    worker = TestWorker(
+        local_env.client,
+        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        workflows=WORKFLOWS,
+        activities=activities_for(fake),
+        activity_executor=ThreadPoolExecutor(8),
+        max_cached_workflows=1,
+        disable_safe_workflow_eviction=True,
+    )
+    # A coroutine that catches GeneratorExit and goes on (where its next command would land in another run) is
+    # reported by Python as "coroutine ignored GeneratorExit".
+    ignored: list[str] = []
+    monkeypatch.setattr(sys, "unraisablehook", lambda u: ignored.append(f"{u.exc_value!r} in {u.object!r}"))
+    before = gc.get_threshold()
+    gc.set_threshold(20)
+    try:
+        async with worker:
+            result = await local_env.client.execute_workflow(
+                MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+            )
+    finally:
+        gc.set_threshold(*before)
+        gc.collect()
+    assert result.verified and result.status == "completed"
+    assert {(m.topic, m.partition): m.replicas for m in plan} == dict(fake.replicas)
+    assert [i for i in ignored if "GeneratorExit" in i] == []
