@@ -203,6 +203,8 @@ class MigrationState(BaseModel):
     joined: bool = False
     # Its coordinator was lost (terminated, say) or does not know it: it joins again, with its moves in flight.
     rejoin_due: bool = False
+    # The first run of the coordinator it joined: only its grants are taken up.
+    coordinator: str = ""
     demand_seq: int = 0
     released: list[tuple[str, int]] = []
     # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
@@ -339,13 +341,25 @@ class MigrationState(BaseModel):
 
     # -- the coordinator --------------------------------------------------------------------------------------
 
-    def joined_coordinator(self) -> None:
-        self.joined, self.rejoin_due = True, False
+    def joined_coordinator(self, coordinator: str = "") -> None:
+        self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
 
     def coordinator_lost(self) -> None:
-        """Its coordinator could not be reached, or asked it to join again: it joins again before it asks."""
+        """Its coordinator could not be reached, or asked it to join again: it joins again before it asks. Grants not
+        taken up yet are void (the coordinator it joins again knows only the moves in flight) and released, so the
+        coordinator that made them, should it still run, frees their slots."""
         if self.joined and self.phase in ACTIVE:
             self.rejoin_due = True
+            self.released = [*self.released, *self.granted]
+            self.granted = []
+
+    def grant_heard(self, keys: list[tuple[str, int]], coordinator: str) -> bool:
+        """Moves granted by the coordinator this migration joined are taken up; a grant from another (one lost, its
+        signal late) or while joining again is void. False if it was not taken."""
+        if not self.joined or self.rejoin_due or (coordinator and coordinator != self.coordinator):
+            return False
+        self.granted = [*self.granted, *keys]
+        return True
 
     def left_coordinator(self) -> None:
         self.joined, self.rejoin_due = False, False

@@ -47,6 +47,8 @@ class JoinRequest(BaseModel):
 
 class JoinResult(BaseModel):
     refused: str | None = None
+    # The coordinator's first run (its runs continuing as new share it): grants from any other are void.
+    coordinator: str = ""
 
 
 class Demand(BaseModel):
@@ -73,6 +75,8 @@ class Grant(BaseModel):
 
     seq: int
     keys: list[PartitionKey]
+    # The granting coordinator's first run: a grant from a coordinator since lost is not taken up.
+    coordinator: str = ""
     # The coordinator could not write the throttle: the migration stops, cleans up and fails with this.
     error: str | None = None
 

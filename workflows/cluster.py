@@ -94,6 +94,12 @@ class ClusterWorkflow:
         self._left: set[str] = set()
 
     @property
+    def _me(self) -> str:
+        """This coordinator's first run: its runs continuing as new share it, a coordinator started after it was
+        lost has another."""
+        return workflow.info().first_execution_run_id
+
+    @property
     def s(self) -> ClusterState:
         return self._s
 
@@ -165,8 +171,9 @@ class ClusterWorkflow:
 
     async def _ask_to_rejoin(self) -> None:
         asked, self._rejoin = self._rejoin, set()
+        me = self._me
         await asyncio.gather(
-            *(self._quietly(workflow.get_external_workflow_handle(mid).signal("rejoin")) for mid in sorted(asked))
+            *(self._quietly(workflow.get_external_workflow_handle(mid).signal("rejoin", me)) for mid in sorted(asked))
         )
 
     async def _wait(self) -> None:
@@ -228,8 +235,9 @@ class ClusterWorkflow:
         self._passes += 1
         this = self._passes
         wanted, book = self.s.wanted(), self._book
-        if self._taking_over():
-            # The lost run's entries stay until the migrations that need them have joined this one.
+        if self._taking_over() or (self._awaiting_until is not None and workflow.now() < self._awaiting_until):
+            # The lost run's entries stay until the migrations that need them have joined this one, and for
+            # TAKE_OVER_WAIT in any case: one that Temporal's visibility did not list yet joins late.
             wanted = throttle_union(wanted, book.written)
         rates_before = book.written.brokers
         try:
@@ -254,11 +262,11 @@ class ClusterWorkflow:
             self._write_error = f"the cluster's throttle could not be written: {failure_message(e)}"
             workflow.logger.warning(self._write_error)
             await self._refuse_all(self._write_error)
-        finally:
-            self._passes_done = this
-            self._throttle_left = sorted(set(self._book.written.brokers) - set(self.s.wanted().brokers))
-            if rates_before != self._book.written.brokers:
-                record_throttle(self.s.name, rates_before, self._book.written.brokers)
+        # Not in a ``finally``: a run being torn down (cancelled, evicted, or its coroutine closed) does nothing more.
+        self._passes_done = this
+        self._throttle_left = sorted(set(self._book.written.brokers) - set(self.s.wanted().brokers))
+        if rates_before != self._book.written.brokers:
+            record_throttle(self.s.name, rates_before, self._book.written.brokers)
         return self._write_error is None
 
     async def _refuse_all(self, error: str) -> None:
@@ -283,7 +291,7 @@ class ClusterWorkflow:
     async def _grant(self, migration_id: str, moves) -> None:
         h = self.s.holders.get(migration_id)
         seq = h.demand.seq if h and h.demand else 0
-        grant = Grant(seq=seq, keys=[(m.topic, m.partition) for m in moves])
+        grant = Grant(seq=seq, keys=[(m.topic, m.partition) for m in moves], coordinator=self._me)
         await self._quietly(workflow.get_external_workflow_handle(migration_id).signal("granted", grant))
 
     def _freeze_due(self) -> list[tuple[str, int]]:
@@ -334,7 +342,7 @@ class ClusterWorkflow:
                 await workflow.wait_condition(lambda: not self.s.orphans_of(req.migration_id), timeout=REJOIN_WAIT)
         refused = self.s.join(req, workflow.now())
         self._wake = True
-        return JoinResult(refused=refused)
+        return JoinResult(refused=refused, coordinator=self._me)
 
     @workflow.signal
     def demand(self, d: Demand) -> None:

@@ -86,7 +86,7 @@ class MigrationCoordination:
         if joined.refused is not None:
             s.fail(joined.refused)
             return
-        s.joined_coordinator()
+        s.joined_coordinator(joined.coordinator)
         # The coordinator may be a new one: it hears the whole demand.
         self._asked = None
 
@@ -108,9 +108,13 @@ class MigrationCoordination:
         s.left_coordinator()
 
     @workflow.signal(name="rejoin")
-    def rejoin(self) -> None:
-        """From a coordinator that does not know this migration (a new one, after the last was lost): join again."""
-        self._s.coordinator_lost()
+    def rejoin(self, coordinator: str = "") -> None:
+        """From a coordinator that does not know this migration (a new one, after the last was lost): join again.
+        Not from the coordinator it has joined since it was asked."""
+        s = self._s
+        if coordinator and s.joined and not s.rejoin_due and coordinator == s.coordinator:
+            return
+        s.coordinator_lost()
         self._wake = True
 
     @workflow.signal(name="granted")
@@ -122,6 +126,6 @@ class MigrationCoordination:
             if s.phase in ACTIVE:
                 s.fail(grant.error)
                 self._describe()
-        else:
-            s.granted = [*s.granted, *grant.keys]
+        elif not s.grant_heard([tuple(k) for k in grant.keys], grant.coordinator):
+            workflow.logger.info("a grant of %d move(s) from a coordinator it has not joined is void", len(grant.keys))
         self._wake = True

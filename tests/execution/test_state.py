@@ -431,6 +431,28 @@ def test_a_grant_that_comes_after_a_stop_is_released_not_started():
     assert s.released == [("t", 0), ("t", 1)]
 
 
+def test_grants_not_taken_up_when_the_coordinator_is_lost_are_void_and_released():
+    s = running(10)
+    s.joined_coordinator("first")
+    assert s.grant_heard([("t", 0), ("t", 1)], "first")
+    s.coordinator_lost()
+    # The coordinator it joins again knows only the moves in flight: these two do not start.
+    assert s.rejoin_due and s.granted == [] and s.released == [("t", 0), ("t", 1)]
+    s.joined_coordinator("second")
+    assert s.take_granted() == [] and len(s.window.in_flight) == 0
+
+
+def test_a_grant_is_taken_only_from_the_coordinator_joined_and_not_while_joining_again():
+    s = running(10)
+    s.joined_coordinator("second")
+    assert not s.grant_heard([("t", 0)], "first")
+    s.coordinator_lost()
+    assert not s.grant_heard([("t", 1)], "second")
+    s.joined_coordinator("second")
+    assert s.grant_heard([("t", 2)], "second") and s.granted == [("t", 2)]
+    assert [r.move.partition for r in s.take_granted()] == [2]
+
+
 def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slot():
     s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=1, max_per_broker=5, max_leaders=1))
     s.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]

@@ -36,10 +36,6 @@ PARTITIONS = int(os.environ.get("DROVER_CHAOS_PARTITIONS", "4"))
 RATE = 100
 
 
-@pytest.mark.skip(
-    reason="known defect (issue 26): during a coordinator take-over a reassigning partition's throttled-replica "
-    "lists were seen missing for up to two 50 ms samples in about one run of three; on again once the cause is fixed"
-)
 async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_loss(
     real_client, admin, real_settings, stack, topic_name, tmp_path
 ):
