@@ -15,6 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import ledger
 from adapters.kafka_port import KafkaPort
+from adapters.temporal import coordinators_named
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -29,6 +30,7 @@ from models.coordination import (
     ThrottleBook,
     ThrottleWanted,
     ThrottleWrite,
+    cluster_id_of,
     cluster_workflow_id,
 )
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, merged_list
@@ -60,7 +62,9 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
                     frozen=state.get("frozen", False),
                     limits=state.get("limits"),
                     rate_bytes_per_s=state.get("rate"),
+                    aliases=state.get("aliases", []),
                 )
+            took = _aliased(took, given.name)
         elif event.HasField("activity_task_scheduled_event_attributes"):
             kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.HasField("activity_task_completed_event_attributes"):
@@ -78,7 +82,14 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
             if update.name in OPERATOR_UPDATES:
                 (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
                 took = took.model_copy(update=_setting(change))
+            elif update.name == "join":
+                (req,) = await converter.decode(update.args.payloads, [JoinRequest])
+                took = _aliased(took, req.cluster)
     return took, based
+
+
+def _aliased(took: Takeover, name: str) -> Takeover:
+    return took if not name or name in took.aliases else took.model_copy(update={"aliases": [*took.aliases, name]})
 
 
 def _setting(change) -> dict:
@@ -95,8 +106,8 @@ class ClusterActivities:
 
     @activity.defn(name="join_cluster")
     async def join_cluster(self, step: JoinStep) -> JoinResult:
-        """Register the migration with its cluster's coordinator (started if it is not running), with the Kafka
-        cluster ID these workers reach and the partitions its moves name."""
+        """Register the migration with the coordinator of the Kafka cluster these workers reach (started if it is
+        not running), under the name the migration uses for it (an alias), with the partitions its moves name."""
         moves = step.moves if step.moves_ref is None else ledger.read_moves(Path(step.moves_ref), 0, sys.maxsize)
         partitions: dict[str, set[int]] = {}
         for m in moves:
@@ -111,9 +122,16 @@ class ClusterActivities:
             priority=step.priority,
             in_flight=step.in_flight,
         )
-        queue = activity.info().task_queue
+        client, queue, coordinator_id = activity.client(), activity.info().task_queue, cluster_workflow_id(cluster_id)
+        for other in await coordinators_named(client, step.cluster):
+            if other != coordinator_id:
+                # The name already stands for another Kafka cluster: a migration must not act on this one under it.
+                return JoinResult(
+                    refused=f"cluster name {step.cluster} is bound to Kafka cluster ID {cluster_id_of(other)}, but "
+                    f"this migration's workers reach Kafka cluster ID {cluster_id}; nothing was changed"
+                )
         try:
-            running = await activity.client().get_workflow_handle(cluster_workflow_id(step.cluster)).describe()
+            running = await client.get_workflow_handle(coordinator_id).describe()
         except RPCError as e:
             if e.status != RPCStatusCode.NOT_FOUND:
                 raise
@@ -121,30 +139,31 @@ class ClusterActivities:
             if running.status == WorkflowExecutionStatus.RUNNING and running.task_queue != queue:
                 # Its workers would never answer this one's join: say so rather than wait.
                 return JoinResult(
-                    refused=f"the coordinator of cluster {step.cluster} runs on task queue "
+                    refused=f"the coordinator of Kafka cluster {cluster_id} runs on task queue "
                     f"{running.task_queue}, but this migration's workers poll {queue}; run "
                     "every worker of one cluster on one task queue"
                 )
         start = WithStartWorkflowOperation(
             "ClusterWorkflow",
-            ClusterInput(name=step.cluster),
-            id=cluster_workflow_id(step.cluster),
+            ClusterInput(name=step.cluster, cluster_id=cluster_id),
+            id=coordinator_id,
             task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-        return await activity.client().execute_update_with_start_workflow(
+        joined = await client.execute_update_with_start_workflow(
             "join", request, start_workflow_operation=start, result_type=JoinResult
         )
+        return joined.model_copy(update={"coordinator_id": coordinator_id})
 
     @activity.defn(name="leave_cluster")
-    async def leave_cluster(self, req: LeaveRequest, cluster: str) -> LeaveResult:
+    async def leave_cluster(self, req: LeaveRequest) -> LeaveResult:
         """Release everything the migration holds; returns once the coordinator has rewritten the throttle. If the
         coordinator is gone (terminated, say), a new one is started: it takes over the lost one's throttle book and
         removes what no migration needs any more."""
         start = WithStartWorkflowOperation(
             "ClusterWorkflow",
-            ClusterInput(name=cluster),
-            id=cluster_workflow_id(cluster),
+            ClusterInput(name=req.cluster, cluster_id=cluster_id_of(req.coordinator_id)),
+            id=req.coordinator_id,
             task_queue=activity.info().task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
@@ -160,7 +179,8 @@ class ClusterActivities:
         there was no earlier run."""
         client, current = activity.client(), activity.info().workflow_run_id
         earlier = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'") if w.run_id != current]
-        if not earlier:
+        if not earlier or max(earlier, key=lambda w: w.start_time).status == WorkflowExecutionStatus.COMPLETED:
+            # None, or the last was retired (it ends only once it holds nothing and has written nothing).
             return None
         # The latest runs back to one with a starting point of its own (a run lost before it took over, say, has
         # none), then what each held, oldest first.
@@ -177,9 +197,12 @@ class ClusterActivities:
         return took
 
     @activity.defn(name="running_migrations")
-    async def running_migrations(self, cluster: str) -> list[str]:
-        """The migrations running on the cluster of that name (Temporal's visibility)."""
-        query = f"WorkflowType = 'MigrationWorkflow' AND DroverCluster = '{cluster}' AND ExecutionStatus = 'Running'"
+    async def running_migrations(self, aliases: list[str]) -> list[str]:
+        """The migrations running under any of the cluster's names (Temporal's visibility)."""
+        if not aliases:
+            return []
+        names = ", ".join(f"'{a}'" for a in aliases)
+        query = f"WorkflowType = 'MigrationWorkflow' AND DroverCluster IN ({names}) AND ExecutionStatus = 'Running'"
         return sorted({w.id async for w in activity.client().list_workflows(query)})
 
     @activity.defn(name="running_workflows")

@@ -6,6 +6,7 @@ checked against a real cluster by tests/integration/test_fake_matches_real.py.
 """
 
 import threading
+import uuid
 from collections.abc import Callable
 
 from adapters.kafka_port import KafkaAdminError
@@ -54,7 +55,8 @@ class InMemoryKafka:
         # Called (outside the lock) before the call of that name with its arguments: a test slows or breaks a call.
         self.hooks: dict[str, Callable[..., None]] = {}
         self._lock = threading.Lock()
-        self.cluster_id = "fake"
+        # A cluster of its own: each in-memory Kafka has its own cluster ID, so its own coordinator.
+        self.cluster_id = f"memory-{uuid.uuid4().hex[:12]}"
 
     def _hook(self, name: str, *args) -> None:
         hook = self.hooks.get(name)

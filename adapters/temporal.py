@@ -141,3 +141,9 @@ def no_worker(task_queue: str) -> str:
         f"no worker polls the task queue {task_queue}: start one (drover sandbox up, or python worker.py with the "
         f"same DROVER_TASK_QUEUE and Temporal settings)"
     )
+
+
+async def coordinators_named(client: Client, name: str) -> list[str]:
+    """The workflow IDs of the running cluster coordinators that have the name among their aliases."""
+    query = f"WorkflowType = 'ClusterWorkflow' AND DroverAliases = '{name}' AND ExecutionStatus = 'Running'"
+    return sorted({w.id async for w in client.list_workflows(query)})

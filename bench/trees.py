@@ -4,7 +4,6 @@ print one JSON line."""
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import resource
@@ -18,15 +17,14 @@ from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 from temporalio.client import Client
-from temporalio.service import RPCError
 from temporalio.testing import WorkflowEnvironment
 
 from adapters.temporal import connect
-from models.coordination import cluster_workflow_id
 from models.migration import MigrationInput
 from models.results import MigrationResult
 from sandbox.devserver import start_dev_server
 from settings import Settings
+from tests.conftest import end_coordinators
 from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -250,10 +248,11 @@ async def migrate_under_own_name(
     client: Client, migration: MigrationInput, workflow_id: str, task_queue: str
 ) -> MigrationResult:
     """``migrate`` under a cluster name of its own: a new coordinator, of the code of the worker on ``task_queue``,
-    admits its moves (not one started long ago by an older worker), and is ended once the migration has left."""
+    admits its moves (not one started long ago by an older worker), and is ended (retired, or terminated) once the
+    migration has left."""
     name = f"{workflow_id}-cluster"
     try:
         return await migrate(client, migration.model_copy(update={"cluster": name}), workflow_id, task_queue)
     finally:
-        with contextlib.suppress(RPCError):
-            await client.get_workflow_handle(cluster_workflow_id(name)).terminate(reason="benchmark done")
+        # The next migration may run on the other side's task queue: its coordinator must start there.
+        await end_coordinators(client, task_queue)

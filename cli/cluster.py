@@ -3,11 +3,12 @@
 import asyncio
 
 import typer
-from temporalio.client import WithStartWorkflowOperation, WorkflowUpdateFailedError
+from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowUpdateFailedError
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect
+from adapters.kafka_port import KafkaAdminError, open_kafka
+from adapters.temporal import connect, coordinators_named
 from cli.errors import DroverError
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
@@ -21,6 +22,7 @@ from models.coordination import (
     ClusterThrottleChange,
     FreezeRequest,
     InFlightMove,
+    cluster_id_of,
     cluster_workflow_id,
 )
 from settings import Settings
@@ -123,6 +125,40 @@ def unfreeze(
     asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
 
 
+@app.command("retire")
+def retire(
+    ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON, as_json: bool = AS_JSON
+) -> None:
+    """End the cluster's coordinator for good: refused while a migration runs on it; it ends once Drover's
+    throttle is off Kafka. The next migration (or `drover cluster limits|throttle|freeze`) starts a new one, which
+    takes over nothing: no freeze, limits or rate of the retired one."""
+    asyncio.run(_retire(ctx.obj, cluster or ctx.obj.cluster_name, actor or default_actor(), reason, Output(as_json)))
+
+
+async def _retire(settings: Settings, name: str, actor: str, reason: str, out: Output) -> None:
+    client = await connect(settings, identity=default_actor())
+    found = await coordinators_named(client, name)
+    if not found:
+        raise DroverError(f"cluster {name} has no running coordinator: nothing to retire")
+    handle = client.get_workflow_handle(found[0])
+    try:
+        await asyncio.wait_for(
+            handle.execute_update(ClusterWorkflow.retire, OperatorAction(actor=actor, reason=reason)), ANSWER_S * 4
+        )
+    except TimeoutError:
+        raise DroverError(
+            f"the coordinator of cluster {name} did not retire within {ANSWER_S * 4:.0f} s: is a Drover worker "
+            f"running on task queue {settings.task_queue}, and is every broker up (Drover's throttle is removed "
+            "first)?"
+        ) from None
+    except WorkflowUpdateFailedError as e:
+        raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
+    except RPCError as e:
+        raise DroverError(f"cluster {name}: {e.message}") from None
+    out.info(f"cluster {name}: coordinator {found[0]} retired")
+    out.data({"retired": found[0], "cluster": name})
+
+
 async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
     limits = None
     if given is not None:
@@ -133,13 +169,30 @@ async def _limits(settings: Settings, name: str, given: dict | None, actor: str,
     await _update(settings, name, ClusterWorkflow.set_limits, change, out)
 
 
+async def coordinator_of(settings: Settings, client, name: str) -> str:
+    """The workflow ID of the coordinator a cluster name stands for: the running one with that name among its
+    aliases, else that of the Kafka cluster these settings reach (its ID read from Kafka)."""
+    found = await coordinators_named(client, name)
+    if found:
+        return found[0]
+    try:
+        cluster_id = await asyncio.to_thread(lambda: open_kafka(settings).describe_cluster().cluster_id)
+    except KafkaAdminError as e:
+        raise DroverError(
+            f"cluster {name}: no running coordinator has that name, and Kafka could not be reached to read its "
+            f"cluster ID ({e})"
+        ) from None
+    return cluster_workflow_id(cluster_id or "unknown")
+
+
 async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
     client = await connect(settings, identity=default_actor())
+    coordinator_id = await coordinator_of(settings, client, name)
     start = WithStartWorkflowOperation(
         ClusterWorkflow.run,
-        ClusterInput(name=name),
-        id=cluster_workflow_id(name),
+        ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id)),
+        id=coordinator_id,
         task_queue=settings.task_queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
@@ -161,24 +214,29 @@ async def _update(settings: Settings, name: str, update, argument: OperatorActio
 
 async def _query(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
     client = client or await connect(settings, identity=default_actor())
+    coordinator_id = await coordinator_of(settings, client, name)
+    handle = client.get_workflow_handle(coordinator_id)
     try:
-        return await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+        # A coordinator retired (or terminated) is no coordinator: no worker may answer a query of it.
+        running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
+        if running:
+            return await handle.query(ClusterWorkflow.status)
     except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            if missing_ok:
-                return None
-            raise DroverError(
-                f"cluster {name} has no coordinator yet: it starts with the first migration or "
-                "`drover cluster limits|throttle|freeze`"
-            ) from None
-        raise DroverError(f"cluster {name}: {e.message}") from None
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise DroverError(f"cluster {name}: {e.message}") from None
+    if missing_ok:
+        return None
+    raise DroverError(
+        f"cluster {name} has no coordinator running: one starts with the first migration or "
+        "`drover cluster limits|throttle|freeze`"
+    )
 
 
 async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
     client = client or await connect(settings, identity=default_actor())
     s = await _query(settings, name, client)
     assert s is not None
-    steps = await asyncio.gather(*(_step_of(client, name, m) for m in s.in_flight))
+    steps = await asyncio.gather(*(_step_of(client, m.cluster or name, m) for m in s.in_flight))
     s = s.model_copy(update={"in_flight": steps})
     out.info(render_status(s))
     out.data(s)
@@ -209,6 +267,7 @@ def render_status(s: ClusterStatus) -> str:
     lines = [
         f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "
         + ("FROZEN: no new steps" if s.frozen else "not frozen"),
+        "names: " + (", ".join(s.aliases) or s.name),
         f"limits: {shown}",
         "throttle: "
         + (
@@ -239,9 +298,13 @@ def render_status(s: ClusterStatus) -> str:
 
 
 async def freeze_notice(client, name: str) -> str | None:
-    """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no coordinator)."""
+    """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no running
+    coordinator of that name)."""
     try:
-        s = await client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+        found = await coordinators_named(client, name)
+        if not found:
+            return None
+        s = await client.get_workflow_handle(found[0]).query(ClusterWorkflow.status)
     except RPCError:
         return None
     if not s.frozen:

@@ -2,8 +2,8 @@
 Temporal, Kafka or clock; ``ClusterWorkflow`` runs activities and signals around it and carries it over
 continue-as-new.
 
-- **Binding**: the cluster name is bound to the Kafka cluster ID its first migration reached; a migration that
-  reaches another ID is refused, with both.
+- **Identity**: one coordinator per Kafka cluster ID; every name a migration or an operator uses for that cluster
+  is one of its aliases. A migration whose workers reach another Kafka cluster ID is refused, with both.
 - **Registry**: a partition belongs to at most one running migration.
 - **Limits**: KIP-435's four (moves in flight, per broker, replicas being added, leader changes) across every
   migration. Unless an operator sets them, they are the highest any running migration asks for, so migrations
@@ -29,6 +29,8 @@ from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).
 KEPT_ACTIONS = 200
+# Names kept for the cluster.
+KEPT_ALIASES = 50
 
 
 class Holder(BaseModel):
@@ -37,6 +39,8 @@ class Holder(BaseModel):
     migration_id: str
     # Its first run: another migration under the same ID (started after this one was terminated) is another holder.
     run: str = ""
+    # The name it uses for the cluster (one of the aliases): its moves' workflow IDs carry it.
+    cluster: str = ""
     priority: int = 0
     partitions: dict[str, list[int]] = {}
     demand: Demand | None = None
@@ -55,6 +59,7 @@ class Orphan(BaseModel):
 
     migration_id: str
     move: MoveSpec
+    cluster: str = ""
     # The throttle its migration asked for, kept until the move ends.
     rate: int | None = None
     broker_rates: dict[int, tuple[int, int]] = {}
@@ -95,6 +100,8 @@ class Counters:
 class ClusterState(BaseModel):
     name: str
     cluster_id: str | None = None
+    # Every name this cluster's migrations and operators have used for it, in the order first used.
+    aliases: list[str] = []
     limits: Limits | None = None
     rate: int | None = None
     frozen: bool = False
@@ -135,9 +142,11 @@ class ClusterState(BaseModel):
         if self.cluster_id is None:
             self.cluster_id = req.cluster_id
             self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
+        self.alias(req.cluster, now)
         self.holders[req.migration_id] = Holder(
             migration_id=req.migration_id,
             run=req.run,
+            cluster=req.cluster,
             priority=req.priority,
             partitions=req.partitions,
             in_flight=req.in_flight,
@@ -211,7 +220,11 @@ class ClusterState(BaseModel):
         d = h.demand
         self.orphans += [
             Orphan(
-                migration_id=migration_id, move=m, rate=d.rate if d else None, broker_rates=d.broker_rates if d else {}
+                migration_id=migration_id,
+                move=m,
+                cluster=h.cluster,
+                rate=d.rate if d else None,
+                broker_rates=d.broker_rates if d else {},
             )
             for m in h.in_flight
         ]
@@ -259,6 +272,14 @@ class ClusterState(BaseModel):
     def in_flight(self) -> list[tuple[str, MoveSpec]]:
         moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]
         return moves + [(o.migration_id, o.move) for o in self.orphans]
+
+    def moves_by_name(self) -> dict[PartitionKey, str]:
+        """Each move in flight, with the cluster name its migration uses (its workflow ID carries it)."""
+        named = {(m.topic, m.partition): h.cluster or self.name for h in self.holders.values() for m in h.in_flight}
+        return named | {(o.move.topic, o.move.partition): o.cluster or self.name for o in self.orphans}
+
+    def orphan_name(self, o: Orphan) -> str:
+        return o.cluster or self.name
 
     def allocate(self) -> dict[str, list[MoveSpec]]:
         """The moves to start now, per migration, under the cluster's limits and each migration's own: of a
@@ -340,9 +361,30 @@ class ClusterState(BaseModel):
         shown = "each migration's own" if rate is None else f"{rate} B/s on every broker moving"
         self._audit("throttle", by, now, shown)
 
-    def took_over(self, frozen: bool, limits: Limits | None, rate: int | None) -> None:
-        """The operator's settings as the lost last run held them."""
+    def took_over(self, frozen: bool, limits: Limits | None, rate: int | None, aliases: list[str]) -> None:
+        """The operator's settings and the cluster's aliases as the lost last run held them."""
         self.frozen, self.limits, self.rate = frozen, limits, rate
+        self.aliases = [*aliases, *(a for a in self.aliases if a not in aliases)]
+
+    def alias(self, name: str, now: datetime) -> None:
+        """A name used for this cluster (by a migration that joins, or an operator's command)."""
+        if name and name not in self.aliases:
+            # The latest names only: the carry stays bounded, and a name dropped still finds the coordinator
+            # through Kafka's cluster ID.
+            self.aliases = [*self.aliases, name][-KEPT_ALIASES:]
+            if len(self.aliases) > 1:
+                self.note("alias", f"{name} is another name for Kafka cluster ID {self.cluster_id}", now)
+
+    def retire_refusal(self) -> str | None:
+        """Why the coordinator cannot be retired now (a migration runs on it, or a move of one that ended is still
+        in flight), or None."""
+        running = sorted({*self.holders, *(o.migration_id for o in self.orphans)})
+        if running:
+            return f"{len(running)} migration(s) still hold moves or partitions on it: {', '.join(running[:5])}"
+        return None
+
+    def retired(self, by: OperatorAction, now: datetime) -> None:
+        self._audit("retire", by, now, "")
 
     def freeze_refusal(self, frozen: bool) -> str | None:
         """Why a freeze (or unfreeze) is not taken now, or None."""

@@ -22,9 +22,11 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         )
         for h in s.holders.values()
     ]
+    names = s.moves_by_name()
     moves = [
         InFlightMove(
             migration_id=mid,
+            cluster=names.get((m.topic, m.partition), s.name),
             topic=m.topic,
             partition=m.partition,
             original=m.original,
@@ -36,6 +38,7 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
     return ClusterStatus(
         name=s.name,
         cluster_id=s.cluster_id,
+        aliases=s.aliases,
         frozen=s.frozen,
         limits=s.limits,
         effective_limits=s.effective_limits(),

@@ -203,7 +203,9 @@ class MigrationState(BaseModel):
     joined: bool = False
     # Its coordinator was lost (terminated, say) or does not know it: it joins again, with its moves in flight.
     rejoin_due: bool = False
-    # The first run of the coordinator it joined: only its grants are taken up.
+    # The coordinator it joined (that of the Kafka cluster its workers reach), and that coordinator's first run:
+    # only its grants are taken up.
+    coordinator_id: str = ""
     coordinator: str = ""
     demand_seq: int = 0
     released: list[tuple[str, int]] = []
@@ -341,8 +343,9 @@ class MigrationState(BaseModel):
 
     # -- the coordinator --------------------------------------------------------------------------------------
 
-    def joined_coordinator(self, coordinator: str = "") -> None:
+    def joined_coordinator(self, coordinator: str = "", coordinator_id: str = "") -> None:
         self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
+        self.coordinator_id = coordinator_id or self.coordinator_id
 
     def coordinator_lost(self) -> None:
         """Its coordinator could not be reached, or asked it to join again: it joins again before it asks. Grants not

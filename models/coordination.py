@@ -19,10 +19,15 @@ class ThrottleWanted(BaseModel):
     brokers: dict[int, tuple[int, int]] = {}
 
 
-def cluster_workflow_id(cluster: str) -> str:
-    """The coordinator of the cluster of that name (``ClusterWorkflow``): one per name, bound to one Kafka cluster
-    ID."""
-    return f"cluster:{cluster}"
+def cluster_workflow_id(cluster_id: str) -> str:
+    """The coordinator (``ClusterWorkflow``) of the Kafka cluster with that ID, as Kafka reports it: one per Kafka
+    cluster, whatever names its migrations and operators use for it (its aliases)."""
+    return f"cluster:{cluster_id}"
+
+
+def cluster_id_of(coordinator_id: str) -> str:
+    """The Kafka cluster ID in a coordinator's workflow ID."""
+    return coordinator_id.removeprefix("cluster:")
 
 
 # Partition keys as "topic:partition" in payloads (Kafka topic names cannot contain ':').
@@ -47,6 +52,8 @@ class JoinRequest(BaseModel):
 
 class JoinResult(BaseModel):
     refused: str | None = None
+    # The workflow ID of the coordinator joined (that of the Kafka cluster the migration's workers reach).
+    coordinator_id: str = ""
     # The coordinator's first run (its runs continuing as new share it): grants from any other are void.
     coordinator: str = ""
 
@@ -83,6 +90,9 @@ class Grant(BaseModel):
 
 class LeaveRequest(BaseModel):
     migration_id: str
+    # The coordinator the migration joined, and the name it uses for the cluster (an alias).
+    coordinator_id: str = ""
+    cluster: str = ""
 
 
 class LeaveResult(BaseModel):
@@ -120,6 +130,8 @@ class HolderStatus(BaseModel):
 
 class InFlightMove(BaseModel):
     migration_id: str
+    # The name its migration uses for the cluster (its workflow ID carries it).
+    cluster: str = ""
     topic: str
     partition: int
     original: list[int]
@@ -134,6 +146,7 @@ class InFlightMove(BaseModel):
 class ClusterStatus(BaseModel):
     name: str
     cluster_id: str | None
+    aliases: list[str] = []
     frozen: bool
     limits: Limits | None
     effective_limits: Limits | None
@@ -184,10 +197,14 @@ class Takeover(BaseModel):
     frozen: bool = False
     limits: Limits | None = None
     rate_bytes_per_s: int | None = None
+    aliases: list[str] = []
 
 
 class ClusterInput(BaseModel):
+    # The name the coordinator was first started under: its first alias.
     name: str = Field(min_length=1)
+    # The Kafka cluster ID it coordinates (its workflow ID is ``cluster_workflow_id`` of it).
+    cluster_id: str = ""
     # The coordinator continues as new after about this many history events (sooner when Temporal suggests it).
     events_per_run: int = Field(5000, ge=100)
     # Set only by the coordinator itself when it continues as new.

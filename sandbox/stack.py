@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
 LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 CONTROLLER_ID = 100
-SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword"}
+SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
 
 
 class SandboxError(Exception):

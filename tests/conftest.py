@@ -4,6 +4,7 @@ The real local stack (Kafka and Temporal) is started once per test session, on p
 `drover sandbox` is left alone, and wiped at the end (DROVER_TEST_KEEP_STACK=1 keeps it for the next run).
 """
 
+import asyncio
 import contextlib
 import os
 import uuid
@@ -11,20 +12,23 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
 from adapters.kafka_admin import KafkaAdmin
 from adapters.temporal import connect
+from models.control import OperatorAction
 from models.migration import MigrationInput
 from sandbox import Sandbox, SandboxSettings
 from sandbox.devserver import start_dev_server
 from settings import Settings
 from settings.process import exit_now
-from workflows import WORKFLOWS, MigrationWorkflow
+from workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
+# How long a test's worker waits for its coordinator to retire before terminating it.
+RETIRE_WAIT_S = 10.0
 
 TEST_SASL_PASSWORD = "drover-test-sasl-7f3c9a1e5b"
 
@@ -131,11 +135,18 @@ async def replay_task_queue(client, task_queue: str, workflows: list) -> list[st
 
 
 async def end_coordinators(client, task_queue: str) -> None:
-    """Terminate the cluster coordinators running on a test's task queue, before its worker goes."""
+    """End the cluster coordinators running on a test's task queue, before its worker goes: retired (as `drover
+    cluster retire` does) when nothing holds them, so the next test's coordinator of the same Kafka cluster takes
+    nothing over; terminated otherwise."""
     query = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
     async for found in client.list_workflows(query):
-        with contextlib.suppress(RPCError):
-            await client.get_workflow_handle(found.id, run_id=found.run_id).terminate(reason="test worker stops")
+        handle = client.get_workflow_handle(found.id, run_id=found.run_id)
+        try:
+            retire = handle.execute_update(ClusterWorkflow.retire, OperatorAction(actor="tests", reason="worker stops"))
+            await asyncio.wait_for(retire, RETIRE_WAIT_S)
+        except (TimeoutError, RPCError, WorkflowUpdateFailedError):
+            with contextlib.suppress(RPCError):
+                await handle.terminate(reason="test worker stops")
 
 
 def worker_for(client, activities: list, workflows: list | None = None) -> Worker:

@@ -8,13 +8,14 @@ import contextlib
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError
+from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from execution.cluster import ClusterState
     from execution.cluster_status import cluster_status
     from models.admission import MoveSpec
+    from models.control import OperatorAction
     from models.coordination import (
         ClusterInput,
         ClusterLimitsChange,
@@ -28,11 +29,13 @@ with workflow.unsafe.imports_passed_through():
         LeaveRequest,
         LeaveResult,
         ThrottleBook,
+        ThrottleWanted,
         ThrottleWrite,
     )
+    from models.errors import ErrorType
     from steps.throttle import throttle_union, writable
     from workflows.failures import failure_message
-    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
+    from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.metrics import record_throttle
     from workflows.policies import QUICK_CALL
 
@@ -64,7 +67,7 @@ class ClusterWorkflow:
     def __init__(self, given: ClusterInput) -> None:
         # Set up before any handler runs: the first join arrives with the start (update-with-start).
         if given.carry is None:
-            self._s = ClusterState(name=given.name)
+            self._s = ClusterState(name=given.name, cluster_id=given.cluster_id or None, aliases=[given.name])
             self._book = ThrottleBook()
         else:
             self._s = ClusterState.model_validate(given.carry["state"])
@@ -80,8 +83,9 @@ class ClusterWorkflow:
         self._checked_at = None
         # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
         self._check_due = False
-        # The DroverStatus last upserted.
+        # The DroverStatus and DroverAliases last upserted.
         self._published = ""
+        self._published_aliases: list[str] = []
         # Granted moves not told to their migration yet: told once their throttle is on Kafka.
         self._untold_grants: dict[str, list[MoveSpec]] = {}
         # Migrations to ask to join again: they asked for moves, but this coordinator does not know them.
@@ -92,6 +96,9 @@ class ClusterWorkflow:
         self._awaiting_until = None
         # Migrations that left this run: one that leaves before the take-over looks is not waited for.
         self._left: set[str] = set()
+        # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
+        self._retire: OperatorAction | None = None
+        self._retired = False
 
     @property
     def _me(self) -> str:
@@ -108,7 +115,7 @@ class ClusterWorkflow:
         # General flow: wait for a demand, a release, an action or the next check; then clean up after migrations
         # that ended without leaving, grant what fits, write the throttle for what is in flight, and tell each
         # migration its grants (only then may it start them). Continue as new when the history grows.
-        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.name)])
+        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.cluster_id or given.name)])
         self._publish()
         self._checked_at = workflow.now()
         if given.carry is None:
@@ -132,6 +139,9 @@ class ClusterWorkflow:
                     await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
             await self._tell_freeze()
             self._publish()
+            if self._retire is not None and self._retire_done():
+                await workflow.wait_condition(workflow.all_handlers_finished)
+                return
             if self._due_for_new_run(given.events_per_run) and not self._untold_grants:
                 await self._settle()
                 carry = {"state": self.s.model_dump(mode="json"), "book": self._book.model_dump(mode="json")}
@@ -148,9 +158,9 @@ class ClusterWorkflow:
         if took is None:
             return
         self._book = took.book
-        self.s.took_over(took.frozen, took.limits, took.rate_bytes_per_s)
+        self.s.took_over(took.frozen, took.limits, took.rate_bytes_per_s, took.aliases)
         running = await workflow.execute_activity_method(
-            ClusterActivities.running_migrations, self.s.name, **QUICK_CALL
+            ClusterActivities.running_migrations, self.s.aliases, **QUICK_CALL
         )
         self._awaiting = set(running) - set(self.s.holders) - self._left
         self._awaiting_until = workflow.now() + TAKE_OVER_WAIT
@@ -203,7 +213,7 @@ class ClusterWorkflow:
         """Migrations that ended without leaving (terminated, say) and their moves: cancelled, then released."""
         self._checked_at, self._check_due = workflow.now(), False
         s = self.s
-        moves = {move_workflow_id(s.name, o.move.topic, o.move.partition): o for o in s.orphans}
+        moves = {move_workflow_id(s.orphan_name(o), o.move.topic, o.move.partition): o for o in s.orphans}
         ids = [*s.holders, *moves]
         if not ids:
             return
@@ -224,7 +234,8 @@ class ClusterWorkflow:
         for o in s.orphans:
             if not o.cancel_sent:
                 o.cancel_sent = True
-                handle = workflow.get_external_workflow_handle(move_workflow_id(s.name, o.move.topic, o.move.partition))
+                wid = move_workflow_id(s.orphan_name(o), o.move.topic, o.move.partition)
+                handle = workflow.get_external_workflow_handle(wid)
                 await self._quietly(handle.cancel())
 
     async def _write_throttle(self) -> bool:
@@ -305,8 +316,9 @@ class ClusterWorkflow:
         move not started yet (or ended) is tried again shortly; one granted while not frozen needs no word."""
         in_flight = {(m.topic, m.partition) for _, m in self.s.in_flight()}
         self.s.told_frozen = [k for k in self.s.told_frozen if tuple(k) in in_flight]
+        names = self.s.moves_by_name()
         for key in self._freeze_due():
-            handle = workflow.get_external_workflow_handle(move_workflow_id(self.s.name, *key))
+            handle = workflow.get_external_workflow_handle(move_workflow_id(names[key], *key))
             if await self._quietly(handle.signal("freeze", self.s.frozen)):
                 told = [k for k in self.s.told_frozen if tuple(k) != key]
                 self.s.told_frozen = [*told, key] if self.s.frozen else told
@@ -326,6 +338,9 @@ class ClusterWorkflow:
         if status != self._published:
             self._published = status
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
+        if self.s.aliases != self._published_aliases:
+            self._published_aliases = list(self.s.aliases)
+            workflow.upsert_search_attributes([ALIASES_ATTR.value_set(self._published_aliases)])
         workflow.set_current_details(self.s.details())
 
     # -- migrations -------------------------------------------------------------------------------------------
@@ -391,6 +406,37 @@ class ClusterWorkflow:
         refused = self.s.freeze_refusal(req.frozen)
         if refused is not None:
             raise ValueError(refused)
+
+    @workflow.update
+    async def retire(self, by: OperatorAction) -> None:
+        """End this coordinator for good, once no migration runs on it and Drover's throttle is off Kafka (the
+        operator's own configs restored). The next migration starts a new one, which takes nothing over."""
+        self._retire, self._wake = by, True
+        await workflow.wait_condition(lambda: self._retired or self._retire is None)
+        if not self._retired:
+            raise ApplicationError(
+                f"not retired: {self.s.retire_refusal() or 'a migration joined'}", type=ErrorType.REFUSED
+            )
+
+    @retire.validator
+    def _retire_allowed(self, by: OperatorAction) -> None:
+        refused = self.s.retire_refusal()
+        if refused is not None:
+            raise ValueError(f"{refused}; retire it once they have ended")
+
+    def _retire_done(self) -> bool:
+        """The retire asked for, carried out if nothing holds the coordinator and nothing Drover wrote is left."""
+        assert self._retire is not None
+        if self.s.retire_refusal() is not None:
+            # A migration joined after the retire was accepted: the retire is refused, the coordinator goes on.
+            self._retire = None
+            return False
+        if self._book.written != ThrottleWanted() or self._taking_over():
+            return False
+        self.s.retired(self._retire, workflow.now())
+        self._retired = True
+        workflow.set_current_details(self.s.details())
+        return True
 
     @workflow.query
     def status(self) -> ClusterStatus:

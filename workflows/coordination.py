@@ -10,7 +10,7 @@ from temporalio.exceptions import is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from execution import ACTIVE, MigrationState
-    from models.coordination import Demand, Grant, JoinStep, LeaveRequest, cluster_workflow_id
+    from models.coordination import Demand, Grant, JoinStep, LeaveRequest
     from models.migration import MigrationInput
     from workflows.failures import INTERRUPTIONS
     from workflows.policies import LEAVE_CALL, QUICK_CALL
@@ -52,7 +52,7 @@ class MigrationCoordination:
             rate=s.rate,
             broker_rates=s.broker_rates,
         )
-        coordinator = workflow.get_external_workflow_handle(cluster_workflow_id(self._input.cluster))
+        coordinator = workflow.get_external_workflow_handle(s.coordinator_id)
         try:
             await coordinator.signal("demand", demand)
         except INTERRUPTIONS as e:
@@ -86,7 +86,7 @@ class MigrationCoordination:
         if joined.refused is not None:
             s.fail(joined.refused)
             return
-        s.joined_coordinator(joined.coordinator)
+        s.joined_coordinator(joined.coordinator, joined.coordinator_id)
         # The coordinator may be a new one: it hears the whole demand.
         self._asked = None
 
@@ -97,11 +97,10 @@ class MigrationCoordination:
         s = self._s
         if not s.joined:
             return
-        left = await workflow.execute_activity_method(
-            ClusterActivities.leave_cluster,
-            args=[LeaveRequest(migration_id=workflow.info().workflow_id), self._input.cluster],
-            **LEAVE_CALL,
+        leave = LeaveRequest(
+            migration_id=workflow.info().workflow_id, coordinator_id=s.coordinator_id, cluster=self._input.cluster
         )
+        left = await workflow.execute_activity_method(ClusterActivities.leave_cluster, leave, **LEAVE_CALL)
         s.throttle_left = sorted(set(s.throttle_left) | set(left.throttle_left))
         if left.error is not None:
             s.note("throttle", "drover", left.error, workflow.now(), "what could not be removed may be left on Kafka")

@@ -5,6 +5,8 @@ from temporalio.common import SearchAttributeKey
 
 CLUSTER_ATTR = SearchAttributeKey.for_keyword("DroverCluster")
 STATUS_ATTR = SearchAttributeKey.for_keyword("DroverStatus")
+# A coordinator's names for its Kafka cluster (``drover cluster ... --cluster NAME`` finds it by any of them).
+ALIASES_ATTR = SearchAttributeKey.for_keyword_list("DroverAliases")
 
 
 def move_workflow_id(cluster: str, topic: str, partition: int) -> str:

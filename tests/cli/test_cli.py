@@ -317,9 +317,15 @@ def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):
 
 @pytest.mark.integration
 def test_cluster_status_without_a_coordinator_is_one_line(real_settings):
-    env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+    }
     done = drover("cluster", "status", "--cluster", "never-used", env=env)
-    assert_one_line_error(done, 1, "cluster never-used has no coordinator yet")
+    assert_one_line_error(done, 1, "cluster never-used has no coordinator running")
+    # Retiring what does not run is refused too, in one line.
+    done = drover("cluster", "retire", "--cluster", "never-used", "--reason", "r", env=env)
+    assert_one_line_error(done, 1, "cluster never-used has no running coordinator: nothing to retire")
 
 
 def test_version_is_printed_on_stdout():

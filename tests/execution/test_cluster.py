@@ -297,3 +297,20 @@ def test_a_reused_migration_id_is_a_new_holder_once_the_earlier_ones_moves_have_
     # Demands of the earlier run are not taken; the new run's first is.
     assert not s.demand(Demand(migration_id="m1", run="r1", seq=6, candidates=spread("a", 2)))
     assert s.demand(Demand(migration_id="m1", run="r2", seq=1, candidates=spread("a", 2)))
+
+
+def test_every_name_a_migration_joins_under_is_an_alias_of_the_one_coordinator():
+    s = ClusterState(name="audit-a", cluster_id="abc", aliases=["audit-a"])
+    first = JoinRequest(migration_id="m1", cluster="audit-a", cluster_id="abc", partitions={"a": [0]})
+    assert s.join(first, NOW) is None
+    # A partition registered under one name is refused under another: the registry is the Kafka cluster's.
+    again = JoinRequest(migration_id="m2", cluster="audit-b", cluster_id="abc", partitions={"a": [0]})
+    refused = s.join(again, NOW)
+    assert refused is not None and "m1" in refused
+    req = JoinRequest(migration_id="m3", cluster="audit-b", cluster_id="abc", partitions={"b": [0]})
+    assert s.join(req, NOW) is None
+    assert s.aliases == ["audit-a", "audit-b"] and s.holders["m3"].cluster == "audit-b"
+    assert s.actions[-1].action == "join" and any(a.action == "alias" for a in s.actions)
+    for i in range(60):
+        s.alias(f"n{i}", NOW)
+    assert len(s.aliases) == 50 and s.aliases[-1] == "n59"

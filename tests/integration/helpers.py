@@ -200,10 +200,10 @@ def consume_topic(settings: Settings, topic: str, partitions: int) -> dict[int, 
         consumer.close()
 
 
-async def assert_coordinator_released(client, cluster: str) -> None:
-    """The cluster's coordinator holds nothing once its migrations have ended: no migration, no move in flight, no
-    throttle written on Kafka's behalf."""
-    status = await client.get_workflow_handle(cluster_workflow_id(cluster)).query(ClusterWorkflow.status)
+async def assert_coordinator_released(client, cluster_id: str) -> None:
+    """The coordinator of the Kafka cluster with that ID holds nothing once its migrations have ended: no migration,
+    no move in flight, no throttle written on Kafka's behalf."""
+    status = await client.get_workflow_handle(cluster_workflow_id(cluster_id)).query(ClusterWorkflow.status)
     assert status.holders == [] and status.in_flight == [], (status.holders, status.in_flight)
     assert status.broker_throttles == {} and status.topic_throttles == {}, (
         status.broker_throttles,

@@ -64,7 +64,7 @@ async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_lo
             )
             for t in topics
         ]
-        coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
         await steps_seen(2, "the first steps")
         await coordinator.terminate(reason="chaos: terminated from the Web UI")
         events.append(f"{time.monotonic() - started_at:.0f} s: coordinator terminated")

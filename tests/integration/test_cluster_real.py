@@ -153,20 +153,28 @@ async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throt
     real_client, admin, real_settings, topic_name
 ):
     topics, name, sampler = await prepared(admin, real_settings, topic_name)
+    # Each under a name of its own for the one Kafka cluster (`--cluster audit-a`, `audit-b`, ...): the names are
+    # aliases of its one coordinator.
+    names = [f"{name}-{i}" for i in range(len(topics))]
     try:
         async with worker_for(real_client, activities_for(admin)) as worker:
             # Each allowed 2 moves and 2 per broker: together, too, never more.
             limits = Limits(max_partitions=2, max_per_broker=2)
-            handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
-            # `drover cluster status` while they run: each move in flight with its brokers and the step it is on.
+            handles = [
+                await start(real_client, worker.task_queue, n, t, limits) for n, t in zip(names, topics, strict=True)
+            ]
+            # `drover cluster status` while they run, under one of the names: each move in flight with its brokers
+            # and the step it is on.
             await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 2, 120, 0.2, "moves under way")
             env = os.environ | {"DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address}
             for _ in range(10):
-                shown = await asyncio.to_thread(drover, "cluster", "status", "--cluster", name, "--json", env=env)
+                shown = await asyncio.to_thread(drover, "cluster", "status", "--cluster", names[1], "--json", env=env)
                 if shown.returncode != 0 or any(m["step"] for m in json.loads(shown.stdout)["in_flight"]):
                     break
             results = [await h.result() for h in handles]
-            status = await real_client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+            status = await real_client.get_workflow_handle(
+                cluster_workflow_id(admin.describe_cluster().cluster_id)
+            ).query(ClusterWorkflow.status)
     finally:
         sampler.stop()
     print(
@@ -178,6 +186,7 @@ async def test_three_migrations_share_the_cluster_limits_and_every_move_is_throt
     assert shown.returncode == 0, shown.stderr
     during = json.loads(shown.stdout)
     assert during["cluster_id"] == admin.describe_cluster().cluster_id and during["holders"]
+    assert sorted(status.aliases) == sorted(names)
     assert 1 <= len(during["in_flight"]) <= 2
     assert any(m["step"] is not None and set(m["brokers"]) <= set(BROKERS) for m in during["in_flight"])
     assert sampler.moving_samples > 20
@@ -197,7 +206,7 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
         async with worker_for(real_client, activities_for(admin)) as worker:
             limits = Limits(max_partitions=2, max_per_broker=4)
             handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
-            coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
+            coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
             await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 3, 120, 0.2, "moves under way")
             await coordinator.execute_update(
                 ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
@@ -268,7 +277,7 @@ async def test_a_coordinator_terminated_twice_strands_nothing_and_leaves_every_m
         async with worker_for(real_client, activities_for(admin)) as worker:
             limits = Limits(max_partitions=2, max_per_broker=2)
             handles = [await start(real_client, worker.task_queue, name, t, limits) for t in topics]
-            coordinator = real_client.get_workflow_handle(cluster_workflow_id(name))
+            coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
             for seen in (2, 6):
                 await asyncio.to_thread(
                     wait_until, lambda seen=seen: len(sampler.started) >= seen, 180, 0.2, f"{seen} steps under way"

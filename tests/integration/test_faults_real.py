@@ -78,7 +78,7 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
             await asyncio.sleep(4)
         result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=600)
         # The coordinator lived through the kills too: no slot leaked, no throttle left written.
-        await assert_coordinator_released(real_client, "test")
+        await assert_coordinator_released(real_client, admin.describe_cluster().cluster_id)
     finally:
         await end_coordinators(real_client, queue)
         worker.send_signal(signal.SIGTERM)

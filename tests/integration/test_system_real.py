@@ -159,7 +159,7 @@ async def test_temporal_server_stopped_and_started_mid_migration(real_client, ad
         back_after = time.monotonic() - down_at
         result = await asyncio.wait_for(handle.result(), timeout=300)
         # The coordinator lived through the restart too: no slot leaked, no throttle left written.
-        await assert_coordinator_released(real_client, "test")
+        await assert_coordinator_released(real_client, admin.describe_cluster().cluster_id)
     print(
         f"\nTemporal stopped mid-migration and started again {back_after:.0f} s later: migration {result.status} "
         f"in {result.elapsed_s:.0f} s, {result.moves_done} moves, verified {result.verified}"

@@ -115,7 +115,7 @@ async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
 async def shared(client, fake: FakeKafka, name: str, queue: str):
     """Two migrations through one coordinator, under cluster limits, with a freeze and an unfreeze."""
     fake.ticks = 4
-    coordinator = client.get_workflow_handle(cluster_workflow_id(name))
+    coordinator = client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
     first = await completed(client, fake, name, queue)
     plan = [p.model_copy(update={"replicas": list(reversed(p.replicas))}) for p in spread_plan(fake)][:2]
     other = MigrationInput(
@@ -194,7 +194,7 @@ async def main() -> None:
                 child = env.client.get_workflow_handle(move_workflow_id(scenario, "orders", 1))
                 _save(HERE / f"{scenario}-move.json", child.id, await child.fetch_history())
                 # The cluster's coordinator runs on; its history so far replays too.
-                coordinator = env.client.get_workflow_handle(cluster_workflow_id(scenario))
+                coordinator = env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
                 _save(HERE / f"{scenario}-cluster.json", coordinator.id, await coordinator.fetch_history())
             print(f"recorded {scenario}: {len(runs)} run(s) and a move")
     finally:

@@ -8,11 +8,17 @@ import uuid
 
 import pytest
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
+from temporalio.client import (
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowFailureError,
+    WorkflowUpdateFailedError,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
 from models.admission import Limits
+from models.control import OperatorAction
 from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
@@ -104,7 +110,7 @@ async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits:
     start_op = WithStartWorkflowOperation(
         ClusterWorkflow.run,
         coordinator,
-        id=cluster_workflow_id(coordinator.name),
+        id=cluster_workflow_id(coordinator.cluster_id),
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
@@ -122,11 +128,18 @@ async def test_concurrent_migrations_stay_within_the_cluster_limits_throttled_th
     fake.topic_configs["a"] = {LEADER_REPLICAS: "5:9"}
     fake.broker_configs[4] = {FOLLOWER_RATE: "12345"}
     observer.operator_entry = ("a", "5:9")
-    name = f"c{uuid.uuid4().hex[:6]}"
+    # Each under a name of its own: every name is an alias of the Kafka cluster's one coordinator.
+    names = [f"c{uuid.uuid4().hex[:6]}" for _ in TOPICS[:count]]
     limits = Limits(max_partitions=2, max_per_broker=1)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        handles = [await start(local_env, worker.task_queue, name, plan_for(fake, t), limits) for t in TOPICS[:count]]
+        handles = [
+            await start(local_env, worker.task_queue, name, plan_for(fake, t), limits)
+            for name, t in zip(names, TOPICS, strict=False)
+        ]
         results = [await h.result() for h in handles]
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        status = await coordinator.query(ClusterWorkflow.status)
+    assert sorted(status.aliases) == sorted(names) and status.cluster_id == fake.cluster_id
     assert all(r.verified and r.status == "completed" for r in results)
     assert all(fake.replicas[(m.topic, m.partition)] == m.replicas for t in TOPICS[:count] for m in plan_for(fake, t))
     print(
@@ -172,15 +185,15 @@ async def test_slots_are_shared_evenly_and_a_higher_priority_migration_goes_firs
 
 
 async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_env):
+    """The two migrations use two names for one Kafka cluster: the freeze holds both."""
     fake = shared_cluster(partitions=8, ticks=6)
-    name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handles = [
             await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=2))
-            for t in ("a", "b")
+            for name, t in ((f"c{uuid.uuid4().hex[:6]}", "a"), (f"c{uuid.uuid4().hex[:6]}", "b"))
         ]
         await wait_for(lambda: len(start_order(fake)) >= 3, "moves under way")
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
             ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
@@ -211,7 +224,7 @@ async def test_a_terminated_migration_is_cleaned_up_by_the_coordinator(local_env
         await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
         assert fake.topic_configs["a"].get(FOLLOWER_REPLICAS)
         await handle.terminate(reason="operator terminated it")
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
 
         async def cleaned() -> bool:
             status = await coordinator.query(ClusterWorkflow.status)
@@ -239,13 +252,13 @@ async def test_a_name_bound_to_another_kafka_cluster_is_refused_with_both_ids(lo
         first = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits())
         assert (await first.result()).verified
         # The same name, but the workers now reach another Kafka cluster.
-        fake.cluster_id = "other"
+        first_id, fake.cluster_id = fake.cluster_id, "other"
         before = {k: list(v) for k, v in fake.replicas.items()}
         second = await start(local_env, worker.task_queue, name, plan_for(fake, "b"), Limits())
         with pytest.raises(WorkflowFailureError) as failed:
             await second.result()
     message = str(failed.value.cause)
-    assert "fake" in message and "other" in message and name in message
+    assert first_id in message and "other" in message and name in message
     assert fake.replicas == before
 
 
@@ -253,13 +266,17 @@ async def test_cluster_limits_set_by_an_operator_before_any_migration_bind_them_
     fake = shared_cluster()
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=1))
+        await set_cluster_limits(
+            local_env, worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id), Limits(max_partitions=1)
+        )
         handles = [
             await start(local_env, worker.task_queue, name, plan_for(fake, t), Limits(max_partitions=4))
             for t in ("a", "b")
         ]
         results = [await h.result() for h in handles]
-        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).query(
+            ClusterWorkflow.status
+        )
     assert all(r.verified for r in results)
     assert fake.peak_ongoing == 1 and status.peak_in_flight == 1
     assert status.limits == Limits(max_partitions=1) and status.actions[0].action == "limits"
@@ -275,7 +292,7 @@ async def test_the_coordinator_continues_as_new_and_keeps_its_grants_throttle_an
         await set_cluster_limits(
             local_env,
             worker.task_queue,
-            ClusterInput(name=name, events_per_run=100),
+            ClusterInput(name=name, cluster_id=fake.cluster_id, events_per_run=100),
             Limits(max_partitions=3, max_per_broker=2),
         )
         handles = [
@@ -283,7 +300,9 @@ async def test_the_coordinator_continues_as_new_and_keeps_its_grants_throttle_an
             for t in ("a", "b")
         ]
         results = [await h.result() for h in handles]
-        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).query(
+            ClusterWorkflow.status
+        )
     print(f"coordinator runs: {status.runs}; peak {fake.peak_ongoing} moves, {fake.peak_per_broker} per broker")
     assert status.runs >= 3
     assert all(r.verified for r in results)
@@ -291,7 +310,7 @@ async def test_the_coordinator_continues_as_new_and_keeps_its_grants_throttle_an
     assert observer.unthrottled == []
     assert all(not c for c in fake.topic_configs.values()) and all(not c for c in fake.broker_configs.values())
     assert status.limits == Limits(max_partitions=3, max_per_broker=2)
-    assert [a.action for a in status.actions[:2]] == ["limits", "bind"]
+    assert [a.action for a in status.actions[:2]] == ["limits", "join"]
     assert not status.holders and not status.in_flight
 
 
@@ -299,7 +318,9 @@ async def test_a_migration_whose_workers_poll_another_task_queue_than_the_coordi
     fake = shared_cluster(partitions=2)
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as first:
-        await set_cluster_limits(local_env, first.task_queue, ClusterInput(name=name), Limits(max_partitions=2))
+        await set_cluster_limits(
+            local_env, first.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id), Limits(max_partitions=2)
+        )
         async with worker_for(local_env.client, activities_for(fake)) as other:
             handle = await start(local_env, other.task_queue, name, plan_for(fake, "a"), Limits())
             with pytest.raises(WorkflowFailureError) as failed:
@@ -344,7 +365,7 @@ async def test_a_failed_save_of_the_operators_throttle_configs_leaves_them_as_th
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
         with pytest.raises(WorkflowFailureError) as ended:
             await handle.result()
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         status = await coordinator.query(ClusterWorkflow.status)
     assert "throttle could not be written" in str(ended.value.cause)
     assert failed and not status.holders and not status.broker_throttles and not status.topic_throttles
@@ -367,7 +388,7 @@ async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_mov
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
         await wait_for(writing.is_set, "the first throttle write")
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
             ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
@@ -402,7 +423,9 @@ async def test_a_migration_id_reused_after_a_terminate_starts_clean_and_complete
             MigrationWorkflow.run, migration, id=mid, task_queue=worker.task_queue
         )
         result = await asyncio.wait_for(again.result(), timeout=120)
-        status = await local_env.client.get_workflow_handle(cluster_workflow_id(name)).query(ClusterWorkflow.status)
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).query(
+            ClusterWorkflow.status
+        )
     assert result.verified and result.status == "completed" and result.moves_done == 4
     assert not status.holders and not status.in_flight
 
@@ -419,7 +442,7 @@ async def test_a_terminated_coordinator_strands_nothing_and_leaks_no_throttle(lo
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
         await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.terminate(reason="terminated from the Web UI")
         finish_soon(fake)
         result = await asyncio.wait_for(handle.result(), timeout=120)
@@ -437,8 +460,10 @@ async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_
     fake = shared_cluster(partitions=4, ticks=2)
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
-        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=1))
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        await set_cluster_limits(
+            local_env, worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id), Limits(max_partitions=1)
+        )
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
             ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
@@ -464,13 +489,44 @@ async def test_a_coordinator_lost_before_it_wrote_anything_hands_on_what_it_took
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
         await wait_for(lambda: len(fake.ongoing) == 2, "two moves on Kafka")
-        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(name))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.terminate(reason="lost once")
         # An operator's change starts the second, which is lost at once, before it has taken over or written.
-        await set_cluster_limits(local_env, worker.task_queue, ClusterInput(name=name), Limits(max_partitions=2))
+        await set_cluster_limits(
+            local_env, worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id), Limits(max_partitions=2)
+        )
         await coordinator.terminate(reason="lost again")
         finish_soon(fake)
         result = await asyncio.wait_for(handle.result(), timeout=120)
     assert result.verified and result.moves_done == 4
     assert fake.topic_configs["a"] == {LEADER_REPLICAS: "0:9"}
     assert all(not c for c in fake.broker_configs.values())
+
+
+async def test_a_retired_coordinator_ends_and_the_next_takes_nothing_over(local_env):
+    """`drover cluster retire`: refused while a migration runs on the coordinator; once none does, the coordinator
+    ends (completed), and the next migration's coordinator starts clean: the retired one's limits are not taken
+    over."""
+    fake = shared_cluster(partitions=4, ticks=6)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    retire = OperatorAction(actor="ops", reason="cluster decommissioned")
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        coordinator_input = ClusterInput(name=name, cluster_id=fake.cluster_id)
+        await set_cluster_limits(local_env, worker.task_queue, coordinator_input, Limits(max_partitions=1))
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        await wait_for(lambda: fake.ongoing, "a move on Kafka")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await coordinator.execute_update(ClusterWorkflow.retire, retire)
+        assert handle.id in str(refused.value.cause)
+        assert (await handle.result()).verified
+        await coordinator.execute_update(ClusterWorkflow.retire, retire)
+        described = await coordinator.describe()
+        assert described.status == WorkflowExecutionStatus.COMPLETED
+        assert fake.topic_configs.get("a", {}) == {} and all(not c for c in fake.broker_configs.values())
+        again = await start(local_env, worker.task_queue, name, plan_for(fake, "b"), Limits(max_partitions=2))
+        assert (await again.result()).verified
+        status = await coordinator.query(ClusterWorkflow.status)
+    # The new coordinator took over nothing: no limits of the operator's, no take-over in its actions.
+    assert status.limits is None and not any(a.action == "take-over" for a in status.actions)
+    assert fake.peak_ongoing == 2

@@ -593,7 +593,7 @@ async def test_a_dry_run_tells_the_order_throttles_eta_and_problems_and_changes_
     # Nothing changed: no step, no throttle, and the cluster's coordinator was never joined (nor started).
     assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {} and fake.topic_configs == {}
     with pytest.raises(RPCError):
-        await local_env.client.get_workflow_handle(cluster_workflow_id(name)).describe()
+        await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).describe()
 
 
 async def test_a_dry_run_without_estimate_or_throttle_says_so_and_a_bad_plan_still_fails(local_env):
