@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError
+from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
@@ -80,6 +80,15 @@ def admin(real_settings: Settings) -> KafkaAdmin:
     admin.close()
 
 
+@pytest.fixture(autouse=True)
+async def no_coordinator_left(request):
+    """After a test on the real stack, no cluster coordinator runs on: every test there shares the sandbox's one
+    Kafka cluster, so one left on a task queue the test's worker polled would refuse the next test's migrations."""
+    yield
+    if "real_client" in request.fixturenames:
+        await end_coordinators(request.getfixturevalue("real_client"))
+
+
 @pytest.fixture(scope="session")
 async def real_client(real_settings: Settings):
     return await connect(real_settings)
@@ -134,17 +143,19 @@ async def replay_task_queue(client, task_queue: str, workflows: list) -> list[st
     return failures
 
 
-async def end_coordinators(client, task_queue: str) -> None:
-    """End the cluster coordinators running on a test's task queue, before its worker goes: retired (as `drover
-    cluster retire` does) when nothing holds them, so the next test's coordinator of the same Kafka cluster takes
-    nothing over; terminated otherwise."""
-    query = f"WorkflowType = 'ClusterWorkflow' AND TaskQueue = '{task_queue}' AND ExecutionStatus = 'Running'"
+async def end_coordinators(client, task_queue: str | None = None) -> None:
+    """End the cluster coordinators running on a test's task queue (or on any), before its worker goes: retired (as
+    `drover cluster retire` does) when nothing holds them, so the next test's coordinator of the same Kafka cluster
+    takes nothing over; terminated otherwise."""
+    query = "WorkflowType = 'ClusterWorkflow' AND ExecutionStatus = 'Running'"
+    if task_queue is not None:
+        query += f" AND TaskQueue = '{task_queue}'"
     async for found in client.list_workflows(query):
         handle = client.get_workflow_handle(found.id, run_id=found.run_id)
         try:
             retire = handle.execute_update(ClusterWorkflow.retire, OperatorAction(actor="tests", reason="worker stops"))
             await asyncio.wait_for(retire, RETIRE_WAIT_S)
-        except (TimeoutError, RPCError, WorkflowUpdateFailedError):
+        except (TimeoutError, RPCError, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError):
             with contextlib.suppress(RPCError):
                 await handle.terminate(reason="test worker stops")
 
