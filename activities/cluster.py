@@ -15,7 +15,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from activities import ledger
 from adapters.kafka_port import KafkaPort
-from adapters.temporal import coordinators_named
+from adapters.temporal import coordinators_named, listable
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -199,9 +199,9 @@ class ClusterActivities:
     @activity.defn(name="running_migrations")
     async def running_migrations(self, aliases: list[str]) -> list[str]:
         """The migrations running under any of the cluster's names (Temporal's visibility)."""
-        if not aliases:
+        names = ", ".join(f"'{a}'" for a in aliases if listable(a))
+        if not names:
             return []
-        names = ", ".join(f"'{a}'" for a in aliases)
         query = f"WorkflowType = 'MigrationWorkflow' AND DroverCluster IN ({names}) AND ExecutionStatus = 'Running'"
         return sorted({w.id async for w in activity.client().list_workflows(query)})
 

@@ -2,6 +2,7 @@
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, TypeVar
@@ -143,7 +144,14 @@ def no_worker(task_queue: str) -> str:
     )
 
 
+def listable(name: str) -> bool:
+    """A name that can be quoted in a visibility query as it is (a cluster name given by hand may not be)."""
+    return re.fullmatch(r"[A-Za-z0-9._:-]+", name) is not None
+
+
 async def coordinators_named(client: Client, name: str) -> list[str]:
     """The workflow IDs of the running cluster coordinators that have the name among their aliases."""
+    if not listable(name):
+        return []
     query = f"WorkflowType = 'ClusterWorkflow' AND DroverAliases = '{name}' AND ExecutionStatus = 'Running'"
     return sorted({w.id async for w in client.list_workflows(query)})

@@ -9,7 +9,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.kafka_port import KafkaAdminError, open_kafka
 from adapters.temporal import connect, coordinators_named
-from cli.errors import DroverError
+from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_rate
@@ -136,6 +136,7 @@ def retire(
 
 
 async def _retire(settings: Settings, name: str, actor: str, reason: str, out: Output) -> None:
+    cluster_name(name)
     client = await connect(settings, identity=default_actor())
     found = await coordinators_named(client, name)
     if not found:
@@ -160,6 +161,7 @@ async def _retire(settings: Settings, name: str, actor: str, reason: str, out: O
 
 
 async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
+    cluster_name(name)
     limits = None
     if given is not None:
         current = await _query(settings, name, missing_ok=True)
@@ -187,6 +189,7 @@ async def coordinator_of(settings: Settings, client, name: str) -> str:
 
 async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
+    cluster_name(name)
     client = await connect(settings, identity=default_actor())
     coordinator_id = await coordinator_of(settings, client, name)
     start = WithStartWorkflowOperation(
@@ -233,6 +236,7 @@ async def _query(settings: Settings, name: str, client=None, missing_ok: bool = 
 
 
 async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
+    cluster_name(name)
     client = client or await connect(settings, identity=default_actor())
     s = await _query(settings, name, client)
     assert s is not None

@@ -2,7 +2,6 @@
 
 import asyncio
 import dataclasses
-import re
 import uuid
 from datetime import UTC, datetime
 from pathlib import Path
@@ -13,7 +12,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from adapters.temporal import connect, no_worker, patiently, worker_polls
-from cli.errors import DroverError
+from cli.errors import DroverError, cluster_name
 from cli.estimate import capacity_option, rate_option, sample_option
 from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
@@ -143,9 +142,7 @@ def start(
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
-    name = cluster or settings.cluster_name
-    if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
-        raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    name = cluster_name(cluster or settings.cluster_name)
     # A large plan stays out of the workflow history: the workers read it from its file, a page at a time.
     by_ref = run.by_reference or len(moves) > INLINE_MOVES
     migration = MigrationInput(

@@ -1,7 +1,6 @@
 """drover status | list: a migration's progress, and the migrations on a cluster."""
 
 import asyncio
-import re
 from datetime import UTC, datetime
 
 import typer
@@ -10,7 +9,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, no_worker, patiently, worker_polls
 from cli.cluster import freeze_notice
-from cli.errors import DroverError
+from cli.errors import DroverError, cluster_name
 from cli.estimate import summary as estimate_summary
 from cli.options import PROGRESS_JSON, migration_id_checked
 from cli.output import Output, default_actor
@@ -174,8 +173,8 @@ def list_(
 ) -> None:
     """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
     rolled_back, dry_run, or how Temporal ended them)."""
-    if cluster is not None and not re.fullmatch(r"[A-Za-z0-9._-]+", cluster):
-        raise DroverError(f"--cluster {cluster!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
+    if cluster is not None:
+        cluster_name(cluster)
     asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
 
 

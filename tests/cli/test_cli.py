@@ -306,6 +306,8 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
         (["limits", "--unset", "--max-partitions", "3", "--reason", "x"], "give --unset, or at least one of"),
         (["throttle", "fast", "--reason", "x"], "rate: 'fast' is not a rate"),
         (["freeze"], "Missing option '--reason'"),
+        (["status", "--cluster", "a'b"], '--cluster "a\'b": use letters, digits'),
+        (["retire", "--cluster", "a b", "--reason", "x"], "--cluster 'a b': use letters, digits"),
     ],
 )
 def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):
