@@ -212,14 +212,14 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
 async def test_cancel_with_rollback_returns_every_touched_partition(real_client, admin, real_settings, topic_name):
     original = [[1, 2] if p % 2 else [2, 1] for p in range(6)]
     admin.create_topic(topic_name, original)
-    # About 500 KB per partition under a 100 KB/s throttle: a step lasts seconds, so the move seen in flight is still
-    # in flight when the cancel arrives (with smaller partitions it could finish in between).
+    # About 500 KB per partition under a 50 KB/s throttle: a step lasts about ten seconds, so the move seen in flight
+    # is still in flight when the cancel arrives (under 100 KB/s one finished in between on a loaded machine).
     written = {p: produce(real_settings, topic_name, p, 2000, pad=200) for p in range(6)}
     plan = [
         PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
     ]
     migration = MigrationInput(
-        cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4), throttle_bytes_per_s=100_000
+        cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=4), throttle_bytes_per_s=50_000
     )
 
     def one_done_and_one_moving() -> bool:
