@@ -276,7 +276,7 @@ class ClusterState(BaseModel):
     def moves_by_name(self) -> dict[PartitionKey, str]:
         """Each move in flight, with the cluster name its migration uses (its workflow ID carries it)."""
         named = {(m.topic, m.partition): h.cluster or self.name for h in self.holders.values() for m in h.in_flight}
-        return named | {(o.move.topic, o.move.partition): o.cluster or self.name for o in self.orphans}
+        return named | {(o.move.topic, o.move.partition): self.orphan_name(o) for o in self.orphans}
 
     def orphan_name(self, o: Orphan) -> str:
         return o.cluster or self.name
