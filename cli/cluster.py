@@ -54,7 +54,7 @@ AS_JSON = typer.Option(False, "--json", help="Print the coordinator's status as 
 def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) -> None:
     """The bound Kafka cluster ID, whether it is frozen, the cluster limits, every running migration with its
     share, every move in flight, and the throttle Drover has written per broker and topic."""
-    asyncio.run(_status(ctx.obj, cluster or ctx.obj.cluster_name, Output(as_json)))
+    asyncio.run(_status(ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), Output(as_json)))
 
 
 @app.command("limits")
@@ -77,7 +77,7 @@ def limits(
     asyncio.run(
         _limits(
             ctx.obj,
-            cluster or ctx.obj.cluster_name,
+            cluster_name(cluster or ctx.obj.cluster_name),
             None if unset else given,
             actor or default_actor(),
             reason,
@@ -102,7 +102,7 @@ def throttle(
     except ValueError as e:
         raise DroverError(f"rate: {e}", exit_code=2) from None
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
-    name = cluster or ctx.obj.cluster_name
+    name = cluster_name(cluster or ctx.obj.cluster_name)
     asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle, change, Output(as_json)))
 
 
@@ -113,7 +113,11 @@ def freeze(
     """Stop new steps in every migration on the cluster within seconds; steps in flight finish. `drover cluster
     unfreeze` lets them go on."""
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
-    asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
+    asyncio.run(
+        _update(
+            ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), ClusterWorkflow.freeze, request, Output(as_json)
+        )
+    )
 
 
 @app.command("unfreeze")
@@ -122,7 +126,11 @@ def unfreeze(
 ) -> None:
     """Let the migrations on the cluster take new steps again after `drover cluster freeze`."""
     request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
-    asyncio.run(_update(ctx.obj, cluster or ctx.obj.cluster_name, ClusterWorkflow.freeze, request, Output(as_json)))
+    asyncio.run(
+        _update(
+            ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), ClusterWorkflow.freeze, request, Output(as_json)
+        )
+    )
 
 
 @app.command("retire")
@@ -132,11 +140,14 @@ def retire(
     """End the cluster's coordinator for good: refused while a migration runs on it; it ends once Drover's
     throttle is off Kafka. The next migration (or `drover cluster limits|throttle|freeze`) starts a new one, which
     takes over nothing: no freeze, limits or rate of the retired one."""
-    asyncio.run(_retire(ctx.obj, cluster or ctx.obj.cluster_name, actor or default_actor(), reason, Output(as_json)))
+    asyncio.run(
+        _retire(
+            ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), actor or default_actor(), reason, Output(as_json)
+        )
+    )
 
 
 async def _retire(settings: Settings, name: str, actor: str, reason: str, out: Output) -> None:
-    cluster_name(name)
     client = await connect(settings, identity=default_actor())
     found = await coordinators_named(client, name)
     if not found:
@@ -161,7 +172,6 @@ async def _retire(settings: Settings, name: str, actor: str, reason: str, out: O
 
 
 async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
-    cluster_name(name)
     limits = None
     if given is not None:
         current = await _query(settings, name, missing_ok=True)
@@ -189,7 +199,6 @@ async def coordinator_of(settings: Settings, client, name: str) -> str:
 
 async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
-    cluster_name(name)
     client = await connect(settings, identity=default_actor())
     coordinator_id = await coordinator_of(settings, client, name)
     start = WithStartWorkflowOperation(
@@ -236,7 +245,6 @@ async def _query(settings: Settings, name: str, client=None, missing_ok: bool = 
 
 
 async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
-    cluster_name(name)
     client = client or await connect(settings, identity=default_actor())
     s = await _query(settings, name, client)
     assert s is not None
