@@ -13,7 +13,7 @@ from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatu
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from activities import ledger
+from adapters import ledger
 from adapters.kafka_port import KafkaPort
 from adapters.temporal import coordinators_named, listable
 from models.coordination import (

@@ -1,99 +1,24 @@
-"""The estimate activity: per-partition metrics from Kafka (or the operator's file), then the Spark job.
-
-Metrics sampled from Kafka: each moving partition's log size on its leader (DescribeLogDirs) at the start and the end
-of a window; the growth over the window is its write rate. They are written as Parquet to the migration's folder
-of the work folder, never into the workflow history.
+"""The estimate activity: per-partition metrics from Kafka (or the operator's file), then the Spark job
+(``estimator.service``). The metrics are written as Parquet to the migration's folder of the work folder, never into
+the workflow history.
 
 Failure types a workflow can match on (raised non-retryable):
 - ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
 """
 
-import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import NamedTuple
 
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import ledger
 from activities.heartbeat import heartbeating
+from adapters import ledger
 from adapters.kafka_port import KafkaPort
-from models import TopicPartition
+from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
 from models.admission import MoveSpec
 from models.errors import ErrorType
-from models.estimate import Estimate, EstimateOptions, EstimateRequest
+from models.estimate import Estimate
 from models.migration import MigrationEstimateInput
-
-# How often the sampling window reports it is alive.
-_TICK_S = 1.0
-
-
-def sample_metrics(
-    admin: KafkaPort, topics: list[str], window_s: float, tick: Callable[[], None] = lambda: None
-) -> list[dict]:
-    """Rows {topic, partition, bytes_in_per_sec, size_bytes, leader} for every partition of ``topics``.
-
-    A partition's write rate is its log's growth over the window. A log that shrank meanwhile (retention deleted a
-    segment) did not stop being written: its rate is then the log-end offset's advance times the average record
-    size (the log's bytes over the offsets it holds)."""
-    wanted = set(topics)
-    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(wanted))}
-    partitions = [TopicPartition(topic=t, partition=p) for t, p in sorted(leaders)]
-
-    def sizes() -> dict[tuple[str, int], int]:
-        return {
-            (r.topic, r.partition): r.size_bytes
-            for r in admin.describe_log_dirs()
-            if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
-        }
-
-    before, offsets_before, t0 = sizes(), admin.log_offsets(partitions), time.monotonic()
-    while time.monotonic() - t0 < window_s:
-        tick()
-        time.sleep(min(_TICK_S, max(0.0, window_s - (time.monotonic() - t0))))
-    after, offsets_after, elapsed = sizes(), admin.log_offsets(partitions), max(time.monotonic() - t0, 1e-3)
-    rows = []
-    for key in sorted(leaders):
-        size = after.get(key, before.get(key, 0))
-        rate = 0.0
-        if key in before and after.get(key, 0) >= before[key]:
-            rate = (after.get(key, 0) - before[key]) / elapsed
-        elif key in before and key in offsets_before and key in offsets_after:
-            (_, end0), (start1, end1) = offsets_before[key], offsets_after[key]
-            record = size / (end1 - start1) if end1 > start1 else 0.0
-            rate = max(0, end1 - end0) * record / elapsed
-        rows.append(
-            {"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size, "leader": leaders[key]}
-        )
-    return rows
-
-
-class SparkPlace(NamedTuple):
-    """Where the process's SparkSession runs (``DROVER_SPARK_MASTER``) and keeps its log (the work folder)."""
-
-    master: str
-    work_dir: Path
-
-    def session(self):
-        """The process's SparkSession, imported and started on first use: Spark is only for estimates."""
-        from estimator.session import spark
-
-        return spark(self.master, self.work_dir)
-
-
-def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
-    schema = "topic string, partition int, bytes_in_per_sec double, size_bytes bigint, leader int"
-    place.session().createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
-    return str(path)
-
-
-def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
-    """The Spark job on the process's session."""
-    from estimator.job import estimate_request
-
-    request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
-    return estimate_request(place.session(), request)
 
 
 class EstimateActivities:

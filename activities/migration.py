@@ -14,8 +14,8 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities import ledger
 from activities.heartbeat import heartbeating
+from adapters import ledger
 from adapters.kafka_port import KafkaPort
 from models import TopicPartition
 from models.admission import MoveSpec

@@ -203,8 +203,8 @@ def _window(sample: str | None, bootstrap: str | None, metrics: Path | None) -> 
 
 def _read_metrics(settings: Settings, path: Path) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], int]]:
     """Write rates and sizes from a metrics dataset, read and checked as `drover estimate` reads it (Spark)."""
-    from activities.estimate import SparkPlace
     from estimator.metrics import MetricsError, read_metrics
+    from estimator.service import SparkPlace
 
     place = SparkPlace(settings.spark_master, settings.work_dir)
     try:
@@ -309,7 +309,7 @@ def _read_cluster(settings: Settings, bootstrap: str, window: float | None, patt
         disks = {d.broker: d.total_bytes for d in admin.describe_disks()}
         rates: dict[tuple[str, int], float] = {}
         if window is not None:
-            from activities.estimate import sample_metrics
+            from estimator.service import sample_metrics
 
             topics = sorted({s.topic for s in states if pattern is None or pattern.fullmatch(s.topic)})
             rows = sample_metrics(admin, topics, window) if topics else []

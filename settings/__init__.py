@@ -11,7 +11,8 @@ from urllib.parse import quote
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from adapters.kafka_properties import client_properties
+from models.simulation import SimulationSpec
+from settings.kafka_properties import parse_client_properties
 
 ENV_PREFIX = "DROVER_"
 
@@ -72,8 +73,6 @@ class Settings(BaseSettings):
     @classmethod
     def _valid_simulation(cls, text: str | None) -> str | None:
         if text is not None:
-            from adapters.simulated_kafka import SimulationSpec
-
             SimulationSpec.parse(text)
         return text
 
@@ -82,7 +81,7 @@ class Settings(BaseSettings):
     def _readable_properties(cls, path: Path | None) -> Path | None:
         """The file is read and checked at load time, so that a setting neither library takes is refused at once."""
         if path is not None:
-            client_properties(path)
+            parse_client_properties(path)
         return path
 
     def workflow_url(self, workflow_id: str) -> str:

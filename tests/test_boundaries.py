@@ -98,6 +98,18 @@ def test_workflows_import_no_adapter():
     assert wrong == {}
 
 
+def test_the_cli_imports_no_activity():
+    # The CLI calls the core and the services the activities also use (estimator.service), not the activities.
+    wrong = {f: sorted(n & {"activities"}) for f, n in imports_of("cli").items() if "activities" in n}
+    assert wrong == {}
+
+
+def test_settings_import_no_adapter():
+    # Settings are read by every entry point, adapters among them: the arrow points one way only.
+    wrong = {f: sorted(n & {"adapters"}) for f, n in imports_of("settings").items() if "adapters" in n}
+    assert wrong == {}
+
+
 def test_kafka_errors_are_caught_as_the_ports_type():
     # The port owns its error type: no caller names the concrete adapter's.
     wrong = {f: n for f, n in names_imported_from("adapters.kafka_admin").items() if "KafkaAdminError" in n}
@@ -109,7 +121,12 @@ def test_the_import_checks_see_what_they_forbid(tmp_path):
     (tmp_path / "workflows" / "bad.py").write_text("from adapters.temporal import connect\n")
     (tmp_path / "cli").mkdir()
     (tmp_path / "cli" / "bad.py").write_text("from adapters.kafka_admin import KafkaAdmin, KafkaAdminError\n")
+    (tmp_path / "settings").mkdir()
+    (tmp_path / "settings" / "bad.py").write_text("def check():\n    from adapters.simulated_kafka import Spec\n")
     assert imports_of("workflows", root=tmp_path) == {"workflows/bad.py": {"adapters"}}
+    assert imports_of("settings", root=tmp_path) == {"settings/bad.py": {"adapters"}}
+    (tmp_path / "cli" / "worse.py").write_text("import activities.estimate\n")
+    assert imports_of("cli", root=tmp_path)["cli/worse.py"] == {"activities"}
     assert names_imported_from("adapters.kafka_admin", root=tmp_path) == {
         "cli/bad.py": {"KafkaAdmin", "KafkaAdminError"}
     }

@@ -21,11 +21,11 @@ from pathlib import Path
 from confluent_kafka import Producer
 from temporalio.worker import Worker
 
-from activities.estimate import SparkPlace, run_estimate, sample_metrics, write_metrics
-from activities.ledger import write_moves
 from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from adapters.ledger import write_moves
 from adapters.temporal import connect
 from cli.rates import parse_rate
+from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
 from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions
 from models.migration import MigrationInput

@@ -1,6 +1,6 @@
 """Write rates sampled from Kafka: log growth over a window, and offsets where retention shrank the log."""
 
-from activities.estimate import sample_metrics
+from estimator.service import sample_metrics
 from models import ReplicaSize
 from tests.fakes import FakeKafka
 
