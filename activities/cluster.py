@@ -4,18 +4,27 @@ the throttle configs the coordinator owns, and which workflows are still running
 The join and leave calls and the running check use the worker's own Temporal client, on the activity's task queue.
 """
 
+import asyncio
 import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
 
 from temporalio import activity
-from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatus
+from temporalio.client import (
+    Client,
+    WithStartWorkflowOperation,
+    WorkflowExecutionDescription,
+    WorkflowExecutionStatus,
+)
 from temporalio.common import WorkflowIDConflictPolicy
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters import ledger
 from adapters.kafka_port import KafkaPort
 from adapters.temporal import coordinators_named, listable
+from execution.cluster import overlap_refusal
+from models.admission import MoveSpec
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -26,6 +35,8 @@ from models.coordination import (
     JoinStep,
     LeaveRequest,
     LeaveResult,
+    Registration,
+    Registry,
     Takeover,
     ThrottleBook,
     ThrottleWanted,
@@ -41,6 +52,8 @@ RATES = (LEADER_RATE, FOLLOWER_RATE)
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
 # The coordinator's updates that change a cluster-wide setting, with their argument's type.
 OPERATOR_UPDATES = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, "set_throttle": ClusterThrottleChange}
+# A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
+JOIN_ATTEMPTS = 20
 # The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
 WRITERS = 16
 
@@ -107,8 +120,12 @@ class ClusterActivities:
     @activity.defn(name="join_cluster")
     async def join_cluster(self, step: JoinStep) -> JoinResult:
         """Register the migration with the coordinator of the Kafka cluster these workers reach (started if it is
-        not running), under the name the migration uses for it (an alias), with the partitions its moves name."""
-        moves = step.moves if step.moves_ref is None else ledger.read_moves(Path(step.moves_ref), 0, sys.maxsize)
+        not running), under the name the migration uses for it (an alias), with the partitions its moves name: listed
+        for a plan passed inline, by its moves file for a plan by reference. Overlaps with the partitions registered
+        are checked here, reading the moves files of the plans by reference; the coordinator takes the join only
+        against the registry so checked (``JoinResult.recheck``)."""
+        by_ref = step.moves_ref is not None
+        moves = step.moves if step.moves_ref is None else await asyncio.to_thread(_read_all, step.moves_ref)
         partitions: dict[str, set[int]] = {}
         for m in moves:
             partitions.setdefault(m.topic, set()).add(m.partition)
@@ -118,7 +135,9 @@ class ClusterActivities:
             run=step.run,
             cluster=step.cluster,
             cluster_id=cluster_id,
-            partitions={t: sorted(p) for t, p in sorted(partitions.items())},
+            partitions={} if by_ref else {t: sorted(p) for t, p in sorted(partitions.items())},
+            partitions_ref=step.moves_ref,
+            partition_count=sum(len(p) for p in partitions.values()),
             priority=step.priority,
             in_flight=step.in_flight,
         )
@@ -130,19 +149,6 @@ class ClusterActivities:
                     refused=f"cluster name {step.cluster} is bound to Kafka cluster ID {cluster_id_of(other)}, but "
                     f"this migration's workers reach Kafka cluster ID {cluster_id}; nothing was changed"
                 )
-        try:
-            running = await client.get_workflow_handle(coordinator_id).describe()
-        except RPCError as e:
-            if e.status != RPCStatusCode.NOT_FOUND:
-                raise
-        else:
-            if running.status == WorkflowExecutionStatus.RUNNING and running.task_queue != queue:
-                # Its workers would never answer this one's join: say so rather than wait.
-                return JoinResult(
-                    refused=f"the coordinator of Kafka cluster {cluster_id} runs on task queue "
-                    f"{running.task_queue}, but this migration's workers poll {queue}; run "
-                    "every worker of one cluster on one task queue"
-                )
         start = WithStartWorkflowOperation(
             "ClusterWorkflow",
             ClusterInput(name=step.cluster, cluster_id=cluster_id),
@@ -150,10 +156,29 @@ class ClusterActivities:
             task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
         )
-        joined = await client.execute_update_with_start_workflow(
-            "join", request, start_workflow_operation=start, result_type=JoinResult
-        )
-        return joined.model_copy(update={"coordinator_id": coordinator_id})
+        for _ in range(JOIN_ATTEMPTS):
+            running = await _running(client, coordinator_id)
+            if running is not None and running.task_queue != queue:
+                # Its workers would never answer this one's join: say so rather than wait.
+                return JoinResult(
+                    refused=f"the coordinator of Kafka cluster {cluster_id} runs on task queue "
+                    f"{running.task_queue}, but this migration's workers poll {queue}; run "
+                    "every worker of one cluster on one task queue"
+                )
+            registry = Registry()
+            if running is not None:
+                registry = await client.get_workflow_handle(coordinator_id).query("registry", result_type=Registry)
+            others = [await _listed(e) for e in registry.entries if e.migration_id != step.migration_id]
+            refused = overlap_refusal(partitions, others)
+            if refused is not None:
+                return JoinResult(refused=refused)
+            checked = request.model_copy(update={"checked": registry.version})
+            joined = await client.execute_update_with_start_workflow(
+                "join", checked, start_workflow_operation=start, result_type=JoinResult
+            )
+            if not joined.recheck:
+                return joined.model_copy(update={"coordinator_id": coordinator_id})
+        raise ApplicationError(f"the registry of coordinator {coordinator_id} kept changing during the join")
 
     @activity.defn(name="leave_cluster")
     async def leave_cluster(self, req: LeaveRequest) -> LeaveResult:
@@ -297,3 +322,46 @@ class ClusterActivities:
             self.admin.alter_topic_config(str(name), set_, delete=delete)
         else:
             self.admin.alter_broker_config(int(name), set_, delete=delete)
+
+
+async def _running(client: Client, workflow_id: str) -> WorkflowExecutionDescription | None:
+    """The workflow's latest run if it is running, else None."""
+    try:
+        described = await client.get_workflow_handle(workflow_id).describe()
+    except RPCError as e:
+        if e.status != RPCStatusCode.NOT_FOUND:
+            raise
+        return None
+    return described if described.status == WorkflowExecutionStatus.RUNNING else None
+
+
+def _read_all(ref: str) -> list[MoveSpec]:
+    return ledger.read_moves(Path(ref), 0, sys.maxsize)
+
+
+# Partitions of the plans by reference read lately, by (file, modified, size): a worker joining several migrations
+# beside the same large ones reads each file once.
+_REGISTERED: dict[tuple[str, int, int], dict[str, set[int]]] = {}
+KEPT_FILES = 8
+
+
+async def _listed(entry: Registration) -> Registration:
+    """A registration with its partitions listed: those of a plan by reference read from its moves file."""
+    if entry.ref is None:
+        return entry
+    try:
+        st = Path(entry.ref).stat()
+    except OSError as e:
+        raise ApplicationError(
+            f"the partitions of running migration {entry.migration_id} cannot be read from {entry.ref}: {e}"
+        ) from None
+    key = (entry.ref, st.st_mtime_ns, st.st_size)
+    if key not in _REGISTERED:
+        activity.heartbeat(entry.migration_id)
+        found: dict[str, set[int]] = {}
+        for m in await asyncio.to_thread(_read_all, entry.ref):
+            found.setdefault(m.topic, set()).add(m.partition)
+        while len(_REGISTERED) >= KEPT_FILES:
+            _REGISTERED.pop(next(iter(_REGISTERED)))
+        _REGISTERED[key] = found
+    return Registration(migration_id=entry.migration_id, partitions=_REGISTERED[key])

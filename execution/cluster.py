@@ -4,7 +4,9 @@ continue-as-new.
 
 - **Identity**: one coordinator per Kafka cluster ID; every name a migration or an operator uses for that cluster
   is one of its aliases. A migration whose workers reach another Kafka cluster ID is refused, with both.
-- **Registry**: a partition belongs to at most one running migration.
+- **Registry**: a partition belongs to at most one running migration. A plan passed inline is registered by its
+  partitions; a plan by reference by its moves file, which the join activity reads to check overlaps, so the state
+  does not grow with the plans' size.
 - **Limits**: KIP-435's four (moves in flight, per broker, replicas being added, leader changes) across every
   migration. Unless an operator sets them, they are the highest any running migration asks for, so migrations
   together never exceed what any one of them was allowed alone. Each migration also stays within its own.
@@ -16,13 +18,14 @@ continue-as-new.
 """
 
 from collections import Counter
+from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from pydantic import BaseModel
 
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
-from models.coordination import Demand, JoinRequest, PartitionKey, ThrottleWanted
+from models.coordination import Demand, JoinRequest, PartitionKey, Registration, Registry, ThrottleWanted
 from models.units import human_bytes
 from steps.admission import copying, least_busy
 from steps.throttle import wanted_throttle
@@ -42,7 +45,10 @@ class Holder(BaseModel):
     # The name it uses for the cluster (one of the aliases): its moves' workflow IDs carry it.
     cluster: str = ""
     priority: int = 0
+    # Its partitions: listed (a plan passed inline), or its moves file (a plan by reference).
     partitions: dict[str, list[int]] = {}
+    partitions_ref: str | None = None
+    partition_count: int = 0
     demand: Demand | None = None
     in_flight: list[MoveSpec] = []
     granted_total: int = 0
@@ -51,7 +57,11 @@ class Holder(BaseModel):
     last_grant: int = 0
 
     def holds(self, key: PartitionKey) -> bool:
-        return key[1] in self.partitions.get(key[0], ())
+        # A plan by reference: its candidates come from its own moves file.
+        return self.partitions_ref is not None or key[1] in self.partitions.get(key[0], ())
+
+    def registration(self) -> Registration:
+        return Registration(migration_id=self.migration_id, partitions=self.partitions, ref=self.partitions_ref)
 
 
 class Orphan(BaseModel):
@@ -114,6 +124,8 @@ class ClusterState(BaseModel):
     peak_per_broker: int = 0
     actions: list[AuditEntry] = []
     runs: int = 1
+    # Raised whenever a migration registers (a join checked against an older registry is checked again).
+    registry_version: int = 0
 
     # -- migrations -------------------------------------------------------------------------------------------
 
@@ -131,14 +143,12 @@ class ClusterState(BaseModel):
                 f"cluster name {self.name} is bound to Kafka cluster ID {self.cluster_id}, but this migration's "
                 f"workers reach Kafka cluster ID {req.cluster_id}; nothing was changed"
             )
-        taken: list[str] = []
-        for other in [*self.holders.values(), *self._orphan_holders()]:
-            for topic, parts in req.partitions.items():
-                both = sorted(set(parts) & set(other.partitions.get(topic, ())))
-                taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
-        if taken:
-            shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
-            return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
+        # Listed partitions against listed ones; a plan by reference was checked by the join activity against the
+        # registry at this version (``recheck``).
+        listed = [r for r in self._registrations() if r.ref is None]
+        refused = overlap_refusal(req.partitions, listed) if req.partitions_ref is None else None
+        if refused is not None:
+            return refused
         if self.cluster_id is None:
             self.cluster_id = req.cluster_id
             self.note("bind", f"bound to Kafka cluster ID {req.cluster_id}", now)
@@ -149,16 +159,31 @@ class ClusterState(BaseModel):
             cluster=req.cluster,
             priority=req.priority,
             partitions=req.partitions,
+            partitions_ref=req.partitions_ref,
+            partition_count=req.partition_count or sum(len(p) for p in req.partitions.values()),
             in_flight=req.in_flight,
         )
+        self.registry_version += 1
         again = f", {len(req.in_flight)} move(s) in flight" if req.in_flight else ""
-        self.note(
-            "join",
-            f"{req.migration_id}: {sum(len(p) for p in req.partitions.values())} partition(s), priority "
-            f"{req.priority}{again}",
-            now,
-        )
+        count = self.holders[req.migration_id].partition_count
+        self.note("join", f"{req.migration_id}: {count} partition(s), priority {req.priority}{again}", now)
         return None
+
+    def registry(self, me: str) -> Registry:
+        """Every partition registered, at this coordinator run's (``me``) current version."""
+        return Registry(version=f"{me}:{self.registry_version}", entries=self._registrations())
+
+    def recheck(self, req: JoinRequest, me: str) -> bool:
+        """A join that involves a plan by reference, checked by its activity against a registry other than the
+        current one: it must be checked again."""
+        others = self._registrations()
+        by_ref = req.partitions_ref is not None or any(r.ref is not None for r in others)
+        return by_ref and bool(others) and req.checked != f"{me}:{self.registry_version}"
+
+    def _registrations(self) -> list[Registration]:
+        return [h.registration() for h in self.holders.values()] + [
+            Registration(migration_id=h.migration_id, partitions=h.partitions) for h in self._orphan_holders()
+        ]
 
     def reused(self, req: JoinRequest) -> bool:
         """A join under the ID of a registered migration of another run: the earlier one has ended."""
@@ -217,6 +242,8 @@ class ClusterState(BaseModel):
         h = self.holders.pop(migration_id, None)
         if h is None:
             return
+        # Its partitions in flight stay registered, as orphans.
+        self.registry_version += 1
         d = h.demand
         self.orphans += [
             Orphan(
@@ -413,3 +440,16 @@ def _limits_text(limits: Limits) -> str:
         f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
         f"leaders {limits.max_leaders}"
     )
+
+
+def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Registration]) -> str | None:
+    """Why a migration with these partitions cannot join beside the registered ones (listed partitions), or None."""
+    taken: list[str] = []
+    for other in others:
+        for topic, parts in partitions.items():
+            both = sorted(set(parts) & set(other.partitions.get(topic, ())))
+            taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
+    if not taken:
+        return None
+    shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+    return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"

@@ -17,7 +17,7 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
             in_flight=len(h.in_flight),
             waiting=len(h.demand.candidates) if h.demand else 0,
             granted_total=h.granted_total,
-            partitions=sum(len(p) for p in h.partitions.values()),
+            partitions=h.partition_count,
             limits=h.demand.limits if h.demand else s.effective_limits() or Limits(),
         )
         for h in s.holders.values()

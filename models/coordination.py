@@ -43,15 +43,39 @@ class JoinRequest(BaseModel):
     cluster: str
     # The Kafka cluster ID the migration's workers reach (the coordinator binds its name to the first it sees).
     cluster_id: str
-    # Topic -> the partitions the migration may change.
-    partitions: dict[str, list[int]]
+    # Topic -> the partitions the migration may change: listed for a plan passed inline; for a plan by reference,
+    # the moves file every worker reads (``partitions_ref``) instead, so the coordinator's state stays the same size
+    # whatever the plan's.
+    partitions: dict[str, list[int]] = {}
+    partitions_ref: str | None = None
+    partition_count: int = 0
     priority: int = 0
     # Its moves in flight when it joins again (its coordinator was lost): held, and throttled, from the join on.
     in_flight: list[MoveSpec] = []
+    # The registry (``Registry.version``) the join activity found no overlap with: a join that involves a plan by
+    # reference is taken only against that same registry.
+    checked: str | None = None
+
+
+class Registration(BaseModel):
+    """A running migration's partitions as its coordinator keeps them: listed, or its moves file."""
+
+    migration_id: str
+    partitions: dict[str, list[int]] = {}
+    ref: str | None = None
+
+
+class Registry(BaseModel):
+    """Every partition registered with a coordinator (its ``registry`` query), at one version of it."""
+
+    version: str | None = None
+    entries: list[Registration] = []
 
 
 class JoinResult(BaseModel):
     refused: str | None = None
+    # The registry changed since the join activity checked it: check again and join again.
+    recheck: bool = False
     # The workflow ID of the coordinator joined (that of the Kafka cluster the migration's workers reach).
     coordinator_id: str = ""
     # The coordinator's first run (its runs continuing as new share it): grants from any other are void.

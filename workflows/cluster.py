@@ -1,7 +1,7 @@
-"""ClusterWorkflow: one per Kafka cluster name (ID ``cluster:<name>``), the owner of what the migrations on that
-cluster share (``execution.cluster.ClusterState``): its binding to a Kafka cluster ID, the partition registry, the
-cluster-wide limits and shares, the freeze switch and the throttle configs. It is started by the first migration
-that joins it, runs until terminated, and continues as new with its state."""
+"""ClusterWorkflow: one per Kafka cluster ID (workflow ID ``cluster:<Kafka cluster ID>``), the owner of what the
+migrations on that cluster share (``execution.cluster.ClusterState``): the names used for it, the partition
+registry, the cluster-wide limits and shares, the freeze switch and the throttle configs. It is started by the first
+migration that joins it, runs until terminated, and continues as new with its state."""
 
 import asyncio
 import contextlib
@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
         JoinResult,
         LeaveRequest,
         LeaveResult,
+        Registry,
         ThrottleBook,
         ThrottleWanted,
         ThrottleWrite,
@@ -355,6 +356,8 @@ class ClusterWorkflow:
             self._check_due = self._wake = True
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: not self.s.orphans_of(req.migration_id), timeout=REJOIN_WAIT)
+        if self.s.recheck(req, self._me):
+            return JoinResult(recheck=True, coordinator=self._me)
         refused = self.s.join(req, workflow.now())
         self._wake = True
         return JoinResult(refused=refused, coordinator=self._me)
@@ -437,6 +440,10 @@ class ClusterWorkflow:
         self._retired = True
         workflow.set_current_details(self.s.details())
         return True
+
+    @workflow.query
+    def registry(self) -> Registry:
+        return self.s.registry(self._me)
 
     @workflow.query
     def status(self) -> ClusterStatus:

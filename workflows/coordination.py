@@ -13,7 +13,7 @@ with workflow.unsafe.imports_passed_through():
     from models.coordination import Demand, Grant, JoinStep, LeaveRequest
     from models.migration import MigrationInput
     from workflows.failures import INTERRUPTIONS
-    from workflows.policies import LEAVE_CALL, QUICK_CALL
+    from workflows.policies import JOIN, LEAVE_CALL
 
 
 class MigrationCoordination:
@@ -77,12 +77,13 @@ class MigrationCoordination:
             migration_id=workflow.info().workflow_id,
             run=workflow.info().first_execution_run_id,
             cluster=given.cluster,
-            moves=[*s.window.waiting, *in_flight],
+            # A plan by reference: its moves file names its partitions.
+            moves=[*s.window.waiting, *in_flight] if s.window.moves_ref is None else [],
             moves_ref=s.window.moves_ref,
             priority=given.priority,
             in_flight=in_flight,
         )
-        joined = await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **QUICK_CALL)
+        joined = await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **JOIN)
         if joined.refused is not None:
             s.fail(joined.refused)
             return

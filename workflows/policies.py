@@ -21,6 +21,10 @@ QUICK_CALL = dict(
     ),
 )
 
+# Joining the cluster's coordinator checks the plan's partitions against those of every running migration, reading
+# the moves files of large plans (a few seconds per 100k moves): retried like QUICK_CALL, with room for that.
+JOIN = dict(QUICK_CALL, start_to_close_timeout=timedelta(minutes=5))
+
 # Waiting for Kafka to finish a step copies data and can take hours under a throttle, so the bound is the
 # heartbeat (sent at every poll, at least every second): a worker that dies is noticed within 20 seconds and the
 # wait resumes on another; an admin call that hangs longer than that is abandoned and tried again.

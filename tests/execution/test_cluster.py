@@ -314,3 +314,29 @@ def test_every_name_a_migration_joins_under_is_an_alias_of_the_one_coordinator()
     for i in range(60):
         s.alias(f"n{i}", NOW)
     assert len(s.aliases) == 50 and s.aliases[-1] == "n59"
+
+
+def test_a_plan_by_reference_is_registered_by_its_file_and_joins_only_against_the_registry_it_was_checked_with():
+    s = ClusterState(name="prod")
+    big = JoinRequest(
+        migration_id="big", cluster="prod", cluster_id="abc", partitions_ref="/work/big/moves.jsonl", partition_count=9
+    )
+    # Nothing registered: nothing to check against.
+    assert not s.recheck(big, "run1") and s.join(big, NOW) is None
+    assert s.holders["big"].partitions == {} and s.holders["big"].partition_count == 9
+    (entry,) = s.registry("run1").entries
+    assert entry.ref == "/work/big/moves.jsonl" and entry.partitions == {}
+    # Beside a plan by reference, a join is taken only against the registry it was checked with, and only by the
+    # coordinator run that answered the check.
+    small = JoinRequest(migration_id="small", cluster="prod", cluster_id="abc", partitions={"a": [1]})
+    assert s.recheck(small, "run1")
+    version = s.registry("run1").version
+    assert not s.recheck(small.model_copy(update={"checked": version}), "run1")
+    assert s.recheck(small.model_copy(update={"checked": version}), "run2")
+    # Another join in between: checked against an older registry, it is checked again.
+    join(s, "other", "b", [0])
+    assert s.recheck(small.model_copy(update={"checked": version}), "run1")
+    # Between listed plans the coordinator checks overlaps itself, without a version.
+    t = ClusterState(name="prod")
+    join(t, "m1", "a", [0])
+    assert not t.recheck(small, "run1") and "a-1" not in (t.join(small, NOW) or "")

@@ -25,7 +25,7 @@ from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
-from tests.workflows.test_migration import wait_for
+from tests.workflows.test_migration import plan_file, wait_for
 from worker import activities_for
 from workflows import ClusterWorkflow, MigrationWorkflow
 
@@ -530,3 +530,51 @@ async def test_a_retired_coordinator_ends_and_the_next_takes_nothing_over(local_
     # The new coordinator took over nothing: no limits of the operator's, no take-over in its actions.
     assert status.limits is None and not any(a.action == "take-over" for a in status.actions)
     assert fake.peak_ongoing == 2
+
+
+async def test_a_plan_by_reference_is_registered_by_its_file_and_overlaps_with_it_are_still_refused(
+    local_env, tmp_path
+):
+    fake = shared_cluster(ticks=1000)
+    name, work = f"c{uuid.uuid4().hex[:6]}", tmp_path / "work"
+    plan_a, plan_b = plan_for(fake, "a"), plan_for(fake, "b")
+    one = Limits(max_partitions=1, max_per_broker=1)
+
+    def by_ref(file: str, plan: list[PartitionReplicas]) -> MigrationInput:
+        return MigrationInput(
+            cluster=name, plan_ref=plan_file(tmp_path / file, plan), limits=one, throttle_bytes_per_s=1000
+        )
+
+    async def refused(handle) -> str:
+        with pytest.raises(WorkflowFailureError) as failed:
+            await handle.result()
+        return str(failed.value.cause)
+
+    async with worker_for(local_env.client, activities_for(fake, work)) as worker:
+        queue = worker.task_queue
+        first = await start_migration(local_env.client, by_ref("a.json", plan_a), queue)
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        await wait_for(lambda: bool(fake.ongoing), "the first step of the plan by reference")
+        registry = await coordinator.query(ClusterWorkflow.registry)
+        # Registered by its moves file: the coordinator holds no list of its partitions.
+        (entry,) = registry.entries
+        assert entry.migration_id == first.id and entry.partitions == {} and entry.ref.endswith("moves.jsonl")
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert [h.partitions for h in status.holders] == [6]
+        # An inline plan, and another plan by reference, each sharing partitions with it: refused, nothing moved.
+        before = len(fake.altered)
+        inline = await start(local_env, queue, name, plan_a[4:], Limits())
+        assert "2 partition(s) belong to another running migration: a-4" in await refused(inline)
+        second = await start_migration(local_env.client, by_ref("ab.json", [*plan_b[:2], plan_a[5]]), queue)
+        assert f"1 partition(s) belong to another running migration: a-5 ({first.id})" in await refused(second)
+        assert len(fake.altered) == before and all(t == "a" for (t, _), _ in fake.altered)
+        # One that shares none joins beside it, and both finish.
+        third = await start_migration(local_env.client, by_ref("b.json", plan_b), queue)
+        for _ in range(300):
+            registry = await coordinator.query(ClusterWorkflow.registry)
+            if len(registry.entries) == 2:
+                break
+            await asyncio.sleep(0.1)
+        assert sorted(e.migration_id for e in registry.entries) == sorted([first.id, third.id])
+        finish_soon(fake)
+        assert (await first.result()).verified and (await third.result()).verified
