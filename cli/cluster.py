@@ -110,8 +110,8 @@ def throttle(
 def freeze(
     ctx: typer.Context, cluster: str = CLUSTER, actor: str = ACTOR, reason: str = REASON, as_json: bool = AS_JSON
 ) -> None:
-    """Stop new steps in every migration on the cluster within seconds; steps in flight finish. `drover cluster
-    unfreeze` lets them go on."""
+    """Stop new steps in every migration on the cluster; steps in flight finish. Returns once every move in flight
+    has been told (30 s at most), so no step starts after it. `drover cluster unfreeze` lets them go on."""
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
     asyncio.run(
         _update(

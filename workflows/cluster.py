@@ -56,6 +56,8 @@ REJOIN_WAIT = timedelta(seconds=40)
 TAKE_OVER_WAIT = timedelta(seconds=60)
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
+# A freeze is answered once every move in flight has been told, or after this long.
+FREEZE_WAIT = timedelta(seconds=30)
 
 
 @workflow.defn
@@ -200,6 +202,8 @@ class ClusterWorkflow:
         none is left waiting."""
         while True:
             await self._write_throttle()
+            # A freeze is answered once the moves in flight are told.
+            await self._tell_freeze()
             try:
                 await workflow.wait_condition(workflow.all_handlers_finished, timeout=RESEND_EVERY)
                 return
@@ -399,10 +403,16 @@ class ClusterWorkflow:
         self._wake = True
 
     @workflow.update
-    def freeze(self, req: FreezeRequest) -> None:
+    async def freeze(self, req: FreezeRequest) -> None:
+        """Final once answered: a freeze is answered once every move in flight has been told (a move told finishes
+        the step it is on and starts no other), so no step starts after the answer. A move that cannot be told within
+        FREEZE_WAIT (its workflow not started yet, say) is told as soon as it can be."""
         self.s.freeze(req.frozen, req, workflow.now())
         workflow.set_current_details(self.s.details())
         self._wake = True
+        if req.frozen and self._freeze_due():
+            with contextlib.suppress(TimeoutError):
+                await workflow.wait_condition(lambda: not self.s.frozen or not self._freeze_due(), timeout=FREEZE_WAIT)
 
     @freeze.validator
     def _freeze_allowed(self, req: FreezeRequest) -> None:

@@ -21,6 +21,7 @@ from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER
 from tests.cli.test_cli import drover
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
+from tests.workflows.test_cluster import freeze_answered_at
 from worker import activities_for
 from workflows import ClusterWorkflow
 
@@ -264,6 +265,68 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
     left = await asyncio.to_thread(drover_throttle_left, admin, topics)
     assert left == []
     await asyncio.to_thread(clear_operator_throttle, admin, topics[0])
+
+
+class HeldWrites:
+    """The real cluster's admin, its throttle config writes held while ``hold`` is set (a slow controller), and the
+    time of every step issued."""
+
+    def __init__(self, admin):
+        self._admin = admin
+        self.hold, self.writing, self.release = threading.Event(), threading.Event(), threading.Event()
+        self.steps: list[tuple[float, dict]] = []
+
+    def __getattr__(self, name: str):
+        return getattr(self._admin, name)
+
+    def alter_topic_config(self, *args, **kwargs):
+        if self.hold.is_set():
+            self.writing.set()
+            self.release.wait(60)
+        return self._admin.alter_topic_config(*args, **kwargs)
+
+    def alter_reassignments(self, targets):
+        self.steps.append((time.monotonic(), {k: v for k, v in targets.items() if v is not None}))
+        return self._admin.alter_reassignments(targets)
+
+
+async def test_a_freeze_answered_while_the_throttle_is_written_holds_every_move(
+    real_client, admin, real_settings, topic_name
+):
+    """The coordinator is writing the throttle of a move just granted (held for 5 s here) when the freeze arrives,
+    with another move mid-way through its steps (about 3 s each). Neither the move granted nor the one in flight
+    starts a step on Kafka once the freeze is answered; after the unfreeze the migration completes."""
+    (topic,) = await asyncio.to_thread(loaded_topics, admin, real_settings, topic_name, 1, 6)
+    plan = [PartitionReplicas(topic=topic, partition=p, replicas=[3, 4] if p % 2 else [4, 3]) for p in range(6)]
+    held = HeldWrites(admin)
+    migration = MigrationInput(
+        cluster=f"freeze-{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        limits=Limits(max_partitions=2, max_per_broker=4),
+        throttle_bytes_per_s=500_000,
+    )
+    async with worker_for(real_client, activities_for(held)) as worker:
+        handle = await start_migration(real_client, migration, worker.task_queue)
+        await asyncio.to_thread(wait_until, lambda: len(held.steps) >= 2, 60, 0.05, "the first steps")
+        held.hold.set()
+        await asyncio.to_thread(wait_until, held.writing.is_set, 60, 0.05, "a throttle write for a new grant")
+        coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
+        answered = asyncio.create_task(freeze_answered_at(coordinator))
+        await asyncio.sleep(5)
+        held.hold.clear()
+        held.release.set()
+        answered_at = await answered
+        await asyncio.sleep(5)
+        after = [targets for at, targets in held.steps if at > answered_at and targets]
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
+        result = await handle.result()
+    before = [targets for at, targets in held.steps if at <= answered_at and targets]
+    print(f"freeze: {len(before)} step(s) issued before the answer, {len(after)} after it")
+    assert after == [], f"steps started after the freeze was answered: {after}"
+    assert result.verified and result.moves_done == 6
+    assert [s.replicas for s in admin.describe_topics([topic])] == [p.replicas for p in plan]
 
 
 async def test_a_coordinator_terminated_twice_strands_nothing_and_leaves_every_move_throttled(

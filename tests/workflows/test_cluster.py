@@ -4,6 +4,7 @@ shares and priority, the freeze, clean-up after a terminated migration, and a na
 
 import asyncio
 import threading
+import time
 import uuid
 
 import pytest
@@ -400,6 +401,51 @@ async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_mov
         )
         result = await handle.result()
     assert result.verified and result.status == "completed" and fake.altered
+
+
+async def freeze_answered_at(coordinator) -> float:
+    """Freeze the cluster; the time the coordinator answered."""
+    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+    return time.monotonic()
+
+
+def one_move(topic: str, replicas: list[int]) -> list[PartitionReplicas]:
+    return [PartitionReplicas(topic=topic, partition=0, replicas=replicas)]
+
+
+async def test_a_freeze_is_answered_only_once_every_move_in_flight_is_told_so_no_step_starts_after_it(local_env):
+    """A move is mid-step when the freeze arrives, while the coordinator is busy writing another migration's
+    throttle and so cannot tell the move yet. The move's step then finishes: it may start its next step before the
+    freeze is answered, but no step reaches Kafka after the answer."""
+    fake = FakeKafka({b: None for b in range(1, 7)}, {("a", 0): [1, 2], ("b", 0): [1, 2]}, ticks=10_000)
+    writing, release = threading.Event(), threading.Event()
+    steps: list[tuple[float, dict]] = []
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        # Both replicas of a-0 move: two steps at one replica per step.
+        first = await start(local_env, worker.task_queue, name, one_move("a", [4, 5]), Limits(max_partitions=1))
+        await wait_for(lambda: ("a", 0) in fake.ongoing, "the first step of a-0")
+        fake.hooks["alter_topic_config"] = lambda *_: (writing.set(), release.wait(30))
+        fake.hooks["alter_reassignments"] = lambda targets: steps.append(
+            (time.monotonic(), {k: v for k, v in targets.items() if v is not None})
+        )
+        second = await start(local_env, worker.task_queue, name, one_move("b", [1, 3]), Limits(max_partitions=2))
+        await wait_for(writing.is_set, "the coordinator writing the second migration's throttle")
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        answered = asyncio.create_task(freeze_answered_at(coordinator))
+        await asyncio.sleep(1)
+        finish_soon(fake)
+        await asyncio.sleep(3)
+        release.set()
+        answered_at = await answered
+        await asyncio.sleep(3)
+        after = [targets for at, targets in steps if at > answered_at and targets]
+        assert after == [], f"steps started after the freeze was answered: {after}"
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
+        results = [await first.result(), await second.result()]
+    assert all(r.verified for r in results)
 
 
 async def test_a_migration_id_reused_after_a_terminate_starts_clean_and_completes(local_env):
