@@ -125,6 +125,9 @@ def estimate(
             admin = KafkaAdmin(settings.model_copy(update={"kafka_bootstrap": bootstrap or settings.kafka_bootstrap}))
             try:
                 moves = _live_moves(admin, targets)
+                if all(m.original == m.target for m in moves):
+                    out.success(f"nothing to move: the {len(moves)} partitions of the plan are on their targets")
+                    return
                 if metrics is None:
                     out.info(f"sampling write rates for {human_seconds(window)} ...")
                     rows = sample_metrics(admin, sorted({m.topic for m in moves}), window)

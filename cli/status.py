@@ -216,6 +216,10 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
     non-zero exit, when there is one)."""
     found = result.dry_run
     assert found is not None
+    if found.moves_total == 0 and not found.problems:
+        out.data(result)
+        out.success(f"dry run: nothing to move: the {found.unchanged} partitions of the plan are on their targets")
+        return
     rows = [
         [i, f"{m.topic}-{m.partition}", m.original, m.target, human_bytes(m.size_bytes)]
         for i, m in enumerate(found.order, start=1)
@@ -254,6 +258,14 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
 def show_result(out: Output, migration_id: str, result: MigrationResult) -> None:
     if result.dry_run is not None:
         show_dry_run(out, migration_id, result)
+        return
+    if result.status == "completed" and result.verified and not result.moves and not result.moves_done:
+        show_actions(out, result.actions)
+        out.data(result)
+        out.success(
+            f"migration completed: nothing to move: the {result.unchanged} partitions of the plan were already on "
+            "their targets"
+        )
         return
     rows = [
         [

@@ -226,8 +226,10 @@ class MigrationState(BaseModel):
 
     def preflight_done(self, estimating: bool, dry_run: bool = False) -> None:
         """Preflight passed: estimate, or start moving (unless a cancel came meanwhile); a dry run without an
-        estimate ends here."""
+        estimate ends here. With nothing to move (every partition already on its target) there is nothing to
+        estimate: it ends at once."""
         if self.phase == Phase.PREFLIGHT:
+            estimating = estimating and self.moves_total > 0
             self.to(Phase.ESTIMATING if estimating else Phase.DRY_RUN if dry_run else Phase.RUNNING)
 
     def estimate_done(self, dry_run: bool = False) -> None:

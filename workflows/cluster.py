@@ -229,7 +229,8 @@ class ClusterWorkflow:
             workflow.logger.warning("could not check the migrations holding slots: %s", e)
             return
         running = set(found)
-        for mid in [m for m in s.holders if m not in running]:
+        # Only the migrations checked: one that joined while the check ran was not in it.
+        for mid in [m for m in s.holders if m in ids and m not in running]:
             s.gone(mid, workflow.now())
             self._wake = True
         for wid, o in moves.items():

@@ -92,8 +92,8 @@ async def joined(client: Client, workflow_id: str, began: float) -> float:
             progress = None
         if progress is not None and (progress.done or progress.in_flight):
             return time.monotonic() - began
-        if progress is not None and progress.status in ("completed", "stopped", "rolled_back", "failed"):
-            sys.exit(f"{workflow_id} ended before it joined: {progress.status}")
+        if progress is not None and progress.phase in ("completed", "stopped", "rolled_back", "failed"):
+            sys.exit(f"{workflow_id} ended before it joined: {progress.phase}")
         await asyncio.sleep(1)
 
 

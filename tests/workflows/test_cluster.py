@@ -8,6 +8,7 @@ import time
 import uuid
 
 import pytest
+from temporalio import activity
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import (
     WithStartWorkflowOperation,
@@ -624,3 +625,34 @@ async def test_a_plan_by_reference_is_registered_by_its_file_and_overlaps_with_i
         assert sorted(e.migration_id for e in registry.entries) == sorted([first.id, third.id])
         finish_soon(fake)
         assert (await first.result()).verified and (await third.result()).verified
+
+
+async def test_a_migration_that_joins_while_the_coordinator_checks_its_holders_is_kept(local_env):
+    """The coordinator checks that the migrations holding slots still run (an activity, slowed to 8 s here); one
+    that joins meanwhile was not in the check and must not be taken for ended."""
+    fake = shared_cluster(partitions=2, ticks=10_000)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    activities = activities_for(fake)
+    (original,) = [a for a in activities if getattr(a, "__name__", "") == "running_workflows"]
+    checking = asyncio.Event()
+
+    @activity.defn(name="running_workflows")
+    async def slow_check(ids: list[str]) -> list[str]:
+        checking.set()
+        await asyncio.sleep(8)
+        return await original(ids)
+
+    activities = [slow_check if a is original else a for a in activities]
+    async with worker_for(local_env.client, activities) as worker:
+        first = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=4))
+        # The first check comes 20 s after the coordinator started.
+        await asyncio.wait_for(checking.wait(), timeout=60)
+        second = await start(local_env, worker.task_queue, name, plan_for(fake, "b"), Limits(max_partitions=4))
+        await wait_for(lambda: any(t == "b" for t, _ in fake.ongoing), "a step of the migration that joined")
+        finish_soon(fake)
+        results = [await asyncio.wait_for(h.result(), timeout=120) for h in (first, second)]
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).query(
+            ClusterWorkflow.status
+        )
+    assert all(r.verified for r in results)
+    assert not [a for a in status.actions if a.action == "clean-up"]

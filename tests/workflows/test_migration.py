@@ -11,7 +11,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from cli.control import execute_update
+from cli.output import Output
 from cli.start import details_of, summary_of
+from cli.status import show_result
 from models import MoveInput
 from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
@@ -675,3 +677,35 @@ async def test_the_start_is_audited_with_who_and_why_and_the_result_keeps_it(loc
         result = await handle.result()
     first = result.actions[0]
     assert (first.action, first.actor, first.reason) == ("start", "ana@ops-1", "rebalance after adding broker 5")
+
+
+@pytest.mark.parametrize("dry_run", [False, True])
+async def test_a_plan_already_done_ends_at_once_with_nothing_to_move(local_env, tmp_path, capsys, dry_run):
+    """Every partition already on its target: no estimate (its metrics would have no rows), no step, no throttle;
+    the migration ends completed (or as a dry run) with nothing to move, as Kafka's own tool does."""
+    fake = cluster(4)
+    plan = [PartitionReplicas(topic=t, partition=p, replicas=r) for (t, p), r in sorted(fake.replicas.items())]
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=plan,
+        estimate=EstimateSettings(sample_s=1),
+        throttle_bytes_per_s=4000,
+        dry_run=dry_run,
+    )
+    async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+        result = await local_env.client.execute_workflow(
+            MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+    assert result.status == ("dry_run" if dry_run else "completed") and result.unchanged == 4
+    assert result.moves == [] and result.moves_done == 0
+    assert fake.altered == [] and fake.broker_configs == {} and fake.topic_configs == {}
+    if dry_run:
+        assert result.dry_run is not None and result.dry_run.moves_total == 0
+    else:
+        assert result.verified
+    # What `drover start` and `drover result` print of it.
+    show_result(Output(), "m", result)
+    said = capsys.readouterr().err.strip().splitlines()
+    assert said[-1].endswith(
+        "nothing to move: the 4 partitions of the plan " + ("are" if dry_run else "were already") + " on their targets"
+    )
