@@ -13,7 +13,8 @@ the migrations start by reference (their plans stay in their files), all on one 
 of its own) on a dev server of its own, and run for RUN_FOR seconds once the last has joined.
 
 Prints: the time each migration took to join (preflight and registration of its partitions); the coordinator's
-state (the carry it continues as new with, and its ``registry`` and ``status`` answers) in bytes; the largest event
+state (the carry it continues as new with, and its ``registry`` and ``status`` answers) in bytes, and one
+migration's registration beside what it would be were its partitions listed; the largest event
 of any migration or coordinator run and of the largest move child (the largest payload Temporal stores); the
 largest history in events and bytes; the worker's peak RSS, of which the simulated cluster itself is most. Goals:
 every payload under 256 KB, every history under 10,000 events. Asserts nothing about time.
@@ -35,7 +36,7 @@ from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
 from bench.scale.run import histories, peak_rss_mib, worker_env
 from bench.trees import ROOT, address_of, dev_server, start_worker, stop_worker, wait_for_poller
 from models.admission import Limits
-from models.coordination import ClusterInput, ClusterLimitsChange, cluster_workflow_id
+from models.coordination import ClusterInput, ClusterLimitsChange, JoinRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas, ReassignmentFile
 from workflows import ClusterWorkflow, MigrationWorkflow
@@ -45,9 +46,10 @@ PAYLOAD_GOAL = 256 * 1024
 EVENTS_GOAL = 10_000
 
 
-def write_plans(spec: str, migrations: int, folder: Path) -> tuple[list[Path], str]:
+def write_plans(spec: str, migrations: int, folder: Path) -> tuple[list[Path], str, int]:
     """One plan file per migration, each of an equal share of the partitions moving their followers onto the empty
-    brokers; and the cluster's Kafka ID."""
+    brokers; the cluster's Kafka ID; and the bytes of one migration's registration had it listed its partitions
+    (as a plan passed inline is registered)."""
     kafka = SimulatedKafka.from_spec(SimulationSpec.parse(spec))
     original = [PartitionReplicas(topic=t, partition=p, replicas=r) for (t, p), r in sorted(kafka.replicas.items())]
     used = {b for p in original for b in p.replicas}
@@ -63,7 +65,11 @@ def write_plans(spec: str, migrations: int, folder: Path) -> tuple[list[Path], s
         path = folder / f"plan-{i}.json"
         path.write_text(ReassignmentFile(partitions=changes).model_dump_json())
         plans.append(path)
-    return plans, kafka.describe_cluster().cluster_id or "simulated"
+    listed: dict[str, list[int]] = {}
+    for p in original[:share]:
+        listed.setdefault(p.topic, []).append(p.partition)
+    request = JoinRequest(migration_id="migration:sim:0", cluster="sim", cluster_id="simulated", partitions=listed)
+    return plans, kafka.describe_cluster().cluster_id or "simulated", len(request.model_dump_json())
 
 
 async def start_coordinator(client: Client, cluster_id: str, task_queue: str, events_per_run: int) -> None:
@@ -117,6 +123,7 @@ async def coordinator_sizes(client: Client, coordinator_id: str) -> dict:
         "status": (await converter.encode([status]))[0].ByteSize(),
         "holders": len(status.holders),
         "registered": [len(e.partitions) for e in registry.entries],
+        "registration": max(len(e.model_dump_json()) for e in registry.entries),
     }
 
 
@@ -128,7 +135,7 @@ async def measure(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory(prefix="bench-coordinator-") as tmp:
         folder = Path(tmp)
         began = time.monotonic()
-        plans, cluster_id = write_plans(spec, args.migrations, folder)
+        plans, cluster_id, listed = write_plans(spec, args.migrations, folder)
         share = args.partitions // args.migrations
         print(f"{args.migrations} plans of {share} partitions written in {time.monotonic() - began:.0f} s", flush=True)
         async with dev_server() as env:
@@ -162,10 +169,10 @@ async def measure(args: argparse.Namespace) -> None:
                 found = await histories(client)
             finally:
                 stop_worker(proc)
-    show(args, done, sizes, found, rss)
+    show(args, done, sizes, found, rss, listed)
 
 
-def show(args: argparse.Namespace, done: list[int], sizes: dict, found: dict, rss: float) -> None:
+def show(args: argparse.Namespace, done: list[int], sizes: dict, found: dict, rss: float, listed: int) -> None:
     share = args.partitions // args.migrations
     print(
         f"\n{args.migrations} migrations of {share} partitions by reference on {args.partitions} partitions, one "
@@ -177,6 +184,11 @@ def show(args: argparse.Namespace, done: list[int], sizes: dict, found: dict, rs
     )
     print(f"  largest carry (its state at continue-as-new): {sizes['carry'] / 1024:.1f} KB")
     print(f"  registry answer: {sizes['registry'] / 1024:.1f} KB; status answer: {sizes['status'] / 1024:.1f} KB")
+    print(
+        f"  one migration's registration by its moves file: {sizes['registration'] / 1024:.1f} KB; listing its "
+        f"{share} partitions instead: {listed / 1024:.1f} KB ({listed / sizes['registration']:.0f} times; all "
+        f"{args.migrations} listed: {args.migrations * listed / 1024:.0f} KB)"
+    )
     event, kind = found["largest_event"]
     largest = max(event, sizes["carry"], sizes["registry"], sizes["status"])
     print(f"largest event of any run: {event / 1024:.1f} KB ({kind})")
