@@ -4,10 +4,14 @@ import asyncio
 
 import click
 import typer
-from temporalio.client import WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect
+from adapters.temporal import connect, worker_polls
 from cli.errors import DroverError
 from cli.groups import LimitChanges, grouped
 from cli.options import (
@@ -18,7 +22,7 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
-from cli.status import describe, phase, require_worker
+from cli.status import ANSWER_WITHIN_S, describe, phase, require_worker
 from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
@@ -95,32 +99,60 @@ def throttle(
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
 
 
-async def _running_with_a_worker(client, migration_id: str) -> None:
-    """The migration exists, and a worker polls its task queue: else one line at once, not a wait for nobody."""
+async def _running(client, migration_id: str) -> str:
+    """The task queue of the running migration; one line at once if it has ended or does not exist."""
     described = await describe(client.get_workflow_handle(migration_id), migration_id)
     state = described.status.name.lower() if described.status else "unknown"
-    if described.status == WorkflowExecutionStatus.RUNNING:
-        await require_worker(client, described.task_queue, f"migration {migration_id} is {state}, but")
-    else:
+    if described.status != WorkflowExecutionStatus.RUNNING:
         raise DroverError(f"migration {migration_id} has ended ({state}): there is nothing to change")
+    return described.task_queue
 
 
 async def _query(client, migration_id: str) -> MigrationProgress:
-    await _running_with_a_worker(client, migration_id)
+    queue = await _running(client, migration_id)
+    await require_worker(client, queue, f"migration {migration_id} is running, but")
     try:
-        return await client.get_workflow_handle(migration_id).query(MigrationWorkflow.progress)
+        return await asyncio.wait_for(
+            client.get_workflow_handle(migration_id).query(MigrationWorkflow.progress), ANSWER_WITHIN_S
+        )
+    except TimeoutError:
+        raise DroverError(
+            f"migration {migration_id}: no worker answered within {ANSWER_WITHIN_S:.0f} s on task queue {queue}; "
+            "nothing was sent"
+        ) from None
     except RPCError as e:
         if e.status == RPCStatusCode.NOT_FOUND:
             raise DroverError(f"no migration {migration_id}") from None
         raise DroverError(f"{migration_id}: {e.message}") from None
 
 
+async def _recorded(handle, name: str, argument, queue: str, why: str, out: Output) -> None:
+    """The action sent as its signal, which Temporal keeps in the workflow's history until a worker takes it."""
+    await handle.signal(name, argument)
+    out.warning(
+        f"{handle.id}: {why}; the {name} is recorded in the migration's history (signal {name}) and takes effect "
+        f"when a worker polls task queue {queue} again (`drover status` then shows it)"
+    )
+    out.data({"migration_id": handle.id, "action": name, "sent": "signal", "task_queue": queue, "applied": False})
+
+
 async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
+    """The action as an update, answered with the migration's progress once it is applied (or refused, with why).
+    With no worker polling, or none answering within ANSWER_WITHIN_S, it is sent as its signal instead: recorded
+    in the history, applied when a worker polls again, and said so."""
     client = client or await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id)
-    await _running_with_a_worker(client, migration_id)
+    queue = await _running(client, migration_id)
+    name = update.__name__.removesuffix("_update")
+    if not await worker_polls(client, queue):
+        await _recorded(handle, name, argument, queue, "no worker polls", out)
+        return
     try:
-        progress: MigrationProgress = await execute_update(handle, update, argument)
+        progress: MigrationProgress = await asyncio.wait_for(execute_update(handle, update, argument), ANSWER_WITHIN_S)
+    except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+        # The wait cut short (the SDK raises its own error for an update whose wait was cancelled).
+        await _recorded(handle, name, argument, queue, f"no worker answered within {ANSWER_WITHIN_S:.0f} s", out)
+        return
     except WorkflowUpdateFailedError as e:
         reason = failure_message(e)
         raise DroverError(f"{migration_id} refused: {reason}") from None

@@ -25,6 +25,9 @@ from workflows import MigrationWorkflow
 from workflows.failures import failure_message
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
+# A command that asks the migration's worker answers within this long, or says that none answered.
+ANSWER_WITHIN_S = 8.0
+
 
 def status(
     ctx: typer.Context,
@@ -74,15 +77,29 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         show_result(out, migration_id, await patiently(handle.result, address, out.warning))
         return
     if described.status != WorkflowExecutionStatus.RUNNING:
+        error = ""
         try:
             await patiently(handle.result, address, out.warning)
         except WorkflowFailureError as e:
-            raise DroverError(f"migration {migration_id} {state}: {failure_message(e)}") from None
-        raise DroverError(f"migration {migration_id} {state}")
-    await require_worker(client, described.task_queue, f"migration {migration_id} is {state}, but")
-    progress: MigrationProgress = as_of_now(
-        await patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning)
-    )
+            error = failure_message(e)
+        # The same "status" key as every other phase's (failed, terminated, canceled, timed_out), and why.
+        out.data({"migration_id": migration_id, "status": state, "error": error})
+        raise DroverError(f"migration {migration_id} {state}" + (f": {error}" if error else ""))
+    queue = described.task_queue
+    if not await worker_polls(client, queue):
+        known(out, described)
+        raise DroverError(f"migration {migration_id} is {state}, but {no_worker(queue)}")
+    try:
+        answer = await asyncio.wait_for(
+            patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning), ANSWER_WITHIN_S
+        )
+    except TimeoutError:
+        known(out, described)
+        raise DroverError(
+            f"migration {migration_id} is {state}, but no worker answered within {ANSWER_WITHIN_S:.0f} s on task "
+            f"queue {queue}"
+        ) from None
+    progress: MigrationProgress = as_of_now(answer)
     meter = CopyMeter(settings)
     try:
         progress = await asyncio.to_thread(meter.measure, progress)
@@ -105,6 +122,17 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     show_actions(out, progress.actions)
     out.data(progress)
+
+
+def known(out: Output, described) -> None:
+    """What the history tells of a running migration without a worker to ask: when it started and its phase as last
+    published (DroverStatus)."""
+    published = described.typed_search_attributes.get(STATUS_ATTR)
+    phase_now = f"last published phase {published}" if published else "no worker has run it yet"
+    out.info(
+        f"migration {described.id}: started {described.start_time:%Y-%m-%d %H:%M:%S} UTC, {phase_now}; "
+        f"{described.history_length} history events"
+    )
 
 
 def show_actions(out: Output, actions: list[AuditEntry]) -> None:

@@ -2,7 +2,7 @@
 
 from datetime import datetime
 
-from pydantic import BaseModel
+from pydantic import BaseModel, computed_field
 
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, CancelMode
@@ -37,6 +37,13 @@ class MigrationProgress(BaseModel):
     # The migration's phase (execution.Phase): preflight, estimating, running, paused, draining, stopping,
     # rolling_back, cleaning_up, or an end state.
     phase: str = "running"
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def status(self) -> str:
+        """The phase, under the key a finished migration's result (and `drover status --json` at every phase) has."""
+        return self.phase
+
     paused: bool = False
     cancelling: CancelMode | None = None
     actions: list[AuditEntry] = []

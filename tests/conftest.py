@@ -160,11 +160,11 @@ async def end_coordinators(client, task_queue: str | None = None) -> None:
                 await handle.terminate(reason="test worker stops")
 
 
-def worker_for(client, activities: list, workflows: list | None = None) -> Worker:
-    """An in-process worker on a task queue of its own."""
+def worker_for(client, activities: list, workflows: list | None = None, task_queue: str | None = None) -> Worker:
+    """An in-process worker on a task queue of its own (or the one given)."""
     return TestWorker(
         client,
-        task_queue=f"q-{uuid.uuid4().hex[:8]}",
+        task_queue=task_queue or f"q-{uuid.uuid4().hex[:8]}",
         workflows=workflows or WORKFLOWS,
         activities=activities,
         activity_executor=ThreadPoolExecutor(8),

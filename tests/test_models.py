@@ -1,6 +1,10 @@
 """Models read what earlier versions of Drover wrote into histories and saved files."""
 
+import json
+
+from models.admission import Limits
 from models.moves import MoveReport, MoveResult
+from models.progress import MigrationProgress
 from models.results import MigrationResult, MoveOutcome
 
 
@@ -34,3 +38,23 @@ def test_the_new_names_are_what_is_written():
     assert written["reverted_when_stuck"] is True and "rolled_back" not in written
     again = MoveOutcome.model_validate(written)
     assert again.reverted_when_stuck
+
+
+def test_progress_and_result_share_the_status_key_at_every_phase():
+    progress = MigrationProgress(
+        phase="preflight",
+        waiting=1,
+        in_flight=[],
+        done=0,
+        failed=0,
+        limits=Limits(),
+        throttle_bytes_per_s=None,
+        peak_in_flight=0,
+        peak_per_broker=0,
+    )
+    shown = json.loads(progress.model_dump_json())
+    assert shown["status"] == shown["phase"] == "preflight"
+    # Read back (by `drover watch --json` consumers, or the CLI itself), the key is not taken for a field.
+    assert MigrationProgress.model_validate_json(progress.model_dump_json()).phase == "preflight"
+    ended = MigrationResult(status="stopped", moves=[], verified=True, peak_in_flight=0, peak_per_broker=0)
+    assert json.loads(ended.model_dump_json())["status"] == "stopped"

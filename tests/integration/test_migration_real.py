@@ -1,6 +1,7 @@
 """MigrationWorkflow on the real cluster: limits observed on Kafka while it runs, plan reached, throttle gone."""
 
 import asyncio
+import contextlib
 import json
 import os
 import re
@@ -9,6 +10,7 @@ from asyncio.subprocess import PIPE
 
 import pytest
 from temporalio.client import WorkflowFailureError
+from temporalio.service import RPCError
 
 from adapters.kafka_admin import KafkaAdmin
 from cli.output import default_actor
@@ -31,6 +33,7 @@ from tests.integration.helpers import (
     produce_topic,
     wait_until,
 )
+from tests.workflows.test_migration import wait_for_progress
 from worker import activities_for
 from workflows import MigrationWorkflow, PartitionMoveWorkflow
 from workflows.ids import move_workflow_id
@@ -397,9 +400,13 @@ async def test_plan_estimate_and_a_migration_give_one_byte_total(
 async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
     real_client, admin, real_settings, topic_name, tmp_path
 ):
-    # A migration started on a task queue no worker polls: status, pause and watch say so in one line instead of
-    # waiting for a query or an update nobody answers; start on such a queue starts nothing.
-    admin.create_topic(topic_name, [[1, 2]])
+    # A migration started on a task queue no worker polls: status and watch say so at once (status with what the
+    # history knows); a cancel is sent as its signal, recorded in the history, and said so; start on such a queue
+    # starts nothing. Once a worker polls, the cancel applies. Then a migration whose worker has just gone (Temporal
+    # still lists it for a while): a pause gets no answer, and within 10 s is sent as its signal; the next worker
+    # applies it.
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    produce(real_settings, topic_name, 1, 2000, pad=1000)
     nobody = f"nobody-{uuid.uuid4().hex[:6]}"
     migration = MigrationInput(
         cluster="clitest", moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 2])]
@@ -407,14 +414,32 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
     migration_id = f"migration:clitest:{uuid.uuid4().hex[:8]}"
     handle = await real_client.start_workflow(MigrationWorkflow.run, migration, id=migration_id, task_queue=nobody)
     drover_cli = cli_against(real_settings, nobody)
+
+    async def timed(*args: str) -> tuple[int, str, float]:
+        started = asyncio.get_running_loop().time()
+        code, _, err = await asyncio.wait_for(drover_cli(*args), timeout=60)
+        took = asyncio.get_running_loop().time() - started
+        print(f"drover {args[0]}: exit {code} after {took:.1f} s: {err.strip()}")
+        return code, err, took
+
+    slow = MigrationInput(
+        cluster="clitest",
+        moves=[PartitionReplicas(topic=topic_name, partition=1, replicas=[3, 1])],
+        throttle_bytes_per_s=50_000,
+    )
+    gone = f"gone-{uuid.uuid4().hex[:6]}"
+    second = None
     try:
-        for args in (["status", migration_id], ["pause", migration_id, "--reason", "r"], ["watch", migration_id]):
-            started = asyncio.get_running_loop().time()
-            code, out, err = await asyncio.wait_for(drover_cli(*args), timeout=60)
-            took = asyncio.get_running_loop().time() - started
-            print(f"drover {args[0]}: exit {code} after {took:.1f} s: {err.strip()}")
-            assert code == 1 and err.strip().count("\n") == 0, err
-            assert f"no worker polls the task queue {nobody}" in err and migration_id in err
+        for args in (["status", migration_id], ["watch", migration_id]):
+            code, err, took = await timed(*args)
+            assert code == 1, err
+            assert f"no worker polls the task queue {nobody}" in err and migration_id in err, err
+            # status also says what the history knows; watch says only that.
+            assert ("no worker has run it yet" in err) == (args[0] == "status"), err
+        code, err, took = await timed("cancel", migration_id, "--reason", "r")
+        assert code == 0 and "no worker polls" in err and "recorded in the migration's history" in err
+        assert f"task queue {nobody}" in err and err.strip().count("\n") == 0, err
+        assert [e async for e in _signal_names(handle)] == ["cancel"]
         plan_file = tmp_path / "plan.json"
         plan_file.write_text(
             json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 0, "replicas": [4, 2]}]})
@@ -423,8 +448,38 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
         assert code == 1 and "nothing was started" in err and f"no worker polls the task queue {nobody}" in err
         started_here = [w.id async for w in real_client.list_workflows(f"TaskQueue = '{nobody}'")]
         assert started_here == [migration_id]
+        async with worker_for(real_client, activities_for(admin), task_queue=nobody):
+            result = await handle.result()
+        assert result.status == "stopped" and any(a.action == "cancel" and a.reason == "r" for a in result.actions)
+        async with worker_for(real_client, activities_for(admin), task_queue=gone):
+            second = await start_migration(real_client, slow, gone)
+            await wait_for_progress(second, lambda p: bool(p.in_flight), "the slow move in flight", 60)
+        drover_gone = cli_against(real_settings, gone)
+        started = asyncio.get_running_loop().time()
+        code, _, err = await drover_gone("pause", second.id, "--reason", "worker down")
+        took = asyncio.get_running_loop().time() - started
+        print(f"drover pause with the worker just gone: exit {code} after {took:.1f} s: {err.strip()}")
+        assert code == 0 and "no worker answered within 8 s" in err and f"task queue {gone}" in err
+        assert "pause" in [e async for e in _signal_names(second)]
+        started = asyncio.get_running_loop().time()
+        code, _, err = await drover_gone("status", second.id)
+        took = asyncio.get_running_loop().time() - started
+        print(f"drover status with the worker just gone: exit {code} after {took:.1f} s: {err.strip()}")
+        assert code == 1 and "no worker answered within 8 s" in err and "last published phase" in err
+        async with worker_for(real_client, activities_for(admin), task_queue=gone):
+            progress = await wait_for_progress(second, lambda p: p.paused, "the pause sent while no worker answered")
+        assert any(a.action == "pause" and a.reason == "worker down" for a in progress.actions)
     finally:
-        await handle.terminate("test over")
+        for h in (handle, second):
+            if h is not None:
+                with contextlib.suppress(RPCError):
+                    await h.terminate("test over")
+
+
+async def _signal_names(handle):
+    async for e in handle.fetch_history_events():
+        if e.HasField("workflow_execution_signaled_event_attributes"):
+            yield e.workflow_execution_signaled_event_attributes.signal_name
 
 
 async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
@@ -536,6 +591,12 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
         assert code == 1, err
         errors = [line for line in err.splitlines() if line.startswith("error: ")]
         assert len(errors) == 1 and "preflight found 1 problem(s), nothing was changed" in errors[0], err
+        # Its status in JSON has the "status" key of every phase, with the error.
+        failed_id = re.search(r"migration:clitest:\S+", err)
+        assert failed_id is not None, err
+        code, out, _ = await drover_cli("status", failed_id.group(0).rstrip(".,:;"), "--json")
+        shown_failed = json.loads(out)
+        assert code == 1 and shown_failed["status"] == "failed" and "preflight found 1 problem" in shown_failed["error"]
         code, out, err = await drover_cli("start", str(good), "--no-estimate", "--json", "--reason", "spread t")
         assert code == 0, err
         assert "preflight passed" in err
@@ -575,6 +636,7 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
             while asyncio.get_running_loop().time() < deadline:
                 code, out, err = await drover_cli("status", handle.id, "--json")
                 assert code == 0, err
+                assert json.loads(out)["status"] in ("preflight", "estimating", "running")
                 progress = MigrationProgress.model_validate_json(out)
                 seen.append((progress.bytes_done, progress.bytes_copying, progress.bytes_total))
                 if progress.bytes_copying > 0 and "of it copying now" in err:
