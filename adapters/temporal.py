@@ -39,6 +39,11 @@ class TemporalUnavailable(Exception):
 _runtime: Runtime | None = None
 
 
+# The time from a step done on Kafka to the next step issued, in seconds: a fraction of a second when the worker
+# keeps up, minutes when a freeze or the limits hold the move.
+STEP_GAP_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]
+
+
 def runtime(metrics_port: int | None = None) -> Runtime:
     """The process's Temporal runtime, made on first use: the SDK core's own log lines (warnings and errors) are
     forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included); with
@@ -47,8 +52,16 @@ def runtime(metrics_port: int | None = None) -> Runtime:
     if _runtime is None:
         forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
         core_logs = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding)
-        metrics = PrometheusConfig(bind_address=f"0.0.0.0:{metrics_port}") if metrics_port else None
-        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=metrics))
+        metrics = None
+        if metrics_port:
+            # Prometheus' conventions: counters end in _total, Drover's histogram has buckets in seconds (its
+            # unit), and no series carries the SDK's service_name label.
+            metrics = PrometheusConfig(
+                bind_address=f"0.0.0.0:{metrics_port}",
+                counters_total_suffix=True,
+                histogram_bucket_overrides={"drover_step_gap_seconds": STEP_GAP_BUCKETS_S},
+            )
+        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=metrics, attach_service_name=False))
     return _runtime
 
 

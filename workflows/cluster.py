@@ -37,7 +37,7 @@ with workflow.unsafe.imports_passed_through():
     from steps.throttle import throttle_union, writable
     from workflows.failures import failure_message
     from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
-    from workflows.metrics import record_throttle
+    from workflows.metrics import record_cluster, record_throttle
     from workflows.policies import QUICK_CALL
 
 # How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
@@ -348,6 +348,7 @@ class ClusterWorkflow:
             self._published_aliases = list(self.s.aliases)
             workflow.upsert_search_attributes([ALIASES_ATTR.value_set(self._published_aliases)])
         workflow.set_current_details(self.s.details())
+        record_cluster(self.s.name, self.s.frozen, self.s.limits)
 
     # -- migrations -------------------------------------------------------------------------------------------
 

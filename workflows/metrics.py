@@ -5,12 +5,17 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
   ``drover_bytes_total``: per cluster and migration, as its progress shows them;
 - ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
   removed);
-- ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued.
+- ``drover_migration_paused``: per cluster and migration, 1 while paused;
+- ``drover_cluster_frozen`` and ``drover_cluster_limit`` (per limit: partitions, per_broker, replicas, leaders):
+  per cluster, the coordinator's freeze and the limits an operator set;
+- ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued,
+  with buckets in seconds (``adapters.temporal.STEP_GAP_BUCKETS_S``).
 """
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from models.admission import Limits
     from models.progress import MigrationProgress
 
 
@@ -28,6 +33,17 @@ def record_progress(cluster: str, p: MigrationProgress) -> None:
         meter.create_gauge(f"drover_moves_{name}", f"Moves {name.replace('_', ' ')}").set(value, where)
     meter.create_gauge("drover_bytes_done", "Bytes of finished moves", "bytes").set(p.bytes_done, where)
     meter.create_gauge("drover_bytes_total", "Bytes the migration copies", "bytes").set(p.bytes_total, where)
+    meter.create_gauge("drover_migration_paused", "1 while the migration is paused").set(int(p.paused), where)
+
+
+def record_cluster(cluster: str, frozen: bool, limits: Limits | None) -> None:
+    """The coordinator's switches: frozen (1 or 0), and the cluster-wide limits an operator set (0: unset)."""
+    meter = workflow.metric_meter()
+    meter.create_gauge("drover_cluster_frozen", "1 while the cluster is frozen").set(int(frozen), {"cluster": cluster})
+    gauge = meter.create_gauge("drover_cluster_limit", "Cluster-wide limit set by an operator (0: unset)")
+    for name in Limits.model_fields:
+        value = getattr(limits, name) if limits is not None else 0
+        gauge.set(value, {"cluster": cluster, "limit": name.removeprefix("max_")})
 
 
 def record_throttle(cluster: str, before: dict[int, tuple[int, int]], now: dict[int, tuple[int, int]]) -> None:

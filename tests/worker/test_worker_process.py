@@ -15,8 +15,10 @@ import uuid
 from pathlib import Path
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import WorkflowFailureError
 
+from adapters.temporal import STEP_GAP_BUCKETS_S
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
 from tests.integration.helpers import produce
@@ -192,3 +194,17 @@ async def test_the_worker_serves_temporal_and_drover_metrics_during_a_migration(
     assert sample(after, "drover_throttle_bytes_per_second", side="follower") == 0
     # The Temporal SDK's own metrics beside them.
     assert "temporal_workflow_completed" in after and "temporal_activity_execution_latency" in after
+    assert sample(after, "drover_migration_paused", migration=migration_id) == 0
+    assert sample(after, "drover_cluster_frozen", cluster="metrics") == 0
+    assert sample(after, "drover_cluster_limit", cluster="metrics", limit="partitions") == 0
+    # Prometheus' conventions, read by its own exposition parser: counters end in _total, no series carries the
+    # SDK's service_name label, and the step gap's buckets are in seconds, its unit.
+    families = {f.name: f for f in text_string_to_metric_families(after)}
+    # (On the text itself: the parser adds _total to a counter's samples that lack it.)
+    counters = re.findall(r"^# TYPE (\S+) counter$", after, re.MULTILINE)
+    assert counters and all(name.endswith("_total") for name in counters), counters
+    assert not [s for f in families.values() for s in f.samples if "service_name" in s.labels]
+    gap = families["drover_step_gap_seconds"]
+    assert gap.type == "histogram"
+    bounds = sorted({float(s.labels["le"]) for s in gap.samples if s.name.endswith("_bucket")})
+    assert bounds[:-1] == STEP_GAP_BUCKETS_S and bounds[-1] == float("inf")
