@@ -1,4 +1,7 @@
-"""drover sandbox up | down | status: the local Kafka, Temporal and worker."""
+"""drover sandbox up | down | status | env: the local Kafka, Temporal and worker."""
+
+import shlex
+import sys
 
 import typer
 from pydantic import ValidationError
@@ -52,8 +55,26 @@ def up(
     """Start the stack (or what is missing of it) and wait until every broker is registered and Temporal answers.
     Kafka jars are resolved with Maven on first use into .cache/."""
     out = Output(as_json)
-    status = _sandbox(brokers, racks).up(worker=worker, say=out.info)
+    sandbox = _sandbox(brokers, racks)
+    status = sandbox.up(worker=worker, say=out.info)
     show_status(out, status)
+    if worker:
+        out.info(f"worker metrics: {sandbox.s.metrics_url}")
+    out.info('for drover in another shell (or `eval "$(drover sandbox env)"`):')
+    for line in _exports(sandbox):
+        out.info(f"  {line}")
+
+
+def _exports(sandbox: Sandbox) -> list[str]:
+    return [f"export {k}={shlex.quote(v)}" for k, v in sandbox.s.client_env().items()]
+
+
+@app.command()
+def env() -> None:
+    """Print the `export` lines that point drover at this sandbox (its ports as DROVER_SANDBOX_* set them):
+    `eval "$(drover sandbox env)"`."""
+    for line in _exports(_sandbox()):
+        sys.stdout.write(line + "\n")
 
 
 @app.command()

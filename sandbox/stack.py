@@ -77,6 +77,7 @@ class SandboxSettings(BaseSettings):
     port_base: int = Field(19092, ge=1024, le=65000, description="Broker N listens on port_base+N-1")
     temporal_port: int = Field(7233, description="Temporal frontend port")
     ui_port: int = Field(8233, description="Temporal Web UI port")
+    metrics_port: int = Field(0, ge=0, le=65535, description="The worker's Prometheus metrics port (0: port_base+110)")
     broker_heap_mb: int = Field(384, ge=128, description="Heap of each broker JVM")
     controller_heap_mb: int = Field(256, ge=128, description="Heap of the controller JVM")
     start_timeout_s: float = Field(150.0, description="How long up waits for everything to be ready")
@@ -101,6 +102,18 @@ class SandboxSettings(BaseSettings):
     @property
     def ui_url(self) -> str:
         return f"http://127.0.0.1:{self.ui_port}"
+
+    @property
+    def metrics_url(self) -> str:
+        return f"http://127.0.0.1:{self.metrics_port or self.port_base + 110}/metrics"
+
+    def client_env(self) -> dict[str, str]:
+        """The settings that point Drover's CLI and worker at this sandbox (``drover sandbox env``)."""
+        return {
+            "DROVER_KAFKA_BOOTSTRAP": self.bootstrap,
+            "DROVER_TEMPORAL_ADDRESS": self.temporal_address,
+            "DROVER_TEMPORAL_UI_URL": self.ui_url,
+        }
 
     def broker_port(self, broker_id: int) -> int:
         return self.port_base + broker_id - 1
@@ -204,11 +217,8 @@ class Sandbox:
         return status
 
     def worker_env(self) -> dict[str, str]:
-        return os.environ | {
-            "DROVER_KAFKA_BOOTSTRAP": self.s.bootstrap,
-            "DROVER_TEMPORAL_ADDRESS": self.s.temporal_address,
-            "DROVER_TEMPORAL_UI_URL": self.s.ui_url,
-        }
+        port = self.s.metrics_url.rsplit(":", 1)[1].split("/")[0]
+        return os.environ | self.s.client_env() | {"DROVER_METRICS_PORT": port}
 
     def resolve_jars(self, say=lambda msg: None) -> Path:
         version = self.s.kafka_version

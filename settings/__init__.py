@@ -4,6 +4,7 @@ Every field is also an environment variable named ``DROVER_<FIELD>`` (upper case
 Kafka credentials live here and only here: they never enter a workflow input, so they never reach a history.
 """
 
+import os
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -17,13 +18,24 @@ from settings.kafka_properties import parse_client_properties
 ENV_PREFIX = "DROVER_"
 
 
+def _sandbox_port(name: str, default: int) -> int:
+    """A port of the local sandbox as ``drover sandbox`` is set up in this environment (DROVER_SANDBOX_<name>), so
+    that the CLI and the worker reach the sandbox this shell started, not another on the default ports."""
+    value = os.environ.get(f"{ENV_PREFIX}SANDBOX_{name}", "")
+    return int(value) if value.strip().isdigit() else default
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, extra="ignore")
 
     cluster_name: str = Field(
         "local", pattern=r"^[A-Za-z0-9._-]+$", description="Name of the Kafka cluster; part of every workflow ID"
     )
-    kafka_bootstrap: str = Field("127.0.0.1:19092", description="Kafka bootstrap servers, host:port[,host:port]")
+    kafka_bootstrap: str = Field(
+        default_factory=lambda: f"127.0.0.1:{_sandbox_port('PORT_BASE', 19092)}",
+        description="Kafka bootstrap servers, host:port[,host:port] (default: the local sandbox's, "
+        "DROVER_SANDBOX_PORT_BASE)",
+    )
     kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = Field(
         "PLAINTEXT", description="Kafka security protocol"
     )
@@ -45,9 +57,15 @@ class Settings(BaseSettings):
         "(empty: the last brokers hold nothing; size and rate: means per partition; net: each broker's bandwidth)",
     )
 
-    temporal_address: str = Field("127.0.0.1:7233", description="Temporal frontend address")
+    temporal_address: str = Field(
+        default_factory=lambda: f"127.0.0.1:{_sandbox_port('TEMPORAL_PORT', 7233)}",
+        description="Temporal frontend address (default: the local sandbox's, DROVER_SANDBOX_TEMPORAL_PORT)",
+    )
     temporal_namespace: str = Field("default", description="Temporal namespace")
-    temporal_ui_url: str = Field("http://127.0.0.1:8233", description="Temporal Web UI, for links")
+    temporal_ui_url: str = Field(
+        default_factory=lambda: f"http://127.0.0.1:{_sandbox_port('UI_PORT', 8233)}",
+        description="Temporal Web UI, for links (default: the local sandbox's, DROVER_SANDBOX_UI_PORT)",
+    )
     task_queue: str = Field("drover", description="Temporal task queue the worker polls")
     work_dir: Path = Field(
         Path(".drover/work"),
@@ -92,7 +110,8 @@ def env_help() -> str:
     """One line per setting: its environment variable, meaning and default (for --help)."""
     lines = []
     for name, field in Settings.model_fields.items():
-        default = field.default if field.default is not None else "unset"
+        given = field.get_default(call_default_factory=True)
+        default = given if given is not None else "unset"
         lines.append(f"{ENV_PREFIX}{name.upper()}: {field.description} (default: {default})")
     return "\n".join(lines)
 

@@ -13,6 +13,7 @@ import pytest
 
 from cli.rates import parse_duration, parse_rate
 from sandbox.stack import new_cluster_id
+from settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
@@ -99,6 +100,36 @@ def test_status_of_a_stopped_sandbox_says_down(tmp_path):
     done = drover("sandbox", "status", "--json", env=env)
     assert done.returncode == 0, done.stderr
     assert '"pid": null' in done.stdout and "39092" in done.stdout
+
+
+def test_the_cli_follows_the_sandbox_ports_this_shell_set_and_sandbox_env_prints_them(monkeypatch):
+    """With DROVER_SANDBOX_* ports set, drover's defaults are that sandbox's, not the default ports another stack
+    may be listening on; `drover sandbox env` prints the same as export lines, and explicit settings win."""
+    sandbox = {
+        "DROVER_SANDBOX_PORT_BASE": "39092",
+        "DROVER_SANDBOX_TEMPORAL_PORT": "27233",
+        "DROVER_SANDBOX_UI_PORT": "28233",
+    }
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")} | sandbox
+    done = drover("sandbox", "env", env=env)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == [
+        "export DROVER_KAFKA_BOOTSTRAP=127.0.0.1:39092",
+        "export DROVER_TEMPORAL_ADDRESS=127.0.0.1:27233",
+        "export DROVER_TEMPORAL_UI_URL=http://127.0.0.1:28233",
+    ]
+    for key in [k for k in os.environ if k.startswith("DROVER_")]:
+        monkeypatch.delenv(key)
+    for key, value in sandbox.items():
+        monkeypatch.setenv(key, value)
+    settings = Settings()
+    assert (settings.kafka_bootstrap, settings.temporal_address, settings.temporal_ui_url) == (
+        "127.0.0.1:39092",
+        "127.0.0.1:27233",
+        "http://127.0.0.1:28233",
+    )
+    monkeypatch.setenv("DROVER_KAFKA_BOOTSTRAP", "kafka.example:9092")
+    assert Settings().kafka_bootstrap == "kafka.example:9092"
 
 
 def test_bad_sandbox_setting_is_one_line():
