@@ -686,3 +686,22 @@ async def test_start_says_at_once_when_the_worker_cannot_reach_kafka(real_client
     said = [line for line in lines if "retrying" in line]
     print(f"drover start said after {took:.1f} s: {said}")
     assert said and "(attempt 2): cannot reach Kafka at 127.0.0.1:1" in said[0] and took < 15
+
+
+async def test_a_plan_already_done_says_nothing_to_move(real_client, admin, real_settings, topic_name, tmp_path):
+    """Every partition already on its target: `drover estimate`, the default start (with its estimate) and the
+    dry run each end at once with "nothing to move", as Kafka's own tool does, and change nothing."""
+    admin.create_topic(topic_name, [[1, 2], [2, 1]])
+    plan = tmp_path / "done.json"
+    partitions = [{"topic": topic_name, "partition": p, "replicas": r} for p, r in enumerate([[1, 2], [2, 1]])]
+    plan.write_text(json.dumps({"version": 1, "partitions": partitions}))
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        drover_cli = cli_against(real_settings, worker.task_queue)
+        for args in (["estimate", str(plan), "--sample", "1s"], ["start", str(plan), "--sample", "1s", "--wait"]):
+            code, _, err = await drover_cli(*args)
+            print(f"drover {args[0]}: exit {code}: {err.strip().splitlines()[-1]}")
+            assert code == 0 and "nothing to move: the 2 partitions of the plan" in err, err
+        code, _, err = await drover_cli("start", str(plan), "--sample", "1s", "--dry-run")
+        assert code == 0 and "dry run: nothing to move" in err, err
+    assert [s.replicas for s in admin.describe_topics([topic_name])] == [[1, 2], [2, 1]]
+    assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
