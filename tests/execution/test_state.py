@@ -372,7 +372,7 @@ def test_a_dry_run_ends_after_preflight_or_after_the_estimate_and_never_runs():
     without = MigrationState(phase=Phase.PREFLIGHT)
     without.preflight_done(estimating=False, dry_run=True)
     assert without.phase == Phase.DRY_RUN and without.phase in ENDED
-    estimated = MigrationState(phase=Phase.PREFLIGHT)
+    estimated = MigrationState(phase=Phase.PREFLIGHT, moves_total=3)
     estimated.preflight_done(estimating=True, dry_run=True)
     assert estimated.phase == Phase.ESTIMATING
     estimated.estimate_done(dry_run=True)
@@ -381,6 +381,13 @@ def test_a_dry_run_ends_after_preflight_or_after_the_estimate_and_never_runs():
     assert not VALID_TRANSFER[Phase.DRY_RUN]
     with pytest.raises(InvalidTransition):
         estimated.to(Phase.RUNNING)
+
+
+def test_a_plan_with_nothing_to_move_is_not_estimated():
+    for dry_run, ends in ((True, Phase.DRY_RUN), (False, Phase.RUNNING)):
+        done = MigrationState(phase=Phase.PREFLIGHT, moves_total=0)
+        done.preflight_done(estimating=True, dry_run=dry_run)
+        assert done.phase == ends
 
 
 def test_a_failure_before_any_move_fails_at_once():
