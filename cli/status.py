@@ -180,9 +180,10 @@ def summary(state: str, progress: MigrationProgress) -> str:
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"
     copying = f" ({human_bytes(progress.bytes_copying)} of it copying now)" if progress.bytes_copying else ""
+    cancelled = f", {progress.cancelled} cancelled" if progress.cancelled else ""
     return (
         f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
-        f"{progress.waiting} waiting, {progress.failed} failed{back}; {human_bytes(progress.bytes_done)} of "
+        f"{progress.waiting} waiting, {progress.failed} failed{cancelled}{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
         f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
     )

@@ -6,7 +6,7 @@ from datetime import datetime
 from execution.state import ENDED, MigrationState, Phase, succeeded
 from models.admission import MoveSpec, bytes_to_copy
 from models.progress import BatchEntry, BrokerProgress, MigrationProgress
-from models.results import DryRun, MigrationResult, MoveOutcome
+from models.results import CANCELLED, DryRun, MigrationResult, MoveOutcome
 from models.units import human_bytes
 from steps.throttle import wanted_throttle
 
@@ -26,7 +26,8 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
         waiting=s.waiting_count(),
         in_flight=[r.move for r in records],
         done=s.moves_done(),
-        failed=sum(1 for o in s.forward_outcomes if o.error is not None),
+        failed=sum(1 for o in s.forward_outcomes if o.error is not None and o.error != CANCELLED),
+        cancelled=sum(1 for o in s.forward_outcomes if o.error == CANCELLED),
         rolled_back=rolled_back + sum(1 for o in s.rollback_outcomes if succeeded(o)),
         limits=s.limits,
         throttle_bytes_per_s=s.rate,
@@ -195,7 +196,9 @@ def details(p: MigrationProgress) -> str:
     lines = [
         f"**{phase}**",
         f"moves: {p.done} of {p.moves_total} done, {len(p.in_flight)} in flight, {p.waiting} waiting, "
-        f"{p.failed} failed" + (f", {p.rolled_back} rolled back" if p.rolled_back else ""),
+        f"{p.failed} failed"
+        + (f", {p.cancelled} cancelled" if p.cancelled else "")
+        + (f", {p.rolled_back} rolled back" if p.rolled_back else ""),
         f"bytes: {human_bytes(p.bytes_done)} of {human_bytes(p.bytes_total)}",
     ]
     if p.stuck:

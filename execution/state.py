@@ -31,7 +31,7 @@ from models.control import AuditEntry, CancelMode, OperatorAction
 from models.errors import ErrorType
 from models.estimate import Estimate
 from models.moves import StuckPolicy
-from models.results import MoveOutcome
+from models.results import CANCELLED, MoveOutcome
 
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
 DEMAND_PER_SLOT = 2
@@ -471,7 +471,7 @@ class MigrationState(BaseModel):
         w.in_flight = [x for x in w.in_flight if x is not r]
         if self.joined:
             self.released = [*self.released, key]
-        if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == "cancelled":
+        if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == CANCELLED:
             left_on = outcome.final or r.expected or r.move.original
             w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]
             return True

@@ -50,7 +50,9 @@ class MigrationProgress(BaseModel):
     waiting: int
     in_flight: list[MoveSpec]
     done: int
+    # Moves that ended in error; those a cancel stopped are counted apart.
     failed: int
+    cancelled: int = 0
     rolled_back: int = 0
     limits: Limits
     throttle_bytes_per_s: int | None

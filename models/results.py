@@ -8,6 +8,9 @@ from models.admission import MoveSpec, bytes_to_copy
 from models.control import AuditEntry
 from models.estimate import Estimate
 
+# A move's error when a cancel stopped it (counted apart from failures).
+CANCELLED = "cancelled"
+
 
 class MoveOutcome(BaseModel):
     topic: str

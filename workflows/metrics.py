@@ -1,8 +1,8 @@
 """Drover's own metrics, through the Temporal SDK's metric meter: the worker serves them with the SDK's own on
 DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is recorded while a history replays.
 
-- ``drover_moves_in_flight``, ``_waiting``, ``_done``, ``_failed``, ``_stuck`` and ``drover_bytes_done``,
-  ``drover_bytes_total``: per cluster and migration, as its progress shows them;
+- ``drover_moves_in_flight``, ``_waiting``, ``_done``, ``_failed``, ``_cancelled``, ``_stuck`` and
+  ``drover_bytes_done``, ``drover_bytes_total``: per cluster and migration, as its progress shows them;
 - ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
   removed);
 - ``drover_migration_paused``: per cluster and migration, 1 while paused;
@@ -27,6 +27,7 @@ def record_progress(cluster: str, p: MigrationProgress) -> None:
         "waiting": p.waiting,
         "done": p.done,
         "failed": p.failed,
+        "cancelled": p.cancelled,
         "stuck": len(p.stuck),
     }
     for name, value in values.items():

@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from models import MoveInput, MoveReport, MoveStepReport, MoveStuck
     from models.errors import ErrorType
     from models.migration import MigrationInput
-    from models.results import MoveOutcome
+    from models.results import CANCELLED, MoveOutcome
     from models.units import human_bytes
     from workflows.ids import move_workflow_id
     from workflows.partition_move import PartitionMoveWorkflow
@@ -85,7 +85,7 @@ class MigrationMoves:
             cause = getattr(e, "cause", None) or e
             cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
             outcome = self._outcome(
-                r, error="cancelled" if cancelled else str(cause), error_type=getattr(cause, "type", None)
+                r, error=CANCELLED if cancelled else str(cause), error_type=getattr(cause, "type", None)
             )
             # The child's report (sent before it ends) says where it left the partition, but its end can reach this
             # run first; then this outcome counts, and the step it last reported lets a rollback find the partition.

@@ -19,6 +19,7 @@ with workflow.unsafe.imports_passed_through():
         TopicPartition,
     )
     from models.errors import ErrorType
+    from models.results import CANCELLED
     from steps import next_step
     from steps.calculator import steps_left
     from workflows.failures import INTERRUPTIONS
@@ -66,7 +67,7 @@ class PartitionMoveWorkflow:
             result = await self._move(move)
         except INTERRUPTIONS as e:
             cancelled = is_cancelled_exception(e)
-            error = "cancelled" if cancelled else str(e)
+            error = CANCELLED if cancelled else str(e)
             kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
             # The list this move left the partition on, or None if it never changed it: a rollback reverts only
             # what a move changed, from where it left it.

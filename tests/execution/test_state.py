@@ -516,3 +516,15 @@ def test_bytes_done_count_the_finished_steps_of_moves_in_flight():
     # A rollback's moves in flight are not the forward bytes.
     s.direction = "rollback"
     assert progress(s, "c", NOW).bytes_done == 0
+
+
+def test_moves_a_cancel_stopped_are_counted_apart_from_failures():
+    s = MigrationState(phase=Phase.STOPPED, moves_total=3)
+    s.window.outcomes = [
+        outcome(spec(0)),
+        outcome(spec(1), final=[1, 2], error="cancelled"),
+        outcome(spec(2), final=[1, 2], error="preflight: partition offline"),
+    ]
+    now = progress(s, "c", NOW)
+    assert (now.done, now.failed, now.cancelled) == (1, 1, 1)
+    assert "1 failed, 1 cancelled" in details(now)
