@@ -105,12 +105,13 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         progress = await asyncio.to_thread(meter.measure, progress)
     finally:
         meter.close()
-    out.info(f"migration {migration_id}: {summary(state, progress)}; {settings.workflow_url(migration_id)}")
+    frozen = await freeze_notice(client, progress.cluster)
+    shown = summary(state, progress, frozen=frozen is not None)
+    out.info(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
     for line in retrying(described):
         out.warning(line)
     if meter.off:
         out.warning(f"bytes of the steps in progress not read: {meter.off}")
-    frozen = await freeze_notice(client, progress.cluster)
     if frozen:
         out.warning(frozen)
     if progress.estimate is not None:
@@ -167,8 +168,8 @@ def as_of_now(progress: MigrationProgress, now: datetime | None = None) -> Migra
     return progress.model_copy(update={"elapsed_s": round(progress.elapsed_s + lag, 1), "eta_s": eta})
 
 
-def summary(state: str, progress: MigrationProgress) -> str:
-    """One line: state, moves by state, bytes, elapsed and ETA, throttle."""
+def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> str:
+    """One line: state, moves by state, bytes, elapsed and ETA (none while the cluster is frozen), throttle."""
     if state == "running":
         state = phase(progress)
     if progress.phase == "preflight":
@@ -185,7 +186,7 @@ def summary(state: str, progress: MigrationProgress) -> str:
         f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
         f"{progress.waiting} waiting, {progress.failed} failed{cancelled}{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
-        f"ETA {human_seconds(progress.eta_s)}; throttle {rate}"
+        f"ETA {'none while the cluster is frozen' if frozen else human_seconds(progress.eta_s)}; throttle {rate}"
     )
 
 

@@ -41,6 +41,12 @@ def test_elapsed_and_eta_of_a_running_migration_count_from_the_wall_clock():
     assert as_of_now(progress("running", 1.0, None), now=START + timedelta(seconds=60)).eta_s is None
 
 
+def test_no_eta_is_given_while_the_cluster_is_frozen():
+    seen = progress("running", 10.0, 2.0)
+    assert "ETA 2s" in summary("running", seen)
+    assert "ETA none while the cluster is frozen" in summary("running", seen, frozen=True)
+
+
 def test_an_ended_migration_keeps_the_elapsed_time_it_ended_with():
     ended = progress("completed", 42.0, 0.0)
     assert as_of_now(ended, now=START + timedelta(hours=3)) == ended
