@@ -24,12 +24,14 @@ class CopyMeter:
         self.off: str | None = None
 
     def measure(self, progress: MigrationProgress) -> MigrationProgress:
-        """The progress with ``bytes_copying`` (the new replicas of the steps in progress, each counted up to the
-        partition's size) added to ``bytes_done``."""
+        """The progress with ``bytes_copying`` (the new replicas of the forward steps in progress, each counted up
+        to the partition's size) added to ``bytes_done``."""
         copying = [
             (b, broker) for b in progress.batch if b.step is not None for broker in sorted(set(b.step) - set(b.current))
         ]
-        if not copying or self.off is not None or progress.cluster != self.cluster:
+        # A rollback's steps, and those of a migration being cancelled, do not add to what it moved forward.
+        backwards = progress.phase == "rolling_back" or progress.cancelling is not None
+        if not copying or backwards or self.off is not None or progress.cluster != self.cluster:
             return progress
         try:
             if self._admin is None:

@@ -92,6 +92,10 @@ def test_the_bytes_of_a_step_in_progress_are_read_from_the_new_replicas_on_kafka
     assert "3.0 KB of 8.0 KB (1.0 KB of it copying now)" in summary("running", seen)
     # Another cluster than the CLI's: not read.
     assert meter.measure(copying("elsewhere")) == copying("elsewhere")
+    # A rollback's steps, or those of a migration being cancelled, copy data back: not counted as bytes done.
+    for update in ({"phase": "rolling_back"}, {"phase": "stopping", "cancelling": "revert-pending"}):
+        back = copying().model_copy(update=update)
+        assert meter.measure(back) == back
 
 
 def test_kafka_not_answering_leaves_the_workflow_s_count_and_is_not_asked_again():
