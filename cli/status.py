@@ -4,7 +4,7 @@ import asyncio
 from datetime import UTC, datetime
 
 import typer
-from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import connect, no_worker, patiently, worker_polls
@@ -82,6 +82,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
             await patiently(handle.result, address, out.warning)
         except WorkflowFailureError as e:
             error = failure_message(e)
+        if described.status == WorkflowExecutionStatus.CANCELED:
+            error = await _cancelled(out, handle)
         # The same "status" key as every other phase's (failed, terminated, canceled, timed_out), and why.
         out.data({"migration_id": migration_id, "status": state, "error": error})
         raise DroverError(f"migration {migration_id} {state}" + (f": {error}" if error else ""))
@@ -123,6 +125,26 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     show_actions(out, progress.actions)
     out.data(progress)
+
+
+async def _cancelled(out: Output, handle) -> str:
+    """What a cancellation from Temporal (the Web UI, `temporal workflow cancel`) did: who asked, and the
+    migration's last progress and actions when a worker can replay it to answer."""
+    who = "unknown"
+    async for event in handle.fetch_history_events():
+        if event.HasField("workflow_execution_cancel_requested_event_attributes"):
+            who = event.workflow_execution_cancel_requested_event_attributes.identity or who
+            break
+    said = (
+        f"cancelled from Temporal by {who}, and stopped as `drover cancel --mode stop` does: steps in flight "
+        "cancelled (Kafka reverts each), finished moves kept, its throttle removed"
+    )
+    try:
+        progress = await asyncio.wait_for(handle.query(MigrationWorkflow.progress), ANSWER_WITHIN_S)
+    except (TimeoutError, RPCError, WorkflowQueryFailedError):
+        return said
+    show_actions(out, progress.actions)
+    return f"{said}; {progress.done} of {progress.moves_total} moves done, {progress.cancelled} cancelled"
 
 
 def known(out: Output, described) -> None:
@@ -213,7 +235,7 @@ def _state(temporal_state: str, drover_state: str | None) -> str:
     stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
     if temporal_state == "running":
         return drover_state or "running"
-    if temporal_state == "completed" and drover_state in ("completed", "stopped", "rolled_back", "dry_run"):
+    if temporal_state == "completed" and drover_state in ("completed", "stopped", "reverted", "rolled_back", "dry_run"):
         return drover_state
     return temporal_state
 
@@ -342,6 +364,7 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
     ends = {
         "completed": "its target list",
         "stopped": "its target (finished moves) or a list it had",
+        "reverted": "its original list (its move was in flight at the cancel) or its target (finished before it)",
         "rolled_back": "its original list",
     }
     out.success(f"migration {result.status}: every partition shows {ends[result.status]}")

@@ -11,7 +11,8 @@ Modelled on Cruise Control's executor: ``ExecutionTask`` (a state enum with a ``
     RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused
         meanwhile
     any phase before CLEANING_UP -> STOPPING (a cancel, a failure) -> ROLLING_BACK (revert-pending, rollback)
-    RUNNING | STOPPING | ROLLING_BACK (nothing left to do) -> CLEANING_UP -> COMPLETED | STOPPED | ROLLED_BACK | FAILED
+    RUNNING | STOPPING | ROLLING_BACK (nothing left to do) -> CLEANING_UP -> COMPLETED | STOPPED | REVERTED
+        (revert-pending) | ROLLED_BACK (rollback) | FAILED
 
 Cancel modes: ``stop`` starts nothing new and cancels every step in flight (Kafka reverts each to the list it had
 before that step); finished moves stay. ``revert-pending`` (KIP-236's cancel) does the same, then steps every move
@@ -50,11 +51,13 @@ class Phase(StrEnum):
     COMPLETED = "completed"
     STOPPED = "stopped"
     ROLLED_BACK = "rolled_back"
+    # Cancelled with revert-pending: the moves in flight went back to their original lists, finished ones stayed.
+    REVERTED = "reverted"
     FAILED = "failed"
     DRY_RUN = "dry_run"
 
 
-ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED, Phase.DRY_RUN})
+ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.REVERTED, Phase.FAILED, Phase.DRY_RUN})
 # Moves start only in these phases.
 ADMITTING = frozenset({Phase.RUNNING, Phase.ROLLING_BACK})
 # A failure or a cancel leads to STOPPING from any of these.
@@ -72,10 +75,11 @@ VALID_TRANSFER: dict[Phase, frozenset[Phase]] = {
     Phase.DRAINING: frozenset({Phase.RUNNING, Phase.PAUSED, Phase.ROLLING_BACK, Phase.STOPPING}),
     Phase.STOPPING: frozenset({Phase.ROLLING_BACK, Phase.CLEANING_UP}),
     Phase.ROLLING_BACK: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
-    Phase.CLEANING_UP: frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.FAILED}),
+    Phase.CLEANING_UP: frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.REVERTED, Phase.FAILED}),
     Phase.COMPLETED: frozenset(),
     Phase.STOPPED: frozenset(),
     Phase.ROLLED_BACK: frozenset(),
+    Phase.REVERTED: frozenset(),
     Phase.FAILED: frozenset(),
     Phase.DRY_RUN: frozenset(),
 }
@@ -540,7 +544,7 @@ class MigrationState(BaseModel):
         elif self.cancel is None:
             ended = Phase.COMPLETED
         elif self.direction == "rollback" and not self.rollback_stopped:
-            ended = Phase.ROLLED_BACK
+            ended = Phase.REVERTED if self.cancel == "revert-pending" else Phase.ROLLED_BACK
         else:
             ended = Phase.STOPPED
         self.to(ended)

@@ -55,7 +55,7 @@ class DryRun(BaseModel):
 
 
 class MigrationResult(BaseModel):
-    status: Literal["completed", "stopped", "rolled_back", "dry_run"] = "completed"
+    status: Literal["completed", "stopped", "reverted", "rolled_back", "dry_run"] = "completed"
     # A dry run's findings (status dry_run; nothing was changed or verified).
     dry_run: DryRun | None = None
     moves: list[MoveOutcome]

@@ -15,7 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from execution.cluster import ClusterState
     from execution.cluster_status import cluster_status
     from models.admission import MoveSpec
-    from models.control import OperatorAction
+    from models.control import AuditEntry, OperatorAction
     from models.coordination import (
         ClusterInput,
         ClusterLimitsChange,
@@ -93,6 +93,8 @@ class ClusterWorkflow:
         self._untold_grants: dict[str, list[MoveSpec]] = {}
         # Migrations to ask to join again: they asked for moves, but this coordinator does not know them.
         self._rejoin: set[str] = set()
+        # Operator actions on the cluster that its migrations have not been told of yet.
+        self._cluster_news: list[AuditEntry] = []
         # After the loss of the last run: the migrations found running that have not joined this one yet, and until
         # when they are waited for. Meanwhile nothing the last run wrote is taken off Kafka.
         self._awaiting: set[str] = set()
@@ -141,6 +143,7 @@ class ClusterWorkflow:
                     grants, self._untold_grants = self._untold_grants, {}
                     await asyncio.gather(*(self._grant(mid, moves) for mid, moves in grants.items()))
             await self._tell_freeze()
+            await self._tell_holders()
             self._publish()
             if self._retire is not None and self._retire_done():
                 await workflow.wait_condition(workflow.all_handlers_finished)
@@ -329,6 +332,13 @@ class ClusterWorkflow:
                 told = [k for k in self.s.told_frozen if tuple(k) != key]
                 self.s.told_frozen = [*told, key] if self.s.frozen else told
 
+    async def _tell_holders(self) -> None:
+        """The operator's freeze and unfreeze, told to every migration on the cluster for its own audit."""
+        news, self._cluster_news = self._cluster_news, []
+        for entry in news:
+            for mid in sorted(self.s.holders):
+                await self._quietly(workflow.get_external_workflow_handle(mid).signal("cluster_action", entry))
+
     @staticmethod
     async def _quietly(call) -> bool:
         try:
@@ -410,6 +420,8 @@ class ClusterWorkflow:
         the step it is on and starts no other), so no step starts after the answer. A move that cannot be told within
         FREEZE_WAIT (its workflow not started yet, say) is told as soon as it can be."""
         self.s.freeze(req.frozen, req, workflow.now())
+        # Each migration's own audit says so too (sent by the run, with the next pass).
+        self._cluster_news.append(self.s.actions[-1])
         workflow.set_current_details(self.s.details())
         self._wake = True
         if req.frozen and self._freeze_due():

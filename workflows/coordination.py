@@ -10,6 +10,7 @@ from temporalio.exceptions import is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from execution import ACTIVE, MigrationState
+    from models.control import AuditEntry
     from models.coordination import Demand, Grant, JoinStep, LeaveRequest
     from models.migration import MigrationInput
     from workflows.failures import INTERRUPTIONS
@@ -106,6 +107,13 @@ class MigrationCoordination:
         if left.error is not None:
             s.note("throttle", "drover", left.error, workflow.now(), "what could not be removed may be left on Kafka")
         s.left_coordinator()
+
+    @workflow.signal(name="cluster_action")
+    def cluster_action(self, entry: AuditEntry) -> None:
+        """From the cluster's coordinator: an operator froze or unfroze the cluster (who, why): in this
+        migration's audit too."""
+        self._s.note(entry.action, entry.actor, entry.reason, entry.at, "on the cluster (drover cluster)")
+        self._wake = True
 
     @workflow.signal(name="rejoin")
     def rejoin(self, coordinator: str = "") -> None:

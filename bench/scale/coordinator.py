@@ -98,7 +98,7 @@ async def joined(client: Client, workflow_id: str, began: float) -> float:
             progress = None
         if progress is not None and (progress.done or progress.in_flight):
             return time.monotonic() - began
-        if progress is not None and progress.phase in ("completed", "stopped", "rolled_back", "failed"):
+        if progress is not None and progress.phase in ("completed", "stopped", "reverted", "rolled_back", "failed"):
             sys.exit(f"{workflow_id} ended before it joined: {progress.phase}")
         await asyncio.sleep(1)
 

@@ -30,6 +30,7 @@ STATES = {
     "completed": dict(phase=Phase.COMPLETED),
     "stopped": dict(phase=Phase.STOPPED),
     "rolled_back": dict(phase=Phase.ROLLED_BACK),
+    "reverted": dict(phase=Phase.REVERTED),
     "failed": dict(phase=Phase.FAILED),
     "dry_run": dict(phase=Phase.DRY_RUN),
 }
@@ -153,7 +154,7 @@ expect(
     set_limits=(ok, Phase.ROLLING_BACK),
     set_throttle=(ok, Phase.ROLLING_BACK),
 )
-for after in ("cleaning_up", "completed", "stopped", "rolled_back", "failed", "dry_run"):
+for after in ("cleaning_up", "completed", "stopped", "rolled_back", "reverted", "failed", "dry_run"):
     words = CLEANING if after == "cleaning_up" else ENDED_NOTE
     expect(after, **{a.replace("-", "__").replace("__revert__pending", "_rp"): (no, words) for a in ACTIONS})
 
@@ -353,14 +354,16 @@ def test_a_stop_while_the_rollback_is_planned_is_honoured():
 
 
 def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
-    s = running(1)
-    (a,) = grant(s)
-    s.apply(Action.CANCEL, WHO, NOW, mode="revert-pending")
-    s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
-    s.rollback_planned([], None, 0, skipped=[])
-    assert s.phase == Phase.ROLLING_BACK and s.window_empty()
-    s.clean_up()
-    assert s.end() == Phase.ROLLED_BACK
+    # Each cancel mode has an end state of its own: revert-pending ends reverted, rollback rolled_back.
+    for mode, ends in (("revert-pending", Phase.REVERTED), ("rollback", Phase.ROLLED_BACK)):
+        s = running(1)
+        (a,) = grant(s)
+        s.apply(Action.CANCEL, WHO, NOW, mode=mode)
+        s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
+        s.rollback_planned([], None, 0, skipped=[])
+        assert s.phase == Phase.ROLLING_BACK and s.window_empty()
+        s.clean_up()
+        assert s.end() == ends
     done = running(1)
     (m,) = grant(done)
     done.finish(m.key, m.token, outcome(m.move))

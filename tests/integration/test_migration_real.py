@@ -483,11 +483,12 @@ async def _signal_names(handle):
 
 
 async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, admin, real_settings, topic_name):
-    # Partition 0 moves slowly (about 1 MB under a 100 KB/s throttle) in a first migration; a second one that
-    # also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the move's
-    # workflow ID), with a clear error, and partition 1 of the second plan still moves.
+    # Partition 0 moves slowly (about 3 MB under a 100 KB/s throttle: half a minute a step, so the step is still on
+    # Kafka when the second migration's preflight looks, however loaded the machine) in a first migration; a second
+    # one that also moves partition 0 is refused for it, whether Kafka is mid-step (preflight) or between steps (the
+    # move's workflow ID), with a clear error, and partition 1 of the second plan still moves.
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
-    produce(real_settings, topic_name, 0, 1000, pad=1000)
+    produce(real_settings, topic_name, 0, 3000, pad=1000)
     first = MigrationInput(
         cluster="test",
         moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],

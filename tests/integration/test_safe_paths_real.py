@@ -3,6 +3,7 @@ migration's partitions and no throttle it wrote (a terminated migration's once i
 cleaned up after it)."""
 
 import asyncio
+import json
 import uuid
 
 import pytest
@@ -16,6 +17,7 @@ from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
+from tests.integration.test_migration_real import cli_against
 from tests.workflows.test_migration import wait_for_progress
 from worker import activities_for
 from workflows import MigrationWorkflow
@@ -91,7 +93,7 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
         assert result.status == "rolled_back" and result.verified
         assert now == dict(enumerate(original))
     elif mode == "revert-pending":
-        assert result.status == "rolled_back" and result.verified
+        assert result.status == "reverted" and result.verified
         assert all(now[p] == targets[p] for p in finished)
         assert all(now[p] == original[p] for p in now if p not in finished)
     else:
@@ -123,7 +125,14 @@ async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_th
         with pytest.raises(WorkflowFailureError):
             await asyncio.wait_for(handle.result(), 300)
         described = await handle.describe()
+        # drover status says who cancelled it, what that did, and the migration's last counts and actions.
+        code, out, err = await cli_against(real_settings, worker.task_queue)("status", handle.id, "--json")
     assert described.status == WorkflowExecutionStatus.CANCELED
+    print(err)
+    shown = json.loads(out)
+    assert code == 1 and shown["status"] == "canceled", err
+    assert "cancelled from Temporal by" in shown["error"] and "as `drover cancel --mode stop` does" in shown["error"]
+    assert "moves done" in shown["error"] and "workflow cancellation requested" in err
     assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
     # Every step was undone or finished: no partition is left short of in-sync replicas.
     states = await asyncio.to_thread(

@@ -216,6 +216,10 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
         results = [await h.result() for h in handles]
     assert all(r.verified and r.status == "completed" for r in results)
     assert len(fake.altered) > steps
+    # Each migration's own audit has the freeze and the unfreeze, who and why.
+    for r in results:
+        told = [(a.action, a.actor, a.reason) for a in r.actions if a.action in ("freeze", "unfreeze")]
+        assert told == [("freeze", "ops", "incident"), ("unfreeze", "ops", "over")], r.actions
 
 
 async def test_a_terminated_migration_is_cleaned_up_by_the_coordinator(local_env):
