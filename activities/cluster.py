@@ -236,13 +236,7 @@ class ClusterActivities:
         client, running = activity.client(), []
         for workflow_id in ids:
             activity.heartbeat(workflow_id)
-            try:
-                described = await client.get_workflow_handle(workflow_id).describe()
-            except RPCError as e:
-                if e.status == RPCStatusCode.NOT_FOUND:
-                    continue
-                raise
-            if described.status == WorkflowExecutionStatus.RUNNING:
+            if await _running(client, workflow_id) is not None:
                 running.append(workflow_id)
         return running
 

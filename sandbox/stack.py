@@ -104,8 +104,12 @@ class SandboxSettings(BaseSettings):
         return f"http://127.0.0.1:{self.ui_port}"
 
     @property
+    def worker_metrics_port(self) -> int:
+        return self.metrics_port or self.port_base + 110
+
+    @property
     def metrics_url(self) -> str:
-        return f"http://127.0.0.1:{self.metrics_port or self.port_base + 110}/metrics"
+        return f"http://127.0.0.1:{self.worker_metrics_port}/metrics"
 
     def client_env(self) -> dict[str, str]:
         """The settings that point Drover's CLI and worker at this sandbox (``drover sandbox env``)."""
@@ -217,8 +221,7 @@ class Sandbox:
         return status
 
     def worker_env(self) -> dict[str, str]:
-        port = self.s.metrics_url.rsplit(":", 1)[1].split("/")[0]
-        return os.environ | self.s.client_env() | {"DROVER_METRICS_PORT": port}
+        return os.environ | self.s.client_env() | {"DROVER_METRICS_PORT": str(self.s.worker_metrics_port)}
 
     def resolve_jars(self, say=lambda msg: None) -> Path:
         version = self.s.kafka_version
