@@ -354,6 +354,11 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
             f"listed as throttled); remove them with kafka-configs --alter --entity-type brokers "
             f"--entity-name {broker} --delete-config {LEADER_RATE},{FOLLOWER_RATE}"
         )
+    for line in result.over_replicated:
+        out.warning(
+            f"over-replicated: {line}; drop the surplus with a plan that moves it to its target or original list "
+            f"(`drover start PLAN`, or kafka-reassign-partitions --execute)"
+        )
     show_actions(out, result.actions)
     out.data(result)
     if not result.verified:

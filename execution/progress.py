@@ -127,15 +127,28 @@ def outcomes_ok(s: MigrationState) -> bool:
     return s.cancel is not None or all(o.error is None for o in s.forward_outcomes)
 
 
+def over_replicated(outcomes: list[MoveOutcome]) -> list[str]:
+    """The moves that ended leaving their partition above its target's replication factor, on a list that is not
+    its original: one line each, with what it is on."""
+    return [
+        f"{o.topic}-{o.partition} is on {o.final}: {len(o.final)} replicas, its target {o.target} has "
+        f"{len(o.target)} and its original list was {o.original}"
+        for o in outcomes
+        if o.final is not None and len(o.final) > len(o.target) and o.final != o.original
+    ]
+
+
 def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: list[str], now: datetime):
     by_partition = lambda o: (o.topic, o.partition)  # noqa: E731
+    over = over_replicated([*s.forward_outcomes, *s.rollback_outcomes])
     return MigrationResult(
         status=s.phase.value,
         moves=sorted(s.forward_outcomes, key=by_partition),
         rollback_outcomes=sorted(s.rollback_outcomes, key=by_partition),
         skipped=s.skipped,
-        verified=not wrong and outcomes_ok(s),
+        verified=not wrong and not over and outcomes_ok(s),
         wrong=wrong,
+        over_replicated=over,
         peak_in_flight=s.peak_in_flight,
         peak_per_broker=s.peak_per_broker,
         leaders_elected=elected,

@@ -69,6 +69,9 @@ class MigrationResult(BaseModel):
     )
     # The partitions verification found on another list, one line each.
     wrong: list[str] = []
+    # Partitions a cancelled or failed move left with more replicas than its target, and not on their original
+    # list, one line each (a stop drops such a surplus; this names any it could not).
+    over_replicated: list[str] = []
     peak_in_flight: int
     peak_per_broker: int
     leaders_elected: int = 0

@@ -74,6 +74,26 @@ def next_step(
     )
 
 
+def surplus_drop(
+    current: list[int], isr: list[int], original: list[int], target: list[int], min_insync: int
+) -> Step | None:
+    """After a cancel, the step that takes a partition left above its target's replication factor back down, or
+    None when none is needed or possible without copying.
+
+    A move's first step adds the new leader before any replica is dropped, so a cancel between the two leaves the
+    partition with one replica more than it should have. The surplus goes without copying anything: the replicas
+    the move added first (back to the original list), else those its target does not want. Kafka completes the
+    step only once every replica it keeps is in sync.
+    """
+    if len(current) <= len(target) or current == original:
+        return None
+    for goal in (original, target):
+        step = next_step(current, goal, isr, len(current) - len(target), min_insync)
+        if step is not None and not step.added and len(step.replicas) < len(current):
+            return step
+    return None
+
+
 def _drops(current: list[int], wanted: set[int], in_sync: set[int], limit: int, min_insync: int) -> list[int]:
     # Out-of-sync replicas first (dropping them costs no redundancy), then in the current list's order.
     surplus = sorted((b for b in current if b not in wanted), key=lambda b: (b in in_sync, current.index(b)))

@@ -20,7 +20,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from models.errors import ErrorType
     from models.results import CANCELLED
-    from steps import next_step
+    from steps import next_step, surplus_drop
     from steps.calculator import steps_left
     from workflows.failures import INTERRUPTIONS
     from workflows.metrics import record_step_gap
@@ -60,6 +60,9 @@ class PartitionMoveWorkflow:
         self._steps: list[list[int]] = []
         # Set by the cluster's coordinator: no new step starts while the cluster is frozen.
         self._frozen = False
+        # The list Kafka showed when this move started, and the in-sync replicas its steps keep.
+        self._original: list[int] = []
+        self._min_insync = 1
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -67,6 +70,8 @@ class PartitionMoveWorkflow:
             result = await self._move(move)
         except INTERRUPTIONS as e:
             cancelled = is_cancelled_exception(e)
+            if cancelled and self._acted:
+                await asyncio.shield(self._drop_surplus(move))
             error = CANCELLED if cancelled else str(e)
             kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
             # The list this move left the partition on, or None if it never changed it: a rollback reverts only
@@ -128,6 +133,7 @@ class PartitionMoveWorkflow:
         min_insync = move.min_insync
         if min_insync is None:
             min_insync = await quick(KafkaActivities.min_insync, move.topic, **QUICK_CALL)
+        self._original, self._min_insync = original, min_insync
         target, policy, reverted = move.target, move.stuck_policy, False
         steps = self._steps
         # When Kafka last finished a step of this move: the gap to the next step issued is a metric.
@@ -236,6 +242,52 @@ class PartitionMoveWorkflow:
             steps=steps,
             reverted_when_stuck=reverted,
         )
+
+    async def _drop_surplus(self, move: MoveInput) -> None:
+        """After a cancel: a partition left above its target's replication factor (its move's step that added the
+        new leader finished, the one dropping the replica it replaces did not) drops the surplus again, the
+        replicas this move added first, so a stop never leaves a partition over-replicated. A drop copies nothing,
+        so it is taken even while the cluster is frozen. If it cannot be, the move's report says where it is."""
+        tp = TopicPartition(topic=move.topic, partition=move.partition)
+        quick = workflow.execute_local_activity_method
+        try:
+            state = await quick(
+                KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
+            )
+            self._current = state.replicas
+            while step := surplus_drop(state.replicas, state.isr, self._original, move.target, self._min_insync):
+                what = f"drop the surplus: {state.replicas} → {step.replicas}"
+                request = StepRequest(
+                    topic=move.topic,
+                    partition=move.partition,
+                    expected=state.replicas,
+                    target=step.replicas,
+                    stuck_after_s=move.stuck_after_s,
+                    settle_s=_settle_s(move.stuck_after_s),
+                )
+                workflow.logger.info("%s: %s", tp, what)
+                status = await workflow.execute_activity_method(
+                    KafkaActivities.alter_step, request, summary=what, **STEP_CALL
+                )
+                if status is None:
+                    status = await workflow.execute_activity_method(
+                        KafkaActivities.wait_step, request, summary=f"waiting to {what}", **STEP_WAIT
+                    )
+                if status.stuck:
+                    state = await workflow.execute_activity_method(
+                        KafkaActivities.cancel_step, request, summary=f"undo {what} (stuck)", **STEP_WAIT
+                    )
+                    self._current = state.replicas
+                    break
+                state = status.state
+                self._current = state.replicas
+                self._steps.append(step.replicas)
+                if step.elect_leader:
+                    state = await quick(
+                        KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {step.replicas[0]} leader", **QUICK_CALL
+                    )
+        except INTERRUPTIONS as e:
+            workflow.logger.warning("%s left on %s, above its target's RF: %s", tp, self._current, e)
 
     async def _report_stuck(
         self, move: MoveInput, current: list[int], step: list[int], idle_s: float, policy: str

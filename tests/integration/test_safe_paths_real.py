@@ -12,6 +12,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from models import TopicPartition
 from models.admission import Limits
 from models.control import CancelRequest
+from models.coordination import FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -20,7 +21,7 @@ from tests.integration.helpers import consume_topic, produce, produce_topic, wai
 from tests.integration.test_migration_real import cli_against
 from tests.workflows.test_migration import wait_for_progress
 from worker import activities_for
-from workflows import MigrationWorkflow
+from workflows import ClusterWorkflow, MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 
@@ -112,6 +113,52 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
         f"\ncancel {mode}: {len(finished)} finished, {len(cancelled)} cancelled, "
         f"{len(result.rollback_outcomes)} rolled back; lists {now}"
     )
+
+
+async def test_a_stop_never_leaves_a_partition_above_its_target_replication_factor(
+    real_client, admin, real_settings, topic_name
+):
+    """Each move's first step adds the new leader (RF 2 -> 3); the next drops a replica. A freeze lets the steps in
+    flight finish and starts no new one, so moves wait on RF 3 between the two; a stop then ends them there. Every
+    partition ends at its target's RF 2 (the replica the move added dropped, which copies nothing), and the cancelled
+    moves' partitions are back on their original lists."""
+    original, plan, written = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
+    coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        migration = MigrationInput(
+            cluster="test", moves=plan, limits=Limits(max_partitions=3, max_per_broker=6), throttle_bytes_per_s=300_000
+        )
+        handle = await start_migration(real_client, migration, worker.task_queue)
+        await wait_for_progress(
+            handle,
+            lambda p: any(b.step and len(b.step) > len(b.final) for b in p.batch),
+            "a first step (adding the new leader) under way",
+            timeout_s=90,
+        )
+        try:
+            await coordinator.execute_update(
+                ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="test")
+            )
+            await asyncio.to_thread(wait_until, lambda: no_reassignment(admin, topic_name), 60, 0.2, "steps ended")
+            between = {p: r for p, r in lists(admin, topic_name).items() if len(r) > 2}
+            assert between, f"no move waits between its two steps: {lists(admin, topic_name)}"
+            await handle.execute_update(
+                MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="ops", reason="test")
+            )
+            result = await asyncio.wait_for(handle.result(), 120)
+        finally:
+            await coordinator.execute_update(
+                ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="test over")
+            )
+    now = lists(admin, topic_name)
+    print(f"\nstop while frozen: between steps {between}; after the stop {now}")
+    assert all(len(r) == 2 for r in now.values()), now
+    assert all(now[p] == original[p] for p in between), (between, now)
+    assert result.status == "stopped" and result.verified and result.over_replicated == []
+    moves = {m.partition: m for m in result.moves}
+    assert all(moves[p].final == original[p] for p in between)
+    assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
+    assert await asyncio.to_thread(consume_topic, real_settings, topic_name, len(original)) == written
 
 
 async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_the_throttle(

@@ -2,7 +2,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from steps import next_step
-from steps.calculator import steps_left
+from steps.calculator import steps_left, surplus_drop
 
 
 def walk(current, target, replicas_per_step, min_insync=1):
@@ -54,6 +54,30 @@ def test_restores_min_insync_beyond_the_step_size():
     step = next_step([1, 2, 3], [4, 5, 6], isr=[1], replicas_per_step=1, min_insync=3)
     assert step.added == [4, 5]
     assert step.replicas[0] == 4
+
+
+def test_a_cancel_after_the_new_leader_was_added_drops_it_again():
+    # [1, 2] -> [3, 4]: the first step added 3 as leader; cancelled before 1 was dropped, the partition has RF 3.
+    step = surplus_drop([3, 1, 2], isr=[3, 1, 2], original=[1, 2], target=[3, 4], min_insync=1)
+    assert step.replicas == [1, 2] and step.dropped == [3] and not step.added and step.elect_leader
+
+
+def test_a_surplus_the_original_cannot_shed_is_dropped_towards_the_target():
+    # 5 was added to grow first; the original's leader 1 is gone: back to it would copy, so 2 goes instead.
+    step = surplus_drop([4, 2, 3, 5], isr=[4, 2, 3, 5], original=[1, 2, 3], target=[4, 5, 6], min_insync=1)
+    assert len(step.replicas) == 3 and not step.added and step.replicas[0] == 4
+
+
+def test_no_surplus_drop_at_or_below_the_target_rf_or_on_the_original():
+    assert surplus_drop([3, 2], isr=[3, 2], original=[1, 2], target=[3, 4], min_insync=1) is None
+    # Lowering the replication factor: the original list is longer than the target, and a list the partition had.
+    assert surplus_drop([1, 2, 3], isr=[1, 2, 3], original=[1, 2, 3], target=[1, 2], min_insync=1) is None
+
+
+def test_a_surplus_drop_copies_nothing_even_with_a_kept_replica_out_of_sync():
+    # 2 is out of sync: Kafka completes the drop of 3 only once 2 has caught up, so in-sync replicas never drop.
+    step = surplus_drop([3, 1, 2], isr=[3, 1], original=[1, 2], target=[3, 4], min_insync=2)
+    assert step.replicas == [1, 2] and step.dropped == [3] and not step.added
 
 
 brokers = st.lists(st.integers(0, 12), min_size=1, max_size=6, unique=True)
