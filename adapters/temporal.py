@@ -16,7 +16,8 @@ from temporalio.envconfig import ClientConfigProfile
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
-    PrometheusConfig,
+    MetricBuffer,
+    MetricBufferDurationFormat,
     Runtime,
     TelemetryConfig,
     TelemetryFilter,
@@ -47,21 +48,21 @@ STEP_GAP_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300
 def runtime(metrics_port: int | None = None) -> Runtime:
     """The process's Temporal runtime, made on first use: the SDK core's own log lines (warnings and errors) are
     forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included); with
-    ``metrics_port``, the SDK's metrics and Drover's own (``workflows.metrics``) are served for Prometheus there."""
+    ``metrics_port``, the SDK's metrics and Drover's own (``workflows.metrics``) are served for Prometheus there
+    (``adapters.metrics``)."""
     global _runtime
     if _runtime is None:
         forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
         core_logs = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding)
-        metrics = None
+        buffer = None
         if metrics_port:
-            # Prometheus' conventions: counters end in _total, Drover's histogram has buckets in seconds (its
-            # unit), and no series carries the SDK's service_name label.
-            metrics = PrometheusConfig(
-                bind_address=f"0.0.0.0:{metrics_port}",
-                counters_total_suffix=True,
-                histogram_bucket_overrides={"drover_step_gap_seconds": STEP_GAP_BUCKETS_S},
-            )
-        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=metrics, attach_service_name=False))
+            from adapters.metrics import BUFFER_SIZE, serve  # only the worker serves metrics
+
+            # Served by Drover (adapters.metrics), so a migration's series can be removed when it ends.
+            buffer = MetricBuffer(BUFFER_SIZE, MetricBufferDurationFormat.SECONDS)
+        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=buffer, attach_service_name=False))
+        if buffer is not None and metrics_port:
+            serve(buffer, metrics_port, {"drover_step_gap_seconds": STEP_GAP_BUCKETS_S})
     return _runtime
 
 
@@ -135,6 +136,8 @@ async def patiently(
 
 # A worker long-polls its task queue at least once a minute; one not seen for longer is gone.
 POLLER_SEEN_S = 75.0
+# A command that asks a workflow's worker answers within this long, or says that none answered.
+ANSWER_WITHIN_S = 8.0
 
 
 async def worker_polls(client: Client, task_queue: str) -> bool:

@@ -6,6 +6,8 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
 - ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
   removed);
 - ``drover_migration_paused``: per cluster and migration, 1 while paused;
+- ``drover_migration_running``: per cluster and migration, 1 while it runs; at its end every series of the
+  migration is removed from the worker's endpoint (dry runs included);
 - ``drover_cluster_frozen`` and ``drover_cluster_limit`` (per limit: partitions, per_broker, replicas, leaders):
   per cluster, the coordinator's freeze and the limits an operator set;
 - ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued,
@@ -19,7 +21,9 @@ with workflow.unsafe.imports_passed_through():
     from models.progress import MigrationProgress
 
 
-def record_progress(cluster: str, p: MigrationProgress) -> None:
+def record_progress(cluster: str, p: MigrationProgress, running: bool = True) -> None:
+    """The migration's progress; once it has ended (``running`` false), its series are removed from the endpoint
+    (``adapters.metrics``): ``drover_migration_running`` 0 is their last value."""
     meter = workflow.metric_meter()
     where = {"cluster": cluster, "migration": workflow.info().workflow_id}
     values = {
@@ -35,6 +39,7 @@ def record_progress(cluster: str, p: MigrationProgress) -> None:
     meter.create_gauge("drover_bytes_done", "Bytes of finished moves", "bytes").set(p.bytes_done, where)
     meter.create_gauge("drover_bytes_total", "Bytes the migration copies", "bytes").set(p.bytes_total, where)
     meter.create_gauge("drover_migration_paused", "1 while the migration is paused").set(int(p.paused), where)
+    meter.create_gauge("drover_migration_running", "1 while the migration runs").set(int(running), where)
 
 
 def record_cluster(cluster: str, frozen: bool, limits: Limits | None) -> None:

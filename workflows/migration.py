@@ -119,6 +119,8 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
                 # taken up (a second failure, or any once the migration has ended) ends it as it is.
                 if s.phase in ENDED or not self._take_up(e):
                     await self._leave()
+                    now = progress(s, migration.cluster, workflow.now(), per_broker=False)
+                    record_progress(migration.cluster, now, running=False)
                     raise
         if self._cancel_taken:
             # The migration stopped and cleaned up; Temporal shows it cancelled, as asked.
@@ -326,7 +328,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         are now."""
         now = progress(self._s, self._input.cluster if self._input else "", workflow.now(), per_broker=False)
         workflow.set_current_details(details(now))
-        record_progress(now.cluster, now)
+        record_progress(now.cluster, now, running=self._s.phase not in ENDED)
 
     @workflow.query
     def progress(self) -> MigrationProgress:
