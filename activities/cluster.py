@@ -5,6 +5,7 @@ The join and leave calls and the running check use the worker's own Temporal cli
 """
 
 import asyncio
+import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
@@ -50,8 +51,10 @@ LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
 RATES = (LEADER_RATE, FOLLOWER_RATE)
 # The activities whose result is the coordinator's throttle book.
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
-# The coordinator's updates that change a cluster-wide setting, with their argument's type.
-OPERATOR_UPDATES = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, "set_throttle": ClusterThrottleChange}
+# The coordinator's signals that change a cluster-wide setting, with their argument's type; each has an update twin
+# named with "_update".
+OPERATOR_SIGNALS = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, "set_throttle": ClusterThrottleChange}
+OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
 JOIN_ATTEMPTS = 20
 # The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
@@ -61,8 +64,9 @@ WRITERS = 16
 async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool]:
     """What a coordinator run's history says it held at its end, from what the run before it held (``took``): the
     throttle book it was started with (continuing as new, or taking over from a lost run) or last saved or wrote,
-    and the cluster-wide settings, changed by every operator update it accepted. True with it if the run had a
-    starting point of its own (a carry, or a take-over), so that no earlier run needs reading."""
+    and the cluster-wide settings, changed by every operator update it accepted and every operator signal it got.
+    True with it if the run had a starting point of its own (a carry, or a take-over), so that no earlier run needs
+    reading."""
     based, kinds = False, {}
     for event in events:
         if event.HasField("workflow_execution_started_event_attributes"):
@@ -90,6 +94,13 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
                 # That run took over from one lost before it: what it took over is where it started from.
                 (earlier,) = await converter.decode(done.result.payloads, [Takeover | None])
                 took, based = earlier or took, True
+        elif event.HasField("workflow_execution_signaled_event_attributes"):
+            signal = event.workflow_execution_signaled_event_attributes
+            if signal.signal_name in OPERATOR_SIGNALS:
+                # One that does not validate was refused by the coordinator as well.
+                with contextlib.suppress(ValueError, TypeError):
+                    (change,) = await converter.decode(signal.input.payloads, [OPERATOR_SIGNALS[signal.signal_name]])
+                    took = took.model_copy(update=_setting(change))
         elif event.HasField("workflow_execution_update_accepted_event_attributes"):
             update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
             if update.name in OPERATOR_UPDATES:

@@ -3,12 +3,18 @@
 import asyncio
 
 import typer
-from temporalio.client import WithStartWorkflowOperation, WorkflowExecutionStatus, WorkflowUpdateFailedError
+from temporalio.client import (
+    WithStartWorkflowOperation,
+    WorkflowExecutionStatus,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+    WorkflowUpdateStage,
+)
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.kafka_port import KafkaAdminError, open_kafka
-from adapters.temporal import connect, coordinators_named
+from adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
 from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
@@ -103,7 +109,7 @@ def throttle(
         raise DroverError(f"rate: {e}", exit_code=2) from None
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle, change, Output(as_json)))
+    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle_update, change, Output(as_json)))
 
 
 @app.command("freeze")
@@ -115,7 +121,11 @@ def freeze(
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
     asyncio.run(
         _update(
-            ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), ClusterWorkflow.freeze, request, Output(as_json)
+            ctx.obj,
+            cluster_name(cluster or ctx.obj.cluster_name),
+            ClusterWorkflow.freeze_update,
+            request,
+            Output(as_json),
         )
     )
 
@@ -128,7 +138,11 @@ def unfreeze(
     request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
     asyncio.run(
         _update(
-            ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), ClusterWorkflow.freeze, request, Output(as_json)
+            ctx.obj,
+            cluster_name(cluster or ctx.obj.cluster_name),
+            ClusterWorkflow.freeze_update,
+            request,
+            Output(as_json),
         )
     )
 
@@ -174,11 +188,17 @@ async def _retire(settings: Settings, name: str, actor: str, reason: str, out: O
 async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
     limits = None
     if given is not None:
-        current = await _query(settings, name, missing_ok=True)
+        try:
+            current = await _query(settings, name, missing_ok=True)
+        except DroverError as e:
+            raise DroverError(
+                f"{e}; the limits not given are read from the coordinator first, so nothing was sent (--unset needs "
+                "no worker)"
+            ) from None
         base = (current.limits if current else None) or Limits()
         limits = base.model_copy(update=given)
     change = ClusterLimitsChange(limits=limits, actor=actor, reason=reason)
-    await _update(settings, name, ClusterWorkflow.set_limits, change, out)
+    await _update(settings, name, ClusterWorkflow.set_limits_update, change, out)
 
 
 async def coordinator_of(settings: Settings, client, name: str) -> str:
@@ -198,24 +218,43 @@ async def coordinator_of(settings: Settings, client, name: str) -> str:
 
 
 async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
-    """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running."""
+    """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running.
+    With no worker polling, or none taking the change within ANSWER_WITHIN_S, it is sent as the update's signal
+    twin instead: recorded in the history, applied when a worker polls again, and said so."""
     client = await connect(settings, identity=default_actor())
     coordinator_id = await coordinator_of(settings, client, name)
+    queue = await _queue_of(client, coordinator_id) or settings.task_queue
+    given = ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id))
+    signal = update.__name__.removesuffix("_update")
+    if not await worker_polls(client, queue):
+        await _recorded(client, coordinator_id, given, queue, signal, argument)
+        _say_recorded(out, name, coordinator_id, queue, signal, "no worker polls")
+        return
     start = WithStartWorkflowOperation(
         ClusterWorkflow.run,
-        ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id)),
+        given,
         id=coordinator_id,
-        task_queue=settings.task_queue,
+        task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
     try:
-        await asyncio.wait_for(
-            client.execute_update_with_start_workflow(update, argument, start_workflow_operation=start), ANSWER_S
-        )
+        try:
+            handle = await asyncio.wait_for(
+                client.start_update_with_start_workflow(
+                    update, argument, start_workflow_operation=start, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+                ),
+                ANSWER_WITHIN_S,
+            )
+        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
+            why = f"no worker took it within {ANSWER_WITHIN_S:.0f} s"
+            await _recorded(client, coordinator_id, given, queue, signal, argument)
+            _say_recorded(out, name, coordinator_id, queue, signal, why)
+            return
+        await asyncio.wait_for(handle.result(), ANSWER_S)
     except TimeoutError:
         raise DroverError(
-            f"the coordinator of cluster {name} did not answer within {ANSWER_S:.0f} s: is a Drover "
-            f"worker running on task queue {settings.task_queue}?"
+            f"cluster {name}: the coordinator took the {signal} but did not finish it within {ANSWER_S:.0f} s; it is "
+            "in its history and goes on (`drover cluster status` shows it)"
         ) from None
     except WorkflowUpdateFailedError as e:
         raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
@@ -224,15 +263,58 @@ async def _update(settings: Settings, name: str, update, argument: OperatorActio
     await _status(settings, name, out, client)
 
 
+async def _queue_of(client, coordinator_id: str) -> str | None:
+    """The task queue of the running coordinator, or None if it is not running."""
+    try:
+        described = await client.get_workflow_handle(coordinator_id).describe()
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            return None
+        raise DroverError(f"{coordinator_id}: {e.message}") from None
+    return described.task_queue if described.status == WorkflowExecutionStatus.RUNNING else None
+
+
+async def _recorded(client, coordinator_id: str, given: ClusterInput, queue: str, signal: str, argument) -> None:
+    """The change sent as its signal (the coordinator started with it if it is not running), which Temporal keeps
+    in the coordinator's history until a worker takes it."""
+    try:
+        await client.start_workflow(
+            ClusterWorkflow.run,
+            given,
+            id=coordinator_id,
+            task_queue=queue,
+            start_signal=signal,
+            start_signal_args=[argument],
+        )
+    except RPCError as e:
+        raise DroverError(f"cluster {given.name}: {e.message}") from None
+
+
+def _say_recorded(out: Output, name: str, coordinator_id: str, queue: str, signal: str, why: str) -> None:
+    out.warning(
+        f"cluster {name}: {why}; the {signal} is recorded in the coordinator's history (signal {signal}) and takes "
+        f"effect when a worker polls task queue {queue} again (`drover cluster status` then shows it)"
+    )
+    out.data({"coordinator": coordinator_id, "action": signal, "sent": "signal", "task_queue": queue, "applied": False})
+
+
 async def _query(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
     client = client or await connect(settings, identity=default_actor())
     coordinator_id = await coordinator_of(settings, client, name)
     handle = client.get_workflow_handle(coordinator_id)
     try:
         # A coordinator retired (or terminated) is no coordinator: no worker may answer a query of it.
-        running = (await handle.describe()).status == WorkflowExecutionStatus.RUNNING
-        if running:
-            return await handle.query(ClusterWorkflow.status)
+        described = await handle.describe()
+        if described.status == WorkflowExecutionStatus.RUNNING:
+            queue = described.task_queue
+            if not await worker_polls(client, queue):
+                raise DroverError(f"cluster {name}: its coordinator is running, but {no_worker(queue)}")
+            try:
+                return await asyncio.wait_for(handle.query(ClusterWorkflow.status), ANSWER_WITHIN_S)
+            except TimeoutError:
+                raise DroverError(
+                    f"cluster {name}: no worker answered within {ANSWER_WITHIN_S:.0f} s on task queue {queue}"
+                ) from None
     except RPCError as e:
         if e.status != RPCStatusCode.NOT_FOUND:
             raise DroverError(f"cluster {name}: {e.message}") from None

@@ -11,7 +11,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, worker_polls
+from adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
 from cli.errors import DroverError
 from cli.groups import LimitChanges, grouped
 from cli.options import (
@@ -22,7 +22,7 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
-from cli.status import ANSWER_WITHIN_S, describe, phase, require_worker
+from cli.status import describe, phase, require_worker
 from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow

@@ -7,7 +7,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, no_worker, patiently, worker_polls
+from adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
 from cli.cluster import freeze_notice
 from cli.errors import DroverError, cluster_name
 from cli.estimate import summary as estimate_summary
@@ -24,9 +24,6 @@ from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
 from workflows.failures import failure_message
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
-
-# A command that asks the migration's worker answers within this long, or says that none answered.
-ANSWER_WITHIN_S = 8.0
 
 
 def status(

@@ -13,6 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
+from cli.cluster import freeze_notice
 from cli.errors import DroverError
 from cli.options import migration_id_checked
 from cli.output import Output, default_actor
@@ -73,6 +74,7 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
                 await asyncio.sleep(interval)
                 continue
             progress = await asyncio.to_thread(meter.measure, progress)
+            frozen = await freeze_notice(client, progress.cluster) is not None
             if meter.off and not said_off:
                 out.warning(f"bytes of the steps in progress not read: {meter.off}")
                 said_off = True
@@ -81,9 +83,9 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
                 sys.stdout.flush()
             elif live:
                 batch = current_batch(progress)
-                live.update(_render(migration_id, progress, batch), refresh=True)
+                live.update(_render(migration_id, progress, batch, frozen), refresh=True)
             else:
-                line = summary("running", progress)
+                line = summary("running", progress, frozen=frozen)
                 if line != last_line:
                     out.info(line)
                     last_line = line
@@ -98,8 +100,8 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
         sys.stdout.write(json.dumps({"migration_id": migration_id, "ended": True}) + "\n")
 
 
-def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]]) -> Group:
-    parts: list[object] = [Text(f"{migration_id}: {summary('running', progress)}")]
+def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]], frozen: bool) -> Group:
+    parts: list[object] = [Text(f"{migration_id}: {summary('running', progress, frozen=frozen)}")]
     parts.append(Text(f"moves  {bar(progress.done, progress.moves_total)} {progress.done}/{progress.moves_total}"))
     if progress.bytes_total:
         parts.append(

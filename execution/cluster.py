@@ -425,6 +425,14 @@ class ClusterState(BaseModel):
         self._audit("freeze" if frozen else "unfreeze", by, now, "")
         return None
 
+    def refuse(self, action: str, by: OperatorAction, now: datetime, why: str) -> None:
+        """An operator action not taken (a signal that does not validate, or a freeze of a frozen cluster), kept
+        in the audit with why."""
+        self.actions = [
+            *self.actions[-(KEPT_ACTIONS - 1) :],
+            AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, refused=why),
+        ]
+
     def note(self, action: str, detail: str, now: datetime) -> None:
         self._audit(action, OperatorAction(actor="drover", reason=detail), now, "")
 

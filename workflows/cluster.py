@@ -6,11 +6,15 @@ migration that joins it, runs until terminated, and continues as new with its st
 import asyncio
 import contextlib
 from datetime import timedelta
+from typing import TypeVar
 
 from temporalio import workflow
+from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from pydantic import ValidationError
+
     from activities.cluster import ClusterActivities
     from execution.cluster import ClusterState
     from execution.cluster_status import cluster_status
@@ -39,6 +43,8 @@ with workflow.unsafe.imports_passed_through():
     from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.metrics import record_cluster, record_throttle
     from workflows.policies import QUICK_CALL
+
+_Action = TypeVar("_Action", bound=OperatorAction)
 
 # How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
 CHECK_EVERY = timedelta(seconds=20)
@@ -104,6 +110,8 @@ class ClusterWorkflow:
         # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
         self._retire: OperatorAction | None = None
         self._retired = False
+        # Set once a new coordinator has taken over the last run's settings: operator actions wait for it.
+        self._taken_over = False
 
     @property
     def _me(self) -> str:
@@ -125,6 +133,7 @@ class ClusterWorkflow:
         self._checked_at = workflow.now()
         if given.carry is None:
             await self._take_over()
+        self._taken_over = True
         while True:
             await self._wait()
             period = ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY
@@ -404,35 +413,97 @@ class ClusterWorkflow:
 
     # -- operators --------------------------------------------------------------------------------------------
 
-    @workflow.update
-    def set_limits(self, change: ClusterLimitsChange) -> None:
+    # Each operator action is an update (answered once applied, or refused with why) and a signal of the same name
+    # without "_update" (recorded in the history even with no worker running, applied when one polls; a signal that
+    # does not validate or is refused is recorded as refused). Both wait for a new coordinator's take-over, so the
+    # last run's settings never overwrite the action.
+
+    @workflow.update(name="set_limits_update")
+    async def set_limits_update(self, change: ClusterLimitsChange) -> None:
+        await workflow.wait_condition(lambda: self._taken_over)
+        self._set_limits(change)
+
+    @workflow.signal(name="set_limits")
+    async def set_limits(self, raw: RawValue) -> None:
+        change = await self._payload("set_limits", raw, ClusterLimitsChange)
+        if change is not None:
+            self._set_limits(change)
+
+    def _set_limits(self, change: ClusterLimitsChange) -> None:
         self.s.set_limits(change.limits, change, workflow.now())
         self._wake = True
 
-    @workflow.update
-    def set_throttle(self, change: ClusterThrottleChange) -> None:
+    @workflow.update(name="set_throttle_update")
+    async def set_throttle_update(self, change: ClusterThrottleChange) -> None:
+        await workflow.wait_condition(lambda: self._taken_over)
+        self._set_throttle(change)
+
+    @workflow.signal(name="set_throttle")
+    async def set_throttle(self, raw: RawValue) -> None:
+        change = await self._payload("set_throttle", raw, ClusterThrottleChange)
+        if change is not None:
+            self._set_throttle(change)
+
+    def _set_throttle(self, change: ClusterThrottleChange) -> None:
         self.s.set_rate(change.rate_bytes_per_s, change, workflow.now())
         self._wake = True
 
-    @workflow.update
-    async def freeze(self, req: FreezeRequest) -> None:
+    @workflow.update(name="freeze_update")
+    async def freeze_update(self, req: FreezeRequest) -> None:
         """Final once answered: a freeze is answered once every move in flight has been told (a move told finishes
         the step it is on and starts no other), so no step starts after the answer. A move that cannot be told within
         FREEZE_WAIT (its workflow not started yet, say) is told as soon as it can be."""
-        self.s.freeze(req.frozen, req, workflow.now())
-        # Each migration's own audit says so too (sent by the run, with the next pass).
-        self._cluster_news.append(self.s.actions[-1])
-        workflow.set_current_details(self.s.details())
-        self._wake = True
+        await workflow.wait_condition(lambda: self._taken_over)
+        refused = self._freeze(req)
+        if refused is not None:
+            raise ApplicationError(refused, type=ErrorType.REFUSED, non_retryable=True)
         if req.frozen and self._freeze_due():
             with contextlib.suppress(TimeoutError):
                 await workflow.wait_condition(lambda: not self.s.frozen or not self._freeze_due(), timeout=FREEZE_WAIT)
 
-    @freeze.validator
+    @freeze_update.validator
     def _freeze_allowed(self, req: FreezeRequest) -> None:
         refused = self.s.freeze_refusal(req.frozen)
-        if refused is not None:
+        if refused is not None and self._taken_over:
             raise ValueError(refused)
+
+    @workflow.signal(name="freeze")
+    async def freeze(self, raw: RawValue) -> None:
+        req = await self._payload("freeze", raw, FreezeRequest)
+        if req is None:
+            return
+        refused = self._freeze(req)
+        if refused is not None:
+            self.s.refuse("freeze" if req.frozen else "unfreeze", req, workflow.now(), refused)
+
+    def _freeze(self, req: FreezeRequest) -> str | None:
+        refused = self.s.freeze(req.frozen, req, workflow.now())
+        if refused is None:
+            # Each migration's own audit says so too (sent by the run, with the next pass).
+            self._cluster_news.append(self.s.actions[-1])
+            workflow.set_current_details(self.s.details())
+            self._wake = True
+        return refused
+
+    async def _payload(self, name: str, raw: RawValue, model: type[_Action]) -> _Action | None:
+        """A signal's payload, validated once a new coordinator has taken over (signals keep their order); one that
+        does not validate is recorded as refused, with the fields the signal takes."""
+        await workflow.wait_condition(lambda: self._taken_over)
+        data = None
+        try:
+            data = workflow.payload_converter().from_payload(raw.payload)
+            return model.model_validate(data)
+        except (ValidationError, ValueError, TypeError) as e:
+            detail = e.errors()[0] if isinstance(e, ValidationError) else None
+            why = f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else str(e)
+            given = data if isinstance(data, dict) else {}
+            by = OperatorAction(
+                actor=str(given.get("actor") or "unknown"), reason=str(given.get("reason") or "none given")
+            )
+            fields = ", ".join(model.model_fields)
+            self.s.refuse(name, by, workflow.now(), f"invalid payload: {why}; {name} takes {{{fields}}}")
+            workflow.logger.warning("signal %s refused: %s", name, why)
+            return None
 
     @workflow.update
     async def retire(self, by: OperatorAction) -> None:

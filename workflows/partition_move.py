@@ -158,14 +158,7 @@ class PartitionMoveWorkflow:
             number = len(steps) + 1
             total = len(steps) + steps_left(state.replicas, target, move.replicas_per_step, min_insync)
             what = f"step {number} of {max(total, number)}: {state.replicas} → {step.replicas}"
-            request = StepRequest(
-                topic=move.topic,
-                partition=move.partition,
-                expected=state.replicas,
-                target=step.replicas,
-                stuck_after_s=move.stuck_after_s,
-                settle_s=_settle_s(move.stuck_after_s),
-            )
+            request = _step_request(move, state.replicas, step.replicas)
             workflow.logger.info("step %s: %s -> %s", tp, state.replicas, step.replicas)
             if step_done_at is not None:
                 record_step_gap(move.cluster, (workflow.now() - step_done_at).total_seconds())
@@ -257,14 +250,7 @@ class PartitionMoveWorkflow:
             self._current = state.replicas
             while step := surplus_drop(state.replicas, state.isr, self._original, move.target, self._min_insync):
                 what = f"drop the surplus: {state.replicas} → {step.replicas}"
-                request = StepRequest(
-                    topic=move.topic,
-                    partition=move.partition,
-                    expected=state.replicas,
-                    target=step.replicas,
-                    stuck_after_s=move.stuck_after_s,
-                    settle_s=_settle_s(move.stuck_after_s),
-                )
+                request = _step_request(move, state.replicas, step.replicas)
                 workflow.logger.info("%s: %s", tp, what)
                 status = await workflow.execute_activity_method(
                     KafkaActivities.alter_step, request, summary=what, **STEP_CALL
@@ -340,6 +326,18 @@ class PartitionMoveWorkflow:
             steps_done=len(steps),
             stuck=self._stuck,
         )
+
+
+def _step_request(move: MoveInput, expected: list[int], target: list[int]) -> StepRequest:
+    """A step of ``move`` from ``expected`` (fenced on it) to ``target``."""
+    return StepRequest(
+        topic=move.topic,
+        partition=move.partition,
+        expected=expected,
+        target=target,
+        stuck_after_s=move.stuck_after_s,
+        settle_s=_settle_s(move.stuck_after_s),
+    )
 
 
 def _settle_s(stuck_after_s: float | None) -> float:

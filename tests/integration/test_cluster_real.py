@@ -4,6 +4,7 @@ operator's own throttle is there before, during and after, a freeze and an unfre
 terminated migration leaves no reassignment and no throttle once the coordinator has cleaned up after it."""
 
 import asyncio
+import contextlib
 import json
 import os
 import threading
@@ -12,6 +13,8 @@ import uuid
 from collections import Counter
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from models.admission import Limits
 from models.coordination import FreezeRequest, cluster_workflow_id
@@ -21,6 +24,7 @@ from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER
 from tests.cli.test_cli import drover
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
+from tests.integration.test_migration_real import cli_against
 from tests.workflows.test_cluster import freeze_answered_at
 from worker import activities_for
 from workflows import ClusterWorkflow
@@ -210,7 +214,7 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
             coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
             await asyncio.to_thread(wait_until, lambda: len(sampler.started) >= 3, 120, 0.2, "moves under way")
             await coordinator.execute_update(
-                ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+                ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
             )
             frozen_at = time.monotonic()
             # Steps in flight finish; then no new step reaches Kafka while frozen.
@@ -225,7 +229,7 @@ async def test_freeze_unfreeze_and_a_terminated_migration_cleaned_up(real_client
             await asyncio.sleep(4)
             during = [s for s in sampler.started if s[0] > quiet_from]
             await coordinator.execute_update(
-                ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+                ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
             )
             await asyncio.to_thread(
                 wait_until,
@@ -319,7 +323,7 @@ async def test_a_freeze_answered_while_the_throttle_is_written_holds_every_move(
         await asyncio.sleep(5)
         after = [targets for at, targets in held.steps if at > answered_at and targets]
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
         result = await handle.result()
     before = [targets for at, targets in held.steps if at <= answered_at and targets]
@@ -362,3 +366,52 @@ async def test_a_coordinator_terminated_twice_strands_nothing_and_leaves_every_m
     assert sampler.unthrottled == [], sampler.unthrottled[:5]
     assert sampler.operator_missing == 0
     assert left == []
+
+
+async def test_cluster_commands_say_at_once_when_no_worker_polls_and_apply_when_one_does(
+    real_client, admin, real_settings
+):
+    """With no worker on the task queue, `drover cluster freeze` starts the coordinator with its signal, says within
+    seconds that the freeze is recorded and waits for a worker, and changes nothing on Kafka; `drover cluster
+    status` says no worker polls, and `limits` (which reads the current ones first) sends nothing. Once a worker
+    polls, the freeze is applied and the unfreeze is answered."""
+    nobody = f"nobody-{uuid.uuid4().hex[:6]}"
+    drover_cli = cli_against(real_settings, nobody)
+    coordinator = real_client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
+
+    # Each command's message says it took the path that waits for nothing (the time is printed, not asserted).
+    async def timed(*args: str) -> tuple[int, str]:
+        started = time.monotonic()
+        code, _, err = await asyncio.wait_for(drover_cli(*args), timeout=60)
+        took = time.monotonic() - started
+        print(f"drover {' '.join(args[:2])}: exit {code} after {took:.1f} s: {err.strip()}")
+        return code, err
+
+    try:
+        code, err = await timed("cluster", "freeze", "--reason", "incident", "--actor", "ops")
+        assert code == 0 and "no worker polls" in err and "recorded in the coordinator's history" in err, err
+        assert f"task queue {nobody}" in err, err
+        code, err = await timed("cluster", "status")
+        assert code == 1 and f"no worker polls the task queue {nobody}" in err, err
+        code, err = await timed("cluster", "limits", "--max-partitions", "3", "--reason", "night")
+        assert code == 1 and "nothing was sent" in err, err
+        async with worker_for(real_client, activities_for(admin), task_queue=nobody):
+            status = await wait_for_frozen(coordinator)
+            assert [(a.action, a.actor, a.reason) for a in status.actions if a.action == "freeze"] == [
+                ("freeze", "ops", "incident")
+            ]
+            code, out, err = await drover_cli("cluster", "unfreeze", "--reason", "over", "--json")
+            assert code == 0 and json.loads(out)["frozen"] is False, err
+    finally:
+        with contextlib.suppress(RPCError):
+            if (await coordinator.describe()).status == WorkflowExecutionStatus.RUNNING:
+                await coordinator.terminate("test over")
+
+
+async def wait_for_frozen(coordinator):
+    for _ in range(150):
+        status = await coordinator.query(ClusterWorkflow.status)
+        if status.frozen:
+            return status
+        await asyncio.sleep(0.2)
+    raise AssertionError("the freeze sent while no worker polled was not applied")

@@ -4,7 +4,9 @@ cleaned up after it)."""
 
 import asyncio
 import json
+import os
 import uuid
+from asyncio.subprocess import PIPE
 
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
@@ -16,6 +18,7 @@ from models.coordination import FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
 from tests.integration.test_migration_real import cli_against
@@ -137,18 +140,23 @@ async def test_a_stop_never_leaves_a_partition_above_its_target_replication_fact
         )
         try:
             await coordinator.execute_update(
-                ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="test")
+                ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="test")
             )
             await asyncio.to_thread(wait_until, lambda: no_reassignment(admin, topic_name), 60, 0.2, "steps ended")
             between = {p: r for p, r in lists(admin, topic_name).items() if len(r) > 2}
             assert between, f"no move waits between its two steps: {lists(admin, topic_name)}"
+            # Neither status nor watch gives an ETA while the cluster is frozen.
+            code, _, err = await cli_against(real_settings, worker.task_queue)("status", handle.id)
+            assert code == 0 and "ETA none while the cluster is frozen" in err, err
+            watched = await watch_line(real_settings, worker.task_queue, handle.id)
+            assert "ETA none while the cluster is frozen" in watched, watched
             await handle.execute_update(
                 MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="ops", reason="test")
             )
             result = await asyncio.wait_for(handle.result(), 120)
         finally:
             await coordinator.execute_update(
-                ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="test over")
+                ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="test over")
             )
     now = lists(admin, topic_name)
     print(f"\nstop while frozen: between steps {between}; after the stop {now}")
@@ -159,6 +167,25 @@ async def test_a_stop_never_leaves_a_partition_above_its_target_replication_fact
     assert all(moves[p].final == original[p] for p in between)
     assert no_reassignment(admin, topic_name) and no_throttle(admin, topic_name)
     assert await asyncio.to_thread(consume_topic, real_settings, topic_name, len(original)) == written
+
+
+async def watch_line(settings, task_queue: str, migration_id: str) -> str:
+    """The first progress line `drover watch` prints (without a terminal: one summary line per look)."""
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
+        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
+        "DROVER_TASK_QUEUE": task_queue,
+    }
+    proc = await asyncio.create_subprocess_exec(*DROVER, "watch", migration_id, stderr=PIPE, env=env, cwd=ROOT)
+    try:
+        assert proc.stderr is not None
+        while line := (await asyncio.wait_for(proc.stderr.readline(), 60)).decode():
+            if "ETA" in line:
+                return line
+        return "watch ended without a progress line"
+    finally:
+        proc.kill()
+        await proc.wait()
 
 
 async def test_a_temporal_cancellation_undoes_the_steps_in_flight_and_removes_the_throttle(

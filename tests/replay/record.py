@@ -127,11 +127,16 @@ async def shared(client, fake: FakeKafka, name: str, queue: str):
     )
     await _progress(first, lambda p: p.done >= 1)
     await coordinator.execute_update(
-        ClusterWorkflow.set_limits, ClusterLimitsChange(limits=Limits(max_partitions=3), actor="ops", reason="night")
+        ClusterWorkflow.set_limits_update,
+        ClusterLimitsChange(limits=Limits(max_partitions=3), actor="ops", reason="night"),
     )
-    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+    await coordinator.execute_update(
+        ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
+    )
     await asyncio.sleep(1)
-    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over"))
+    await coordinator.execute_update(
+        ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
+    )
     await first.result()
     second = await client.start_workflow(MigrationWorkflow.run, other, id=f"migration:{name}-b", task_queue=queue)
     await second.result()

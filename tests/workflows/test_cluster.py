@@ -118,7 +118,7 @@ async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits:
     )
     change = ClusterLimitsChange(limits=limits, actor="ops", reason="peak hours")
     await env.client.execute_update_with_start_workflow(
-        ClusterWorkflow.set_limits, change, start_workflow_operation=start_op
+        ClusterWorkflow.set_limits_update, change, start_workflow_operation=start_op
     )
 
 
@@ -197,7 +197,7 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
         await wait_for(lambda: len(start_order(fake)) >= 3, "moves under way")
         coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
         # Steps in flight finish; then nothing new reaches Kafka.
         await wait_for(lambda: not fake.ongoing, "the steps in flight to finish")
@@ -211,7 +211,7 @@ async def test_a_freeze_stops_new_steps_in_every_migration_until_unfrozen(local_
         assert meta.current_details.startswith("**frozen (by ops: incident)**"), meta.current_details
         assert "migrations: 2" in meta.current_details
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
         results = [await h.result() for h in handles]
     assert all(r.verified and r.status == "completed" for r in results)
@@ -396,13 +396,13 @@ async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_mov
         await wait_for(writing.is_set, "the first throttle write")
         coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
         release.set()
         await asyncio.sleep(3)
         assert fake.altered == [] and not fake.ongoing
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
         result = await handle.result()
     assert result.verified and result.status == "completed" and fake.altered
@@ -410,7 +410,9 @@ async def test_a_freeze_acknowledged_while_the_throttle_is_written_holds_the_mov
 
 async def freeze_answered_at(coordinator) -> float:
     """Freeze the cluster; the time the coordinator answered."""
-    await coordinator.execute_update(ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident"))
+    await coordinator.execute_update(
+        ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
+    )
     return time.monotonic()
 
 
@@ -447,7 +449,7 @@ async def test_a_freeze_is_answered_only_once_every_move_in_flight_is_told_so_no
         after = [targets for at, targets in steps if at > answered_at and targets]
         assert after == [], f"steps started after the freeze was answered: {after}"
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
         results = [await first.result(), await second.result()]
     assert all(r.verified for r in results)
@@ -516,7 +518,7 @@ async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_
         )
         coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=True, actor="ops", reason="incident")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
         await coordinator.terminate(reason="terminated from the Web UI")
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=4))
@@ -525,7 +527,7 @@ async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_
         status = await coordinator.query(ClusterWorkflow.status)
         assert status.frozen and status.limits == Limits(max_partitions=1)
         await coordinator.execute_update(
-            ClusterWorkflow.freeze, FreezeRequest(frozen=False, actor="ops", reason="over")
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
         result = await handle.result()
     assert result.verified and fake.peak_ongoing == 1
@@ -660,3 +662,72 @@ async def test_a_migration_that_joins_while_the_coordinator_checks_its_holders_i
         )
     assert all(r.verified for r in results)
     assert not [a for a in status.actions if a.action == "clean-up"]
+
+
+async def test_operator_signals_apply_when_a_worker_polls_and_bad_ones_are_recorded_as_refused(local_env):
+    """Each operator update has a signal of the same name without "_update": sent while no worker polls (the
+    coordinator started by it), it is applied once one does; one that does not validate, or a freeze of a frozen
+    cluster, is kept in the audit as refused."""
+    fake = shared_cluster()
+    queue = f"q-{uuid.uuid4().hex[:8]}"
+    coordinator_id = cluster_workflow_id(fake.cluster_id)
+    given = ClusterInput(name=f"c{uuid.uuid4().hex[:6]}", cluster_id=fake.cluster_id)
+    freeze = FreezeRequest(frozen=True, actor="ops", reason="incident")
+    handle = await local_env.client.start_workflow(
+        ClusterWorkflow.run,
+        given,
+        id=coordinator_id,
+        task_queue=queue,
+        start_signal="freeze",
+        start_signal_args=[freeze],
+    )
+    await handle.signal("set_limits", ClusterLimitsChange(limits=Limits(max_partitions=3), actor="ops", reason="n"))
+    await handle.signal("set_throttle", {"rate_bytes_per_s": 0, "actor": "bob", "reason": "typo"})
+    await handle.signal("freeze", FreezeRequest(frozen=True, actor="cy", reason="again"))
+    async with worker_for(local_env.client, activities_for(fake), task_queue=queue):
+        status = await wait_for_status(handle, lambda s: len(s.actions) >= 4)
+    seen = [(a.action, a.actor, a.refused) for a in status.actions]
+    assert status.frozen and status.limits == Limits(max_partitions=3) and status.rate_bytes_per_s is None
+    assert seen[0] == ("freeze", "ops", None) and seen[1] == ("limits", "ops", None), seen
+    assert seen[2][:2] == ("set_throttle", "bob") and "rate_bytes_per_s" in seen[2][2], seen
+    assert "set_throttle takes {" in seen[2][2] and "actor" in seen[2][2], seen
+    assert seen[3] == ("freeze", "cy", "the cluster is already frozen"), seen
+
+
+async def wait_for_status(handle, predicate, timeout_s: float = 30):
+    for _ in range(int(timeout_s / 0.2)):
+        status = await handle.query(ClusterWorkflow.status)
+        if predicate(status):
+            return status
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"the coordinator's status did not get there: {status}")
+
+
+async def test_the_next_coordinator_keeps_a_freeze_sent_as_a_signal(local_env):
+    """A freeze sent as a signal (as `drover cluster freeze` does with no worker answering) is taken over by the next
+    coordinator like one sent as an update; a signal that did not validate changes nothing."""
+    fake = shared_cluster(partitions=4, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        coordinator = await local_env.client.start_workflow(
+            ClusterWorkflow.run,
+            ClusterInput(name=name, cluster_id=fake.cluster_id),
+            id=cluster_workflow_id(fake.cluster_id),
+            task_queue=worker.task_queue,
+            start_signal="freeze",
+            start_signal_args=[FreezeRequest(frozen=True, actor="ops", reason="incident")],
+        )
+        await coordinator.signal("set_limits", {"limits": {"max_partitions": -1}, "actor": "bob", "reason": "typo"})
+        await wait_for_status(coordinator, lambda s: s.frozen and len(s.actions) >= 2)
+        await coordinator.terminate(reason="terminated from the Web UI")
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=4))
+        await asyncio.sleep(3)
+        assert fake.altered == []
+        coordinator = local_env.client.get_workflow_handle(coordinator.id)
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert status.frozen and status.limits is None
+        await coordinator.execute_update(
+            ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
+        )
+        result = await handle.result()
+    assert result.verified
