@@ -117,6 +117,8 @@ class SandboxSettings(BaseSettings):
             "DROVER_KAFKA_BOOTSTRAP": self.bootstrap,
             "DROVER_TEMPORAL_ADDRESS": self.temporal_address,
             "DROVER_TEMPORAL_UI_URL": self.ui_url,
+            # The `temporal` CLI's own setting, so it reaches this sandbox's Temporal too.
+            "TEMPORAL_ADDRESS": self.temporal_address,
         }
 
     def broker_port(self, broker_id: int) -> int:
