@@ -1,31 +1,68 @@
 """drover: move Kafka partition replicas between brokers, durably, on Temporal."""
 
+import importlib
+import sys
 import traceback
 from importlib.metadata import version
 from pathlib import Path
 
 import click
 import typer
-from temporalio.service import RPCError
+from typer.core import TyperGroup
 
-from adapters.kafka_port import KafkaAdminError
-from adapters.temporal import TemporalUnavailable
-from cli import cluster as cluster_cmd
-from cli import control as control_cmd
-from cli import demo as demo_cmd
-from cli import estimate as estimate_cmd
-from cli import plan as plan_cmd
-from cli import report as report_cmd
-from cli import sandbox as sandbox_cmd
-from cli import start as start_cmd
-from cli import status as status_cmd
-from cli import watch as watch_cmd
 from cli.errors import DroverError
 from cli.output import Output
 from sandbox import SandboxError, SandboxSettings
 from settings import Settings, SettingsError, env_help, load_settings
 from settings.logs import configure_logging
 from settings.process import exit_now
+
+# Every command, with the module that defines it, loaded only when the command runs (or shows its own help), so
+# `drover --help` and `--version` load none of the Temporal, Kafka, Spark or plotting libraries. Each line also
+# says what `drover --help` lists for it; tests/cli checks it against the command's own help.
+COMMANDS: dict[str, tuple[str, str, str]] = {
+    "plan": ("cli.plan", "plan", "Plan where every replica should live."),
+    "estimate": ("cli.estimate", "estimate", "Estimate a plan before running it: throttles and duration."),
+    "start": ("cli.start", "start", "Start a migration: preflight checks every move first."),
+    "status": ("cli.status", "status", "Show a migration's state, or its result once it ended."),
+    "watch": ("cli.watch", "watch", "Follow a migration live until it ends."),
+    "pause": ("cli.control", "pause", "Stop starting new moves; moves in flight finish."),
+    "resume": ("cli.control", "resume", "Start admitting moves again after `drover pause`."),
+    "cancel": ("cli.control", "cancel", "Cancel a migration: stop, revert-pending or rollback."),
+    "limits": ("cli.control", "limits", "Change the limits of a running migration."),
+    "throttle": ("cli.control", "throttle", "Change the replication throttle of a running migration."),
+    "list": ("cli.status", "list_", "List migrations, newest first, with their state."),
+    "report": ("cli.report", "report", "Draw a migration from its history on one HTML page."),
+    "demo": ("cli.demo", "demo", "Plan and run a real migration on the local stack."),
+    "sandbox": ("cli.sandbox", "app", "Run a local stack: KRaft Kafka, Temporal and a worker."),
+    "cluster": ("cli.cluster", "app", "The cluster's coordinator: limits, throttle and freeze."),
+}
+HELP = {"help_option_names": ["-h", "--help"]}
+
+
+class LazyCommands(TyperGroup):
+    """The commands of COMMANDS, each imported when it is looked up."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return list(COMMANDS)
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in COMMANDS:
+            return None
+        module, attribute, _ = COMMANDS[cmd_name]
+        found = getattr(importlib.import_module(module), attribute)
+        if isinstance(found, typer.Typer):
+            command = typer.main.get_command(found)
+        else:
+            one = typer.Typer(add_completion=False, pretty_exceptions_enable=False, rich_markup_mode=None)
+            one.command(cmd_name, context_settings=HELP)(found)
+            command = typer.main.get_command(one)
+        command.name = cmd_name
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        with formatter.section("Commands"):
+            formatter.write_dl([(name, summary) for name, (_, _, summary) in COMMANDS.items()])
 
 
 def _sandbox_env_help() -> str:
@@ -37,6 +74,7 @@ def _sandbox_env_help() -> str:
 
 
 app = typer.Typer(
+    cls=LazyCommands,
     help="Drover moves Kafka partition replicas between brokers in small, durable steps on Temporal.",
     epilog="Every setting is also an environment variable:\n\n"
     + env_help().replace("\n", "\n\n")
@@ -46,19 +84,8 @@ app = typer.Typer(
     add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
+    context_settings=HELP,
 )
-app.add_typer(sandbox_cmd.app, name="sandbox")
-app.add_typer(cluster_cmd.app, name="cluster")
-app.command("plan")(plan_cmd.plan)
-app.command("estimate")(estimate_cmd.estimate)
-app.command("start")(start_cmd.start)
-app.command("status")(status_cmd.status)
-app.command("watch")(watch_cmd.watch)
-for _name in ("pause", "resume", "cancel", "limits", "throttle"):
-    app.command(_name)(getattr(control_cmd, _name))
-app.command("list")(status_cmd.list_)
-app.command("report")(report_cmd.report)
-app.command("demo")(demo_cmd.demo)
 
 
 def _version(shown: bool) -> None:
@@ -98,13 +125,28 @@ class Loaded:
     settings: Settings | None = None
 
 
-def rpc_refusal(e: RPCError) -> str:
+def rpc_refusal(e) -> str:
     """Temporal's answer in one line: its status and message, and what a failing workflow task means."""
     status = e.status.name.lower().replace("_", " ") if e.status is not None else "error"
     said = f"Temporal refused ({status}): {' '.join(e.message.split())}"
     if "workflow task in failed state" in e.message.lower():
         said += "; the workflow's code fails on a worker: its history in the Web UI shows why"
     return said
+
+
+def known_error(e: Exception) -> str | None:
+    """The one line an expected error says (Kafka or Temporal unreachable, Temporal's refusal), or None for a bug.
+    Each class is looked up among the modules loaded: an error of a module never loaded cannot have been raised."""
+    if isinstance(e, SandboxError):
+        return str(e)
+    for module, name in (("adapters.kafka_port", "KafkaAdminError"), ("adapters.temporal", "TemporalUnavailable")):
+        loaded = sys.modules.get(module)
+        if loaded is not None and isinstance(e, getattr(loaded, name)):
+            return str(e)
+    service = sys.modules.get("temporalio.service")
+    if service is not None and isinstance(e, service.RPCError):
+        return rpc_refusal(e)
+    return None
 
 
 def main() -> None:
@@ -124,13 +166,11 @@ def main() -> None:
     except DroverError as e:
         out.error(str(e))
         code = e.exit_code
-    except (SandboxError, KafkaAdminError, TemporalUnavailable) as e:
-        out.error(str(e))
-        code = 1
-    except RPCError as e:
-        out.error(rpc_refusal(e))
-        code = 1
     except Exception as e:
+        known = known_error(e)
+        if known is not None:
+            out.error(known)
+            exit_now(1)
         # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
         if Loaded.settings is not None and Loaded.settings.log_level == "debug":
             traceback.print_exc()

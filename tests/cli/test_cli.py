@@ -9,7 +9,9 @@ import sys
 from importlib.metadata import version
 from pathlib import Path
 
+import click
 import pytest
+import typer
 
 from cli.rates import parse_duration, parse_rate
 from sandbox.stack import new_cluster_id
@@ -378,3 +380,45 @@ def test_version_is_printed_on_stdout():
 def test_an_id_that_is_not_a_migrations_is_refused_saying_what_it_is(args, needle):
     # No Temporal at this address: the refusal comes before any attempt to connect.
     assert_one_line_error(drover(*args, env={"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"}), 2, needle)
+
+
+HEAVY = ("temporalio", "confluent_kafka", "kafka", "pyspark", "plotly", "adapters", "activities", "workflows")
+LOADED = """
+import sys
+import click
+import typer
+from cli.app import app
+command = typer.main.get_command(app)
+try:
+    command.main(prog_name="drover", args=sys.argv[1:], standalone_mode=False)
+except (SystemExit, click.exceptions.UsageError):
+    pass
+heavy = sorted({m.split(".")[0] for m in sys.modules if m.split(".")[0] in HEAVY})
+print("LOADED", ",".join(heavy), file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("args", [[], ["--version"], ["--help"], ["-h"]])
+def test_the_cli_app_its_help_and_version_load_no_heavy_library(args):
+    done = subprocess.run(
+        [sys.executable, "-c", f"HEAVY = {HEAVY!r}\n{LOADED}", *args], capture_output=True, text=True, cwd=ROOT
+    )
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED")]
+    assert loaded == ["LOADED "], done.stderr[-2000:]
+    if args:
+        assert ("drover " in done.stdout) if args == ["--version"] else ("Commands:" in done.stdout), done.stdout
+
+
+def test_each_command_is_listed_with_its_own_help_and_takes_h():
+    from cli.app import COMMANDS, app
+
+    group = typer.main.get_command(app)
+    ctx = click.Context(group)
+    for name, (_, _, summary) in COMMANDS.items():
+        command = group.get_command(ctx, name)
+        assert command is not None and command.name == name
+        own = " ".join((command.help or "").split()).lower()
+        words = [w.strip(".:,`") for w in summary.lower().split()]
+        assert sum(w in own for w in words) >= len(words) * 0.6, (name, summary, own[:200])
+    done = drover("cluster", "freeze", "-h")
+    assert done.returncode == 0 and "--reason" in done.stdout, done.stderr
