@@ -3,8 +3,8 @@
 import importlib
 import sys
 import traceback
-from importlib.metadata import version
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 import typer
@@ -12,10 +12,9 @@ from typer.core import TyperGroup
 
 from cli.errors import DroverError
 from cli.output import Output
-from sandbox import SandboxError, SandboxSettings
-from settings import Settings, SettingsError, env_help, load_settings
-from settings.logs import configure_logging
-from settings.process import exit_now
+
+if TYPE_CHECKING:
+    from settings import Settings
 
 # Every command, with the module that defines it, loaded only when the command runs (or shows its own help), so
 # `drover --help` and `--version` load none of the Temporal, Kafka, Spark or plotting libraries. Each line also
@@ -60,26 +59,34 @@ class LazyCommands(TyperGroup):
         command.name = cmd_name
         return command
 
+    def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        formatter.write_paragraph()
+        with formatter.indentation():
+            for paragraph in settings_help().split("\n\n"):
+                formatter.write_text(paragraph)
+                formatter.write_paragraph()
+
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         with formatter.section("Commands"):
             formatter.write_dl([(name, summary) for name, (_, _, summary) in COMMANDS.items()])
 
 
-def _sandbox_env_help() -> str:
-    return "\n".join(
+def settings_help() -> str:
+    """Every DROVER_* setting with its default, for the end of `drover --help` (built only when it is shown)."""
+    from sandbox import SandboxSettings
+    from settings import env_help
+
+    sandbox = "\n".join(
         f"DROVER_SANDBOX_{name.upper()}: {field.description} (default: {field.default})"
         for name, field in SandboxSettings.model_fields.items()
         if name not in ("state_dir", "cache_dir")
     )
+    return "Every setting is also an environment variable:\n\n" + f"{env_help()}\n{sandbox}".replace("\n", "\n\n")
 
 
 app = typer.Typer(
     cls=LazyCommands,
     help="Drover moves Kafka partition replicas between brokers in small, durable steps on Temporal.",
-    epilog="Every setting is also an environment variable:\n\n"
-    + env_help().replace("\n", "\n\n")
-    + "\n\n"
-    + _sandbox_env_help().replace("\n", "\n\n"),
     no_args_is_help=True,
     add_completion=True,
     pretty_exceptions_enable=False,
@@ -90,6 +97,8 @@ app = typer.Typer(
 
 def _version(shown: bool) -> None:
     if shown:
+        from importlib.metadata import version
+
         typer.echo(f"drover {version('drover')}")
         raise typer.Exit()
 
@@ -108,11 +117,15 @@ def root(
         "commands that reach Kafka themselves; the worker reads DROVER_KAFKA_PROPERTIES",
     ),
 ) -> None:
+    from settings import SettingsError, load_settings
+
     try:
         settings = load_settings(**({"kafka_properties": command_config} if command_config else {}))
     except SettingsError as e:
         message = str(e).replace("DROVER_KAFKA_PROPERTIES", "--command-config") if command_config else str(e)
         raise DroverError(message, exit_code=2) from None
+    from settings.logs import configure_logging
+
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
     Loaded.settings = settings
@@ -122,7 +135,7 @@ class Loaded:
     """The settings this process's command loaded (once, in ``root``), for what runs after the command: an
     unexpected error shows its traceback only at log level debug."""
 
-    settings: Settings | None = None
+    settings: "Settings | None" = None
 
 
 def rpc_refusal(e) -> str:
@@ -137,9 +150,11 @@ def rpc_refusal(e) -> str:
 def known_error(e: Exception) -> str | None:
     """The one line an expected error says (Kafka or Temporal unreachable, Temporal's refusal), or None for a bug.
     Each class is looked up among the modules loaded: an error of a module never loaded cannot have been raised."""
-    if isinstance(e, SandboxError):
-        return str(e)
-    for module, name in (("adapters.kafka_port", "KafkaAdminError"), ("adapters.temporal", "TemporalUnavailable")):
+    for module, name in (
+        ("sandbox.settings", "SandboxError"),
+        ("adapters.kafka_port", "KafkaAdminError"),
+        ("adapters.temporal", "TemporalUnavailable"),
+    ):
         loaded = sys.modules.get(module)
         if loaded is not None and isinstance(e, getattr(loaded, name)):
             return str(e)
@@ -170,14 +185,24 @@ def main() -> None:
         known = known_error(e)
         if known is not None:
             out.error(known)
-            exit_now(1)
+            leave(1)
         # A bug, not bad input: one line by default, the traceback with DROVER_LOG_LEVEL=debug.
         if Loaded.settings is not None and Loaded.settings.log_level == "debug":
             traceback.print_exc()
         summary = " ".join(str(e).split())
         out.error(f"unexpected {type(e).__name__}: {summary} (DROVER_LOG_LEVEL=debug shows the traceback)")
         code = 1
-    exit_now(code if isinstance(code, int) else 0)
+    leave(code if isinstance(code, int) else 0)
+
+
+def leave(code: int) -> None:
+    """Exit with ``code``: past CPython's finalization once the Temporal SDK's runtime has loaded (its native
+    threads can crash it, settings.process), plainly otherwise (help and version load no SDK)."""
+    if "temporalio.bridge" in sys.modules:
+        from settings.process import exit_now
+
+        exit_now(code)
+    sys.exit(code)
 
 
 if __name__ == "__main__":

@@ -4,10 +4,9 @@ import getpass
 import json
 import socket
 import sys
+from typing import Any
 
-from pydantic import BaseModel
 from rich.console import Console
-from rich.table import Table
 
 
 class Output:
@@ -36,6 +35,8 @@ class Output:
             lines = [title, "\t".join(columns), *("\t".join(row) for row in cells)]
             sys.stderr.write("\n".join(lines) + "\n")
             return
+        from rich.table import Table
+
         table = Table(title=title, title_justify="left")
         for column in columns:
             table.add_column(column, overflow="fold")
@@ -43,11 +44,11 @@ class Output:
             table.add_row(*row)
         self.err.print(table)
 
-    def data(self, value: BaseModel | dict | list) -> None:
-        """The machine-readable result, printed on stdout only with --json."""
+    def data(self, value: Any) -> None:
+        """The machine-readable result (a pydantic model, a dict or a list), printed on stdout only with --json."""
         if not self.as_json:
             return
-        if isinstance(value, BaseModel):
+        if hasattr(value, "model_dump_json"):
             sys.stdout.write(value.model_dump_json(indent=2) + "\n")
         else:
             sys.stdout.write(json.dumps(value, indent=2, default=str) + "\n")
