@@ -4,6 +4,7 @@ broker balanced first."""
 import dataclasses
 import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 import typer
@@ -144,19 +145,26 @@ def rollback_file(out: Path) -> Path:
     return out.with_name(f"{out.stem}.rollback{out.suffix or '.json'}")
 
 
-def reassignment_json(partitions: list[PartitionReplicas]) -> str:
-    """Kafka's reassignment format, one partition per line; the same lists always give the same bytes."""
-    lines = [
-        json.dumps({"topic": p.topic, "partition": p.partition, "replicas": p.replicas}, separators=(",", ":"))
-        for p in partitions
-    ]
-    return '{"version":1,"partitions":[\n' + ",\n".join(lines) + "\n]}\n"
+def reassignment_lines(partitions: list[PartitionReplicas]) -> Iterator[str]:
+    """Kafka's reassignment format, one partition per line, written as it goes (each topic's name is encoded once);
+    the same lists always give the same bytes."""
+    topics: dict[str, str] = {}
+    yield '{"version":1,"partitions":[\n'
+    for i, p in enumerate(partitions):
+        topic = topics.get(p.topic)
+        if topic is None:
+            topic = topics[p.topic] = json.dumps(p.topic)
+        replicas = ",".join(map(str, p.replicas))
+        separator = ",\n" if i else ""
+        yield f'{separator}{{"topic":{topic},"partition":{p.partition},"replicas":[{replicas}]}}'
+    yield "\n]}\n"
 
 
 def _write(path: Path, partitions: list[PartitionReplicas]) -> None:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(reassignment_json(partitions))
+        with path.open("w") as file:
+            file.writelines(reassignment_lines(partitions))
     except OSError as e:
         raise DroverError(f"cannot write {path}: {e.strerror}") from None
 
@@ -234,8 +242,16 @@ def partition_label(raw, index: int) -> str:
 
 
 def load_model(path: Path, model, label):
-    """Parse ``path`` into ``model``; any problem is one line naming the file and the entry."""
-    return _validate(path, _read_json(path), model, label)
+    """Parse ``path`` into ``model`` in one pass in pydantic's core, from the file's bytes; any problem is one
+    line naming the file and the entry (found by reading it again the slow way, which only a bad file costs)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
+    try:
+        return TypeAdapter(model).validate_json(data)
+    except ValidationError:
+        return _validate(path, _read_json(path), model, label)
 
 
 def _read_json(path: Path):
