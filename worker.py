@@ -7,6 +7,8 @@ lets running activities finish for a grace period, and exits; Temporal hands unf
 import asyncio
 import signal
 import sys
+import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from datetime import timedelta
 from pathlib import Path
@@ -20,6 +22,7 @@ from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
 from adapters.kafka_port import KafkaPort, open_kafka
 from adapters.temporal import connect
+from estimator.service import SparkPlace
 from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
 from settings.process import exit_now
@@ -63,6 +66,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         migration.save_outcomes,
         migration.plan_rollback,
         estimate.estimate,
+        estimate.sample,
         cluster.join_cluster,
         cluster.leave_cluster,
         cluster.running_workflows,
@@ -97,9 +101,29 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                 else f"simulated {settings.kafka_simulated}",
                 metrics=f"http://0.0.0.0:{settings.metrics_port}/metrics" if settings.metrics_port else None,
             )
+            if settings.spark_warm:
+                warm_spark(SparkPlace(settings.spark_master, settings.work_dir))
             await stop.wait()
             log.info("worker_stopping")
     admin.close()
+
+
+def warm_spark(place: SparkPlace) -> threading.Thread:
+    """Start the process's Spark session in a thread of its own, beside the polling: an estimate that comes
+    meanwhile waits for this session rather than starting another."""
+
+    def start() -> None:
+        began = time.monotonic()
+        try:
+            place.session()
+        except Exception as e:  # the estimate tries again, and fails with the reason, when one is asked for
+            log.warning("spark_not_started", master=place.master, error=" ".join(str(e).split()))
+            return
+        log.info("spark_ready", master=place.master, seconds=round(time.monotonic() - began, 1))
+
+    thread = threading.Thread(target=start, name="spark-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 def main() -> None:

@@ -6,6 +6,7 @@ Failure types a workflow can match on (raised non-retryable):
 - ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
 """
 
+import time
 from pathlib import Path
 
 from temporalio import activity
@@ -18,7 +19,7 @@ from estimator.service import SparkPlace, run_estimate, sample_metrics, write_me
 from models.admission import MoveSpec
 from models.errors import ErrorType
 from models.estimate import Estimate
-from models.migration import MigrationEstimateInput
+from models.migration import MigrationEstimateInput, SampleRequest
 
 
 class EstimateActivities:
@@ -47,6 +48,20 @@ class EstimateActivities:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))
         return result
+
+    @activity.defn(name="sample_metrics")
+    def sample(self, req: SampleRequest) -> str:
+        """Each partition's write rate and size, sampled over ``req.sample_s`` and kept as Parquet in the migration's
+        folder; its path, for the estimate. Heartbeats say how many seconds of the window are left."""
+        topics = req.topics or sorted({p.topic for p in ledger.read_plan(req.plan_ref or "")})
+        began = time.monotonic()
+
+        def tick() -> None:
+            activity.heartbeat({"sampling_left_s": round(max(0.0, req.sample_s - (time.monotonic() - began)))})
+
+        rows = sample_metrics(self.admin, topics, req.sample_s, tick=tick)
+        folder = ledger.migration_dir(self.work_dir, req.migration_id)
+        return write_metrics(self.spark, rows, folder / "metrics.parquet")
 
     def _moves(self, req: MigrationEstimateInput) -> list[MoveSpec]:
         if req.moves_ref is None:

@@ -36,6 +36,16 @@ class EstimateSettings(BaseModel):
     step_overhead_s: float = Field(1.0, ge=0)
 
 
+class SampleRequest(BaseModel):
+    """The write rates the estimate needs, sampled while preflight checks the plan: each partition of the plan's
+    topics (listed, or read from the plan file) over ``sample_s``."""
+
+    migration_id: str
+    topics: list[str] = []
+    plan_ref: str | None = None
+    sample_s: float = Field(gt=0)
+
+
 class MigrationEstimateInput(BaseModel):
     """The estimate activity's input: the migration's moves (inline or its moves file) and how to estimate."""
 

@@ -75,6 +75,11 @@ class Settings(BaseSettings):
     spark_master: str = Field(
         "local[*]", description="Spark master for the traffic estimate: local[*], or a cluster (spark://host:7077)"
     )
+    spark_warm: bool = Field(
+        True,
+        description="The worker starts its Spark session at start-up, in the background, so the first estimate "
+        "does not wait for it (false: on first use)",
+    )
 
     log_format: Literal["auto", "json", "console"] = Field(
         "auto", description="Log format: json, console, or auto (json when stderr is not a terminal)"

@@ -2,6 +2,7 @@
 asked) sets the throttles and fails a plan that could never catch up. Either failure ends the migration with
 nothing changed on the cluster."""
 
+import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -11,10 +12,10 @@ from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_
 with workflow.unsafe.imports_passed_through():
     from activities.estimate import EstimateActivities
     from activities.migration import MigrationActivities
-    from execution import MigrationState
+    from execution import MigrationState, Phase
     from models.errors import ErrorType
     from models.estimate import EstimateOptions
-    from models.migration import MigrationEstimateInput, MigrationInput
+    from models.migration import MigrationEstimateInput, MigrationInput, SampleRequest
     from models.requests import PreflightRequest
     from workflows.failures import failure_message
     from workflows.policies import ESTIMATE, PREFLIGHT
@@ -29,8 +30,54 @@ class MigrationPreparation:
     _s: MigrationState
     _input: MigrationInput | None
     _publish: Callable[[], None]
+    # The estimate's write rates, sampled while preflight runs (None: nothing to sample).
+    _sampling: "asyncio.Task[str] | None" = None
+
+    def _start_sampling(self) -> None:
+        """The estimate samples write rates over a window of seconds: the window runs alongside preflight (and the
+        join), not after it."""
+        given = self._input
+        assert given is not None
+        spec = given.estimate
+        if spec is None or spec.metrics_ref is not None:
+            return
+        request = SampleRequest(
+            migration_id=workflow.info().workflow_id,
+            topics=sorted({m.topic for m in given.moves}),
+            plan_ref=given.plan_ref,
+            sample_s=spec.sample_s,
+        )
+        self._sampling = asyncio.ensure_future(
+            workflow.execute_activity_method(
+                EstimateActivities.sample,
+                request,
+                summary=f"sample write rates for {spec.sample_s:.0f} s",
+                **ESTIMATE,
+            )
+        )
+
+    def _stop_sampling(self) -> None:
+        """No estimate follows: the sampling is cancelled (a failure it had is dropped: preflight's says more)."""
+        task = self._sampling
+        if task is None:
+            return
+        if not task.done():
+            task.cancel()
+        elif not task.cancelled():
+            task.exception()
 
     async def _preflight(self) -> None:
+        assert self._input is not None
+        self._start_sampling()
+        try:
+            await self._check_plan()
+        except BaseException:
+            self._stop_sampling()
+            raise
+        if self._s.phase != Phase.ESTIMATING:
+            self._stop_sampling()
+
+    async def _check_plan(self) -> None:
         assert self._input is not None
         s, given = self._s, self._input
         request = PreflightRequest(
@@ -73,11 +120,14 @@ class MigrationPreparation:
             broker_capacity=spec.broker_capacity,
             step_overhead_s=spec.step_overhead_s,
         )
+        metrics_ref = spec.metrics_ref
+        if self._sampling is not None:
+            metrics_ref = await self._or_fail(self._sampling, ErrorType.ESTIMATE)
         step = MigrationEstimateInput(
             migration_id=workflow.info().workflow_id,
             moves=s.window.waiting,
             moves_ref=s.window.moves_ref,
-            metrics_ref=spec.metrics_ref,
+            metrics_ref=metrics_ref,
             sample_s=spec.sample_s,
             options=options,
         )

@@ -39,6 +39,8 @@ def start_worker(real_settings, queue: str, work_dir) -> subprocess.Popen:
         "DROVER_CLUSTER_NAME": real_settings.cluster_name,
         "DROVER_WORK_DIR": str(work_dir),
         "DROVER_LOG_LEVEL": "warning",
+        # These migrations run no estimate: the worker killed and started again needs no Spark session.
+        "DROVER_SPARK_WARM": "false",
     }
     return subprocess.Popen(
         [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL

@@ -115,6 +115,8 @@ async def test_every_line_the_worker_writes_is_one_json_object(real_client, admi
     loggers = {e.get("logger") for e in events}
     print(f"{len(lines)} lines, loggers: {sorted(str(x) for x in loggers)}")
     assert {"drover.worker", "spark"} <= loggers
+    # The worker started its Spark session at start-up, and the estimate used that one.
+    assert [e.get("event") for e in events if e.get("event") in ("spark_ready", "spark_not_started")] == ["spark_ready"]
     # The refused plan's activity failure: one line, with its traceback as data.
     assert any(e.get("exception") for e in events if str(e.get("logger", "")).startswith("temporalio"))
 

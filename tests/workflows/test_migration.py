@@ -709,3 +709,33 @@ async def test_a_plan_already_done_ends_at_once_with_nothing_to_move(local_env, 
     assert said[-1].endswith(
         "nothing to move: the 4 partitions of the plan " + ("are" if dry_run else "were already") + " on their targets"
     )
+
+
+async def test_the_estimates_sampling_runs_alongside_preflight(local_env, tmp_path):
+    """The write rates are sampled while preflight checks the plan: the sampling activity is scheduled before
+    preflight has answered, and the estimate reads what it sampled."""
+    fake = cluster(4)
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}", moves=spread_plan(fake), estimate=EstimateSettings(sample_s=2)
+    )
+    async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
+        result = await result_within(handle)
+    assert result.verified
+    scheduled, completed = {}, {}
+    async for e in handle.fetch_history_events():
+        if e.HasField("activity_task_scheduled_event_attributes"):
+            attrs = e.activity_task_scheduled_event_attributes
+            scheduled[e.event_id] = (attrs.activity_type.name, attrs)
+        elif e.HasField("activity_task_completed_event_attributes"):
+            name = scheduled[e.activity_task_completed_event_attributes.scheduled_event_id][0]
+            completed.setdefault(name, e.event_id)
+    first = {}
+    for event_id, (name, _) in sorted(scheduled.items()):
+        first.setdefault(name, event_id)
+    assert first["sample_metrics"] < completed["preflight"] < completed["sample_metrics"] < first["estimate"], (
+        first,
+        completed,
+    )
+    estimate_input = json.loads(scheduled[first["estimate"]][1].input.payloads[0].data)
+    assert estimate_input["metrics_ref"].endswith("metrics.parquet")
