@@ -1,7 +1,9 @@
 """drover estimate: throttles and duration of a plan before it runs (the Spark job of ``estimator``)."""
 
+import contextlib
 import dataclasses
 import tempfile
+import threading
 from pathlib import Path
 
 import click
@@ -129,8 +131,13 @@ def estimate(
                     out.success(f"nothing to move: the {len(moves)} partitions of the plan are on their targets")
                     return
                 if metrics is None:
-                    out.info(f"sampling write rates for {human_seconds(window)} ...")
-                    rows = sample_metrics(admin, sorted({m.topic for m in moves}), window)
+                    topics = sorted({m.topic for m in moves})
+                    out.info(
+                        f"sampling the write rates of {len(topics)} topic(s) for {human_seconds(window)}; starting "
+                        f"Spark ({place.master}) meanwhile ..."
+                    )
+                    threading.Thread(target=_start_quietly, args=(place,), name="spark-start", daemon=True).start()
+                    rows = sample_metrics(admin, topics, window)
                     sizes = {(r["topic"], r["partition"]): r["size_bytes"] for r in rows}
                     moves = [m.model_copy(update={"size_bytes": sizes.get((m.topic, m.partition), 0)}) for m in moves]
                     metrics_ref = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
@@ -139,11 +146,18 @@ def estimate(
             finally:
                 admin.close()
         moves_ref = str(write_moves(Path(tmp), ordered(moves, choices.order)))
+        out.info(f"estimating {len(moves)} moves on Spark ({place.master}) ...")
         result = _run(place, moves_ref, metrics_ref, options)
     show(out, result)
     out.data(result)
     if result.never_catch_up:
         raise DroverError(result.never_catch_up_message())
+
+
+def _start_quietly(place: SparkPlace) -> None:
+    """The Spark session, started while the write rates are sampled; a failure is said when the estimate uses it."""
+    with contextlib.suppress(Exception):
+        place.session()
 
 
 def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:

@@ -1,6 +1,7 @@
 """drover status | list: a migration's progress, and the migrations on a cluster."""
 
 import asyncio
+import json
 from datetime import UTC, datetime
 
 import typer
@@ -58,6 +59,21 @@ def retrying(described) -> list[str]:
     return said
 
 
+def preparing(described) -> list[str]:
+    """What the estimate is doing, from its activities' heartbeats: the sampling window's seconds left, then the
+    Spark job."""
+    said = []
+    for a in described.raw_description.pending_activities:
+        name = a.activity_type.name
+        details = [json.loads(p.data) for p in a.heartbeat_details.payloads if p.data]
+        if name == "sample_metrics":
+            left = next((d["sampling_left_s"] for d in details if isinstance(d, dict) and "sampling_left_s" in d), None)
+            said.append("sampling write rates" + (f": {left} s left" if left is not None else " (starting)"))
+        elif name == "estimate":
+            said.append("estimate: the Spark job is running" if "estimating" in details else "estimate: starting")
+    return said
+
+
 async def require_worker(client, task_queue: str, context: str) -> None:
     """A one-line error, at once, when no worker polls the workflow's task queue (a query or update would wait)."""
     if not await worker_polls(client, task_queue):
@@ -107,6 +123,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     frozen = await freeze_notice(client, progress.cluster)
     shown = summary(state, progress, frozen=frozen is not None)
     out.info(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
+    for line in preparing(described):
+        out.info(line)
     for line in retrying(described):
         out.warning(line)
     if meter.off:

@@ -109,3 +109,25 @@ def test_kafka_not_answering_leaves_the_workflow_s_count_and_is_not_asked_again(
     meter = CopyMeter(Settings(cluster_name="local"), admin=Away())  # type: ignore[arg-type]
     assert meter.measure(copying()) == copying() and meter.measure(copying()) == copying()
     assert meter.off == "cannot reach Kafka at 127.0.0.1:1" and Away.calls == 1
+
+
+def test_status_says_what_the_estimate_is_doing_from_its_heartbeats():
+    from types import SimpleNamespace
+
+    from temporalio.api.common.v1 import Payload, Payloads
+    from temporalio.api.workflow.v1 import PendingActivityInfo
+    from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
+
+    from cli.status import preparing
+
+    def pending(name: str, *details: bytes) -> PendingActivityInfo:
+        info = PendingActivityInfo(heartbeat_details=Payloads(payloads=[Payload(data=d) for d in details]))
+        info.activity_type.name = name
+        return info
+
+    raw = DescribeWorkflowExecutionResponse(
+        pending_activities=[pending("sample_metrics", b'{"sampling_left_s": 12}'), pending("preflight")]
+    )
+    assert preparing(SimpleNamespace(raw_description=raw)) == ["sampling write rates: 12 s left"]
+    raw = DescribeWorkflowExecutionResponse(pending_activities=[pending("estimate", b'"estimating"')])
+    assert preparing(SimpleNamespace(raw_description=raw)) == ["estimate: the Spark job is running"]
