@@ -15,6 +15,8 @@ class PartitionReplicas(BaseModel):
     @field_validator("replicas")
     @classmethod
     def _distinct(cls, replicas: list[int]) -> list[int]:
+        if len(set(replicas)) == len(replicas):
+            return replicas
         repeated = sorted({b for b in replicas if replicas.count(b) > 1})
         if repeated:
             raise ValueError(f"broker {repeated[0]} appears twice in the replica list")
