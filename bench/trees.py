@@ -92,6 +92,14 @@ def added_before(path: str) -> str:
     return f"{added[-1]}~1"
 
 
+def introduced(text: str, path: str) -> str:
+    """The commit that first put ``text`` into ``path`` (git log -S), for a baseline just before it."""
+    found = _git("log", "-S", text, "--format=%H", "--", path).split()
+    if not found:
+        sys.exit(f"no commit brings {text!r} into {path}: give --baseline")
+    return found[-1]
+
+
 def resolved(ref: str) -> str:
     return _git("rev-parse", ref).strip()
 

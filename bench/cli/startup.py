@@ -17,7 +17,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench.trees import ROOT, added_before, resolved, worktree
+from bench.trees import ROOT, introduced, resolved, worktree
 
 COMMANDS = [["--version"], ["--help"], ["status", "--help"]]
 BARE = [sys.executable, "-c", "import typer, rich"]
@@ -34,7 +34,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--baseline", default=None, help="git ref (default: the commit before COMMANDS came in)")
     args = parser.parse_args()
-    baseline = resolved(args.baseline or f"{_lazy_commit()}~1")
+    baseline = resolved(args.baseline or f"{introduced('class LazyCommands', 'cli/app.py')}~1")
     with tempfile.TemporaryDirectory() as folder, worktree(baseline, Path(folder)) as base:
         print(f"baseline {baseline[:10]}; {args.runs} runs each, interleaved; medians of wall seconds")
         heads = ("this tree", "baseline", "bare", "this/bare", "base/bare", "this/base")
@@ -50,18 +50,6 @@ def main() -> None:
             m, t, b = (statistics.median(x) for x in (mine, theirs, bare))
             figures = (f"{m:.3f}", f"{t:.3f}", f"{b:.3f}", f"{m / b:.2f}", f"{t / b:.2f}", f"{m / t:.2f}")
             print(f"{' '.join(command):<16}" + "".join(f"{f:>11}" for f in figures))
-
-
-def _lazy_commit() -> str:
-    """The commit that made the CLI load its commands when they are looked up (cli.app.COMMANDS)."""
-    found = subprocess.run(
-        ["git", "log", "-S", "class LazyCommands", "--format=%H", "--", "cli/app.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    return found[-1] if found else added_before("cli/app.py")
 
 
 if __name__ == "__main__":

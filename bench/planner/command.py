@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 from bench.planner import scenarios
-from bench.trees import ROOT, resolved, worktree
+from bench.trees import ROOT, introduced, resolved, worktree
 from cli.plan import reassignment_lines
 from planner import make_plan
 
@@ -54,7 +54,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1)
     parser.add_argument("--baseline", default=None, help="git ref (default: before the one-pass read)")
     args = parser.parse_args()
-    baseline = resolved(args.baseline or f"{_one_pass_commit()}~1")
+    baseline = resolved(args.baseline or f"{introduced('validate_json(data)', 'cli/plan.py')}~1")
     request = scenarios.huge()
     with tempfile.TemporaryDirectory() as tmp, worktree(baseline, Path(tmp)) as base:
         folder = Path(tmp)
@@ -80,19 +80,6 @@ def main() -> None:
             print(f"drover plan, whole process, {side}: {wall:.1f} s wall, {peak:,.0f} MiB peak")
         ratio = figures["this tree"][0] / figures["baseline"][0]
         print(f"this tree / baseline: {ratio:.2f} wall; the two plan files are {'the same' if same else 'DIFFERENT'}")
-
-
-def _one_pass_commit() -> str:
-    found = subprocess.run(
-        ["git", "log", "-S", "validate_json(data)", "--format=%H", "--", "cli/plan.py"],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    if not found:
-        sys.exit("no commit reads plan files in one pass: give --baseline")
-    return found[-1]
 
 
 if __name__ == "__main__":
