@@ -117,6 +117,8 @@ def estimate(
     if not targets:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
     place = SparkPlace(settings.spark_master, settings.work_dir)
+    # Progress is said while sampling; read from a file, a problem with it is the one line said.
+    sampled = False
     with tempfile.TemporaryDirectory(prefix="drover-estimate-") as tmp:
         if metrics is not None and bootstrap is None:
             moves = _offline_moves(plan, current, targets)
@@ -138,6 +140,7 @@ def estimate(
                     )
                     threading.Thread(target=_start_quietly, args=(place,), name="spark-start", daemon=True).start()
                     rows = sample_metrics(admin, topics, window)
+                    sampled = True
                     sizes = {(r["topic"], r["partition"]): r["size_bytes"] for r in rows}
                     moves = [m.model_copy(update={"size_bytes": sizes.get((m.topic, m.partition), 0)}) for m in moves]
                     metrics_ref = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
@@ -146,7 +149,8 @@ def estimate(
             finally:
                 admin.close()
         moves_ref = str(write_moves(Path(tmp), ordered(moves, choices.order)))
-        out.info(f"estimating {len(moves)} moves on Spark ({place.master}) ...")
+        if sampled:
+            out.info(f"estimating {len(moves)} moves on Spark ({place.master}) ...")
         result = _run(place, moves_ref, metrics_ref, options)
     show(out, result)
     out.data(result)

@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from models.estimate import EstimateOptions
     from models.migration import MigrationEstimateInput, MigrationInput, SampleRequest
     from models.requests import PreflightRequest
-    from workflows.failures import failure_message
+    from workflows.failures import INTERRUPTIONS, failure_message
     from workflows.policies import ESTIMATE, PREFLIGHT
 
 T = TypeVar("T")
@@ -71,7 +71,7 @@ class MigrationPreparation:
         self._start_sampling()
         try:
             await self._check_plan()
-        except BaseException:
+        except INTERRUPTIONS:
             self._stop_sampling()
             raise
         if self._s.phase != Phase.ESTIMATING:

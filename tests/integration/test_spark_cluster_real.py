@@ -110,7 +110,6 @@ def test_the_estimate_runs_unchanged_on_a_standalone_spark_cluster(spark_cluster
         work = tmp_path / f"work-{spark_master.split(':')[0]}"
         done = drover(*args, env=env | {"DROVER_SPARK_MASTER": spark_master, "DROVER_WORK_DIR": str(work)}, timeout=300)
         assert done.returncode == 0, done.stderr[-3000:]
-        assert f"on Spark ({spark_master})" in done.stderr, done.stderr
         return json.loads(done.stdout)
 
     on_cluster = estimate(master)

@@ -616,10 +616,24 @@ async def current_details(handle) -> str:
     return meta.current_details
 
 
+async def wait_for_summary(handle, start: str, timeout_s: float = 60) -> None:
+    """Until the workflow has scheduled an activity whose summary starts with ``start``."""
+    converter = handle._client.data_converter.payload_converter
+    for _ in range(int(timeout_s / 0.2)):
+        async for e in handle.fetch_history_events():
+            if e.user_metadata.HasField("summary") and converter.from_payload(e.user_metadata.summary, str).startswith(
+                start
+            ):
+                return
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"no activity {start!r} within {timeout_s} s")
+
+
 async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
     fake = cluster(4)
-    # Slow enough to look while moves are in flight, and for each step to outlast its alter's settle time (a wait).
-    fake.ticks = 10
+    # The first steps finish only when released below, once the move waits for its step: each outlasts its alter's
+    # settle time however fast Kafka is polled.
+    fake.ticks = 1_000_000
     plan = spread_plan(fake)
     migration = MigrationInput(
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=2), actor="ana", reason="spread"
@@ -637,10 +651,14 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
         running = await current_details(handle)
         await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(actor="bo", reason="peak hours"))
         paused = await current_details(handle)
+        child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
+        await wait_for_summary(child, "waiting for step 1 of ")
+        with fake._lock:
+            fake.ticks = 2
+            fake.ongoing = {key: (target, 1) for key, (target, _) in fake.ongoing.items()}
         await handle.execute_update(MigrationWorkflow.resume_update, OperatorAction(actor="bo", reason="quiet"))
         assert (await handle.result()).verified
         described = await handle.describe()
-        child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
         child_described = await child.describe()
         scheduled = [
             local_env.client.data_converter.payload_converter.from_payload(e.user_metadata.summary, str)
