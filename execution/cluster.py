@@ -428,18 +428,15 @@ class ClusterState(BaseModel):
     def refuse(self, action: str, by: OperatorAction, now: datetime, why: str) -> None:
         """An operator action not taken (a signal that does not validate, or a freeze of a frozen cluster), kept
         in the audit with why."""
-        self.actions = [
-            *self.actions[-(KEPT_ACTIONS - 1) :],
-            AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, refused=why),
-        ]
+        self._audit(action, by, now, "", refused=why)
 
     def note(self, action: str, detail: str, now: datetime) -> None:
         self._audit(action, OperatorAction(actor="drover", reason=detail), now, "")
 
-    def _audit(self, action: str, by: OperatorAction, now: datetime, detail: str) -> None:
+    def _audit(self, action: str, by: OperatorAction, now: datetime, detail: str, refused: str | None = None) -> None:
         self.actions = [
             *self.actions[-(KEPT_ACTIONS - 1) :],
-            AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail),
+            AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail, refused=refused),
         ]
 
 

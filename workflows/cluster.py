@@ -13,8 +13,6 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ActivityError, ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from activities.cluster import ClusterActivities
     from execution.cluster import ClusterState
     from execution.cluster_status import cluster_status
@@ -43,6 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR, move_workflow_id
     from workflows.metrics import record_cluster, record_throttle
     from workflows.policies import QUICK_CALL
+    from workflows.signals import BadSignal, signal_payload
 
 _Action = TypeVar("_Action", bound=OperatorAction)
 
@@ -487,23 +486,14 @@ class ClusterWorkflow:
 
     async def _payload(self, name: str, raw: RawValue, model: type[_Action]) -> _Action | None:
         """A signal's payload, validated once a new coordinator has taken over (signals keep their order); one that
-        does not validate is recorded as refused, with the fields the signal takes."""
+        does not validate is recorded as refused."""
         await workflow.wait_condition(lambda: self._taken_over)
-        data = None
-        try:
-            data = workflow.payload_converter().from_payload(raw.payload)
-            return model.model_validate(data)
-        except (ValidationError, ValueError, TypeError) as e:
-            detail = e.errors()[0] if isinstance(e, ValidationError) else None
-            why = f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else str(e)
-            given = data if isinstance(data, dict) else {}
-            by = OperatorAction(
-                actor=str(given.get("actor") or "unknown"), reason=str(given.get("reason") or "none given")
-            )
-            fields = ", ".join(model.model_fields)
-            self.s.refuse(name, by, workflow.now(), f"invalid payload: {why}; {name} takes {{{fields}}}")
-            workflow.logger.warning("signal %s refused: %s", name, why)
+        found = signal_payload(name, raw, model)
+        if isinstance(found, BadSignal):
+            self.s.refuse(name, found.by, workflow.now(), found.why)
+            workflow.logger.warning("signal %s refused: %s", name, found.why)
             return None
+        return found
 
     @workflow.update
     async def retire(self, by: OperatorAction) -> None:

@@ -10,11 +10,10 @@ from temporalio import workflow
 from temporalio.common import RawValue
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
     from execution import Action, MigrationState
     from models.control import HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
     from models.progress import MigrationProgress
+    from workflows.signals import BadSignal, sender, signal_payload
 
 # The operator actions a signal may carry, with the payload each takes.
 SIGNALS: dict[str, type[OperatorAction]] = {
@@ -69,25 +68,14 @@ class MigrationControls:
 
     def _signal(self, name: str, raw: RawValue) -> None:
         """A signal's payload, checked here so one that does not validate is recorded as refused, not dropped."""
-        data = None
-        try:
-            data = workflow.payload_converter().from_payload(raw.payload)
-            request = SIGNALS[name].model_validate(data)
-        except (ValidationError, ValueError, TypeError) as e:
-            detail = e.errors()[0] if isinstance(e, ValidationError) else None
-            why = (
-                f"invalid payload: {'.'.join(map(str, detail['loc']))}: {detail['msg']}"
-                if detail
-                else f"invalid payload: {e}"
-            )
-            self._refuse_raw(name, data, why + f'; {name} takes {{"actor", "reason"{_extra(name)}}}')
+        found = signal_payload(name, raw, SIGNALS[name])
+        if isinstance(found, BadSignal):
+            self._refuse(name, found.by, found.why)
             return
-        self._act(name, request)
+        self._act(name, found)
 
-    def _refuse_raw(self, name: str, data: object, why: str) -> None:
-        given = data if isinstance(data, dict) else {}
-        actor, reason = str(given.get("actor") or "unknown"), str(given.get("reason") or "none given")
-        self._s.refuse(name, actor, reason, workflow.now(), why)
+    def _refuse(self, name: str, by: OperatorAction, why: str) -> None:
+        self._s.refuse(name, by.actor, by.reason, workflow.now(), why)
         workflow.logger.warning("signal %s refused: %s", name, why)
 
     @workflow.signal(name="pause")
@@ -117,7 +105,7 @@ class MigrationControls:
             # A payload that cannot be read is recorded as unreadable, not applied.
             with contextlib.suppress(Exception):
                 data = workflow.payload_converter().from_payload(args[0].payload)
-        self._refuse_raw(name, data, f"unknown signal {name!r}; Drover takes {', '.join(SIGNALS)}")
+        self._refuse(name, sender(data), f"unknown signal {name!r}; Drover takes {', '.join(SIGNALS)}")
 
     @workflow.update(name="pause_update")
     def pause_update(self, action: OperatorAction) -> MigrationProgress:
@@ -163,8 +151,3 @@ class MigrationControls:
     @set_throttle_update.validator
     def _validate_throttle(self, change: ThrottleChange) -> None:
         self._validate("set_throttle", change)
-
-
-def _extra(name: str) -> str:
-    fields = [f for f in SIGNALS[name].model_fields if f not in OperatorAction.model_fields]
-    return "".join(f', "{f}"' for f in fields)
