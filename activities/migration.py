@@ -8,7 +8,6 @@ Failure types a workflow can match on (raised non-retryable):
 """
 
 import time
-from collections import Counter
 from pathlib import Path
 
 from temporalio import activity
@@ -17,6 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from adapters import ledger
 from adapters.kafka_port import KafkaPort
+from execution import preflight
 from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
@@ -33,7 +33,6 @@ from models.requests import (
     VerifyRequest,
 )
 from models.results import MoveOutcome, OutcomesBatch
-from models.units import human_bytes
 from steps.admission import ordered
 
 
@@ -136,7 +135,7 @@ class MigrationActivities:
                         f"{name}: its move ended without saying where it left it and Kafka shows {shown}; left as it is"
                     )
                 continue
-            if shown != o.final:
+            if state is None or shown != o.final:
                 skipped.append(
                     f"{name}: Kafka shows {shown}, not {o.final} where this migration left it; left as it is"
                 )
@@ -168,89 +167,30 @@ class MigrationActivities:
     ) -> tuple[list[MoveSpec], dict[str, int], set[tuple[str, int]]]:
         """Every problem the plan has on this cluster, or the moves as it will run them, the topics'
         min.insync.replicas and the partitions that are offline (no replica in sync)."""
-        cluster = self.admin.describe_cluster()
-        alive = set(cluster.broker_ids)
+        alive = set(self.admin.describe_cluster().broker_ids)
         topics = sorted({m.topic for m in moves})
         known = set(self.admin.list_topics())
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics([t for t in topics if t in known])}
         ongoing = {(r.topic, r.partition) for r in self.admin.list_reassignments()}
-        problems: list[str] = []
-        repeated = Counter((m.topic, m.partition) for m in moves)
-        for (topic, partition), count in sorted(repeated.items()):
-            if count > 1:
-                problems.append(f"{topic}-{partition} is in the plan {count} times")
-        for m in moves:
-            name = f"{m.topic}-{m.partition}"
-            if m.topic not in known:
-                problems.append(f"topic {m.topic} does not exist")
-            elif (m.topic, m.partition) not in states:
-                problems.append(f"partition {name} does not exist")
-            elif (m.topic, m.partition) in ongoing:
-                problems.append(f"{name} is already being reassigned")
-            missing = sorted(set(m.replicas) - alive)
-            if missing:
-                problems.append(f"{name}: broker {missing[0]} is not a live broker of the cluster")
+        problems = preflight.plan_problems(moves, known, states, ongoing, alive)
         if problems:
             raise _preflight_error(problems)
         min_insync = {
             t: int(c.get("min.insync.replicas", "1")) for t, c in self.admin.describe_topic_configs(topics).items()
         }
-        for m in moves:
-            if len(m.replicas) < min_insync[m.topic]:
-                problems.append(
-                    f"{m.topic}-{m.partition}: its target has {len(m.replicas)} replica(s), fewer than the topic's "
-                    f"min.insync.replicas {min_insync[m.topic]} (producers with acks=all would be refused)"
-                )
-        sizes: dict[tuple[str, int], int] = {}
-        for r in self.admin.describe_log_dirs():
-            key = (r.topic, r.partition)
-            if key in states and r.broker == states[key].leader:
-                sizes[key] = r.size_bytes
-        specs, offline = [], set()
-        for m in moves:
-            state = states[(m.topic, m.partition)]
-            down = state.offline
-            if down:
-                offline.add((m.topic, m.partition))
-            # Under-replicated or at its min.insync.replicas (and still online): moving it first shortens the time
-            # at risk. An offline partition is never urgent: it cannot be stepped until a replica is in sync again.
-            urgent = not down and (len(state.isr) < len(state.replicas) or len(state.isr) <= min_insync[m.topic])
-            specs.append(
-                MoveSpec(
-                    topic=m.topic,
-                    partition=m.partition,
-                    original=state.replicas,
-                    target=m.replicas,
-                    size_bytes=sizes.get((m.topic, m.partition), 0),
-                    urgent=urgent and len(state.replicas) > 1,
-                )
-            )
-        problems += self._disk_problems([s for s in specs if s.original != s.target], disk_margin)
+        problems = preflight.min_insync_problems(moves, min_insync)
+        sizes = {
+            (r.topic, r.partition): r.size_bytes
+            for r in self.admin.describe_log_dirs()
+            if (r.topic, r.partition) in states and r.broker == states[(r.topic, r.partition)].leader
+        }
+        specs, offline = preflight.move_specs(moves, states, sizes, min_insync)
+        incoming = preflight.incoming_bytes(s for s in specs if s.original != s.target)
+        if incoming:
+            problems += preflight.disk_problems(incoming, self.admin.describe_disks(sorted(incoming)), disk_margin)
         if problems:
             raise _preflight_error(problems)
         return specs, min_insync, offline
-
-    def _disk_problems(self, moving: list[MoveSpec], margin: float) -> list[str]:
-        """A destination broker holds its new replicas beside the old ones until each move ends: it needs room for
-        every replica it receives (what it gives up is not counted on), with ``margin`` of its disk left free."""
-        incoming: dict[int, int] = {}
-        for m in moving:
-            for b in set(m.target) - set(m.original):
-                incoming[b] = incoming.get(b, 0) + m.size_bytes
-        if not incoming:
-            return []
-        problems = []
-        for disk in self.admin.describe_disks(sorted(incoming)):
-            need = incoming.get(disk.broker, 0)
-            if disk.total_bytes is None or disk.usable_bytes is None or not need:
-                continue
-            room = disk.usable_bytes - margin * disk.total_bytes
-            if need > room:
-                problems.append(
-                    f"broker {disk.broker} would receive {human_bytes(need)} but has {human_bytes(disk.usable_bytes)} "
-                    f"free of {human_bytes(disk.total_bytes)}, {margin:.0%} of which must stay free"
-                )
-        return problems
 
     @activity.defn(name="elect_leaders")
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:
