@@ -9,6 +9,7 @@ import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import Any
 
 from temporalio import activity
 from temporalio.client import (
@@ -26,6 +27,7 @@ from adapters.kafka_port import KafkaPort
 from adapters.temporal import coordinators_named, listable
 from execution.cluster import overlap_refusal
 from models.admission import MoveSpec
+from models.control import OperatorAction
 from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
@@ -53,7 +55,11 @@ RATES = (LEADER_RATE, FOLLOWER_RATE)
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
 # The coordinator's signals that change a cluster-wide setting, with their argument's type; each has an update twin
 # named with "_update".
-OPERATOR_SIGNALS = {"freeze": FreezeRequest, "set_limits": ClusterLimitsChange, "set_throttle": ClusterThrottleChange}
+OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {
+    "freeze": FreezeRequest,
+    "set_limits": ClusterLimitsChange,
+    "set_throttle": ClusterThrottleChange,
+}
 OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
 JOIN_ATTEMPTS = 20
@@ -72,16 +78,8 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             (given,) = await converter.decode(payloads, [ClusterInput])
-            if given.carry is not None:
-                state, based = given.carry["state"], True
-                took = Takeover(
-                    book=ThrottleBook.model_validate(given.carry["book"]),
-                    frozen=state.get("frozen", False),
-                    limits=state.get("limits"),
-                    rate_bytes_per_s=state.get("rate"),
-                    aliases=state.get("aliases", []),
-                )
-            took = _aliased(took, given.name)
+            took, carried = _run_start(given, took)
+            based = based or carried
         elif event.HasField("activity_task_scheduled_event_attributes"):
             kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
         elif event.HasField("activity_task_completed_event_attributes"):
@@ -94,22 +92,45 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
                 # That run took over from one lost before it: what it took over is where it started from.
                 (earlier,) = await converter.decode(done.result.payloads, [Takeover | None])
                 took, based = earlier or took, True
-        elif event.HasField("workflow_execution_signaled_event_attributes"):
-            signal = event.workflow_execution_signaled_event_attributes
-            if signal.signal_name in OPERATOR_SIGNALS:
-                # One that does not validate was refused by the coordinator as well.
-                with contextlib.suppress(ValueError, TypeError):
-                    (change,) = await converter.decode(signal.input.payloads, [OPERATOR_SIGNALS[signal.signal_name]])
-                    took = took.model_copy(update=_setting(change))
-        elif event.HasField("workflow_execution_update_accepted_event_attributes"):
-            update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-            if update.name in OPERATOR_UPDATES:
-                (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
-                took = took.model_copy(update=_setting(change))
-            elif update.name == "join":
-                (req,) = await converter.decode(update.args.payloads, [JoinRequest])
-                took = _aliased(took, req.cluster)
+        else:
+            took = await _operator_setting(event, converter, took)
     return took, based
+
+
+def _run_start(given: ClusterInput, took: Takeover) -> tuple[Takeover, bool]:
+    """Where a run started: its carry when it continued as new (True: a starting point of its own), else ``took``;
+    with the name it was started under as an alias."""
+    if given.carry is None:
+        return _aliased(took, given.name), False
+    state = given.carry["state"]
+    carried = Takeover(
+        book=ThrottleBook.model_validate(given.carry["book"]),
+        frozen=state.get("frozen", False),
+        limits=state.get("limits"),
+        rate_bytes_per_s=state.get("rate"),
+        aliases=state.get("aliases", []),
+    )
+    return _aliased(carried, given.name), True
+
+
+async def _operator_setting(event, converter, took: Takeover) -> Takeover:
+    """``took`` changed by an operator's signal or accepted update, or by a join under a name not seen yet."""
+    if event.HasField("workflow_execution_signaled_event_attributes"):
+        signal = event.workflow_execution_signaled_event_attributes
+        if signal.signal_name in OPERATOR_SIGNALS:
+            # One that does not validate was refused by the coordinator as well.
+            with contextlib.suppress(ValueError, TypeError):
+                (change,) = await converter.decode(signal.input.payloads, [OPERATOR_SIGNALS[signal.signal_name]])
+                return took.model_copy(update=_setting(change))
+    elif event.HasField("workflow_execution_update_accepted_event_attributes"):
+        update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
+        if update.name in OPERATOR_UPDATES:
+            (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
+            return took.model_copy(update=_setting(change))
+        if update.name == "join":
+            (req,) = await converter.decode(update.args.payloads, [JoinRequest])
+            return _aliased(took, req.cluster)
+    return took
 
 
 def _aliased(took: Takeover, name: str) -> Takeover:
@@ -160,7 +181,7 @@ class ClusterActivities:
                     refused=f"cluster name {step.cluster} is bound to Kafka cluster ID {cluster_id_of(other)}, but "
                     f"this migration's workers reach Kafka cluster ID {cluster_id}; nothing was changed"
                 )
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
             "ClusterWorkflow",
             ClusterInput(name=step.cluster, cluster_id=cluster_id),
             id=coordinator_id,
@@ -196,7 +217,7 @@ class ClusterActivities:
         """Release everything the migration holds; returns once the coordinator has rewritten the throttle. If the
         coordinator is gone (terminated, say), a new one is started: it takes over the lost one's throttle book and
         removes what no migration needs any more."""
-        start = WithStartWorkflowOperation(
+        start: WithStartWorkflowOperation[Any, None] = WithStartWorkflowOperation(
             "ClusterWorkflow",
             ClusterInput(name=req.cluster, cluster_id=cluster_id_of(req.coordinator_id)),
             id=req.coordinator_id,

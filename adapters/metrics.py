@@ -8,7 +8,7 @@ series, such as the throttle per broker and the totals, stay).
 """
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
@@ -108,7 +108,7 @@ class BufferedMetrics(Collector):
         with self._lock:
             self.apply(self._buffer.retrieve_updates())
 
-    def apply(self, updates: "list[BufferedMetricUpdate] | tuple[BufferedMetricUpdate, ...]") -> None:
+    def apply(self, updates: "Sequence[BufferedMetricUpdate]") -> None:
         ended: list[str] = []
         for u in updates:
             m = u.metric

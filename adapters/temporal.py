@@ -95,7 +95,7 @@ async def connect(settings: Settings, identity: str | None = None, serve_metrics
             **options,
             data_converter=pydantic_data_converter,
             runtime=runtime(settings.metrics_port if serve_metrics else None),
-            **({"identity": identity} if identity else {}),
+            identity=identity or None,
         )
     except RuntimeError as e:
         raise TemporalUnavailable(

@@ -28,7 +28,7 @@ from models import ClusterDescription, TopicPartition
 from models.admission import Limits
 from models.estimate import Estimate
 from models.migration import EstimateSettings, MigrationInput
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from models.plan import BrokerSpec, PartitionReplicas, Plan, PlanRequest
 from models.results import MigrationResult
 from planner import make_plan
 from settings import Settings
@@ -86,6 +86,23 @@ def _estimated(estimate: Estimate | None) -> str:
     return f" (estimate made first: {estimate.duration_s:.1f} s for the moves)"
 
 
+def _demo_plan(admin: KafkaAdmin, cluster: ClusterDescription, home: list[int]) -> tuple[Plan, list[int]]:
+    """Spread the topic over every broker; if a previous run already did, drain it back onto the two it started on
+    (the brokers removed)."""
+    states = admin.describe_topics([DEMO_TOPIC])
+    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
+    used = {b for s in states for b in s.replicas}
+    remove = [] if used <= set(home) else [b for b in cluster.broker_ids if b not in home]
+    plan = make_plan(
+        PlanRequest(
+            partitions=partitions,
+            brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
+            remove_brokers=remove,
+        )
+    )
+    return plan, remove
+
+
 async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult:
     cluster = admin.describe_cluster()
     out.table(
@@ -108,18 +125,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     produced = {p: _produce(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
     out.info(f"wrote {sum(produced.values())} messages to {DEMO_TOPIC}")
 
-    # Spread the topic over every broker; if a previous run already did, drain it back onto the two it started on.
-    states = admin.describe_topics([DEMO_TOPIC])
-    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
-    used = {b for s in states for b in s.replicas}
-    remove = [] if used <= set(home) else [b for b in cluster.broker_ids if b not in home]
-    plan = make_plan(
-        PlanRequest(
-            partitions=partitions,
-            brokers=[BrokerSpec(id=b.id, rack=b.rack) for b in cluster.brokers],
-            remove_brokers=remove,
-        )
-    )
+    plan, remove = _demo_plan(admin, cluster, home)
     moving = plan.changes
     if not moving:
         raise DroverError(f"the plan for {DEMO_TOPIC} moves nothing; its partitions are where they should be")
@@ -254,8 +260,9 @@ def _consume(settings: Settings, tp: TopicPartition, run: str) -> int:
             msg = consumer.poll(1.0)
             if msg is None or msg.error():
                 continue
-            count += msg.key().decode().startswith(f"{run}-")
-            position = msg.offset() + 1
+            count += (msg.key() or b"").decode().startswith(f"{run}-")
+            offset = msg.offset()
+            position = (position if offset is None else offset) + 1
         return count
     finally:
         consumer.close()

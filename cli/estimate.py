@@ -26,8 +26,10 @@ from steps.admission import ordered
 
 
 def rate_option(name: str, text: str | None) -> int | None:
-    if text is None:
-        return None
+    return None if text is None else given_rate(name, text)
+
+
+def given_rate(name: str, text: str) -> int:
     try:
         return parse_rate(text)
     except ValueError as e:
@@ -45,7 +47,7 @@ def capacity_option(text: str | None) -> tuple[int | None, dict[int, int]]:
         broker, _, rate = item.partition("=")
         if not broker.strip().isdigit():
             raise DroverError(f"--capacity {item!r}: write BROKER=RATE, e.g. 1=125MB/s", exit_code=2)
-        per_broker[int(broker)] = rate_option(f"--capacity {broker.strip()}", rate)
+        per_broker[int(broker)] = given_rate(f"--capacity {broker.strip()}", rate)
     return None, per_broker
 
 
@@ -234,7 +236,12 @@ def show(out: Output, e: Estimate) -> None:
 
 
 def summary(e: Estimate) -> str:
-    throttle = {None: "no throttle", "auto": "the recommended rates"}.get(e.throttle) or f"{human_bytes(e.throttle)}/s"
+    if e.throttle is None:
+        throttle = "no throttle"
+    elif e.throttle == "auto":
+        throttle = "the recommended rates"
+    else:
+        throttle = f"{human_bytes(e.throttle)}/s"
     if e.duration_s is not None:
         duration = human_seconds(e.duration_s)
     elif e.throttle is None:

@@ -27,7 +27,7 @@ LIMIT_OPTIONS = "--max-partitions, --max-per-broker, --max-replicas, --max-leade
 
 def grouped(command: Callable[..., None]) -> Callable[..., None]:
     hints = typing.get_type_hints(command)
-    groups = {name: kind for name, kind in hints.items() if dataclasses.is_dataclass(kind)}
+    groups: dict[str, typing.Any] = {name: kind for name, kind in hints.items() if dataclasses.is_dataclass(kind)}
     params: list[inspect.Parameter] = []
     for param in inspect.signature(command).parameters.values():
         kind = groups.get(param.name)

@@ -4,6 +4,7 @@ import getpass
 import json
 import socket
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 from rich.console import Console
@@ -27,7 +28,7 @@ class Output:
     def error(self, message: str) -> None:
         self.err.print(f"error: {message}", style="red", markup=False)
 
-    def table(self, title: str, columns: list[str], rows: list[list[object]]) -> None:
+    def table(self, title: str, columns: list[str], rows: Sequence[Sequence[object]]) -> None:
         """A drawn table on a terminal; piped or redirected, the title and then tab-separated lines, one a row, so
         that no ID is wrapped or cut and the lines can be cut and grepped."""
         cells = [["-" if v is None else str(v) for v in row] for row in rows]

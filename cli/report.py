@@ -36,6 +36,11 @@ CHILD_CLOSED = {
     EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TERMINATED: ("child_workflow_execution_terminated", "terminated"),
     EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_TIMED_OUT: ("child_workflow_execution_timed_out", "timed out"),
 }
+CHILD_EVENTS = {
+    EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED,
+    EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED,
+    *CHILD_CLOSED,
+}
 RUN_CLOSED = {
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED: "completed",
     EventType.EVENT_TYPE_WORKFLOW_EXECUTION_FAILED: "failed",
@@ -96,22 +101,8 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
                 attrs = event.workflow_execution_started_event_attributes
                 [given] = await client.data_converter.decode(attrs.input.payloads, [dict])
                 signalled.append(first_input(timeline, given, at))
-            elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
-                attrs = event.start_child_workflow_execution_initiated_event_attributes
-                [move] = await client.data_converter.decode(attrs.input.payloads, [MoveInput])
-                rollback = False
-                if event.user_metadata.HasField("details"):
-                    [details] = await client.data_converter.decode([event.user_metadata.details], [str])
-                    rollback = details.startswith("Rollback")
-                initiated[event.event_id] = move.token
-                timeline.move_admitted(at, move.token, move.topic, move.partition, move.target, rollback)
-            elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
-                started = event.child_workflow_execution_started_event_attributes
-                timeline.move_started(at, initiated.get(started.initiated_event_id, ""))
-            elif kind in CHILD_CLOSED:
-                field, how = CHILD_CLOSED[kind]
-                closed = getattr(event, f"{field}_event_attributes")
-                timeline.move_ended(at, initiated.get(closed.initiated_event_id, ""), how)
+            elif kind in CHILD_EVENTS:
+                await _child_event(client, timeline, initiated, event)
             elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_SIGNALED:
                 signal = event.workflow_execution_signaled_event_attributes
                 await on_signal(client, timeline, signalled, at, signal.signal_name, signal.input.payloads)
@@ -124,8 +115,8 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
             elif kind in RUN_CLOSED and number == len(runs) - 1:
                 timeline.ended, timeline.status = at, RUN_CLOSED[kind]
                 if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
-                    attrs = event.workflow_execution_completed_event_attributes
-                    [result] = await client.data_converter.decode(attrs.result.payloads, [MigrationResult])
+                    completed = event.workflow_execution_completed_event_attributes
+                    [result] = await client.data_converter.decode(completed.result.payloads, [MigrationResult])
     if result is not None:
         # The result's audit says what was applied and what was refused, and the notes (a move stuck, say).
         timeline.status = result.status
@@ -133,6 +124,28 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
     else:
         timeline.operator_actions(signalled)
     return timeline
+
+
+async def _child_event(client: Client, timeline: Timeline, initiated: dict[int, str], event) -> None:
+    """A move admitted (its child workflow initiated, with the move's token by event ID), started or ended."""
+    at = event.event_time.ToDatetime(UTC)
+    kind = event.event_type
+    if kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+        child = event.start_child_workflow_execution_initiated_event_attributes
+        [move] = await client.data_converter.decode(child.input.payloads, [MoveInput])
+        rollback = False
+        if event.user_metadata.HasField("details"):
+            [details] = await client.data_converter.decode([event.user_metadata.details], [str])
+            rollback = details.startswith("Rollback")
+        initiated[event.event_id] = move.token
+        timeline.move_admitted(at, move.token, move.topic, move.partition, move.target, rollback)
+    elif kind == EventType.EVENT_TYPE_CHILD_WORKFLOW_EXECUTION_STARTED:
+        started = event.child_workflow_execution_started_event_attributes
+        timeline.move_started(at, initiated.get(started.initiated_event_id, ""))
+    else:
+        field, how = CHILD_CLOSED[kind]
+        closed = getattr(event, f"{field}_event_attributes")
+        timeline.move_ended(at, initiated.get(closed.initiated_event_id, ""), how)
 
 
 async def run_ids(client: Client, migration_id: str) -> list[str]:

@@ -2,6 +2,7 @@
 
 import shlex
 import sys
+import typing
 
 import typer
 from pydantic import ValidationError
@@ -20,7 +21,7 @@ app = typer.Typer(
 
 
 def _sandbox(brokers: int | None = None, racks: int | None = None) -> Sandbox:
-    overrides = {k: v for k, v in {"brokers": brokers, "racks": racks}.items() if v is not None}
+    overrides: dict[str, typing.Any] = {k: v for k, v in {"brokers": brokers, "racks": racks}.items() if v is not None}
     try:
         return Sandbox(SandboxSettings(**overrides))
     except ValidationError as e:

@@ -85,43 +85,17 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
     address = settings.temporal_address
     described = await patiently(lambda: describe(handle, migration_id), address, out.warning)
-    state = described.status.name.lower() if described.status else "unknown"
-    if described.status == WorkflowExecutionStatus.COMPLETED:
-        show_result(out, migration_id, await patiently(handle.result, address, out.warning))
-        return
     if described.status != WorkflowExecutionStatus.RUNNING:
-        error = ""
-        try:
-            await patiently(handle.result, address, out.warning)
-        except WorkflowFailureError as e:
-            error = failure_message(e)
-        if described.status == WorkflowExecutionStatus.CANCELED:
-            error = await _cancelled(out, handle)
-        # The same "status" key as every other phase's (failed, terminated, canceled, timed_out), and why.
-        out.data({"migration_id": migration_id, "status": state, "error": error})
-        raise DroverError(f"migration {migration_id} {state}" + (f": {error}" if error else ""))
-    queue = described.task_queue
-    if not await worker_polls(client, queue):
-        known(out, described)
-        raise DroverError(f"migration {migration_id} is {state}, but {no_worker(queue)}")
-    try:
-        answer = await asyncio.wait_for(
-            patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning), ANSWER_WITHIN_S
-        )
-    except TimeoutError:
-        known(out, described)
-        raise DroverError(
-            f"migration {migration_id} is {state}, but no worker answered within {ANSWER_WITHIN_S:.0f} s on task "
-            f"queue {queue}"
-        ) from None
-    progress: MigrationProgress = as_of_now(answer)
+        await _show_ended(out, handle, described, address)
+        return
+    progress = await _asked_progress(client, handle, described, address, out)
     meter = CopyMeter(settings)
     try:
         progress = await asyncio.to_thread(meter.measure, progress)
     finally:
         meter.close()
     frozen = await freeze_notice(client, progress.cluster)
-    shown = summary(state, progress, frozen=frozen is not None)
+    shown = summary("running", progress, frozen=frozen is not None)
     out.info(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
     for line in preparing(described):
         out.info(line)
@@ -140,6 +114,45 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         out.table("Current batch", ["partition", "original", "current", "step to", "final"], batch)
     show_actions(out, progress.actions)
     out.data(progress)
+
+
+async def _show_ended(out: Output, handle, described, address: str) -> None:
+    """A migration that has ended: its result when it completed, else one error line with how it ended and why."""
+    migration_id = described.id
+    state = described.status.name.lower() if described.status else "unknown"
+    if described.status == WorkflowExecutionStatus.COMPLETED:
+        show_result(out, migration_id, await patiently(handle.result, address, out.warning))
+        return
+    error = ""
+    try:
+        await patiently(handle.result, address, out.warning)
+    except WorkflowFailureError as e:
+        error = failure_message(e)
+    if described.status == WorkflowExecutionStatus.CANCELED:
+        error = await _cancelled(out, handle)
+    # The same "status" key as every other phase's (failed, terminated, canceled, timed_out), and why.
+    out.data({"migration_id": migration_id, "status": state, "error": error})
+    raise DroverError(f"migration {migration_id} {state}" + (f": {error}" if error else ""))
+
+
+async def _asked_progress(client, handle, described, address: str, out: Output) -> MigrationProgress:
+    """A running migration's progress from a worker, or one error line saying that no worker polls or answers
+    (after what the history tells)."""
+    queue = described.task_queue
+    if not await worker_polls(client, queue):
+        known(out, described)
+        raise DroverError(f"migration {described.id} is running, but {no_worker(queue)}")
+    try:
+        answer = await asyncio.wait_for(
+            patiently(lambda: handle.query(MigrationWorkflow.progress), address, out.warning), ANSWER_WITHIN_S
+        )
+    except TimeoutError:
+        known(out, described)
+        raise DroverError(
+            f"migration {described.id} is running, but no worker answered within {ANSWER_WITHIN_S:.0f} s on task "
+            f"queue {queue}"
+        ) from None
+    return as_of_now(answer)
 
 
 async def _cancelled(out: Output, handle) -> str:

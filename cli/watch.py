@@ -5,7 +5,7 @@ import json
 import sys
 
 import typer
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.live import Live
 from rich.table import Table
 from rich.text import Text
@@ -101,7 +101,7 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
 
 
 def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]], frozen: bool) -> Group:
-    parts: list[object] = [Text(f"{migration_id}: {summary('running', progress, frozen=frozen)}")]
+    parts: list[RenderableType] = [Text(f"{migration_id}: {summary('running', progress, frozen=frozen)}")]
     parts.append(Text(f"moves  {bar(progress.done, progress.moves_total)} {progress.done}/{progress.moves_total}"))
     if progress.bytes_total:
         parts.append(

@@ -27,7 +27,7 @@ from pyspark.sql import types as T
 if __package__ in (None, ""):  # run as a file by spark-submit
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from estimator.metrics import MetricsError, read_metrics  # noqa: E402
+from estimator.metrics import MetricsError, one_row, read_metrics  # noqa: E402
 from estimator.schedule import SimMove, Stage, simulate  # noqa: E402
 from models.estimate import BrokerEstimate, Estimate, EstimateOptions, EstimateRequest, NeverCatchesUp  # noqa: E402
 from steps.admission import MoveSpec  # noqa: E402
@@ -138,16 +138,19 @@ def _summarise(
     parts: DataFrame, roles: dict[str, DataFrame], sums: dict[str, DataFrame], options: EstimateOptions, k: int
 ) -> Estimate:
     per_broker = {role: {r["broker"]: r for r in df.collect()} for role, df in sums.items()}
-    totals = parts.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum("w").alias("w"),
-        F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
-    ).first()
+    totals = one_row(
+        parts.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("w").alias("w"),
+            F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
+        )
+    )
     brokers = sorted(set(per_broker["follower"]) | set(per_broker["leader"]))
     estimates = [_broker(b, per_broker["follower"].get(b), per_broker["leader"].get(b), options, k) for b in brokers]
     flagged = _never_catch_up(roles, sums, estimates, k, parts.sparkSession)
     duration, method = _duration(parts, estimates, options, int(totals["n"]), k)
-    slowest = max((e for e in estimates if e.transfer_s is not None), key=lambda e: e.transfer_s, default=None)
+    timed = [(e.transfer_s, e.broker) for e in estimates if e.transfer_s is not None]
+    slowest = max(timed, key=lambda t: t[0], default=None)
     unbounded = [e.broker for e in estimates if e.transfer_s is None and (e.receive_bytes or e.serve_bytes)]
     return Estimate(
         moves=int(totals["n"]),
@@ -157,7 +160,7 @@ def _summarise(
         brokers=estimates,
         duration_s=None if unbounded or flagged else duration,
         duration_method=method,
-        bottleneck=unbounded[0] if unbounded else (slowest.broker if slowest and slowest.transfer_s else None),
+        bottleneck=unbounded[0] if unbounded else (slowest[1] if slowest and slowest[0] else None),
         never_catch_up=flagged,
     )
 
@@ -208,7 +211,7 @@ def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> 
             return None
         return float(side["bytes"]) / (rate - writing)
 
-    times = [seconds(follower, rate_f), seconds(leader, rate_l)]
+    follower_s, leader_s = seconds(follower, rate_f), seconds(leader, rate_l)
     return BrokerEstimate(
         broker=broker,
         receive_bytes=int(follower["bytes"]) if follower else 0,
@@ -221,7 +224,7 @@ def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> 
         recommended_follower_rate=rec_f,
         leader_rate=rate_l,
         follower_rate=rate_f,
-        transfer_s=None if None in times else max(times),
+        transfer_s=None if follower_s is None or leader_s is None else max(follower_s, leader_s),
     )
 
 
@@ -291,12 +294,12 @@ def _duration(
         )
         moves = [_sim_move(r, R) for r in rows]
         return simulate(moves, options.limits, R, rates, overhead), "simulated"
-    steps = parts.agg(F.sum(1 + F.ceil(F.size("rest") / R)).alias("steps")).first()["steps"]
+    steps = one_row(parts.agg(F.sum(1 + F.ceil(F.size("rest") / R)).alias("steps")))["steps"]
     if any(e.transfer_s is None for e in estimates):
         return None, "bound"
     per_broker = max(
         (
-            e.transfer_s + overhead * max(e.receiving, e.serving) / min(k, max(e.receiving, e.serving, 1))
+            (e.transfer_s or 0.0) + overhead * max(e.receiving, e.serving) / min(k, max(e.receiving, e.serving, 1))
             for e in estimates
         ),
         default=0.0,

@@ -7,7 +7,7 @@ size_bytes (integer >= 0, its log size on the leader); optional: leader (broker 
 
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
@@ -31,10 +31,28 @@ def metrics_format(path: Path) -> str:
     raise MetricsError(f"metrics {path}: unknown format {suffix or '(no suffix)'}; use .parquet, .csv or .json")
 
 
+def one_row(df: DataFrame) -> Row:
+    """The first row of a query known to have one: an aggregate over no groups (Spark answers it even for no input),
+    or an example of rows a count has found."""
+    (row,) = df.take(1)
+    return row
+
+
 def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
     """The dataset with typed columns, checked: every column present, every value of the right type and not
     negative, each partition once. Raises MetricsError on the first problem."""
     path = Path(ref.removeprefix("file://"))
+    raw = _read(spark, path)
+    wanted = [c for c in _TYPES if c in raw.columns]
+    typed = raw.select(
+        *[F.col(c).try_cast(_TYPES[c]).alias(c) for c in wanted], *[F.col(c).alias(f"_raw_{c}") for c in wanted]
+    )
+    _check_values(path, typed, wanted)
+    return typed.select(*wanted)
+
+
+def _read(spark: SparkSession, path: Path) -> DataFrame:
+    """The file as it is, with every column the estimate needs; one line on a file it cannot read."""
     if not path.exists():
         raise MetricsError(f"metrics {path}: no such file or folder")
     kind = metrics_format(path)
@@ -55,10 +73,12 @@ def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
     missing = [c for c in METRIC_COLUMNS if c not in columns]
     if missing:
         raise MetricsError(f"metrics {path}: missing column {', '.join(missing)} (needs {', '.join(METRIC_COLUMNS)})")
-    wanted = [c for c in _TYPES if c in columns]
-    typed = raw.select(
-        *[F.col(c).try_cast(_TYPES[c]).alias(c) for c in wanted], *[F.col(c).alias(f"_raw_{c}") for c in wanted]
-    )
+    return raw
+
+
+def _check_values(path: Path, typed: DataFrame, wanted: list[str]) -> None:
+    """Every value typed and not negative, each partition once: counted in one pass, with an example of the
+    first problem found."""
     checks = []
     for c in wanted:
         required = c != "leader"
@@ -71,10 +91,10 @@ def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
         F.count(F.lit(1)).alias("rows"),
         F.countDistinct("topic", "partition").alias("distinct"),
     )
-    row = counts.first()
+    row = one_row(counts)
     for i, (column, problem, cond) in enumerate(checks):
         if row[f"c{i}"]:
-            example = typed.filter(cond).select("topic", "partition", f"_raw_{column}").first()
+            example = one_row(typed.filter(cond).select("topic", "partition", f"_raw_{column}"))
             where = f"{example['topic']}-{example['partition']}" if example["topic"] is not None else "a row"
             raise MetricsError(
                 f"metrics {path}: column {column} {problem} in {row[f'c{i}']} row(s), "
@@ -83,9 +103,8 @@ def read_metrics(spark: SparkSession, ref: str) -> DataFrame:
     if row["rows"] == 0:
         raise MetricsError(f"metrics {path}: no rows")
     if row["distinct"] != row["rows"]:
-        twice = typed.groupBy("topic", "partition").count().filter("count > 1").first()
+        twice = one_row(typed.groupBy("topic", "partition").count().filter("count > 1"))
         raise MetricsError(
             f"metrics {path}: columns topic, partition: {twice['topic']}-{twice['partition']} "
             f"appears {twice['count']} times"
         )
-    return typed.select(*wanted)

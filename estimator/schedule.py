@@ -73,21 +73,27 @@ def simulate(
             return None
         dt = min(_time_to_next(r) for r in running.values())
         now += dt
-        for key in sorted(running):
-            r = running[key]
-            if r.delay > 0:
-                r.delay -= dt
-                if r.delay > 1e-9:
-                    continue
-                r.delay = 0.0
-            else:
-                r.remaining -= r.progress * dt
-            if r.remaining <= 1e-6 * max(1.0, r.move.size_bytes):
-                if r.stage + 1 < len(r.move.stages):
-                    _enter(r, r.stage + 1, step_overhead_s)
-                elif r.delay <= 0:
-                    del running[key]
+        _advance(running, dt, step_overhead_s)
     return now
+
+
+def _advance(running: dict[tuple[str, int], _Running], dt: float, overhead: float) -> None:
+    """``dt`` seconds on: each move's overhead runs down, then its copy; a move whose stage is done enters its next
+    stage, and one whose last stage is done leaves."""
+    for key in sorted(running):
+        r = running[key]
+        if r.delay > 0:
+            r.delay -= dt
+            if r.delay > 1e-9:
+                continue
+            r.delay = 0.0
+        else:
+            r.remaining -= r.progress * dt
+        if r.remaining <= 1e-6 * max(1.0, r.move.size_bytes):
+            if r.stage + 1 < len(r.move.stages):
+                _enter(r, r.stage + 1, overhead)
+            elif r.delay <= 0:
+                del running[key]
 
 
 def _time_to_next(r: _Running) -> float:

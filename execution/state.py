@@ -269,27 +269,33 @@ class MigrationState(BaseModel):
         if p == Phase.CLEANING_UP:
             return "the migration is cleaning up (leaders, throttle, verification); it takes no more actions"
         if action == Action.PAUSE:
-            if self.paused:
-                return "the migration is already paused"
-            if p in (Phase.PREFLIGHT, Phase.ESTIMATING):
-                return f"no move has started yet ({p}); cancel it instead, or pause once it runs"
-            if p == Phase.STOPPING:
-                return f"the migration is stopping (cancel {self.cancel}); there is nothing to pause"
-            if p == Phase.ROLLING_BACK or self.after_drain == Phase.ROLLING_BACK:
-                return "a rollback is not paused; lower its limits, or cancel with mode stop to end it"
-            return None
+            return self._pause_refusal()
         if action == Action.RESUME:
             return None if self.paused else "the migration is not paused"
         if action == Action.CANCEL:
-            if p == Phase.STOPPING and self.cancel == mode:
-                return f"a cancel with mode {mode} is already under way"
-            if p == Phase.ROLLING_BACK or (p == Phase.DRAINING and self.after_drain == Phase.ROLLING_BACK):
-                return (
-                    None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
-                )
-            if p == Phase.STOPPING and self.direction == "rollback":
-                return "the rollback is already being stopped"
-            return None
+            return self._cancel_refusal(mode)
+        return None
+
+    def _pause_refusal(self) -> str | None:
+        p = self.phase
+        if self.paused:
+            return "the migration is already paused"
+        if p in (Phase.PREFLIGHT, Phase.ESTIMATING):
+            return f"no move has started yet ({p}); cancel it instead, or pause once it runs"
+        if p == Phase.STOPPING:
+            return f"the migration is stopping (cancel {self.cancel}); there is nothing to pause"
+        if p == Phase.ROLLING_BACK or self.after_drain == Phase.ROLLING_BACK:
+            return "a rollback is not paused; lower its limits, or cancel with mode stop to end it"
+        return None
+
+    def _cancel_refusal(self, mode: CancelMode | None) -> str | None:
+        p = self.phase
+        if p == Phase.STOPPING and self.cancel == mode:
+            return f"a cancel with mode {mode} is already under way"
+        if p == Phase.ROLLING_BACK or (p == Phase.DRAINING and self.after_drain == Phase.ROLLING_BACK):
+            return None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
+        if p == Phase.STOPPING and self.direction == "rollback":
+            return "the rollback is already being stopped"
         return None
 
     def apply(

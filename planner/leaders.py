@@ -84,83 +84,105 @@ def balance_leader_traffic(
     to a broker of the partition's own list (a reorder, no data moved) and never pushes that broker out of the band,
     so the total excess falls with every one. Where the rates make the band unreachable, as close as hand-overs get.
     """
-    leader = [r[0] for r in replicas]
-    kept = set(brokers)
-    load = dict.fromkeys(brokers, 0.0)
-    led: dict[int, set[int]] = {b: set() for b in brokers}
-    holds: dict[int, list[int]] = {b: [] for b in brokers}
-    for i, r in enumerate(replicas):
-        for b in r:
-            if b in kept:
-                holds[b].append(i)
-        if leader[i] in kept:
-            load[leader[i]] += rates[i]
-            led[leader[i]].add(i)
-    mean = sum(rates) / len(brokers)
-    low, high = mean * (1 - tolerance), mean * (1 + tolerance)
+    return _TrafficBalance(replicas, brokers, rates, tolerance).run()
 
-    def excess(x: float) -> float:
-        return max(x - high, low - x, 0.0)
 
-    def violation(b: int) -> float:
-        return excess(load[b])
+# A hand-over: (its sort key, the partition, the new leader); the smallest key is taken.
+Trade = tuple[float, int, int]
 
-    def hand(i: int, to: int) -> None:
-        if leader[i] in kept:
-            load[leader[i]] -= rates[i]
-            led[leader[i]].discard(i)
-        leader[i] = to
-        load[to] += rates[i]
-        led[to].add(i)
 
-    def best_trade(worst: int, over: bool) -> tuple[float, int, int] | None:
+class _TrafficBalance:
+    """The leaders' write traffic per kept broker, and the hand-overs that bring each broker into the band."""
+
+    def __init__(self, replicas: list[list[int]], brokers: list[int], rates: list[float], tolerance: float):
+        self.replicas, self.brokers, self.rates = replicas, brokers, rates
+        self.leader = [r[0] for r in replicas]
+        self.kept = set(brokers)
+        self.load = dict.fromkeys(brokers, 0.0)
+        self.led: dict[int, set[int]] = {b: set() for b in brokers}
+        self.holds: dict[int, list[int]] = {b: [] for b in brokers}
+        for i, r in enumerate(replicas):
+            for b in r:
+                if b in self.kept:
+                    self.holds[b].append(i)
+            if self.leader[i] in self.kept:
+                self.load[self.leader[i]] += rates[i]
+                self.led[self.leader[i]].add(i)
+        self.mean = sum(rates) / len(brokers)
+        self.low, self.high = self.mean * (1 - tolerance), self.mean * (1 + tolerance)
+
+    def run(self) -> list[int]:
+        stuck: set[int] = set()
+        while True:
+            worst = max(
+                (b for b in self.brokers if b not in stuck and self.violation(b) > 0),
+                key=lambda b: (self.violation(b), -b),
+                default=None,
+            )
+            if worst is None:
+                return self.leader
+            over = self.load[worst] > self.high
+            # No hand-over keeps the other broker in the band: take the one that lowers the two brokers' total
+            # excess most (a partition writing more than the band is wide still moves off the busiest broker).
+            best = self.in_band_trade(worst, over) or self.best_trade(worst, over)
+            if best is None:
+                stuck.add(worst)
+                continue
+            self.hand(best[1], best[2])
+            stuck.clear()
+
+    def excess(self, x: float) -> float:
+        return max(x - self.high, self.low - x, 0.0)
+
+    def violation(self, b: int) -> float:
+        return self.excess(self.load[b])
+
+    def hand(self, i: int, to: int) -> None:
+        if self.leader[i] in self.kept:
+            self.load[self.leader[i]] -= self.rates[i]
+            self.led[self.leader[i]].discard(i)
+        self.leader[i] = to
+        self.load[to] += self.rates[i]
+        self.led[to].add(i)
+
+    def in_band_trade(self, worst: int, over: bool) -> Trade | None:
+        """The hand-over to or from ``worst`` closest to its distance from the mean that leaves the other broker
+        in the band, or None."""
+        load, rates, low, high = self.load, self.rates, self.low, self.high
+        wanted = abs(load[worst] - self.mean)
+        best: Trade | None = None
+        if over:
+            for i in sorted(self.led[worst]):
+                for c in self.replicas[i]:
+                    if c != worst and c in self.kept and 0 < rates[i] <= min(load[worst] - low, high - load[c]):
+                        key = (abs(rates[i] - wanted), i, c)
+                        best = key if best is None or key < best else best
+            return best
+        for i in self.holds[worst]:
+            a = self.leader[i]
+            movable = a != worst and 0 < rates[i] <= high - load[worst]
+            if movable and (a not in self.kept or rates[i] <= load[a] - low):
+                key = (abs(rates[i] - wanted), i, worst)
+                best = key if best is None or key < best else best
+        return best
+
+    def best_trade(self, worst: int, over: bool) -> Trade | None:
         """The hand-over (key, partition, new leader) to or from ``worst`` that lowers the sum of both brokers'
         excess over the band most, or None when none lowers it."""
+        leader, kept = self.leader, self.kept
         best = None
         pairs = (
-            [(i, worst, c) for i in sorted(led[worst]) for c in replicas[i] if c != worst and c in kept]
+            [(i, worst, c) for i in sorted(self.led[worst]) for c in self.replicas[i] if c != worst and c in kept]
             if over
-            else [(i, leader[i], worst) for i in holds[worst] if leader[i] != worst and leader[i] in kept]
+            else [(i, leader[i], worst) for i in self.holds[worst] if leader[i] != worst and leader[i] in kept]
         )
         for i, source, dest in pairs:
-            if rates[i] <= 0:
+            rate = self.rates[i]
+            if rate <= 0:
                 continue
-            before = violation(source) + violation(dest)
-            after = excess(load[source] - rates[i]) + excess(load[dest] + rates[i])
+            before = self.violation(source) + self.violation(dest)
+            after = self.excess(self.load[source] - rate) + self.excess(self.load[dest] + rate)
             if after < before - 1e-9:
                 key = (after - before, i, dest)
                 best = key if best is None or key < best else best
         return best
-
-    stuck: set[int] = set()
-    while True:
-        worst = max(
-            (b for b in brokers if b not in stuck and violation(b) > 0), key=lambda b: (violation(b), -b), default=None
-        )
-        if worst is None:
-            return leader
-        over = load[worst] > high
-        wanted = abs(load[worst] - mean)
-        best: tuple[float, int, int] | None = None
-        if over:
-            for i in sorted(led[worst]):
-                for c in replicas[i]:
-                    if c != worst and c in kept and 0 < rates[i] <= min(load[worst] - low, high - load[c]):
-                        key = (abs(rates[i] - wanted), i, c)
-                        best = key if best is None or key < best else best
-        else:
-            for i in holds[worst]:
-                a = leader[i]
-                movable = a != worst and 0 < rates[i] <= high - load[worst]
-                if movable and (a not in kept or rates[i] <= load[a] - low):
-                    key = (abs(rates[i] - wanted), i, worst)
-                    best = key if best is None or key < best else best
-        if best is None:
-            # No hand-over keeps the other broker in the band: take the one that lowers the two brokers' total
-            # excess most (a partition writing more than the band is wide still moves off the busiest broker).
-            best = best_trade(worst, over)
-        if best is None:
-            stuck.add(worst)
-            continue
-        hand(best[1], best[2])
-        stuck.clear()

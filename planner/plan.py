@@ -73,10 +73,9 @@ def _plan(request: PlanRequest) -> Plan:
     # fullest brokers giving up the rack's extra ones; quotas then fit what stays, so those moves count once.
     mandatory = evict_mandatory(placement)
     must_move = {h.partition for h in mandatory}
-    by_bytes = sum(sizes) > 0
+    quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
     byte_bands: Bands | None = None
-    if by_bytes:
-        quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
+    if sum(sizes) > 0:
         byte_bands = bands(
             placement,
             _capacity(brokers, kept),
@@ -85,20 +84,10 @@ def _plan(request: PlanRequest) -> Plan:
             quotas.balance == "per-rack",
             request.balance_tolerance,
         )
-        balancer = Balancer(placement, byte_bands, original)
-        balancer.place_mandatory(mandatory)
-        balancer.balance_bytes()
-        # Small clusters are searched exhaustively: coarse sizes can need chains of moves the steps above do not
-        # try, and the search also finds the fewest bytes moved.
-        search_exactly(balancer)
-        balancer.balance_counts()
-        balancer.send_back()
-        # A replica sent back can free the room a count fix needed: one more pass, so a plan planned again is still.
-        balancer.balance_counts()
+        _place_by_bytes(placement, byte_bands, original, mandatory)
         lower_bound = _off_or_over_rack(original, rack_of, limits)
         balance = "bytes per rack" if byte_bands.per_rack else "bytes"
     else:
-        quotas = broker_quotas([len(r) for r in original], rack_of, dict(placement.load))
         per_rack = quotas.balance == "per-rack"
         placement.reset_quotas(quotas.per_broker, {b: rack_of[b] if per_rack else None for b in kept})
         lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if per_rack else None)
@@ -111,14 +100,7 @@ def _plan(request: PlanRequest) -> Plan:
     if request.max_moves is not None:
         targets, budget_hit = _within_budget(original, targets, must_move, request.max_moves)
     rates = [request.write_rates.get((p.topic, p.partition), 0.0) for p in parts] if request.write_rates else []
-    if rates and sum(rates) > 0:
-        leaders = balance_leader_traffic(targets, kept, rates, request.balance_tolerance)
-    else:
-        leaders = balance_leaders(targets, kept)
-    final = [
-        replicas if replicas[0] == leader else reorder(replicas, leader)
-        for replicas, leader in zip(targets, leaders, strict=True)
-    ]
+    final = _led(targets, kept, rates, request.balance_tolerance)
 
     changed = [i for i in range(len(parts)) if final[i] != original[i]]
     flagged = _rack_flags(original, rack_of, rack_of_all, limits)
@@ -147,6 +129,33 @@ def _plan(request: PlanRequest) -> Plan:
         rollback=[parts[i] for i in changed],
         summary=summary,
     )
+
+
+def _place_by_bytes(placement: Placement, byte_bands: Bands, original: list[list[int]], mandatory: list) -> None:
+    """Replicas placed so that each broker's bytes are within its band, with the fewest bytes moved."""
+    balancer = Balancer(placement, byte_bands, original)
+    balancer.place_mandatory(mandatory)
+    balancer.balance_bytes()
+    # Small clusters are searched exhaustively: coarse sizes can need chains of moves the steps above do not try,
+    # and the search also finds the fewest bytes moved.
+    search_exactly(balancer)
+    balancer.balance_counts()
+    balancer.send_back()
+    # A replica sent back can free the room a count fix needed: one more pass, so a plan planned again is still.
+    balancer.balance_counts()
+
+
+def _led(targets: list[list[int]], kept: list[int], rates: list[float], tolerance: float) -> list[list[int]]:
+    """The target lists reordered so that their first replica is the chosen leader: balanced by write traffic when
+    there are rates, else by count."""
+    if rates and sum(rates) > 0:
+        leaders = balance_leader_traffic(targets, kept, rates, tolerance)
+    else:
+        leaders = balance_leaders(targets, kept)
+    return [
+        replicas if replicas[0] == leader else reorder(replicas, leader)
+        for replicas, leader in zip(targets, leaders, strict=True)
+    ]
 
 
 def _capacity(brokers, kept: list[int]) -> dict[int, int]:

@@ -5,7 +5,7 @@ migration that joins it, runs until terminated, and continues as new with its st
 
 import asyncio
 import contextlib
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TypeVar
 
 from temporalio import workflow
@@ -88,7 +88,7 @@ class ClusterWorkflow:
         self._passes_done = 0
         self._write_error: str | None = None
         self._throttle_left: list[int] = []
-        self._checked_at = None
+        self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts
         # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
         self._check_due = False
         # The DroverStatus and DroverAliases last upserted.
@@ -103,7 +103,7 @@ class ClusterWorkflow:
         # After the loss of the last run: the migrations found running that have not joined this one yet, and until
         # when they are waited for. Meanwhile nothing the last run wrote is taken off Kafka.
         self._awaiting: set[str] = set()
-        self._awaiting_until = None
+        self._awaiting_until = datetime.min.replace(tzinfo=UTC)
         # Migrations that left this run: one that leaves before the take-over looks is not waited for.
         self._left: set[str] = set()
         # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
@@ -186,6 +186,10 @@ class ClusterWorkflow:
             workflow.now(),
         )
         self._publish()
+
+    async def _pass_after(self, started: int) -> None:
+        """Until a throttle write pass that started after the first ``started`` has ended."""
+        await workflow.wait_condition(lambda: self._passes_done > started)
 
     def _taking_over(self) -> bool:
         if self._awaiting and workflow.now() < self._awaiting_until:
@@ -325,7 +329,7 @@ class ClusterWorkflow:
     def _freeze_due(self) -> list[tuple[str, int]]:
         """Moves to tell the freeze state: while frozen, those in flight not told yet; once unfrozen, those told."""
         in_flight = {(m.topic, m.partition) for _, m in self.s.in_flight()}
-        told = {tuple(k) for k in self.s.told_frozen} & in_flight
+        told = {(k[0], k[1]) for k in self.s.told_frozen} & in_flight
         return sorted(in_flight - told) if self.s.frozen else sorted(told)
 
     async def _tell_freeze(self) -> None:
@@ -402,9 +406,8 @@ class ClusterWorkflow:
         self.s.leave(req.migration_id, workflow.now())
         deadline = workflow.now() + CLEAR_WAIT
         while True:
-            after = self._passes
             self._wake = True
-            await workflow.wait_condition(lambda after=after: self._passes_done > after)
+            await self._pass_after(self._passes)
             # A broker that is down keeps the rate written on it: waited for (a while), like a restart.
             if not self._throttle_left or workflow.now() >= deadline:
                 return LeaveResult(throttle_left=self._throttle_left, error=self._write_error)

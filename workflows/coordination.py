@@ -134,6 +134,6 @@ class MigrationCoordination:
             if s.phase in ACTIVE:
                 s.fail(grant.error)
                 self._describe()
-        elif not s.grant_heard([tuple(k) for k in grant.keys], grant.coordinator):
+        elif not s.grant_heard([(k[0], k[1]) for k in grant.keys], grant.coordinator):
             workflow.logger.info("a grant of %d move(s) from a coordinator it has not joined is void", len(grant.keys))
         self._wake = True

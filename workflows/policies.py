@@ -2,15 +2,33 @@
 
 import dataclasses
 from datetime import timedelta
+from typing import TypedDict
 
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
 from models.errors import ErrorType
 
+
+class CallOptions(TypedDict, total=False):
+    """The options of one kind of activity call, passed as ``**options`` to ``workflow.execute_activity_method`` or
+    ``execute_local_activity_method``: typed, so a misspelt or mistyped option fails the type check rather than the
+    workflow."""
+
+    start_to_close_timeout: timedelta
+    retry_policy: RetryPolicy
+    cancellation_type: ActivityCancellationType
+
+
+class ActivityOptions(CallOptions, total=False):
+    """Options only a (non-local) activity takes: a heartbeat."""
+
+    heartbeat_timeout: timedelta
+
+
 # Kafka admin calls that answer at once. A minute covers a slow controller; retries with backoff ride out a
 # broker restart, and give up after about ten minutes so a dead cluster surfaces as a failed workflow.
-QUICK_CALL = dict(
+QUICK_CALL = CallOptions(
     start_to_close_timeout=timedelta(seconds=60),
     retry_policy=RetryPolicy(
         initial_interval=timedelta(seconds=1),
@@ -23,12 +41,12 @@ QUICK_CALL = dict(
 
 # Joining the cluster's coordinator checks the plan's partitions against those of every running migration, reading
 # the moves files of large plans (a few seconds per 100k moves): retried like QUICK_CALL, with room for that.
-JOIN = dict(QUICK_CALL, start_to_close_timeout=timedelta(minutes=5))
+JOIN: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(minutes=5)}
 
 # Waiting for Kafka to finish a step copies data and can take hours under a throttle, so the bound is the
 # heartbeat (sent at every poll, at least every second): a worker that dies is noticed within 20 seconds and the
 # wait resumes on another; an admin call that hangs longer than that is abandoned and tried again.
-STEP_WAIT = dict(
+STEP_WAIT = ActivityOptions(
     start_to_close_timeout=timedelta(days=7),
     heartbeat_timeout=timedelta(seconds=20),
     retry_policy=RetryPolicy(
@@ -42,11 +60,11 @@ STEP_WAIT = dict(
 # Issuing a step: an admin call that answers at once, retried like QUICK_CALL. It heartbeats, and a cancel waits for
 # it to end (WAIT_CANCELLATION_COMPLETED): the move then cancels the step it issued, never looking before the
 # call has landed on Kafka and leaving a reassignment nobody tracks.
-STEP_CALL = dict(
-    QUICK_CALL,
-    heartbeat_timeout=timedelta(seconds=20),
-    cancellation_type=ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-)
+STEP_CALL: ActivityOptions = {
+    **QUICK_CALL,
+    "heartbeat_timeout": timedelta(seconds=20),
+    "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+}
 
 # How long issuing a step also waits for Kafka to finish it (StepRequest.settle_s). An empty or small partition's step
 # is done within a second or two, and is then one activity instead of an alter and a wait; a step still copying after
@@ -57,7 +75,7 @@ STEP_SETTLE_S = 2.0
 # Preflight reads the whole plan's partitions, configs and log dirs: a few calls that answer at once, retried like
 # QUICK_CALL. A plan that does not fit the cluster will not fit it on a retry either, so ErrorType.PREFLIGHT fails the
 # migration at once.
-PREFLIGHT = dict(
+PREFLIGHT = ActivityOptions(
     start_to_close_timeout=timedelta(minutes=5),
     retry_policy=dataclasses.replace(QUICK_CALL["retry_policy"], non_retryable_error_types=[ErrorType.PREFLIGHT]),
 )
@@ -65,7 +83,7 @@ PREFLIGHT = dict(
 # The estimate samples write rates over a window and then runs a Spark job (heartbeating throughout), which starts a
 # session the first time (seconds) and takes under a minute for a million partitions on one machine. Bad metrics stay
 # bad.
-ESTIMATE = dict(
+ESTIMATE = ActivityOptions(
     start_to_close_timeout=timedelta(hours=1),
     heartbeat_timeout=timedelta(seconds=30),
     retry_policy=RetryPolicy(
@@ -79,4 +97,4 @@ ESTIMATE = dict(
 
 # Leaving the cluster's coordinator: it answers once the throttle is rewritten, waiting up to two minutes for a
 # broker that is down (ClusterWorkflow.CLEAR_WAIT); retried like QUICK_CALL.
-LEAVE_CALL = dict(QUICK_CALL, start_to_close_timeout=timedelta(minutes=5))
+LEAVE_CALL: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(minutes=5)}
