@@ -17,94 +17,22 @@ continue-as-new.
   for a throttle (see ``steps.throttle.wanted_throttle``).
 """
 
-from collections import Counter
-from collections.abc import Collection, Mapping
 from datetime import datetime
 
 from pydantic import BaseModel
 
+from execution.registry import Holder, Orphan, overlap_refusal
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import Demand, JoinRequest, PartitionKey, Registration, Registry, ThrottleWanted
 from models.units import human_bytes
-from steps.admission import copying, least_busy
+from steps.admission import InFlight, least_busy
 from steps.throttle import wanted_throttle
 
 # Actions carried over continue-as-new (older ones stay in the history of earlier runs).
 KEPT_ACTIONS = 200
 # Names kept for the cluster.
 KEPT_ALIASES = 50
-
-
-class Holder(BaseModel):
-    """A running migration: its registered partitions, its standing demand and the moves granted to it."""
-
-    migration_id: str
-    # Its first run: another migration under the same ID (started after this one was terminated) is another holder.
-    run: str = ""
-    # The name it uses for the cluster (one of the aliases): its moves' workflow IDs carry it.
-    cluster: str = ""
-    priority: int = 0
-    # Its partitions: listed (a plan passed inline), or its moves file (a plan by reference).
-    partitions: dict[str, list[int]] = {}
-    partitions_ref: str | None = None
-    partition_count: int = 0
-    demand: Demand | None = None
-    in_flight: list[MoveSpec] = []
-    granted_total: int = 0
-    # The grant counter's value at this holder's last grant: ties between equal shares go to the one served least
-    # recently.
-    last_grant: int = 0
-
-    def holds(self, key: PartitionKey) -> bool:
-        # A plan by reference: its candidates come from its own moves file.
-        return self.partitions_ref is not None or key[1] in self.partitions.get(key[0], ())
-
-    def registration(self) -> Registration:
-        return Registration(migration_id=self.migration_id, partitions=self.partitions, ref=self.partitions_ref)
-
-
-class Orphan(BaseModel):
-    """A move of a migration that ended without releasing it: cancelled, and held until its workflow has ended."""
-
-    migration_id: str
-    move: MoveSpec
-    cluster: str = ""
-    # The throttle its migration asked for, kept until the move ends.
-    rate: int | None = None
-    broker_rates: dict[int, tuple[int, int]] = {}
-    cancel_sent: bool = False
-
-
-class Counters:
-    """Moves in flight counted as KIP-435's limits count them, and the copies they make per broker (into it, and from
-    it as the leader)."""
-
-    def __init__(self) -> None:
-        self.partitions = 0
-        self.per_broker: Counter[int] = Counter()
-        self.replicas = 0
-        self.leaders = 0
-        self.receiving: Counter[int] = Counter()
-        self.serving: Counter[int] = Counter()
-
-    def add(self, m: MoveSpec, replicas_per_step: int) -> None:
-        self.partitions += 1
-        self.per_broker.update(m.brokers)
-        self.replicas += min(replicas_per_step, m.adds)
-        self.leaders += m.moving_leader
-        into, leader = copying(m)
-        if into:
-            self.receiving.update(into)
-            self.serving[leader] += 1
-
-    def fits(self, m: MoveSpec, limits: Limits, replicas_per_step: int) -> bool:
-        return (
-            self.partitions < limits.max_partitions
-            and all(self.per_broker[b] < limits.max_per_broker for b in m.brokers)
-            and self.replicas + min(replicas_per_step, m.adds) <= limits.max_replicas
-            and self.leaders + m.moving_leader <= limits.max_leaders
-        )
 
 
 class ClusterState(BaseModel):
@@ -316,10 +244,10 @@ class ClusterState(BaseModel):
         if self.frozen or limits is None:
             return {}
         rps = {h.migration_id: h.demand.replicas_per_step if h.demand else 1 for h in self.holders.values()}
-        cluster = Counters()
+        cluster = InFlight()
         for mid, m in self.in_flight():
             cluster.add(m, rps.get(mid, 1))
-        own = {h.migration_id: Counters() for h in self.holders.values()}
+        own = {h.migration_id: InFlight() for h in self.holders.values()}
         for h in self.holders.values():
             for m in h.in_flight:
                 own[h.migration_id].add(m, rps[h.migration_id])
@@ -445,16 +373,3 @@ def _limits_text(limits: Limits) -> str:
         f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
         f"leaders {limits.max_leaders}"
     )
-
-
-def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Registration]) -> str | None:
-    """Why a migration with these partitions cannot join beside the registered ones (listed partitions), or None."""
-    taken: list[str] = []
-    for other in others:
-        for topic, parts in partitions.items():
-            both = sorted(set(parts) & set(other.partitions.get(topic, ())))
-            taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
-    if not taken:
-        return None
-    shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
-    return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"

@@ -61,27 +61,49 @@ def least_busy(fitting: list[MoveSpec], receiving: Counter[int], serving: Counte
     return min((m for m in fitting if (m.urgent, m.changes_leader) == kind), key=busy)
 
 
+class InFlight:
+    """Moves in flight counted as the limits count them, and the copies they make per broker (into it, and from it
+    as the leader, for ``least_busy``)."""
+
+    def __init__(self) -> None:
+        self.partitions = 0
+        self.per_broker: Counter[int] = Counter()
+        self.replicas = 0
+        self.leaders = 0
+        self.receiving: Counter[int] = Counter()
+        self.serving: Counter[int] = Counter()
+
+    def add(self, m: MoveSpec, replicas_per_step: int) -> None:
+        self.partitions += 1
+        self.per_broker.update(m.brokers)
+        self.replicas += min(replicas_per_step, m.adds)
+        self.leaders += m.moving_leader
+        into, leader = copying(m)
+        if into:
+            self.receiving.update(into)
+            self.serving[leader] += 1
+
+    def fits(self, m: MoveSpec, limits: Limits, replicas_per_step: int) -> bool:
+        """Whether ``m`` may start beside these under ``limits``."""
+        return (
+            self.partitions < limits.max_partitions
+            and all(self.per_broker[b] < limits.max_per_broker for b in m.brokers)
+            and self.replicas + min(replicas_per_step, m.adds) <= limits.max_replicas
+            and self.leaders + m.moving_leader <= limits.max_leaders
+        )
+
+
 def admit(waiting: list[MoveSpec], in_flight: list[MoveSpec], limits: Limits, replicas_per_step: int) -> list[MoveSpec]:
     """The moves of ``waiting`` (already ordered) to start now, given what is ``in_flight``."""
-    partitions = len(in_flight)
-    per_broker = Counter(b for m in in_flight for b in m.brokers)
-    replicas = sum(min(replicas_per_step, m.adds) for m in in_flight)
-    leaders = sum(1 for m in in_flight if m.moving_leader)
+    counted = InFlight()
+    for m in in_flight:
+        counted.add(m, replicas_per_step)
     started: list[MoveSpec] = []
     for move in waiting:
-        if partitions >= limits.max_partitions:
+        if counted.partitions >= limits.max_partitions:
             break
-        adds = min(replicas_per_step, move.adds)
-        fits = (
-            all(per_broker[b] < limits.max_per_broker for b in move.brokers)
-            and replicas + adds <= limits.max_replicas
-            and leaders + move.moving_leader <= limits.max_leaders
-        )
-        if not fits and partitions > 0:
+        if not counted.fits(move, limits, replicas_per_step) and counted.partitions > 0:
             continue
         started.append(move)
-        partitions += 1
-        per_broker.update(move.brokers)
-        replicas += adds
-        leaders += move.moving_leader
+        counted.add(move, replicas_per_step)
     return started

@@ -5,10 +5,11 @@ import random
 from collections import Counter
 from datetime import UTC, datetime
 
-from execution.cluster import ClusterState, Counters
+from execution.cluster import ClusterState
 from models.admission import Limits, MoveSpec
 from models.control import OperatorAction
 from models.coordination import Demand, JoinRequest
+from steps.admission import InFlight
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -187,7 +188,7 @@ def test_random_demands_and_releases_never_exceed_the_cluster_limits():
                 taken = {(m.topic, m.partition) for m in moves}
                 waiting[mid] = [m for m in waiting[mid] if (m.topic, m.partition) not in taken]
             flight = [m for _, m in s.in_flight()]
-            c = Counters()
+            c = InFlight()
             for m in flight:
                 c.add(m, 1)
             if len(flight) > 1:

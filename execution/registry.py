@@ -1,0 +1,63 @@
+"""Who holds what on a cluster, as its coordinator keeps it: each running migration (a holder) with its partitions,
+its demand and its moves in flight; the moves of migrations that ended without releasing them (orphans); and the
+rule that a partition belongs to at most one running migration."""
+
+from collections.abc import Collection, Mapping
+
+from pydantic import BaseModel
+
+from models.admission import MoveSpec
+from models.coordination import Demand, PartitionKey, Registration
+
+
+class Holder(BaseModel):
+    """A running migration: its registered partitions, its standing demand and the moves granted to it."""
+
+    migration_id: str
+    # Its first run: another migration under the same ID (started after this one was terminated) is another holder.
+    run: str = ""
+    # The name it uses for the cluster (one of the aliases): its moves' workflow IDs carry it.
+    cluster: str = ""
+    priority: int = 0
+    # Its partitions: listed (a plan passed inline), or its moves file (a plan by reference).
+    partitions: dict[str, list[int]] = {}
+    partitions_ref: str | None = None
+    partition_count: int = 0
+    demand: Demand | None = None
+    in_flight: list[MoveSpec] = []
+    granted_total: int = 0
+    # The grant counter's value at this holder's last grant: ties between equal shares go to the one served least
+    # recently.
+    last_grant: int = 0
+
+    def holds(self, key: PartitionKey) -> bool:
+        # A plan by reference: its candidates come from its own moves file.
+        return self.partitions_ref is not None or key[1] in self.partitions.get(key[0], ())
+
+    def registration(self) -> Registration:
+        return Registration(migration_id=self.migration_id, partitions=self.partitions, ref=self.partitions_ref)
+
+
+class Orphan(BaseModel):
+    """A move of a migration that ended without releasing it: cancelled, and held until its workflow has ended."""
+
+    migration_id: str
+    move: MoveSpec
+    cluster: str = ""
+    # The throttle its migration asked for, kept until the move ends.
+    rate: int | None = None
+    broker_rates: dict[int, tuple[int, int]] = {}
+    cancel_sent: bool = False
+
+
+def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Registration]) -> str | None:
+    """Why a migration with these partitions cannot join beside the registered ones (listed partitions), or None."""
+    taken: list[str] = []
+    for other in others:
+        for topic, parts in partitions.items():
+            both = sorted(set(parts) & set(other.partitions.get(topic, ())))
+            taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
+    if not taken:
+        return None
+    shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+    return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
