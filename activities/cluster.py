@@ -25,7 +25,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from adapters import ledger
 from adapters.kafka_port import KafkaPort
 from adapters.temporal import coordinators_named, listable
-from execution.cluster import overlap_refusal
+from execution.registry import overlap_refusal
 from models.admission import MoveSpec
 from models.control import OperatorAction
 from models.coordination import (
@@ -42,15 +42,12 @@ from models.coordination import (
     Registry,
     Takeover,
     ThrottleBook,
-    ThrottleWanted,
     ThrottleWrite,
     cluster_id_of,
     cluster_workflow_id,
 )
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS, merged_list
+from steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to_save, with_saved
 
-LISTS = (LEADER_REPLICAS, FOLLOWER_REPLICAS)
-RATES = (LEADER_RATE, FOLLOWER_RATE)
 # The activities whose result is the coordinator's throttle book.
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
 # The coordinator's signals that change a cluster-wide setting, with their argument's type; each has an update twin
@@ -278,18 +275,11 @@ class ClusterActivities:
         not set), kept in the book to be restored when Drover's last entry there goes. Writes nothing."""
         wanted, book = req.wanted, req.book
         known = set(self.admin.list_topics())
-        topics = sorted(t for t in wanted.topics if t in known and t not in book.saved_topics)
         live = set(self.admin.describe_cluster().broker_ids)
-        brokers = sorted(b for b in wanted.brokers if b in live and b not in book.saved_brokers)
+        topics, brokers = to_save(wanted, book, known, live)
         found = self.admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
         found_b = self.admin.describe_broker_configs(brokers, overrides_only=True) if brokers else {}
-        return book.model_copy(
-            update={
-                "saved_topics": book.saved_topics | {t: {k: found.get(t, {}).get(k) for k in LISTS} for t in topics},
-                "saved_brokers": book.saved_brokers
-                | {b: {k: found_b.get(b, {}).get(k) for k in RATES} for b in brokers},
-            }
-        )
+        return with_saved(book, topics, found, brokers, found_b)
 
     @activity.defn(name="write_throttle")
     def write_throttle(self, req: ThrottleWrite) -> ThrottleBook:
@@ -298,35 +288,13 @@ class ClusterActivities:
         restored (set again, or deleted if there were none). A topic or broker whose operator values are not saved
         (a broker that was down) is not written yet, and a broker that is down keeps what was written: the next
         write tries again."""
-        wanted, book = req.wanted, req.book
-        saved_topics, saved_brokers = dict(book.saved_topics), dict(book.saved_brokers)
-        writes: list[tuple[str | int, dict[str, str | None], bool]] = []
         known = set(self.admin.list_topics())
-        topics = {t: v for t, v in wanted.topics.items() if t in known and t in saved_topics}
-        for topic, lists in topics.items():
-            if book.written.topics.get(topic) != lists:
-                writes.append((topic, {k: merged_list(saved_topics[topic][k], lists[k]) or None for k in LISTS}, True))
-        for topic in sorted(set(book.written.topics) - set(wanted.topics)):
-            if topic in known:
-                writes.append((topic, saved_topics.get(topic, {}), True))
-            saved_topics.pop(topic, None)
         live = set(self.admin.describe_cluster().broker_ids)
-        written_brokers = {b: r for b, r in book.written.brokers.items() if b not in live}
-        for broker, (leader, follower) in wanted.brokers.items():
-            if broker not in live or broker not in saved_brokers:
-                continue
-            if book.written.brokers.get(broker) != (leader, follower):
-                writes.append((broker, {LEADER_RATE: str(leader), FOLLOWER_RATE: str(follower)}, False))
-            written_brokers[broker] = (leader, follower)
-        for broker in sorted(set(book.written.brokers) - set(wanted.brokers)):
-            if broker in live:
-                writes.append((broker, saved_brokers.pop(broker, {}), False))
-                written_brokers.pop(broker, None)
+        writes, book = throttle_writes(req.wanted, req.book, known, live)
         self._write_all(writes)
-        written = ThrottleWanted(topics=topics, brokers=dict(sorted(written_brokers.items())))
-        return ThrottleBook(written=written, saved_topics=saved_topics, saved_brokers=saved_brokers)
+        return book
 
-    def _write_all(self, writes: list[tuple[str | int, dict[str, str | None], bool]]) -> None:
+    def _write_all(self, writes: list[ConfigWrite]) -> None:
         """Every write under way at once: each waits until Kafka shows it, so side by side they take about one
         round trip where one after another they took one per topic and broker. Kafka refusing one fails the
         activity once all have ended (the coordinator then keeps every entry in its book, to take off later)."""

@@ -16,7 +16,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from adapters import ledger
 from adapters.kafka_port import KafkaPort
-from execution import preflight
+from execution import preflight, rollback
 from models import TopicPartition
 from models.admission import MoveSpec
 from models.errors import ErrorType
@@ -111,52 +111,10 @@ class MigrationActivities:
         none of them in sync (or, moved off all of them, none of them is a live broker)."""
         activity.heartbeat()
         live = set(self.admin.describe_cluster().broker_ids)
-        back, skipped = [], []
-        # Saved outcomes first, this run's over them: a move's last outcome is the one that counts.
-        latest = {(o.topic, o.partition): o for o in [*self._saved(req.outcomes_of), *req.outcomes]}
-        wanted = [
-            o
-            for o in sorted(latest.values(), key=lambda o: (o.topic, o.partition))
-            if req.mode == "rollback" or o.error is not None
-        ]
-        now = {(p.topic, p.partition): p for p in self.admin.describe_topics(sorted({o.topic for o in wanted}))}
-        for o in wanted:
-            name, state = f"{o.topic}-{o.partition}", now.get((o.topic, o.partition))
-            shown = state.replicas if state else None
-            if o.final is None and shown is not None and shown != o.original and shown in o.last_step:
-                # Its report never came, but Kafka shows a list its last step started from or asked for: that is
-                # where this migration left it.
-                o = o.model_copy(update={"final": shown})
-            if o.final is None or o.final == o.original:
-                if o.error_type in (ErrorType.STALE_STATE, ErrorType.REFUSED):
-                    skipped.append(f"{name}: not changed by this migration ({o.error}); left as it is")
-                elif o.final is None and shown not in (None, o.original):
-                    skipped.append(
-                        f"{name}: its move ended without saying where it left it and Kafka shows {shown}; left as it is"
-                    )
-                continue
-            if state is None or shown != o.final:
-                skipped.append(
-                    f"{name}: Kafka shows {shown}, not {o.final} where this migration left it; left as it is"
-                )
-                continue
-            holding = set(o.original) & set(o.final)
-            if holding and not holding & set(state.isr):
-                skipped.append(f"{name}: none of its original replicas {sorted(holding)} is in sync; left on {o.final}")
-                continue
-            if not holding and not set(o.original) & live:
-                skipped.append(f"{name}: none of its original brokers {o.original} is live; left on {o.final}")
-                continue
-            back.append(
-                MoveSpec(
-                    topic=o.topic,
-                    partition=o.partition,
-                    original=o.final,
-                    target=o.original,
-                    expected=o.final,
-                    size_bytes=o.size_bytes,
-                )
-            )
+        # Saved outcomes first, this run's over them.
+        wanted = rollback.to_revert([*self._saved(req.outcomes_of), *req.outcomes], req.mode)
+        shown = {(p.topic, p.partition): p for p in self.admin.describe_topics(sorted({o.topic for o in wanted}))}
+        back, skipped = rollback.rollback_moves(wanted, shown, live)
         if req.outcomes_of is None and len(back) <= INLINE_MOVES:
             return RollbackPlan(moves=back, count=len(back), skipped=skipped)
         path = ledger.write_moves(self._folder(req.migration_id, rollback=True), back)
