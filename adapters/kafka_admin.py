@@ -14,10 +14,6 @@ from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicColle
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import (
     AdminClient,
-    AlterConfigOpType,
-    ConfigEntry,
-    ConfigResource,
-    ConfigSource,
     NewTopic,
     OffsetSpec,
     ResourceType,
@@ -29,8 +25,9 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
+from adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
+from adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
 from adapters.kafka_port import KafkaAdminError
-from adapters.kafka_properties import client_properties
 from models import (
     BrokerDisk,
     BrokerInfo,
@@ -43,59 +40,6 @@ from models import (
 from settings import Settings
 
 log = structlog.get_logger(__name__)
-
-# How long describing a topic (or its configs) retries "unknown topic": brokers learn of a new topic moments apart.
-NEW_TOPIC_GRACE_S = 5.0
-
-# Where a config set on the resource itself comes from (ConfigEntry.source holds the enum's integer value). The
-# cluster-wide dynamic defaults (KRaft formats one for min.insync.replicas) belong to neither a topic nor a broker.
-_OVERRIDE_SOURCE = {
-    ResourceType.TOPIC: ConfigSource.DYNAMIC_TOPIC_CONFIG.value,
-    ResourceType.BROKER: ConfigSource.DYNAMIC_BROKER_CONFIG.value,
-}
-
-
-# How long a new client waits for a first broker to answer: an address that is wrong, or a cluster that is down, is
-# said within seconds rather than after a request's whole timeout.
-REACH_TIMEOUT_S = 6.0
-
-# How often the admin client refreshes cluster metadata (and with it the broker it sends admin requests to).
-METADATA_REFRESH_MS = 2000
-
-
-def client_configs(settings: Settings) -> tuple[dict, dict]:
-    """librdkafka and kafka-python configurations for the same cluster and credentials."""
-    ck: dict = {
-        "bootstrap.servers": settings.kafka_bootstrap,
-        "security.protocol": settings.kafka_security_protocol,
-        "socket.timeout.ms": int(settings.kafka_request_timeout_s * 1000),
-    }
-    kp: dict = {
-        "bootstrap_servers": settings.kafka_bootstrap.split(","),
-        "security_protocol": settings.kafka_security_protocol,
-        "request_timeout_ms": int(settings.kafka_request_timeout_s * 1000),
-        "client_id": "drover",
-    }
-    if settings.kafka_sasl_mechanism:
-        password = settings.kafka_sasl_password.get_secret_value() if settings.kafka_sasl_password else None
-        ck |= {
-            "sasl.mechanism": settings.kafka_sasl_mechanism,
-            "sasl.username": settings.kafka_sasl_username,
-            "sasl.password": password,
-        }
-        kp |= {
-            "sasl_mechanism": settings.kafka_sasl_mechanism,
-            "sasl_plain_username": settings.kafka_sasl_username,
-            "sasl_plain_password": password,
-        }
-    if settings.kafka_ssl_cafile:
-        ck["ssl.ca.location"] = str(settings.kafka_ssl_cafile)
-        kp["ssl_cafile"] = str(settings.kafka_ssl_cafile)
-    if settings.kafka_properties is not None:
-        from_file = client_properties(settings.kafka_properties)
-        ck |= from_file[0]
-        kp |= from_file[1]
-    return ck, kp
 
 
 class KafkaAdmin:
@@ -112,6 +56,7 @@ class KafkaAdmin:
         self._reached = False
         # kafka-python's client is not thread-safe; activities call in from a thread pool.
         self._kp_lock = threading.Lock()
+        self._configs = ConfigClient(self._ck, self._timeout, self._wait)
 
     def _reach(self) -> None:
         """Once per client: a broker answers a metadata request within REACH_TIMEOUT_S, or a KafkaAdminError that
@@ -200,7 +145,7 @@ class KafkaAdmin:
             try:
                 return self._wait(future, f"describe topic {name}")
             except KafkaAdminError as e:
-                if not _unknown_topic(e) or time.monotonic() > deadline:
+                if not unknown_topic(e) or time.monotonic() > deadline:
                     raise
             time.sleep(0.2)
             future = self._ck.describe_topics(TopicCollection([name]), request_timeout=self._timeout)[name]
@@ -355,81 +300,18 @@ class KafkaAdmin:
         self, broker_ids: Iterable[int], overrides_only: bool = False
     ) -> dict[int, dict[str, str]]:
         """Effective configs per broker; with ``overrides_only``, just those set on that broker (as throttles are)."""
-        described = self._describe_configs(ResourceType.BROKER, [str(b) for b in broker_ids], overrides_only)
+        described = self._configs.describe(ResourceType.BROKER, [str(b) for b in broker_ids], overrides_only)
         return {int(name): values for name, values in described.items()}
 
     def describe_topic_configs(self, topics: Iterable[str], overrides_only: bool = False) -> dict[str, dict[str, str]]:
         """Effective configs per topic; with ``overrides_only``, just those set on the topic itself."""
-        return self._describe_configs(ResourceType.TOPIC, list(topics), overrides_only)
+        return self._configs.describe(ResourceType.TOPIC, list(topics), overrides_only)
 
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
-        self._alter_config(ResourceType.BROKER, str(broker_id), set_, delete)
+        self._configs.alter(ResourceType.BROKER, str(broker_id), set_, delete)
 
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
-        self._alter_config(ResourceType.TOPIC, topic, set_, delete)
-
-    def _describe_configs(
-        self, kind: ResourceType, names: list[str], overrides_only: bool
-    ) -> dict[str, dict[str, str]]:
-        wanted = sorted(set(names))
-        futures = self._describe_futures(kind, wanted)
-        out: dict[str, dict[str, str]] = {}
-        for name in wanted:
-            entries = self._describe_one(kind, name, futures[name])
-            out[name] = {
-                k: e.value
-                for k, e in sorted(entries.items())
-                if e.value is not None and (not overrides_only or int(e.source) == _OVERRIDE_SOURCE[kind])
-            }
-        return out
-
-    def _describe_futures(self, kind: ResourceType, names: list[str]) -> dict[str, object]:
-        """Every resource asked for before any answer is awaited: topics in one DescribeConfigs request, brokers in
-        one each (a broker's configs come from that broker), all in flight at once. One after another, a preflight
-        over a thousand topics made a thousand round trips."""
-        resources = [ConfigResource(kind, name) for name in names]
-        calls = [[r] for r in resources] if kind == ResourceType.BROKER else [resources] if resources else []
-        futures: dict[str, object] = {}
-        for call in calls:
-            answer = self._ck.describe_configs(call, request_timeout=self._timeout)
-            futures.update({r.name: answer[r] for r in call})
-        return futures
-
-    def _describe_one(self, kind: ResourceType, name: str, future=None) -> dict:
-        what = f"describe configs of {kind.name.lower()} {name}"
-        # Any broker may answer; one that has not yet learnt of a topic created a moment ago says it is unknown.
-        deadline = time.monotonic() + NEW_TOPIC_GRACE_S
-        while True:
-            if future is None:
-                future = self._describe_futures(kind, [name])[name]
-            try:
-                return self._wait(future, what)
-            except KafkaAdminError as e:
-                if kind != ResourceType.TOPIC or not _unknown_topic(e) or time.monotonic() > deadline:
-                    raise
-            time.sleep(0.2)
-            future = None
-
-    def _alter_config(self, kind: ResourceType, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
-        entries = [
-            ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in sorted(set_.items())
-        ] + [ConfigEntry(k, None, incremental_operation=AlterConfigOpType.DELETE) for k in sorted(set(delete))]
-        if not entries:
-            return
-        resource = ConfigResource(kind, name, incremental_configs=entries)
-        futures = self._ck.incremental_alter_configs([resource], request_timeout=self._timeout)
-        what = f"alter configs of {kind.name.lower()} {name}"
-        self._wait(futures[resource], what)
-        # The controller has accepted the change; wait until the resource shows it, so callers read their writes.
-        wanted = {k: str(v) for k, v in set_.items()}
-        deadline = time.monotonic() + self._timeout
-        while True:
-            now = self._describe_configs(kind, [name], overrides_only=True)[name]
-            if all(now.get(k) == v for k, v in wanted.items()) and not set(delete) & set(now):
-                return
-            if time.monotonic() > deadline:
-                raise KafkaAdminError(f"{what}: accepted but not visible after {self._timeout:.0f} s")
-            time.sleep(0.1)
+        self._configs.alter(ResourceType.TOPIC, topic, set_, delete)
 
     def _wait(self, future, what: str):
         self._reach()
@@ -441,30 +323,9 @@ class KafkaAdmin:
             raise KafkaAdminError(f"{what} timed out after {self._timeout:.0f} s") from e
 
 
-def _unknown_topic(error: KafkaAdminError) -> bool:
-    cause = error.__cause__
-    return (
-        isinstance(cause, KafkaException)
-        and bool(cause.args)
-        and cause.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    )
-
-
 def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
     for topic in quorum.get("topics", []):
         for partition in topic.get("partitions", []):
             if partition.get("leader_id", -1) >= 0:
                 return partition["leader_id"]
     return fallback
-
-
-class _RdkafkaLog:
-    """A logging.Logger look-alike for librdkafka: its connection chatter becomes debug events."""
-
-    def log(self, level: int, fmt: str, *args) -> None:
-        log.debug("librdkafka", message=fmt % args if args else fmt)
-
-
-def rdkafka_logger() -> _RdkafkaLog:
-    """The logger to give every confluent-kafka client, so librdkafka never writes raw lines to stderr."""
-    return _RdkafkaLog()

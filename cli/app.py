@@ -30,7 +30,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cancel": ("cli.control", "cancel", "Cancel a migration: stop, revert-pending or rollback."),
     "limits": ("cli.control", "limits", "Change the limits of a running migration."),
     "throttle": ("cli.control", "throttle", "Change the replication throttle of a running migration."),
-    "list": ("cli.status", "list_", "List migrations, newest first, with their state."),
+    "list": ("cli.listing", "list_", "List migrations, newest first, with their state."),
     "report": ("cli.report", "report", "Draw a migration from its history on one HTML page."),
     "demo": ("cli.demo", "demo", "Plan and run a real migration on the local stack."),
     "sandbox": ("cli.sandbox", "app", "Run a local stack: KRaft Kafka, Temporal and a worker."),

@@ -15,7 +15,7 @@ from cli.errors import DroverError
 from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.options import ORDERS
 from cli.output import Output
-from cli.plan import load_model, partition_label, rollback_file
+from cli.plan_files import load_model, partition_label, rollback_file
 from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
 from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
 from models.admission import MoveSpec

@@ -2,18 +2,16 @@
 broker balanced first."""
 
 import dataclasses
-import json
 import re
-from collections.abc import Iterator
 from pathlib import Path
 
 import typer
-from pydantic import TypeAdapter, ValidationError
 
 from adapters.kafka_port import open_kafka
 from cli.errors import DroverError
 from cli.groups import grouped
 from cli.output import Output
+from cli.plan_files import load_model, partition_label, read_json, rollback_file, validate, write_reassignment
 from cli.rates import parse_duration
 from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from models.units import human_bytes
@@ -135,38 +133,9 @@ def plan(
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
     rollback_path = rollback_file(out)
-    _write(out, result.changes)
-    _write(rollback_path, result.rollback)
+    write_reassignment(out, result.changes)
+    write_reassignment(rollback_path, result.rollback)
     _show(output, result, out, rollback_path)
-
-
-def rollback_file(out: Path) -> Path:
-    """plan.json -> plan.rollback.json, beside it."""
-    return out.with_name(f"{out.stem}.rollback{out.suffix or '.json'}")
-
-
-def reassignment_lines(partitions: list[PartitionReplicas]) -> Iterator[str]:
-    """Kafka's reassignment format, one partition per line, written as it goes (each topic's name is encoded once);
-    the same lists always give the same bytes."""
-    topics: dict[str, str] = {}
-    yield '{"version":1,"partitions":[\n'
-    for i, p in enumerate(partitions):
-        topic = topics.get(p.topic)
-        if topic is None:
-            topic = topics[p.topic] = json.dumps(p.topic)
-        replicas = ",".join(map(str, p.replicas))
-        separator = ",\n" if i else ""
-        yield f'{separator}{{"topic":{topic},"partition":{p.partition},"replicas":[{replicas}]}}'
-    yield "\n]}\n"
-
-
-def _write(path: Path, partitions: list[PartitionReplicas]) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as file:
-            file.writelines(reassignment_lines(partitions))
-    except OSError as e:
-        raise DroverError(f"cannot write {path}: {e.strerror}") from None
 
 
 # -- reading input -------------------------------------------------------------------------------------------------
@@ -233,54 +202,8 @@ def _broker_ids(text: str) -> list[int]:
     return sorted(set(ids))
 
 
-def partition_label(raw, index: int) -> str:
-    try:
-        entry = raw["partitions"][index]
-        return f"partition {entry['topic']}-{entry['partition']}"
-    except (KeyError, IndexError, TypeError):
-        return f"partition entry {index}"
-
-
-def load_model(path: Path, model, label):
-    """Parse ``path`` into ``model`` in one pass in pydantic's core, from the file's bytes; any problem is one
-    line naming the file and the entry (found by reading it again the slow way, which only a bad file costs)."""
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
-    try:
-        return TypeAdapter(model).validate_json(data)
-    except ValidationError:
-        return _validate(path, _read_json(path), model, label)
-
-
-def _read_json(path: Path):
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise DroverError(
-            f"{path}: not valid JSON: {getattr(e, 'msg', e)}"
-            + (f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""),
-            exit_code=2,
-        ) from None
-
-
-def _validate(path: Path, raw, model, label):
-    try:
-        return TypeAdapter(model).validate_python(raw)
-    except ValidationError as e:
-        first = e.errors()[0]
-        loc = list(first["loc"])
-        index = next((x for x in loc if isinstance(x, int)), None)
-        where = f"{label(raw, index)}: " if index is not None else ""
-        field = ".".join(str(x) for x in loc if not isinstance(x, int)) or "top level"
-        raise DroverError(f"{path}: {where}{field}: {first['msg']}", exit_code=2) from None
-
-
 def _sizes(path: Path) -> dict[tuple[str, int], int]:
-    raw = _read_json(path)
+    raw = read_json(path)
     # A list of entries, or {"partitions": [...]} like the other files.
     entries = raw["partitions"] if isinstance(raw, dict) and "partitions" in raw else raw
 
@@ -291,7 +214,7 @@ def _sizes(path: Path) -> dict[tuple[str, int], int]:
             return f"size entry {index}"
 
     out: dict[tuple[str, int], int] = {}
-    for entry in _validate(path, entries, list[PartitionSize], label):
+    for entry in validate(path, entries, list[PartitionSize], label):
         key = (entry.topic, entry.partition)
         if key in out:
             raise DroverError(f"{path}: partition {entry.topic}-{entry.partition} is listed twice", exit_code=2)

@@ -17,7 +17,7 @@ from cli.estimate import capacity_option, rate_option, sample_option
 from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
-from cli.plan import load_model, partition_label
+from cli.plan_files import load_model, partition_label
 from cli.rates import human_bytes, parse_duration
 from cli.status import retrying, show_result
 from execution import Phase

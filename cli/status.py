@@ -1,4 +1,4 @@
-"""drover status | list: a migration's progress, and the migrations on a cluster."""
+"""drover status: a migration's progress, or its result once it ended."""
 
 import asyncio
 import json
@@ -9,8 +9,8 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
-from cli.cluster import freeze_notice
-from cli.errors import DroverError, cluster_name
+from cli.cluster_status import freeze_notice
+from cli.errors import DroverError
 from cli.estimate import summary as estimate_summary
 from cli.options import PROGRESS_JSON, migration_id_checked
 from cli.output import Output, default_actor
@@ -24,7 +24,7 @@ from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
 from workflows.failures import failure_message
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+from workflows.ids import STATUS_ATTR
 
 
 def status(
@@ -243,52 +243,6 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
 def current_batch(progress: MigrationProgress) -> list[list[object]]:
     """Each partition in flight with its original, current, step and final lists (the migration's own query)."""
     return [[f"{b.topic}-{b.partition}", b.original, b.current, b.step or "-", b.final] for b in progress.batch]
-
-
-def list_(
-    ctx: typer.Context,
-    cluster: str = typer.Option(None, "--cluster", help="Only this cluster's migrations"),
-    limit: int = typer.Option(20, "--limit", min=1, help="At most this many, newest first"),
-    as_json: bool = typer.Option(False, "--json", help="Print them as JSON"),
-) -> None:
-    """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
-    rolled_back, dry_run, or how Temporal ended them)."""
-    if cluster is not None:
-        cluster_name(cluster)
-    asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
-
-
-def _state(temporal_state: str, drover_state: str | None) -> str:
-    """Drover's own state while running (running, paused, cancelling) and how it ended once completed (completed,
-    stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
-    if temporal_state == "running":
-        return drover_state or "running"
-    if temporal_state == "completed" and drover_state in ("completed", "stopped", "reverted", "rolled_back", "dry_run"):
-        return drover_state
-    return temporal_state
-
-
-async def _list(settings: Settings, cluster: str | None, limit: int, out: Output) -> None:
-    client = await connect(settings, identity=default_actor())
-    query = "WorkflowType = 'MigrationWorkflow'" + (f" AND DroverCluster = '{cluster}'" if cluster else "")
-    found = []
-    async for w in client.list_workflows(query, limit=limit):
-        drover_state = w.typed_search_attributes.get(STATUS_ATTR)
-        temporal_state = w.status.name.lower() if w.status else "unknown"
-        found.append(
-            {
-                "migration_id": w.id,
-                "cluster": w.typed_search_attributes.get(CLUSTER_ATTR),
-                "state": _state(temporal_state, drover_state),
-                "started": w.start_time.isoformat(timespec="seconds") if w.start_time else None,
-            }
-        )
-    out.table(
-        "Migrations",
-        ["migration", "cluster", "state", "started"],
-        [[f["migration_id"], f["cluster"], f["state"], f["started"]] for f in found],
-    )
-    out.data(found)
 
 
 def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> None:

@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from adapters.temporal import connect, patiently
-from cli.cluster import freeze_notice
+from cli.cluster_status import freeze_notice
 from cli.errors import DroverError
 from cli.options import migration_id_checked
 from cli.output import Output, default_actor

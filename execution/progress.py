@@ -3,7 +3,9 @@ Pure: the time is passed in."""
 
 from datetime import datetime
 
-from execution.state import ENDED, MigrationState, Phase, succeeded
+from execution.phases import ENDED, Phase
+from execution.state import MigrationState
+from execution.window import succeeded
 from models.admission import MoveSpec, bytes_to_copy
 from models.progress import BatchEntry, BrokerProgress, MigrationProgress
 from models.results import CANCELLED, DryRun, MigrationResult, MoveOutcome

@@ -1,32 +1,16 @@
-"""A migration's state machine: named phases, the transitions allowed between them, one record per move in flight,
-and operator actions applied as transitions (or refused with the reason). Pure: no Temporal, Kafka, files, clock
-or environment; the time is passed in. ``MigrationWorkflow`` runs activities and children around it, and hands this
-state whole to its next run when it continues as new.
-
-Modelled on Cruise Control's executor: ``ExecutionTask`` (a state enum with a ``VALID_TRANSFER`` table),
-``ExecutionTaskManager`` (the moves in flight) and ``ExecutionTaskPlanner`` (admission, here ``steps.admission``).
-
-    PREFLIGHT -> ESTIMATING -> RUNNING <-> PAUSED
-    PREFLIGHT | ESTIMATING -> DRY_RUN (a dry run ends once preflight and the estimate have told what would happen)
-    RUNNING | PAUSED | ROLLING_BACK -> DRAINING -> (the next run) the phase it drained from, or PAUSED if paused
-        meanwhile
-    any phase before CLEANING_UP -> STOPPING (a cancel, a failure) -> ROLLING_BACK (revert-pending, rollback)
-    RUNNING | STOPPING | ROLLING_BACK (nothing left to do) -> CLEANING_UP -> COMPLETED | STOPPED | REVERTED
-        (revert-pending) | ROLLED_BACK (rollback) | FAILED
-
-Cancel modes: ``stop`` starts nothing new and cancels every step in flight (Kafka reverts each to the list it had
-before that step); finished moves stay. ``revert-pending`` (KIP-236's cancel) does the same, then steps every move
-that was in flight back to its original list. ``rollback`` does the same for every partition the migration
-changed, finished moves included. A rollback touches only partitions this migration changed, from the list it left
-them on.
+"""A migration's state: its phase (``execution.phases``), its window of moves (``execution.window``), the moves in
+flight, its coordinator and the operator actions applied as transitions (or refused with the reason). Pure: no
+Temporal, Kafka, files, clock or environment; the time is passed in. ``MigrationWorkflow`` runs activities and
+children around it, and hands this state whole to its next run when it continues as new.
 """
 
 from datetime import datetime
-from enum import StrEnum
 from typing import Literal
 
 from pydantic import BaseModel
 
+from execution.phases import ACTIVE, ADMITTING, VALID_TRANSFER, Action, InvalidTransition, Phase, refusal
+from execution.window import MoveRecord, Tally, Window, succeeded
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, CancelMode, OperatorAction
 from models.errors import ErrorType
@@ -37,131 +21,6 @@ from models.results import CANCELLED, MoveOutcome
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
 DEMAND_PER_SLOT = 2
 DEMAND_MAX = 200
-
-
-class Phase(StrEnum):
-    PREFLIGHT = "preflight"
-    ESTIMATING = "estimating"
-    RUNNING = "running"
-    PAUSED = "paused"
-    DRAINING = "draining"
-    STOPPING = "stopping"
-    ROLLING_BACK = "rolling_back"
-    CLEANING_UP = "cleaning_up"
-    COMPLETED = "completed"
-    STOPPED = "stopped"
-    ROLLED_BACK = "rolled_back"
-    # Cancelled with revert-pending: the moves in flight went back to their original lists, finished ones stayed.
-    REVERTED = "reverted"
-    FAILED = "failed"
-    DRY_RUN = "dry_run"
-
-
-ENDED = frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.REVERTED, Phase.FAILED, Phase.DRY_RUN})
-# Moves start only in these phases.
-ADMITTING = frozenset({Phase.RUNNING, Phase.ROLLING_BACK})
-# A failure or a cancel leads to STOPPING from any of these.
-ACTIVE = frozenset(
-    {Phase.PREFLIGHT, Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK}
-)
-
-VALID_TRANSFER: dict[Phase, frozenset[Phase]] = {
-    # Preflight finds a problem: nothing was changed, the migration fails at once.
-    Phase.PREFLIGHT: frozenset({Phase.ESTIMATING, Phase.RUNNING, Phase.STOPPING, Phase.FAILED, Phase.DRY_RUN}),
-    Phase.ESTIMATING: frozenset({Phase.RUNNING, Phase.STOPPING, Phase.FAILED, Phase.DRY_RUN}),
-    Phase.RUNNING: frozenset({Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
-    # Paused with nothing left to start and the last move finished: the migration is done.
-    Phase.PAUSED: frozenset({Phase.RUNNING, Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
-    Phase.DRAINING: frozenset({Phase.RUNNING, Phase.PAUSED, Phase.ROLLING_BACK, Phase.STOPPING}),
-    Phase.STOPPING: frozenset({Phase.ROLLING_BACK, Phase.CLEANING_UP}),
-    Phase.ROLLING_BACK: frozenset({Phase.DRAINING, Phase.STOPPING, Phase.CLEANING_UP}),
-    Phase.CLEANING_UP: frozenset({Phase.COMPLETED, Phase.STOPPED, Phase.ROLLED_BACK, Phase.REVERTED, Phase.FAILED}),
-    Phase.COMPLETED: frozenset(),
-    Phase.STOPPED: frozenset(),
-    Phase.ROLLED_BACK: frozenset(),
-    Phase.REVERTED: frozenset(),
-    Phase.FAILED: frozenset(),
-    Phase.DRY_RUN: frozenset(),
-}
-
-
-class Action(StrEnum):
-    """What an operator can ask of a running migration."""
-
-    PAUSE = "pause"
-    RESUME = "resume"
-    CANCEL = "cancel"
-    SET_LIMITS = "set_limits"
-    SET_THROTTLE = "set_throttle"
-
-
-class InvalidTransition(Exception):
-    """A transition the table does not allow: a fault in the workflow, never an operator's mistake."""
-
-
-class MoveRecord(BaseModel):
-    """One move in flight: what it moves, the token of the child running it, and what that child has told."""
-
-    move: MoveSpec
-    token: str
-    # The list the child is fenced on: the list preflight saw, or the one a move handed over left the partition on.
-    expected: list[int] | None
-    started: bool = False
-    # The child's run, once started: a cancel names it, so it can never reach a later move of the partition.
-    run_id: str | None = None
-    cancel_sent: bool = False
-    # As the child last reported its step: the list Kafka showed, and the step's list.
-    current: list[int] | None = None
-    step: list[int] | None = None
-    # The stuck policy applied, once the child reported its step stuck.
-    stuck: StuckPolicy | None = None
-
-    @property
-    def key(self) -> tuple[str, int]:
-        return (self.move.topic, self.move.partition)
-
-
-class Tally(BaseModel):
-    """Finished moves saved to the work folder (a large migration): counted here instead of carried."""
-
-    done: int = 0
-    bytes_done: int = 0
-    per_broker: dict[int, int] = {}
-
-    def add(self, outcome: MoveOutcome) -> None:
-        self.done += 1
-        self.bytes_done += outcome.bytes_to_copy
-        for b in sorted(set(outcome.original) ^ set(outcome.target)):
-            self.per_broker[b] = self.per_broker.get(b, 0) + 1
-
-
-class Window(BaseModel):
-    """One direction's moves (forward, or the rollback): waiting (inline, or paged in from a file as ``cursor``
-    advances over ``count``), in flight, and finished (``outcomes``, those not saved to the work folder yet)."""
-
-    waiting: list[MoveSpec] = []
-    moves_ref: str | None = None
-    cursor: int = 0
-    count: int = 0
-    in_flight: list[MoveRecord] = []
-    outcomes: list[MoveOutcome] = []
-    saved: Tally = Tally()
-
-    def record(self, key: tuple[str, int]) -> MoveRecord | None:
-        return next((r for r in self.in_flight if r.key == key), None)
-
-    def specs(self) -> list[MoveSpec]:
-        return [r.move for r in self.in_flight]
-
-
-def succeeded(outcome: MoveOutcome) -> bool:
-    """A move that ended on its target: no error, not stepped back by its stuck policy."""
-    return outcome.error is None and not outcome.reverted_when_stuck
-
-
-def changed(outcome: MoveOutcome) -> bool:
-    """The move left its partition on another list than it found: only such partitions are rolled back."""
-    return outcome.final is not None and outcome.final != outcome.original
 
 
 class MigrationState(BaseModel):
@@ -263,40 +122,7 @@ class MigrationState(BaseModel):
 
     def refusal(self, action: Action, mode: CancelMode | None = None) -> str | None:
         """Why ``action`` is not allowed now, or None if it is."""
-        p = self.phase
-        if p in ENDED:
-            return f"the migration has ended ({p})"
-        if p == Phase.CLEANING_UP:
-            return "the migration is cleaning up (leaders, throttle, verification); it takes no more actions"
-        if action == Action.PAUSE:
-            return self._pause_refusal()
-        if action == Action.RESUME:
-            return None if self.paused else "the migration is not paused"
-        if action == Action.CANCEL:
-            return self._cancel_refusal(mode)
-        return None
-
-    def _pause_refusal(self) -> str | None:
-        p = self.phase
-        if self.paused:
-            return "the migration is already paused"
-        if p in (Phase.PREFLIGHT, Phase.ESTIMATING):
-            return f"no move has started yet ({p}); cancel it instead, or pause once it runs"
-        if p == Phase.STOPPING:
-            return f"the migration is stopping (cancel {self.cancel}); there is nothing to pause"
-        if p == Phase.ROLLING_BACK or self.after_drain == Phase.ROLLING_BACK:
-            return "a rollback is not paused; lower its limits, or cancel with mode stop to end it"
-        return None
-
-    def _cancel_refusal(self, mode: CancelMode | None) -> str | None:
-        p = self.phase
-        if p == Phase.STOPPING and self.cancel == mode:
-            return f"a cancel with mode {mode} is already under way"
-        if p == Phase.ROLLING_BACK or (p == Phase.DRAINING and self.after_drain == Phase.ROLLING_BACK):
-            return None if mode == "stop" else "the migration is already rolling back; cancel with mode stop to end it"
-        if p == Phase.STOPPING and self.direction == "rollback":
-            return "the rollback is already being stopped"
-        return None
+        return refusal(self, action, mode)
 
     def apply(
         self,
@@ -421,16 +247,10 @@ class MigrationState(BaseModel):
         keys = {(m.topic, m.partition) for m in started}
         w.waiting = [m for m in w.waiting if (m.topic, m.partition) not in keys]
         w.in_flight = [*w.in_flight, *records]
-        self._note_peaks()
+        in_flight, per_broker = w.load()
+        self.peak_in_flight = max(self.peak_in_flight, in_flight)
+        self.peak_per_broker = max(self.peak_per_broker, per_broker)
         return records
-
-    def _note_peaks(self) -> None:
-        per_broker: dict[int, int] = {}
-        for m in self.window.specs():
-            for b in m.brokers:
-                per_broker[b] = per_broker.get(b, 0) + 1
-        self.peak_in_flight = max(self.peak_in_flight, len(self.window.in_flight))
-        self.peak_per_broker = max([self.peak_per_broker, *per_broker.values()])
 
     def child_started(self, key: tuple[str, int], token: str, run_id: str | None = None) -> None:
         r = self.window.record(key)

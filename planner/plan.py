@@ -17,10 +17,13 @@ from itertools import chain
 
 from models.admission import bytes_to_copy
 from models.plan import BrokerLoad, ByteBalance, PartitionReplicas, Plan, PlanRequest, PlanSummary, Spread
+from planner.bands import Bands, bands
+from planner.exact import search_exactly
 from planner.leaders import balance_leader_traffic, balance_leaders, reorder
+from planner.placement import Placement
 from planner.quotas import broker_quotas, even_split, rack_limit
-from planner.replicas import Placement, evict_for_balance, evict_mandatory, fill, rebalance
-from planner.weights import Balancer, Bands, bands, search_exactly
+from planner.replicas import evict_for_balance, evict_mandatory, fill, rebalance
+from planner.weights import Balancer
 
 
 class PlanError(ValueError):

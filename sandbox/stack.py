@@ -1,20 +1,18 @@
 """The local stack Drover runs against: one KRaft controller and N brokers over K racks, the Temporal dev server
 with a SQLite file, and the Drover worker. Everything lives under one state folder; jars under a cache folder."""
 
-import base64
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import time
-import uuid
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
 
+from sandbox.kafka_nodes import POM, check_java, java_argv, maven_libs, new_cluster_id, node_configs
 from sandbox.processes import ProcessTable
 from sandbox.settings import ROOT, SandboxError, SandboxSettings
 
@@ -24,41 +22,7 @@ from sandbox.settings import ROOT, SandboxError, SandboxSettings
 TEMPORAL_SQLITE = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
-POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
-LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
-CONTROLLER_ID = 100
 SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
-
-
-def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str, say=lambda msg: None) -> Path:
-    """The runtime jars of ``pom`` copied into ``libs`` by Maven (its repository under ``cache_dir``), once: a
-    ``.complete`` marker says they are all there."""
-    marker = libs / ".complete"
-    if marker.exists():
-        return libs
-    mvn = shutil.which("mvn")
-    if not mvn:
-        raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
-    say(f"resolving {what} jars from Maven Central into {libs}")
-    shutil.rmtree(libs, ignore_errors=True)
-    argv = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(pom),
-        "dependency:copy-dependencies",
-        *properties,
-        f"-DoutputDirectory={libs}",
-        "-DincludeScope=runtime",
-        f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
-        raise SandboxError(f"Maven could not resolve {what}: {' '.join(errors) or done.stderr[-300:]}")
-    marker.write_text(what)
-    return libs
 
 
 class Layout(BaseModel):
@@ -118,7 +82,7 @@ class Sandbox:
         if all(self.procs.pid(n) for n in wanted):
             say("the sandbox is already running")
             return self.wait_ready()
-        java = _check_java()
+        java = check_java()
         self.resolve_jars(say)
         self._check_ports()
         layout = self._layout()
@@ -129,7 +93,7 @@ class Sandbox:
         try:
             for name in self.kafka_names():
                 if not self.procs.pid(name):
-                    self.procs.start(name, self._java_argv(java, name))
+                    self.procs.start(name, java_argv(self.s, self.state, self.libs, java, name))
                     launched.append(name)
             if not self.procs.pid("temporal"):
                 self.procs.start("temporal", self._temporal_argv())
@@ -212,70 +176,9 @@ class Sandbox:
         return self.state / "config" / f"{name}.properties"
 
     def _write_configs(self, layout: Layout) -> None:
-        voters = f"{CONTROLLER_ID}@127.0.0.1:{self.s.controller_port}"
-        common = {
-            "controller.quorum.voters": voters,
-            "controller.listener.names": "CONTROLLER",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
-        }
-        configs = {
-            "controller": common
-            | {
-                "process.roles": "controller",
-                "node.id": CONTROLLER_ID,
-                "listeners": f"CONTROLLER://127.0.0.1:{self.s.controller_port}",
-                "log.dirs": self.state / "data" / "controller",
-            }
-        }
-        internal_rf = min(3, layout.brokers)
-        for i in range(1, layout.brokers + 1):
-            listener = f"PLAINTEXT://127.0.0.1:{self.s.broker_port(i)}"
-            sasl = {}
-            if self.s.sasl_password:
-                # A second listener for clients with credentials; brokers talk to each other in plain text.
-                listener += f",SASL_PLAINTEXT://127.0.0.1:{self.s.sasl_port(i)}"
-                sasl = {
-                    "listener.security.protocol.map": common["listener.security.protocol.map"]
-                    + ",SASL_PLAINTEXT:SASL_PLAINTEXT",
-                    # SCRAM users are created through the admin API (AlterUserScramCredentials), e.g. by a test.
-                    "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-512",
-                    "listener.name.sasl_plaintext.plain.sasl.jaas.config": (
-                        "org.apache.kafka.common.security.plain.PlainLoginModule required "
-                        f'user_drover="{self.s.sasl_password}";'
-                    ),
-                    "listener.name.sasl_plaintext.scram-sha-512.sasl.jaas.config": (
-                        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
-                    ),
-                }
-            configs[f"broker-{i}"] = (
-                common
-                | sasl
-                | {
-                    "process.roles": "broker",
-                    "node.id": i,
-                    "broker.rack": self.s.rack(i),
-                    "listeners": listener,
-                    "advertised.listeners": listener,
-                    "inter.broker.listener.name": "PLAINTEXT",
-                    "log.dirs": self.state / "data" / f"broker-{i}",
-                    # Leader placement is Drover's to control.
-                    "auto.leader.rebalance.enable": "false",
-                    "auto.create.topics.enable": "false",
-                    "offsets.topic.replication.factor": internal_rf,
-                    "offsets.topic.num.partitions": 5,
-                    "transaction.state.log.replication.factor": internal_rf,
-                    "transaction.state.log.min.isr": min(2, internal_rf),
-                    "transaction.state.log.num.partitions": 5,
-                    "group.initial.rebalance.delay.ms": 0,
-                    "num.network.threads": 2,
-                    "num.io.threads": 2,
-                    "log.cleaner.threads": 1,
-                }
-            )
         (self.state / "config").mkdir(parents=True, exist_ok=True)
-        for name, values in configs.items():
-            text = "".join(f"{k}={v}\n" for k, v in values.items())
-            self._config_path(name).write_text(text)
+        for name, values in node_configs(self.s, self.state, layout.brokers).items():
+            self._config_path(name).write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
     def _formatted(self, name: str) -> bool:
         return (self.state / "data" / name / "meta.properties").exists()
@@ -304,24 +207,6 @@ class Sandbox:
             if proc.returncode != 0:
                 last = output.strip().splitlines()[-1:] or ["no output"]
                 raise SandboxError(f"formatting the storage of {name} failed: {last[0]}")
-
-    def _java_argv(self, java: str, name: str) -> list[str]:
-        heap = self.s.controller_heap_mb if name == "controller" else self.s.broker_heap_mb
-        return [
-            java,
-            f"-Xms{heap // 2}m",
-            f"-Xmx{heap}m",
-            "-XX:+UseSerialGC",
-            "-XX:+ExitOnOutOfMemoryError",
-            "-Djava.awt.headless=true",
-            "-Djava.net.preferIPv4Stack=true",
-            f"-Dlog4j2.configurationFile={LOG4J}",
-            f"-Ddrover.log.file={self.state / 'logs' / (name + '.kafka.log')}",
-            "-cp",
-            f"{self.libs}/*",
-            "kafka.Kafka",
-            str(self._config_path(name)),
-        ]
 
     def _temporal_argv(self) -> list[str]:
         argv = [
@@ -476,29 +361,6 @@ def _describe_quietly(bootstrap: str):
         return None
     finally:
         admin.close()
-
-
-def _check_java() -> str:
-    java = shutil.which("java")
-    if not java:
-        raise SandboxError(
-            "Java is not installed; Kafka needs Java 17 or newer (apt-get install openjdk-17-jre-headless)"
-        )
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    match = re.search(r'version "(\d+)', out)
-    if not match or int(match.group(1)) < 17:
-        raise SandboxError(f"Kafka needs Java 17 or newer; {java} is: {out.splitlines()[0] if out else 'unknown'}")
-    return java
-
-
-def new_cluster_id(draw=lambda: uuid.uuid4().bytes) -> str:
-    """A KRaft cluster ID: 16 random bytes in URL-safe base64, as `kafka-storage random-uuid` prints. One that starts
-    with '-' is drawn again, as Kafka's own Uuid.randomUuid does: `kafka-storage format -t` would read it as an
-    option."""
-    while True:
-        cluster_id = base64.urlsafe_b64encode(draw()).decode().rstrip("=")
-        if not cluster_id.startswith("-"):
-            return cluster_id
 
 
 def find_temporal() -> Path:

@@ -8,7 +8,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from sandbox.stack import ROOT, SandboxError, maven_libs
+from sandbox.kafka_nodes import maven_libs
+from sandbox.settings import ROOT, SandboxError
 
 TOOLS_VERSION = "4.3.1"
 POM = Path(__file__).resolve().parent / "kafka-tools-pom.xml"

@@ -151,3 +151,32 @@ def test_workflow_code_never_handles_base_exceptions(tmp_path):
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "bad.py").write_text("try:\n    pass\nexcept BaseException:\n    pass\n")
     assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:3"]
+
+
+# A product file longer than this is split by what a newcomer looks for in it.
+MAX_LINES = 400
+
+
+def long_files(root: Path = ROOT) -> dict[str, int]:
+    """Product files over MAX_LINES, with their length."""
+    found = {}
+    for target in [*PRODUCT, "worker.py", "settings", "sandbox"]:
+        path = root / target
+        if not path.exists():
+            continue
+        for f in [path] if path.suffix == ".py" else sorted(path.rglob("*.py")):
+            lines = len(f.read_text().splitlines())
+            if lines > MAX_LINES:
+                found[str(f.relative_to(root))] = lines
+    return found
+
+
+def test_no_product_file_is_over_the_line_limit():
+    assert long_files() == {}
+
+
+def test_the_line_check_sees_a_long_file(tmp_path):
+    (tmp_path / "planner").mkdir()
+    (tmp_path / "planner" / "long.py").write_text("x = 1\n" * (MAX_LINES + 1))
+    (tmp_path / "planner" / "short.py").write_text("x = 1\n" * MAX_LINES)
+    assert long_files(root=tmp_path) == {"planner/long.py": MAX_LINES + 1}

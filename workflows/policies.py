@@ -96,5 +96,26 @@ ESTIMATE = ActivityOptions(
 )
 
 # Leaving the cluster's coordinator: it answers once the throttle is rewritten, waiting up to two minutes for a
-# broker that is down (ClusterWorkflow.CLEAR_WAIT); retried like QUICK_CALL.
+# broker that is down (CLEAR_WAIT below); retried like QUICK_CALL.
 LEAVE_CALL: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(minutes=5)}
+
+# -- the cluster's coordinator (ClusterWorkflow) -------------------------------------------------------------------
+
+# How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
+CHECK_EVERY = timedelta(seconds=20)
+# Moves cancelled after their migration ended are checked this often until they have ended.
+ORPHAN_CHECK_EVERY = timedelta(seconds=5)
+# A leave waits this long for a broker that is down to take its throttle off, trying again this often; the
+# coordinator goes on trying after that, on its checks.
+CLEAR_WAIT = timedelta(seconds=120)
+CLEAR_RETRY = timedelta(seconds=2)
+# A join under the ID of a migration that ended without leaving waits this long for its moves to end (the join
+# activity's own timeout is a minute); still moving then, their partitions are refused as another migration's.
+REJOIN_WAIT = timedelta(seconds=40)
+# A coordinator that takes over from a lost one keeps the lost one's throttle entries this long at most, waiting
+# for the running migrations to join it with their moves in flight.
+TAKE_OVER_WAIT = timedelta(seconds=60)
+# A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
+RESEND_EVERY = timedelta(seconds=1)
+# A freeze is answered once every move in flight has been told, or after this long.
+FREEZE_WAIT = timedelta(seconds=30)

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from bench.planner import scenarios
 from bench.trees import ROOT, introduced, resolved, worktree
-from cli.plan import reassignment_lines
+from cli.plan_files import reassignment_lines
 from planner import make_plan
 
 

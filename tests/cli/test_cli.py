@@ -14,7 +14,7 @@ import pytest
 import typer
 
 from cli.rates import parse_duration, parse_rate
-from sandbox.stack import new_cluster_id
+from sandbox.kafka_nodes import new_cluster_id
 from settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]

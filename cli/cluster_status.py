@@ -1,0 +1,87 @@
+"""How a cluster's coordinator reads: its status as `drover cluster status` prints it, each move in flight with its
+step, and the freeze notice `drover status` and `drover watch` show."""
+
+import asyncio
+
+from temporalio.service import RPCError
+
+from adapters.temporal import coordinators_named
+from cli.rates import human_bytes
+from models.coordination import ClusterStatus, InFlightMove
+from workflows import ClusterWorkflow, PartitionMoveWorkflow
+from workflows.ids import move_workflow_id
+
+# How long `drover cluster status` waits for each move in flight to say its step.
+STEP_ANSWER_S = 5.0
+
+
+async def step_of(client, name: str, m: InFlightMove) -> InFlightMove:
+    """The move with the step it is on, as its workflow answers; as it was if it does not answer in time."""
+    handle = client.get_workflow_handle(move_workflow_id(name, m.topic, m.partition))
+    try:
+        found = await asyncio.wait_for(handle.query(PartitionMoveWorkflow.progress), STEP_ANSWER_S)
+    except (TimeoutError, RPCError):
+        return m
+    if found is None:
+        return m
+    return m.model_copy(update={"current": found.current, "step": found.step_target})
+
+
+def render_status(s: ClusterStatus) -> str:
+    lim = s.effective_limits
+    shown = (
+        "none yet (no migration running)"
+        if lim is None
+        else (
+            f"{lim.max_partitions} partitions, {lim.max_per_broker} per broker, {lim.max_replicas} replicas, "
+            f"{lim.max_leaders} leaders" + ("" if s.limits else " (the highest any running migration asks for)")
+        )
+    )
+    lines = [
+        f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "
+        + ("FROZEN: no new steps" if s.frozen else "not frozen"),
+        "names: " + (", ".join(s.aliases) or s.name),
+        f"limits: {shown}",
+        "throttle: "
+        + (
+            f"{human_bytes(s.rate_bytes_per_s)}/s on every broker moving"
+            if s.rate_bytes_per_s
+            else "each migration its own"
+        ),
+        f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
+        f"{s.peak_per_broker} per broker)",
+    ]
+    for h in s.holders:
+        lines.append(
+            f"  {h.migration_id}: {h.in_flight} in flight, {h.waiting} asked for, {h.granted_total} granted, "
+            f"priority {h.priority}"
+        )
+    for m in s.in_flight:
+        step = f", step {m.current} -> {m.step}" if m.step is not None else ""
+        lines.append(
+            f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers}{step} ({m.migration_id})"
+        )
+    for b, rates in s.broker_throttles.items():
+        lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
+    for t, lists in s.topic_throttles.items():
+        lines.append(f"  topic {t}: " + "; ".join(f"{k}={v}" for k, v in lists.items() if v))
+    for a in s.actions[-5:]:
+        lines.append(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.action} by {a.actor}: {a.reason} {a.detail}".rstrip())
+    return "\n".join(lines)
+
+
+async def freeze_notice(client, name: str) -> str | None:
+    """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no running
+    coordinator of that name)."""
+    try:
+        found = await coordinators_named(client, name)
+        if not found:
+            return None
+        s = await client.get_workflow_handle(found[0]).query(ClusterWorkflow.status)
+    except RPCError:
+        return None
+    if not s.frozen:
+        return None
+    by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
+    who = f" since {by.at:%Y-%m-%d %H:%M:%S} by {by.actor}: {by.reason}" if by else ""
+    return f"cluster {name} is frozen{who}; no move takes a new step until `drover cluster unfreeze`"

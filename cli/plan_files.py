@@ -1,0 +1,86 @@
+"""Kafka's reassignment JSON files as Drover reads and writes them: a plan, its rollback beside it, and every input
+file read in one pass, a bad one named in one line with the entry at fault."""
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+from pydantic import TypeAdapter, ValidationError
+
+from cli.errors import DroverError
+from models.plan import PartitionReplicas
+
+
+def rollback_file(out: Path) -> Path:
+    """plan.json -> plan.rollback.json, beside it."""
+    return out.with_name(f"{out.stem}.rollback{out.suffix or '.json'}")
+
+
+def reassignment_lines(partitions: list[PartitionReplicas]) -> Iterator[str]:
+    """Kafka's reassignment format, one partition per line, written as it goes (each topic's name is encoded once);
+    the same lists always give the same bytes."""
+    topics: dict[str, str] = {}
+    yield '{"version":1,"partitions":[\n'
+    for i, p in enumerate(partitions):
+        topic = topics.get(p.topic)
+        if topic is None:
+            topic = topics[p.topic] = json.dumps(p.topic)
+        replicas = ",".join(map(str, p.replicas))
+        separator = ",\n" if i else ""
+        yield f'{separator}{{"topic":{topic},"partition":{p.partition},"replicas":[{replicas}]}}'
+    yield "\n]}\n"
+
+
+def write_reassignment(path: Path, partitions: list[PartitionReplicas]) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with path.open("w") as file:
+            file.writelines(reassignment_lines(partitions))
+    except OSError as e:
+        raise DroverError(f"cannot write {path}: {e.strerror}") from None
+
+
+def partition_label(raw, index: int) -> str:
+    try:
+        entry = raw["partitions"][index]
+        return f"partition {entry['topic']}-{entry['partition']}"
+    except (KeyError, IndexError, TypeError):
+        return f"partition entry {index}"
+
+
+def load_model(path: Path, model, label):
+    """Parse ``path`` into ``model`` in one pass in pydantic's core, from the file's bytes; any problem is one
+    line naming the file and the entry (found by reading it again the slow way, which only a bad file costs)."""
+    try:
+        data = path.read_bytes()
+    except OSError as e:
+        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
+    try:
+        return TypeAdapter(model).validate_json(data)
+    except ValidationError:
+        return validate(path, read_json(path), model, label)
+
+
+def read_json(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise DroverError(
+            f"{path}: not valid JSON: {getattr(e, 'msg', e)}"
+            + (f" (line {e.lineno}, column {e.colno})" if isinstance(e, json.JSONDecodeError) else ""),
+            exit_code=2,
+        ) from None
+
+
+def validate(path: Path, raw, model, label):
+    try:
+        return TypeAdapter(model).validate_python(raw)
+    except ValidationError as e:
+        first = e.errors()[0]
+        loc = list(first["loc"])
+        index = next((x for x in loc if isinstance(x, int)), None)
+        where = f"{label(raw, index)}: " if index is not None else ""
+        field = ".".join(str(x) for x in loc if not isinstance(x, int)) or "top level"
+        raise DroverError(f"{path}: {where}{field}: {first['msg']}", exit_code=2) from None
