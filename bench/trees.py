@@ -215,6 +215,11 @@ def baseline_on_sandbox(settings: Settings, ref: str, stack: ExitStack) -> str:
     """A worker of a git worktree of ``ref`` on the sandbox, on a task queue of its own (returned); the worktree and
     the worker go when ``stack`` closes. A migration started on that queue under a cluster name of its own runs
     entirely on the baseline's code, its coordinator too."""
+    return baseline_tree_on_sandbox(settings, ref, stack)[0]
+
+
+def baseline_tree_on_sandbox(settings: Settings, ref: str, stack: ExitStack) -> tuple[str, Path]:
+    """``baseline_on_sandbox``'s task queue, and the worktree (to run the baseline's own CLI in)."""
     commit = resolved(ref)
     folder = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-baseline-")))
     tree = stack.enter_context(worktree(commit, folder))
@@ -234,7 +239,7 @@ def baseline_on_sandbox(settings: Settings, ref: str, stack: ExitStack) -> str:
 
     asyncio.run(up())
     print(f"baseline: {ref} ({commit[:7]}) in a worker of its own, alternating with this tree", flush=True)
-    return queue
+    return queue, tree
 
 
 def sides_on_sandbox(settings: Settings, baseline: str | None, stack: ExitStack) -> list[tuple[str, str]]:
