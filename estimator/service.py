@@ -5,6 +5,7 @@ Metrics sampled from Kafka: each moving partition's log size on its leader (Desc
 of a window; the growth over the window is its write rate.
 """
 
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,3 +84,24 @@ def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: E
 
     request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
     return estimate_request(place.session(), request)
+
+
+def warm_up(place: SparkPlace, folder: Path) -> Estimate:
+    """One tiny estimate end to end on the process's session (metrics written as the sampling writes them, the
+    moves file read, every stage of the job run once), in ``folder``: the JVM loads and compiles what an estimate
+    runs, so a worker's first real estimate takes what its later ones take rather than several times as long."""
+    folder.mkdir(parents=True, exist_ok=True)
+    rows = [
+        {"topic": "warm-up", "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 1000, "leader": 1 + p % 2}
+        for p in range(2)
+    ]
+    metrics = write_metrics(place, rows, folder / "metrics.parquet")
+    moves = folder / "moves.jsonl"
+    moves.write_text(
+        "".join(
+            json.dumps({"topic": "warm-up", "partition": p, "original": [1 + p % 2, 2 - p % 2], "target": [3, 1 + p]})
+            + "\n"
+            for p in range(2)
+        )
+    )
+    return run_estimate(place, str(moves), metrics, EstimateOptions())
