@@ -9,31 +9,8 @@ from temporalio.exceptions import ApplicationError, is_cancelled_exception
 with workflow.unsafe.imports_passed_through():
     from activities.kafka import KafkaActivities
     from execution import move as machine
+    from execution import move_events as ev
     from execution.move import step_request
-    from execution.move_events import (
-        Action,
-        Cancelled,
-        Described,
-        Elect,
-        Elected,
-        Event,
-        Fail,
-        Finish,
-        Issue,
-        Issued,
-        MinInsyncRead,
-        Online,
-        ReadMinInsync,
-        ReadPartition,
-        Stop,
-        Thawed,
-        Undo,
-        Undone,
-        Wait,
-        Waited,
-        WaitOnline,
-        WaitThaw,
-    )
     from models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, TopicPartition
     from models.results import CANCELLED
     from steps import surplus_drop
@@ -126,8 +103,8 @@ class PartitionMoveWorkflow:
         """Carry out what the move's state machine decides, feeding back what came of each action, until it
         finishes, fails or is cancelled."""
         action = self._first
-        while not isinstance(action, Finish):
-            if isinstance(action, Fail):
+        while not isinstance(action, ev.Finish):
+            if isinstance(action, ev.Fail):
                 raise ApplicationError(action.message, type=action.error_type, non_retryable=True)
             try:
                 event = await self._carry_out(move, action)
@@ -138,51 +115,51 @@ class PartitionMoveWorkflow:
             action = machine.decide(self._m, event, workflow.now())
         return action.result
 
-    async def _carry_out(self, move: MoveInput, action: Action) -> Event:
+    async def _carry_out(self, move: MoveInput, action: ev.Action) -> ev.Event:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
         # Calls that answer at once and are safe to repeat run as local activities: a marker in this history instead
         # of a scheduled, started and completed activity and a workflow task.
         quick = workflow.execute_local_activity_method
         match action:
-            case ReadPartition():
+            case ev.ReadPartition():
                 state = await quick(
                     KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
                 )
-                return Described(state)
-            case ReadMinInsync():
-                return MinInsyncRead(await quick(KafkaActivities.min_insync, move.topic, **QUICK_CALL))
-            case WaitOnline():
+                return ev.Described(state)
+            case ev.ReadMinInsync():
+                return ev.MinInsyncRead(await quick(KafkaActivities.min_insync, move.topic, **QUICK_CALL))
+            case ev.WaitOnline():
                 workflow.logger.warning("%s is offline (no replica in sync); waiting for it", tp)
-                return Online(await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT))
-            case WaitThaw():
+                return ev.Online(await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT))
+            case ev.WaitThaw():
                 # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen.
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
                 await workflow.wait_condition(lambda: not self._m.frozen)
-                return Thawed()
-            case Issue():
+                return ev.Thawed()
+            case ev.Issue():
                 return await self._issue(move, action)
-            case Wait(stuck=stuck):
+            case ev.Wait(stuck=stuck):
                 if stuck is not None:
                     await self._report_stuck(stuck)
                 status = await workflow.execute_activity_method(
                     KafkaActivities.wait_step, action.request, summary=action.summary, **STEP_WAIT
                 )
-                return Waited(status)
-            case Undo(stuck=stuck):
+                return ev.Waited(status)
+            case ev.Undo(stuck=stuck):
                 if stuck is not None:
                     await self._report_stuck(stuck)
                 state = await workflow.execute_activity_method(
                     KafkaActivities.cancel_step, action.request, summary=action.summary, **STEP_WAIT
                 )
-                return Undone(state)
-            case Elect(leader=leader):
+                return ev.Undone(state)
+            case ev.Elect(leader=leader):
                 state = await quick(
                     KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {leader} leader", **QUICK_CALL
                 )
-                return Elected(state)
+                return ev.Elected(state)
         raise AssertionError(f"not an action to carry out: {action!r}")
 
-    async def _issue(self, move: MoveInput, action: Issue) -> Event:
+    async def _issue(self, move: MoveInput, action: ev.Issue) -> ev.Event:
         request = action.request
         workflow.logger.info("step %s-%s: %s -> %s", move.topic, move.partition, request.expected, request.target)
         if action.gap_s is not None:
@@ -195,20 +172,20 @@ class PartitionMoveWorkflow:
         if workflow.cancellation_reason() is not None:
             # Cancelled while the alter ran: it finished (the step is on Kafka), so it is undone.
             raise asyncio.CancelledError()
-        return Issued(status)
+        return ev.Issued(status)
 
     async def _cancelled(self) -> None:
         """Cancelled while an action ran: a step in flight is undone on Kafka (even as the move is cancelled)
         before the move ends."""
-        action = machine.decide(self._m, Cancelled(), workflow.now())
-        if isinstance(action, Undo):
+        action = machine.decide(self._m, ev.Cancelled(), workflow.now())
+        if isinstance(action, ev.Undo):
             undone = await asyncio.shield(
                 workflow.execute_activity_method(
                     KafkaActivities.cancel_step, action.request, summary=action.summary, **STEP_WAIT
                 )
             )
-            action = machine.decide(self._m, Undone(undone), workflow.now())
-        assert isinstance(action, Stop)
+            action = machine.decide(self._m, ev.Undone(undone), workflow.now())
+        assert isinstance(action, ev.Stop)
 
     async def _drop_surplus(self, move: MoveInput) -> None:
         """After a cancel: a partition left above its target's replication factor (its move's step that added the

@@ -6,35 +6,24 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from execution import move as machine
+from execution import move_events as ev
 from execution.move import TAKES, InvalidMoveEvent, MovePhase, MoveState
-from execution.move_events import (
-    Cancelled,
-    Described,
-    Elect,
-    Elected,
-    Fail,
-    Finish,
-    Issue,
-    Issued,
-    MinInsyncRead,
-    Online,
-    ReadMinInsync,
-    ReadPartition,
-    Stop,
-    Thawed,
-    Undo,
-    Undone,
-    Wait,
-    Waited,
-    WaitOnline,
-    WaitThaw,
-)
 from models.cluster import PartitionState
 from models.errors import ErrorType
 from models.moves import MoveInput, StepStatus
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
-EVENTS = [Described, MinInsyncRead, Online, Thawed, Issued, Waited, Undone, Elected, Cancelled]
+EVENTS = [
+    ev.Described,
+    ev.MinInsyncRead,
+    ev.Online,
+    ev.Thawed,
+    ev.Issued,
+    ev.Waited,
+    ev.Undone,
+    ev.Elected,
+    ev.Cancelled,
+]
 
 
 def shown(replicas: list[int], isr: list[int] | None = None, leader: int | None = None) -> PartitionState:
@@ -64,11 +53,11 @@ def started(
     return machine.begin(move, 2.0)
 
 
-def stepping(target: list[int] | None = None, policy: str = "wait") -> tuple[MoveState, Issue]:
+def stepping(target: list[int] | None = None, policy: str = "wait") -> tuple[MoveState, ev.Issue]:
     """A move from [1, 2] whose first step is issued."""
     s, _ = started(target, policy)
-    action = machine.decide(s, Described(shown([1, 2])), T0)
-    assert isinstance(action, Issue)
+    action = machine.decide(s, ev.Described(shown([1, 2])), T0)
+    assert isinstance(action, ev.Issue)
     return s, action
 
 
@@ -78,73 +67,73 @@ def in_phase(phase: MovePhase) -> MoveState:
         return started()[0]
     if phase == MovePhase.READING_MIN_INSYNC:
         s, _ = started(min_insync=None)
-        machine.decide(s, Described(shown([1, 2])), T0)
+        machine.decide(s, ev.Described(shown([1, 2])), T0)
     elif phase == MovePhase.OFFLINE:
         s, _ = started()
-        machine.decide(s, Described(shown([1, 2], isr=[], leader=None)), T0)
+        machine.decide(s, ev.Described(shown([1, 2], isr=[], leader=None)), T0)
     elif phase == MovePhase.FROZEN:
         s, _ = started()
         s.frozen = True
-        machine.decide(s, Described(shown([1, 2])), T0)
+        machine.decide(s, ev.Described(shown([1, 2])), T0)
     elif phase == MovePhase.STEPPING:
         s, _ = stepping()
     elif phase == MovePhase.STUCK:
         s, _ = stepping()
-        machine.decide(s, Waited(status([1, 2], stuck=True, idle_s=61)), T0)
+        machine.decide(s, ev.Waited(status([1, 2], stuck=True, idle_s=61)), T0)
     elif phase == MovePhase.UNDOING:
         s, _ = stepping(policy="rollback")
-        machine.decide(s, Waited(status([1, 2], stuck=True, idle_s=61)), T0)
+        machine.decide(s, ev.Waited(status([1, 2], stuck=True, idle_s=61)), T0)
     elif phase == MovePhase.ELECTING:
         s, _ = stepping(target=[3, 4])
-        machine.decide(s, Issued(status([3, 1, 2])), T0)
+        machine.decide(s, ev.Issued(status([3, 1, 2])), T0)
     elif phase == MovePhase.DONE:
         s, _ = stepping()
-        machine.decide(s, Issued(status([1, 3])), T0)
+        machine.decide(s, ev.Issued(status([1, 3])), T0)
     elif phase == MovePhase.FAILED:
         s, _ = started(expected=[5, 6])
-        machine.decide(s, Described(shown([1, 2])), T0)
+        machine.decide(s, ev.Described(shown([1, 2])), T0)
     else:
         s, _ = stepping()
-        machine.decide(s, Cancelled(), T0)
-        machine.decide(s, Undone(shown([1, 2])), T0)
+        machine.decide(s, ev.Cancelled(), T0)
+        machine.decide(s, ev.Undone(shown([1, 2])), T0)
     assert s.phase == phase
     return s
 
 
 def an_event(kind: type):
     return {
-        Described: Described(shown([1, 2])),
-        MinInsyncRead: MinInsyncRead(2),
-        Online: Online(shown([1, 2])),
-        Thawed: Thawed(),
-        Issued: Issued(None),
-        Waited: Waited(status([1, 3])),
-        Undone: Undone(shown([1, 2])),
-        Elected: Elected(shown([3, 1, 2])),
-        Cancelled: Cancelled(),
+        ev.Described: ev.Described(shown([1, 2])),
+        ev.MinInsyncRead: ev.MinInsyncRead(2),
+        ev.Online: ev.Online(shown([1, 2])),
+        ev.Thawed: ev.Thawed(),
+        ev.Issued: ev.Issued(None),
+        ev.Waited: ev.Waited(status([1, 3])),
+        ev.Undone: ev.Undone(shown([1, 2])),
+        ev.Elected: ev.Elected(shown([3, 1, 2])),
+        ev.Cancelled: ev.Cancelled(),
     }[kind]
 
 
 # What each (phase, event) the machine takes leads to: the phase after it and the kind of action it returns.
 EXPECTED = {
-    (MovePhase.STARTING, Described): (MovePhase.STEPPING, Issue),
-    (MovePhase.STARTING, Cancelled): (MovePhase.CANCELLED, Stop),
-    (MovePhase.READING_MIN_INSYNC, MinInsyncRead): (MovePhase.STEPPING, Issue),
-    (MovePhase.READING_MIN_INSYNC, Cancelled): (MovePhase.CANCELLED, Stop),
-    (MovePhase.OFFLINE, Online): (MovePhase.STEPPING, Issue),
-    (MovePhase.OFFLINE, Cancelled): (MovePhase.CANCELLED, Stop),
-    (MovePhase.FROZEN, Thawed): (MovePhase.STEPPING, Issue),
-    (MovePhase.FROZEN, Cancelled): (MovePhase.CANCELLED, Stop),
-    (MovePhase.STEPPING, Issued): (MovePhase.STEPPING, Wait),
-    (MovePhase.STEPPING, Waited): (MovePhase.DONE, Finish),
-    (MovePhase.STEPPING, Cancelled): (MovePhase.UNDOING, Undo),
-    (MovePhase.STUCK, Waited): (MovePhase.DONE, Finish),
-    (MovePhase.STUCK, Cancelled): (MovePhase.UNDOING, Undo),
+    (MovePhase.STARTING, ev.Described): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.STARTING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.READING_MIN_INSYNC, ev.MinInsyncRead): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.READING_MIN_INSYNC, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.OFFLINE, ev.Online): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.OFFLINE, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.FROZEN, ev.Thawed): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.FROZEN, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.STEPPING, ev.Issued): (MovePhase.STEPPING, ev.Wait),
+    (MovePhase.STEPPING, ev.Waited): (MovePhase.DONE, ev.Finish),
+    (MovePhase.STEPPING, ev.Cancelled): (MovePhase.UNDOING, ev.Undo),
+    (MovePhase.STUCK, ev.Waited): (MovePhase.DONE, ev.Finish),
+    (MovePhase.STUCK, ev.Cancelled): (MovePhase.UNDOING, ev.Undo),
     # Stuck with policy rollback on a first step: undone, it is back on its original list, and done.
-    (MovePhase.UNDOING, Undone): (MovePhase.DONE, Finish),
-    (MovePhase.UNDOING, Cancelled): (MovePhase.CANCELLED, Stop),
-    (MovePhase.ELECTING, Elected): (MovePhase.STEPPING, Issue),
-    (MovePhase.ELECTING, Cancelled): (MovePhase.CANCELLED, Stop),
+    (MovePhase.UNDOING, ev.Undone): (MovePhase.DONE, ev.Finish),
+    (MovePhase.UNDOING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.ELECTING, ev.Elected): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.ELECTING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
 }
 
 
@@ -174,26 +163,26 @@ def test_every_other_event_is_refused_and_changes_nothing(phase):
 
 def test_a_move_reads_the_partition_then_the_topics_min_insync_replicas():
     s, first = started(min_insync=None)
-    assert isinstance(first, ReadPartition)
-    assert isinstance(machine.decide(s, Described(shown([1, 2])), T0), ReadMinInsync)
-    action = machine.decide(s, MinInsyncRead(2), T0)
+    assert isinstance(first, ev.ReadPartition)
+    assert isinstance(machine.decide(s, ev.Described(shown([1, 2])), T0), ev.ReadMinInsync)
+    action = machine.decide(s, ev.MinInsyncRead(2), T0)
     assert s.min_insync == 2
     # With min.insync.replicas 2, [1, 2] -> [1, 3] adds 3 before it drops 2.
-    assert isinstance(action, Issue) and action.request.target == [1, 2, 3]
+    assert isinstance(action, ev.Issue) and action.request.target == [1, 2, 3]
 
 
 def test_a_partition_changed_since_the_plan_fails_stale_and_is_left_as_it_is():
     s, _ = started(expected=[5, 6])
-    action = machine.decide(s, Described(shown([1, 2])), T0)
-    assert action == Fail(
+    action = machine.decide(s, ev.Described(shown([1, 2])), T0)
+    assert action == ev.Fail(
         "t-0 changed since the migration checked it: Kafka shows [1, 2], not [5, 6]; left as it is",
         ErrorType.STALE_STATE,
     )
     assert not s.acted
     # Already at its target (an earlier run finished it) is not stale: it is done.
     s, _ = started(expected=[5, 6])
-    action = machine.decide(s, Described(shown([1, 3])), T0)
-    assert isinstance(action, Finish) and action.result.steps == []
+    action = machine.decide(s, ev.Described(shown([1, 3])), T0)
+    assert isinstance(action, ev.Finish) and action.result.steps == []
 
 
 def test_a_step_is_fenced_on_the_list_kafka_shows_and_named_with_its_number():
@@ -207,79 +196,79 @@ def test_a_step_is_fenced_on_the_list_kafka_shows_and_named_with_its_number():
 
 def test_a_finished_step_is_kept_its_leader_elected_and_the_next_step_timed_from_it():
     s, _ = stepping(target=[3, 4])
-    action = machine.decide(s, Issued(status([3, 1, 2])), T0)
-    assert action == Elect(3)
+    action = machine.decide(s, ev.Issued(status([3, 1, 2])), T0)
+    assert action == ev.Elect(3)
     assert s.steps == [[3, 1, 2]]
-    action = machine.decide(s, Elected(shown([3, 1, 2])), T0 + timedelta(seconds=4))
-    assert isinstance(action, Issue) and action.gap_s == 4.0
+    action = machine.decide(s, ev.Elected(shown([3, 1, 2])), T0 + timedelta(seconds=4))
+    assert isinstance(action, ev.Issue) and action.gap_s == 4.0
     assert action.summary.startswith("step 2 of ")
 
 
 def test_an_offline_partition_waits_for_a_replica_in_sync_and_is_never_stepped():
     s, _ = started()
-    assert isinstance(machine.decide(s, Described(shown([1, 2], isr=[], leader=None)), T0), WaitOnline)
+    assert isinstance(machine.decide(s, ev.Described(shown([1, 2], isr=[], leader=None)), T0), ev.WaitOnline)
     assert not s.acted and s.progress().step_target is None
-    action = machine.decide(s, Online(shown([1, 2])), T0)
-    assert isinstance(action, Issue)
+    action = machine.decide(s, ev.Online(shown([1, 2])), T0)
+    assert isinstance(action, ev.Issue)
 
 
 def test_an_offline_partition_already_at_its_target_is_done():
     s, _ = started(target=[1, 2])
-    action = machine.decide(s, Described(shown([1, 2], isr=[], leader=None)), T0)
-    assert isinstance(action, Finish) and action.result.final == [1, 2]
+    action = machine.decide(s, ev.Described(shown([1, 2], isr=[], leader=None)), T0)
+    assert isinstance(action, ev.Finish) and action.result.final == [1, 2]
 
 
 def test_a_frozen_cluster_holds_the_next_step_and_the_freeze_is_not_counted_as_a_step_gap():
     s, _ = stepping(target=[3, 4])
-    machine.decide(s, Issued(status([3, 1, 2])), T0)
+    machine.decide(s, ev.Issued(status([3, 1, 2])), T0)
     s.frozen = True
-    assert isinstance(machine.decide(s, Elected(shown([3, 1, 2])), T0), WaitThaw)
+    assert isinstance(machine.decide(s, ev.Elected(shown([3, 1, 2])), T0), ev.WaitThaw)
     assert s.phase == MovePhase.FROZEN and s.progress().step_target is None
     s.frozen = False
-    action = machine.decide(s, Thawed(), T0 + timedelta(hours=1))
-    assert isinstance(action, Issue) and action.gap_s == 0.0
+    action = machine.decide(s, ev.Thawed(), T0 + timedelta(hours=1))
+    assert isinstance(action, ev.Issue) and action.gap_s == 0.0
 
 
 def test_stuck_with_policy_wait_tells_the_migration_once_and_waits_without_the_stuck_check():
     s, _ = stepping()
-    action = machine.decide(s, Issued(status([1, 2], stuck=True, idle_s=61)), T0)
-    assert isinstance(action, Wait)
+    action = machine.decide(s, ev.Issued(status([1, 2], stuck=True, idle_s=61)), T0)
+    assert isinstance(action, ev.Wait)
     assert action.request.stuck_after_s is None and action.summary == "waiting for step 1 of 1: [1, 2] → [1, 3] (stuck)"
     assert action.stuck is not None and (action.stuck.current, action.stuck.step) == ([1, 2], [1, 3])
     assert action.stuck.policy == "wait" and action.stuck.idle_s == 61
     assert s.phase == MovePhase.STUCK and s.stuck and s.progress().stuck
-    action = machine.decide(s, Waited(status([1, 3])), T0)
-    assert isinstance(action, Finish) and not action.result.reverted_when_stuck
+    action = machine.decide(s, ev.Waited(status([1, 3])), T0)
+    assert isinstance(action, ev.Finish) and not action.result.reverted_when_stuck
 
 
 def test_stuck_with_policy_rollback_undoes_the_step_and_steps_back_to_the_original_list():
     s, _ = stepping(policy="rollback")
-    action = machine.decide(s, Waited(status([1, 2], stuck=True, idle_s=61)), T0)
-    assert isinstance(action, Undo) and action.summary == "undo step 1 of 1: [1, 2] → [1, 3] (stuck)"
+    action = machine.decide(s, ev.Waited(status([1, 2], stuck=True, idle_s=61)), T0)
+    assert isinstance(action, ev.Undo) and action.summary == "undo step 1 of 1: [1, 2] → [1, 3] (stuck)"
     assert not action.cancelled and action.stuck is not None and action.stuck.policy == "rollback"
     # Kafka returned it to the list before the step: already the original list, so done, marked reverted.
-    action = machine.decide(s, Undone(shown([1, 2])), T0)
-    assert isinstance(action, Finish)
+    action = machine.decide(s, ev.Undone(shown([1, 2])), T0)
+    assert isinstance(action, ev.Finish)
     assert action.result.reverted_when_stuck and action.result.final == [1, 2] and action.result.steps == []
     assert s.target == [1, 2] and s.policy == "wait"
 
 
 def test_stuck_after_a_first_step_with_policy_rollback_steps_back_and_waits_if_stuck_again():
     s, _ = stepping(target=[3, 4], policy="rollback")
-    machine.decide(s, Issued(status([3, 1, 2])), T0)
-    machine.decide(s, Elected(shown([3, 1, 2])), T0)
-    machine.decide(s, Waited(status([3, 1, 2], stuck=True, idle_s=61)), T0)
-    action = machine.decide(s, Undone(shown([3, 1, 2])), T0)
-    assert isinstance(action, Issue) and action.request.target[0] == 1
+    machine.decide(s, ev.Issued(status([3, 1, 2])), T0)
+    machine.decide(s, ev.Elected(shown([3, 1, 2])), T0)
+    machine.decide(s, ev.Waited(status([3, 1, 2], stuck=True, idle_s=61)), T0)
+    action = machine.decide(s, ev.Undone(shown([3, 1, 2])), T0)
+    assert isinstance(action, ev.Issue) and action.request.target[0] == 1
     # Stepping back, a stuck step is waited for (policy wait), never undone again.
-    assert isinstance(machine.decide(s, Waited(status([3, 1, 2], stuck=True, idle_s=61)), T0), Wait)
+    assert isinstance(machine.decide(s, ev.Waited(status([3, 1, 2], stuck=True, idle_s=61)), T0), ev.Wait)
 
 
 def test_stuck_with_policy_fail_undoes_the_step_and_fails_saying_where_the_partition_is():
     s, _ = stepping(policy="fail")
-    assert isinstance(machine.decide(s, Waited(status([1, 2], stuck=True, idle_s=61.4)), T0), Undo)
-    action = machine.decide(s, Undone(shown([1, 2])), T0)
-    assert action == Fail(
+    assert isinstance(machine.decide(s, ev.Waited(status([1, 2], stuck=True, idle_s=61.4)), T0), ev.Undo)
+    action = machine.decide(s, ev.Undone(shown([1, 2])), T0)
+    assert action == ev.Fail(
         "t-0 stuck: no progress for 61 s on step [1, 2] -> [1, 3]; the step was cancelled, the partition is on [1, 2]",
         ErrorType.STUCK,
     )
@@ -289,17 +278,17 @@ def test_stuck_with_policy_fail_undoes_the_step_and_fails_saying_where_the_parti
 @pytest.mark.parametrize("phase", [MovePhase.STEPPING, MovePhase.STUCK])
 def test_cancelled_mid_step_the_step_is_undone_on_kafka_before_the_move_ends(phase):
     s = in_phase(phase)
-    action = machine.decide(s, Cancelled(), T0)
-    assert isinstance(action, Undo) and action.cancelled and action.stuck is None
+    action = machine.decide(s, ev.Cancelled(), T0)
+    assert isinstance(action, ev.Undo) and action.cancelled and action.stuck is None
     assert action.summary == "undo step 1 of 1: [1, 2] → [1, 3]" and action.request.expected == [1, 2]
-    assert isinstance(machine.decide(s, Undone(shown([1, 2])), T0), Stop)
+    assert isinstance(machine.decide(s, ev.Undone(shown([1, 2])), T0), ev.Stop)
     assert s.phase == MovePhase.CANCELLED and s.current == [1, 2] and s.steps == []
 
 
 def test_a_step_kafka_finished_before_the_cancel_reached_it_counts_as_done():
     s, _ = stepping()
-    machine.decide(s, Cancelled(), T0)
-    machine.decide(s, Undone(shown([1, 3])), T0)
+    machine.decide(s, ev.Cancelled(), T0)
+    machine.decide(s, ev.Undone(shown([1, 3])), T0)
     assert s.steps == [[1, 3]] and s.current == [1, 3]
 
 
@@ -317,7 +306,7 @@ def test_a_step_kafka_finished_before_the_cancel_reached_it_counts_as_done():
 def test_cancelled_with_no_step_to_undo_the_move_ends_where_kafka_shows_it(phase):
     s = in_phase(phase)
     steps, current = list(s.steps), s.current
-    assert isinstance(machine.decide(s, Cancelled(), T0), Stop)
+    assert isinstance(machine.decide(s, ev.Cancelled(), T0), ev.Stop)
     assert s.phase == MovePhase.CANCELLED and s.steps == steps and s.current == current
 
 
