@@ -88,14 +88,14 @@ def large(seed: int = 6) -> PlanRequest:
 # -- with sizes: log-normal partition sizes, as real clusters have ----------------------------------------------------
 
 
-def _lognormal_sizes(rnd: random.Random, parts: list[PartitionReplicas], sigma: float) -> dict[tuple[str, int], int]:
+def lognormal_sizes(rnd: random.Random, parts: list[PartitionReplicas], sigma: float) -> dict[tuple[str, int], int]:
     """Sizes with a median of 10 GB; sigma 1 gives a few partitions ten times the median, 1.5 a heavier tail."""
     return {(p.topic, p.partition): int(10e9 * rnd.lognormvariate(0, sigma)) for p in parts}
 
 
 def _sized_topics(rnd, brokers, topics: int, per_topic: int, rf: int, sigma: float):
     parts, _ = _topics(rnd, brokers, topics * per_topic, rf, per_topic=per_topic, sizes=False)
-    return parts, _lognormal_sizes(rnd, parts, sigma)
+    return parts, lognormal_sizes(rnd, parts, sigma)
 
 
 def sized_add_brokers(sigma: float = 1.0, seed: int = 11) -> PlanRequest:
