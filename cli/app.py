@@ -1,5 +1,6 @@
 """drover: move Kafka partition replicas between brokers, durably, on Temporal."""
 
+import functools
 import importlib
 import sys
 import traceback
@@ -37,6 +38,8 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "cluster": ("cli.cluster", "app", "The cluster's coordinator: limits, throttle and freeze."),
 }
 HELP = {"help_option_names": ["-h", "--help"]}
+# Where the root command keeps --command-config for the command that runs.
+CONFIG_KEY = "drover.command_config"
 
 
 class LazyCommands(TyperGroup):
@@ -57,7 +60,7 @@ class LazyCommands(TyperGroup):
             one.command(cmd_name, context_settings=HELP)(found)
             command = typer.main.get_command(one)
         command.name = cmd_name
-        return command
+        return _settled(command)
 
     def format_epilog(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
         formatter.write_paragraph()
@@ -117,8 +120,17 @@ def root(
         "commands that reach Kafka themselves; the worker reads DROVER_KAFKA_PROPERTIES",
     ),
 ) -> None:
+    # The settings load as a command runs (``_settled``), not here: a command's --help needs none, and shows even
+    # when they do not load.
+    ctx.meta[CONFIG_KEY] = command_config
+
+
+def load_into(ctx: click.Context) -> None:
+    """The settings (DROVER_*, and --command-config's client properties) into ``ctx.obj`` and ``Loaded``, with
+    logging set up from them; a setting that does not load is one line and exit 2."""
     from settings import SettingsError, load_settings
 
+    command_config = ctx.meta.get(CONFIG_KEY)
     try:
         settings = load_settings(**({"kafka_properties": command_config} if command_config else {}))
     except SettingsError as e:
@@ -129,6 +141,25 @@ def root(
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
     Loaded.settings = settings
+
+
+def _settled(command: click.Command) -> click.Command:
+    """``command`` (every command of a group, at any depth) with the settings loaded just before it runs."""
+    if isinstance(command, click.Group):
+        for sub in command.commands.values():
+            _settled(sub)
+        return command
+    callback = command.callback
+    if callback is None:
+        return command
+
+    @functools.wraps(callback)
+    def run(*args, **kwargs):
+        load_into(click.get_current_context())
+        return callback(*args, **kwargs)
+
+    command.callback = run
+    return command
 
 
 class Loaded:

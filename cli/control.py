@@ -14,6 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 from adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
 from cli.errors import DroverError
 from cli.groups import LimitChanges, grouped
+from cli.migration_view import describe, phase, require_worker
 from cli.options import (
     ACTOR,
     MIGRATION_ID,
@@ -22,7 +23,6 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
-from cli.status import describe, phase, require_worker
 from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow

@@ -15,11 +15,11 @@ from adapters.temporal import connect, no_worker, patiently, worker_polls
 from cli.errors import DroverError, cluster_name
 from cli.estimate import capacity_option, rate_option, sample_option
 from cli.groups import EstimateInputs, LimitOptions, grouped
+from cli.migration_view import retrying, show_result
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
 from cli.plan_files import load_model, partition_label
 from cli.rates import human_bytes, parse_duration
-from cli.status import retrying, show_result
 from execution import Phase
 from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from models.plan import ReassignmentFile

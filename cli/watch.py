@@ -15,10 +15,10 @@ from temporalio.service import RPCError
 from adapters.temporal import connect, patiently
 from cli.cluster_status import freeze_notice
 from cli.errors import DroverError
+from cli.migration_view import as_of_now, current_batch, describe, require_worker, show_status, summary
 from cli.options import migration_id_checked
 from cli.output import Output, default_actor
 from cli.progress import CopyMeter
-from cli.status import as_of_now, current_batch, describe, require_worker, show_status, summary
 from models.progress import MigrationProgress
 from models.results import MigrationResult
 from settings import Settings

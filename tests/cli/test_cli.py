@@ -422,3 +422,29 @@ def test_each_command_is_listed_with_its_own_help_and_takes_h():
         assert sum(w in own for w in words) >= len(words) * 0.6, (name, summary, own[:200])
     done = drover("cluster", "freeze", "-h")
     assert done.returncode == 0 and "--reason" in done.stdout, done.stderr
+
+
+@pytest.mark.parametrize("args", [["status", "--help"], ["status", "-h"]])
+def test_a_light_commands_help_loads_no_heavy_library_nor_the_settings(args):
+    # drover status declares its command with typer alone: its help loads neither the clients nor pydantic (the
+    # settings load only when a command runs).
+    heavy = (*HEAVY, "pydantic", "pydantic_settings")
+    done = subprocess.run(
+        [sys.executable, "-c", f"HEAVY = {heavy!r}\n{LOADED}", *args], capture_output=True, text=True, cwd=ROOT
+    )
+    loaded = [line for line in done.stderr.splitlines() if line.startswith("LOADED")]
+    assert loaded == ["LOADED "], done.stderr[-2000:]
+    assert "Usage: drover status [OPTIONS] MIGRATION_ID" in done.stdout, done.stdout
+
+
+def test_the_option_choices_are_the_models_own():
+    from typing import get_args
+
+    from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
+    from models.migration import OfflinePolicy
+    from models.moves import StuckPolicy
+    from steps.admission import Order
+
+    assert list(get_args(Order)) == ORDERS
+    assert list(get_args(StuckPolicy)) == STUCK_POLICIES
+    assert list(get_args(OfflinePolicy)) == OFFLINE_POLICIES

@@ -7,13 +7,13 @@ import pytest
 
 SCRIPT = """
 import sys
-import cli.status
+import cli.migration_view
 from temporalio.service import RPCError, RPCStatusCode
 
 async def refused(*args, **kwargs):
     raise RPCError({message!r}, RPCStatusCode.{status}, b"")
 
-cli.status.show_status = refused
+cli.migration_view.show_status = refused
 sys.argv = ["drover", "status", "migration-1"]
 from cli.app import main
 main()

@@ -3,8 +3,8 @@
 from datetime import UTC, datetime, timedelta
 
 from adapters.kafka_port import KafkaAdminError
+from cli.migration_view import as_of_now, summary
 from cli.progress import CopyMeter
-from cli.status import as_of_now, summary
 from models.admission import Limits
 from models.progress import BatchEntry, MigrationProgress
 from settings import Settings
@@ -118,7 +118,7 @@ def test_status_says_what_the_estimate_is_doing_from_its_heartbeats():
     from temporalio.api.workflow.v1 import PendingActivityInfo
     from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
-    from cli.status import preparing
+    from cli.migration_view import preparing
 
     def pending(name: str, *details: bytes) -> PendingActivityInfo:
         info = PendingActivityInfo(heartbeat_details=Payloads(payloads=[Payload(data=d) for d in details]))

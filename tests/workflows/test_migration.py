@@ -11,9 +11,9 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
 from cli.control import execute_update
+from cli.migration_view import show_result
 from cli.output import Output
 from cli.start import details_of, summary_of
-from cli.status import show_result
 from models import MoveInput
 from models.admission import Limits
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
