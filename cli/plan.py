@@ -6,6 +6,7 @@ import re
 from pathlib import Path
 
 import typer
+from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from adapters.kafka_port import open_kafka
 from cli.errors import DroverError
@@ -202,9 +203,34 @@ def _broker_ids(text: str) -> list[int]:
     return sorted(set(ids))
 
 
+class _SizesFile(BaseModel):
+    partitions: list[PartitionSize]
+
+
+# A sizes file is a list of entries, or {"partitions": [...]} like the other files.
+_SIZES = TypeAdapter(list[PartitionSize] | _SizesFile)
+
+
 def _sizes(path: Path) -> dict[tuple[str, int], int]:
+    """Bytes per partition, read in one pass in pydantic's core from the file's bytes; a bad file is read again
+    the slow way for its one-line error."""
+    try:
+        parsed = _SIZES.validate_json(path.read_bytes())
+        entries: list[PartitionSize] = parsed.partitions if isinstance(parsed, _SizesFile) else parsed
+    except (OSError, ValidationError):
+        entries = _sizes_checked(path)
+    out: dict[tuple[str, int], int] = {}
+    for entry in entries:
+        key = (entry.topic, entry.partition)
+        if key in out:
+            raise DroverError(f"{path}: partition {entry.topic}-{entry.partition} is listed twice", exit_code=2)
+        out[key] = entry.size_bytes
+    return out
+
+
+def _sizes_checked(path: Path) -> list[PartitionSize]:
+    """The sizes file read the slow way, so that a problem is named with its entry."""
     raw = read_json(path)
-    # A list of entries, or {"partitions": [...]} like the other files.
     entries = raw["partitions"] if isinstance(raw, dict) and "partitions" in raw else raw
 
     def label(_, index: int) -> str:
@@ -213,13 +239,7 @@ def _sizes(path: Path) -> dict[tuple[str, int], int]:
         except (KeyError, IndexError, TypeError):
             return f"size entry {index}"
 
-    out: dict[tuple[str, int], int] = {}
-    for entry in validate(path, entries, list[PartitionSize], label):
-        key = (entry.topic, entry.partition)
-        if key in out:
-            raise DroverError(f"{path}: partition {entry.topic}-{entry.partition} is listed twice", exit_code=2)
-        out[key] = entry.size_bytes
-    return out
+    return validate(path, entries, list[PartitionSize], label)
 
 
 def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas], specs: list[BrokerSpec]) -> None:
