@@ -19,7 +19,7 @@ from cli.cluster_status import render_status, step_of
 from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
-from cli.rates import parse_rate
+from cli.rates import human_bytes, parse_duration, parse_rate
 from models.admission import Limits
 from models.control import OperatorAction
 from models.coordination import (
@@ -156,6 +156,47 @@ def retire(
             ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), actor or default_actor(), reason, Output(as_json)
         )
     )
+
+
+@app.command("traffic")
+def traffic(
+    ctx: typer.Context,
+    window: str = typer.Option("5s", "--window", help="Over how long each rate is measured (5s, 1m)"),
+    as_json: bool = typer.Option(False, "--json", help="Print the rates as JSON"),
+) -> None:
+    """Each broker's traffic now, in bytes per second: from clients in and out, replication in and out. Read from
+    the brokers' Prometheus metrics (DROVER_BROKER_METRICS: Prometheus' JMX exporter agent on each broker; the
+    sandbox's brokers run it), else from the growth of every partition's log through the Admin API (which cannot
+    tell bytes out to consumers)."""
+    from adapters.broker_metrics import BrokerMetricsError, traffic_of
+    from settings import broker_metrics_urls
+
+    settings: Settings = ctx.obj
+    out = Output(as_json)
+    try:
+        seconds = parse_duration(window)
+    except ValueError as e:
+        raise DroverError(f"--window: {e}", exit_code=2) from None
+    admin = open_kafka(settings)
+    try:
+        brokers = admin.describe_cluster().broker_ids
+        urls = broker_metrics_urls(settings.broker_metrics, brokers) if settings.broker_metrics else {}
+        found = traffic_of(admin, urls, seconds)
+    except BrokerMetricsError as e:
+        raise DroverError(str(e)) from None
+    finally:
+        admin.close()
+    keys = ("bytes_in", "bytes_out", "replication_in", "replication_out")
+
+    def shown(rates: dict[str, float], key: str) -> str:
+        return f"{human_bytes(rates[key])}/s" if key in rates else "-"
+
+    out.table(
+        f"Broker traffic over {window} (from {found.source})",
+        ["broker", "bytes in", "bytes out", "replication in", "replication out"],
+        [[b, *(shown(rates, k) for k in keys)] for b, rates in sorted(found.brokers.items())],
+    )
+    out.data({"source": found.source, "window_s": seconds, "brokers": found.brokers})
 
 
 async def _retire(settings: Settings, name: str, actor: str, reason: str, out: Output) -> None:

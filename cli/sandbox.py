@@ -61,6 +61,8 @@ def up(
     show_status(out, status)
     if worker:
         out.info(f"worker metrics: {sandbox.s.metrics_url}")
+    urls = [sandbox.s.broker_metrics_url(i) for i in range(1, sandbox.s.brokers + 1)]
+    out.info(f"broker metrics (Prometheus' JMX exporter): {' '.join(urls)}")
     out.info('for drover in another shell (or `eval "$(drover sandbox env)"`):')
     for line in _exports(sandbox):
         out.info(f"  {line}")

@@ -12,7 +12,18 @@ from sandbox.settings import SandboxError, SandboxSettings
 
 POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
 LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
+# Prometheus' JMX exporter agent (its own Maven project, off the brokers' classpath) and what it exports.
+JMX_POM = Path(__file__).resolve().parent / "jmx-exporter-pom.xml"
+JMX_CONFIG = Path(__file__).resolve().parent / "jmx-exporter.yaml"
 CONTROLLER_ID = 100
+
+
+def jmx_agent(libs: Path) -> Path:
+    """The JMX exporter agent's jar in the folder ``maven_libs`` filled from JMX_POM."""
+    found = sorted(libs.glob("jmx_prometheus_javaagent-*.jar"))
+    if not found:
+        raise SandboxError(f"the JMX exporter agent's jar is missing from {libs}; delete that folder and run again")
+    return found[-1]
 
 
 def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str, say=lambda msg: None) -> Path:
@@ -111,9 +122,16 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
     return configs
 
 
-def java_argv(s: SandboxSettings, state: Path, libs: Path, java: str, name: str) -> list[str]:
-    """How a Kafka node is started: its heap, the serial collector, the log4j2 configuration and its config file."""
+def java_argv(
+    s: SandboxSettings, state: Path, libs: Path, java: str, name: str, agent: Path | None = None
+) -> list[str]:
+    """How a Kafka node is started: its heap, the serial collector, the log4j2 configuration and its config file;
+    a broker also with the JMX exporter ``agent`` serving its metrics (``SandboxSettings.broker_metrics_port``)."""
     heap = s.controller_heap_mb if name == "controller" else s.broker_heap_mb
+    exporter = []
+    if agent is not None and name.startswith("broker-"):
+        port = s.broker_metrics_port(int(name.removeprefix("broker-")))
+        exporter = [f"-javaagent:{agent}=127.0.0.1:{port}:{JMX_CONFIG}"]
     return [
         java,
         f"-Xms{heap // 2}m",
@@ -124,6 +142,7 @@ def java_argv(s: SandboxSettings, state: Path, libs: Path, java: str, name: str)
         "-Djava.net.preferIPv4Stack=true",
         f"-Dlog4j2.configurationFile={LOG4J}",
         f"-Ddrover.log.file={state / 'logs' / (name + '.kafka.log')}",
+        *exporter,
         "-cp",
         f"{libs}/*",
         "kafka.Kafka",

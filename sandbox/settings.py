@@ -65,10 +65,18 @@ class SandboxSettings(BaseSettings):
             "DROVER_TEMPORAL_UI_URL": self.ui_url,
             # The `temporal` CLI's own setting, so it reaches this sandbox's Temporal too.
             "TEMPORAL_ADDRESS": self.temporal_address,
+            "DROVER_BROKER_METRICS": ",".join(f"{i}={self.broker_metrics_url(i)}" for i in range(1, self.brokers + 1)),
         }
 
     def broker_port(self, broker_id: int) -> int:
         return self.port_base + broker_id - 1
+
+    def broker_metrics_port(self, broker_id: int) -> int:
+        """Where broker N's JMX exporter serves its metrics: port_base+120+N-1."""
+        return self.port_base + 120 + broker_id - 1
+
+    def broker_metrics_url(self, broker_id: int) -> str:
+        return f"http://127.0.0.1:{self.broker_metrics_port(broker_id)}/metrics"
 
     def sasl_port(self, broker_id: int) -> int:
         return self.port_base + 50 + broker_id - 1

@@ -12,7 +12,16 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from sandbox.kafka_nodes import POM, check_java, java_argv, maven_libs, new_cluster_id, node_configs
+from sandbox.kafka_nodes import (
+    JMX_POM,
+    POM,
+    check_java,
+    java_argv,
+    jmx_agent,
+    maven_libs,
+    new_cluster_id,
+    node_configs,
+)
 from sandbox.processes import ProcessTable
 from sandbox.settings import ROOT, SandboxError, SandboxSettings
 
@@ -77,6 +86,10 @@ class Sandbox:
 
     # -- up ----------------------------------------------------------------------------------------------------
 
+    @property
+    def agent_libs(self) -> Path:
+        return self.s.cache_dir.resolve() / "jmx-exporter" / "libs"
+
     def up(self, worker: bool = True, say=lambda msg: None) -> SandboxStatus:
         wanted = [*self.kafka_names(), "temporal", *(["worker"] if worker else [])]
         if all(self.procs.pid(n) for n in wanted):
@@ -84,6 +97,7 @@ class Sandbox:
             return self.wait_ready()
         java = check_java()
         self.resolve_jars(say)
+        agent = jmx_agent(maven_libs(JMX_POM, self.agent_libs, self.s.cache_dir, "the JMX exporter agent", say=say))
         self._check_ports()
         layout = self._layout()
         self._write_configs(layout)
@@ -93,7 +107,7 @@ class Sandbox:
         try:
             for name in self.kafka_names():
                 if not self.procs.pid(name):
-                    self.procs.start(name, java_argv(self.s, self.state, self.libs, java, name))
+                    self.procs.start(name, java_argv(self.s, self.state, self.libs, java, name, agent))
                     launched.append(name)
             if not self.procs.pid("temporal"):
                 self.procs.start("temporal", self._temporal_argv())
@@ -153,13 +167,14 @@ class Sandbox:
     def _ports(self) -> dict[str, int]:
         ports = {"controller": self.s.controller_port, "temporal": self.s.temporal_port, "temporal UI": self.s.ui_port}
         ports |= {f"broker-{i}": self.s.broker_port(i) for i in range(1, self.s.brokers + 1)}
+        ports |= {f"broker-{i} (metrics)": self.s.broker_metrics_port(i) for i in range(1, self.s.brokers + 1)}
         if self.s.sasl_password:
             ports |= {f"broker-{i} (SASL)": self.s.sasl_port(i) for i in range(1, self.s.brokers + 1)}
         return ports
 
     def _check_ports(self) -> None:
         for name, port in self._ports().items():
-            owner = "temporal" if name == "temporal UI" else name.removesuffix(" (SASL)")
+            owner = "temporal" if name == "temporal UI" else name.removesuffix(" (SASL)").removesuffix(" (metrics)")
             if self.procs.pid(owner):
                 continue
             with socket.socket() as sock:

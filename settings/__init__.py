@@ -5,6 +5,7 @@ Kafka credentials live here and only here: they never enter a workflow input, so
 """
 
 import os
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -91,6 +92,19 @@ class Settings(BaseSettings):
         le=65535,
         description="The worker serves Prometheus metrics (the Temporal SDK's and Drover's) on this port, at /metrics",
     )
+    broker_metrics: str | None = Field(
+        None,
+        description="Where each broker serves its Prometheus metrics (Prometheus' JMX exporter agent): a URL with "
+        "{broker} for the broker ID (http://kafka-{broker}:7071/metrics), or BROKER=URL,...; unset: brokers' "
+        "traffic is read from log growth through the Admin API",
+    )
+
+    @field_validator("broker_metrics")
+    @classmethod
+    def _valid_broker_metrics(cls, text: str | None) -> str | None:
+        if text is not None:
+            broker_metrics_urls(text, [])
+        return text
 
     @field_validator("kafka_simulated")
     @classmethod
@@ -143,3 +157,21 @@ def load_settings(**given) -> Settings:
         return Settings(**given)
     except ValidationError as e:
         raise SettingsError(f"bad setting: {describe_validation_error(e)}") from None
+
+
+def broker_metrics_urls(spec: str, brokers: Iterable[int]) -> dict[int, str]:
+    """Each broker's metrics URL from DROVER_BROKER_METRICS: a template with {broker}, or BROKER=URL,... (a broker
+    not listed has none). Raises ValueError on a spec of neither shape."""
+    spec = spec.strip()
+    if "{broker}" in spec:
+        return {b: spec.replace("{broker}", str(b)) for b in brokers}
+    urls = {}
+    for item in spec.split(","):
+        broker, _, url = item.strip().partition("=")
+        if not broker.strip().isdigit() or not url.strip().startswith(("http://", "https://")):
+            raise ValueError(
+                f"{item.strip()!r}: give a URL with {{broker}} (http://kafka-{{broker}}:7071/metrics) or "
+                "BROKER=URL,... (1=http://host:7071/metrics)"
+            )
+        urls[int(broker)] = url.strip()
+    return urls

@@ -120,6 +120,7 @@ def test_the_cli_follows_the_sandbox_ports_this_shell_set_and_sandbox_env_prints
         "export DROVER_TEMPORAL_ADDRESS=127.0.0.1:27233",
         "export DROVER_TEMPORAL_UI_URL=http://127.0.0.1:28233",
         "export TEMPORAL_ADDRESS=127.0.0.1:27233",
+        "export DROVER_BROKER_METRICS=" + ",".join(f"{b}=http://127.0.0.1:{39211 + b}/metrics" for b in range(1, 5)),
     ]
     for key in [k for k in os.environ if k.startswith("DROVER_")]:
         monkeypatch.delenv(key)

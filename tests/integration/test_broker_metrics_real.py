@@ -1,0 +1,99 @@
+"""The sandbox's brokers serve their traffic through Prometheus' JMX exporter agent, and Drover reads it: writing to
+a topic shows on its leader as bytes in and on its follower as replication bytes in."""
+
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from adapters.broker_metrics import rates, scrape
+from sandbox import Sandbox
+from settings import Settings
+from tests.integration.helpers import produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+MB = 1_000_000
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_a_write_shows_as_bytes_in_on_the_leader_and_replication_in_on_the_follower(
+    stack: Sandbox, real_settings: Settings, admin, topic_name
+):
+    admin.create_topic(topic_name, [[1, 2]])
+    try:
+        leader, follower = stack.s.broker_metrics_url(1), stack.s.broker_metrics_url(2)
+        before = {url: scrape(url) for url in (leader, follower)}
+        time.sleep(0.5)
+        acked = produce(real_settings, topic_name, 0, 200, pad=10_000)
+        assert len(acked) == 200
+
+        # The counters move with Kafka's own metrics (the follower's as it fetches): looked at until both show it.
+        def shown():
+            after = {url: scrape(url) for url in (leader, follower)}
+            grew_in = after[leader].counters["bytes_in"] - before[leader].counters["bytes_in"]
+            grew_replicated = after[follower].counters["replication_in"] - before[follower].counters["replication_in"]
+            return (grew_in >= 2 * MB and grew_replicated >= 2 * MB) and after
+
+        after = wait_until(shown, timeout_s=60, what="the write in both brokers' counters")
+        led, replicated = rates(before[leader], after[leader]), rates(before[follower], after[follower])
+        print(
+            f"leader: {led['bytes_in'] / MB:.2f} MB/s in, {led['replication_out'] / MB:.2f} MB/s replication out; "
+            f"follower: {replicated['replication_in'] / MB:.2f} MB/s replication in"
+        )
+        assert led["bytes_in"] > 0 and led["replication_out"] > 0 and replicated["replication_in"] > 0
+        # Clients wrote to the leader only.
+        assert after[follower].counters["bytes_in"] == before[follower].counters["bytes_in"]
+    finally:
+        admin.delete_topics([topic_name])
+
+
+def drover_traffic(stack: Sandbox, metrics: bool) -> dict:
+    """`drover cluster traffic --json` against the test sandbox, from its brokers' metrics or from log growth."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")}
+    env |= {"DROVER_KAFKA_BOOTSTRAP": stack.s.bootstrap}
+    if metrics:
+        env["DROVER_BROKER_METRICS"] = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    argv = [sys.executable, "-c", "from cli.app import main; main()", "cluster", "traffic", "--window", "4s", "--json"]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("metrics", [True, False], ids=["from the brokers' metrics", "from log growth"])
+def test_drover_cluster_traffic_shows_a_steady_write_on_its_leader_and_follower(
+    stack: Sandbox, real_settings: Settings, admin, topic_name, metrics
+):
+    admin.create_topic(topic_name, [[1, 2]])
+    writing = threading.Event()
+    writer = threading.Thread(target=_write_until, args=(real_settings, topic_name, writing), daemon=True)
+    writer.start()
+    try:
+        wait_until(writing.is_set, timeout_s=30, what="the writer's first acknowledged batch")
+        shown = drover_traffic(stack, metrics)
+    finally:
+        writing.clear()
+        writer.join(timeout=60)
+        admin.delete_topics([topic_name])
+    brokers = {int(b): rates for b, rates in shown["brokers"].items()}
+    print(f"{shown['source']}: " + "; ".join(f"{b}: {r}" for b, r in sorted(brokers.items())))
+    assert shown["source"] == ("metrics" if metrics else "log growth")
+    assert brokers[1]["bytes_in"] > 0.1 * MB and brokers[2]["replication_in"] > 0.1 * MB
+    assert brokers[1]["replication_out"] > 0.1 * MB
+    # The brokers that hold no replica of the topic take in nothing from it (nothing else writes meanwhile).
+    assert all(brokers[b]["bytes_in"] < 0.01 * MB for b in brokers if b not in (1, 2))
+
+
+def _write_until(settings: Settings, topic: str, writing: threading.Event) -> None:
+    """Batches of 50 messages of 10 KB with acks=all; ``writing`` is set once the first is acknowledged and the
+    writer stops when it is cleared (or after two minutes)."""
+    deadline = time.monotonic() + 120
+    produce(settings, topic, 0, 50, pad=10_000)
+    writing.set()
+    while writing.is_set() and time.monotonic() < deadline:
+        produce(settings, topic, 0, 50, pad=10_000)
