@@ -53,7 +53,10 @@ def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
             text = answer.read().decode()
     except OSError as e:
         raise BrokerMetricsError(f"broker metrics at {url}: cannot be read: {getattr(e, 'reason', e)}") from None
-    counters = parse(text)
+    try:
+        counters = parse(text)
+    except ValueError as e:
+        raise BrokerMetricsError(f"broker metrics at {url}: not a Prometheus page: {e}") from None
     if not counters:
         raise BrokerMetricsError(f"broker metrics at {url}: no Kafka BrokerTopicMetrics byte counters on the page")
     return TrafficSample(at=time.monotonic(), counters=counters)

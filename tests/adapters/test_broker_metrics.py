@@ -48,3 +48,14 @@ def test_the_brokers_metrics_urls_come_from_a_template_or_a_list():
     for bad in ("kafka:7071", "1=kafka:7071", "one=http://a/metrics"):
         with pytest.raises(ValueError, match="give a URL with {broker}"):
             broker_metrics_urls(bad, [1])
+
+
+def test_a_page_that_is_not_prometheus_text_or_lacks_the_counters_is_one_error(tmp_path):
+    garbage = tmp_path / "garbage"
+    garbage.write_text("<html>not metrics</html>\n")
+    with pytest.raises(BrokerMetricsError, match="not a Prometheus page"):
+        scrape(garbage.as_uri())
+    other = tmp_path / "other"
+    other.write_text("# TYPE jvm_threads_current gauge\njvm_threads_current 12.0\n")
+    with pytest.raises(BrokerMetricsError, match="no Kafka BrokerTopicMetrics byte counters"):
+        scrape(other.as_uri())
