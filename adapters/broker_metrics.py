@@ -98,9 +98,9 @@ def traffic_of(
 
 def _from_log_growth(admin: KafkaPort, window_s: float, tick: Callable[[], None]) -> dict[int, dict[str, float]]:
     states = {(s.topic, s.partition): s for s in admin.describe_topics()}
+    led = {key: s.leader for key, s in states.items()}
 
     def sizes() -> dict[tuple[str, int], int]:
-        led = {key: s.leader for key, s in states.items()}
         return {
             (r.topic, r.partition): r.size_bytes
             for r in admin.describe_log_dirs()

@@ -179,8 +179,10 @@ def traffic(
         raise DroverError(f"--window: {e}", exit_code=2) from None
     admin = open_kafka(settings)
     try:
-        brokers = admin.describe_cluster().broker_ids
-        urls = broker_metrics_urls(settings.broker_metrics, brokers) if settings.broker_metrics else {}
+        spec = settings.broker_metrics
+        # Only a URL template needs the broker IDs; log growth reads them itself.
+        brokers = admin.describe_cluster().broker_ids if spec and "{broker}" in spec else []
+        urls = broker_metrics_urls(spec, brokers) if spec else {}
         found = traffic_of(admin, urls, seconds)
     except BrokerMetricsError as e:
         raise DroverError(str(e)) from None
