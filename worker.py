@@ -19,6 +19,7 @@ from temporalio.worker import Worker
 
 from activities import KafkaActivities
 from activities.cluster import ClusterActivities
+from activities.decommission import FlowActivities
 from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
 from adapters.kafka_port import KafkaPort, open_kafka
@@ -52,6 +53,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         EstimateActivities(admin, work_dir, spark_master),
     )
     cluster = ClusterActivities(admin)
+    flow = FlowActivities(admin, work_dir)
     return [
         kafka.describe_partition,
         kafka.min_insync,
@@ -75,6 +77,13 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         cluster.running_migrations,
         cluster.save_throttle_configs,
         cluster.write_throttle,
+        flow.check_flow,
+        flow.cordon,
+        flow.uncordon,
+        flow.plan_flow,
+        flow.restore_plan,
+        flow.elect_away,
+        flow.scan_brokers,
     ]
 
 

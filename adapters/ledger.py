@@ -6,7 +6,9 @@ the outcomes of the run that ends to ``outcomes-<run>.jsonl`` beside them and ca
 must be shared by every worker of the task queue (on one machine, a local folder).
 """
 
+import json
 import re
+from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import ValidationError
@@ -38,6 +40,30 @@ def read_plan(ref: str) -> list[PartitionReplicas]:
         return ReassignmentFile.model_validate_json(text).partitions
     except ValidationError as e:
         raise PlanFileError(f"plan file {path}: {describe_validation_error(e, prefix='').lower()}") from None
+
+
+def reassignment_lines(partitions: list[PartitionReplicas]) -> Iterator[str]:
+    """Kafka's reassignment format, one partition per line, written as it goes (each topic's name is encoded once);
+    the same lists always give the same bytes."""
+    topics: dict[str, str] = {}
+    yield '{"version":1,"partitions":[\n'
+    for i, p in enumerate(partitions):
+        topic = topics.get(p.topic)
+        if topic is None:
+            topic = topics[p.topic] = json.dumps(p.topic)
+        replicas = ",".join(map(str, p.replicas))
+        separator = ",\n" if i else ""
+        yield f'{separator}{{"topic":{topic},"partition":{p.partition},"replicas":[{replicas}]}}'
+    yield "\n]}\n"
+
+
+def write_plan(path: Path, partitions: list[PartitionReplicas]) -> None:
+    """Write a plan (or its rollback) in Kafka's reassignment format; an OSError says why it cannot."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    with tmp.open("w") as file:
+        file.writelines(reassignment_lines(partitions))
+    tmp.replace(path)
 
 
 def migration_dir(work_dir: Path, migration_id: str) -> Path:

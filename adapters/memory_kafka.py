@@ -19,6 +19,7 @@ from models import (
     ReplicaSize,
     TopicPartition,
 )
+from models.decommission import CORDON_CONFIG
 
 
 class InMemoryKafka:
@@ -86,7 +87,9 @@ class InMemoryKafka:
 
     def describe_broker_configs(self, broker_ids, overrides_only: bool = False) -> dict[int, dict[str, str]]:
         self._hook("describe_broker_configs", broker_ids, overrides_only)
-        return {b: dict(self.broker_configs.get(b, {})) for b in sorted(set(broker_ids))}
+        # As Kafka 4.3+ lists it: KIP-1066's cordon config, empty unless set.
+        defaults = {} if overrides_only else {CORDON_CONFIG: ""}
+        return {b: {**defaults, **self.broker_configs.get(b, {})} for b in sorted(set(broker_ids))}
 
     def alter_topic_config(self, topic: str, set_, delete=()) -> None:
         self._hook("alter_topic_config", topic, set_, delete)

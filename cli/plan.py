@@ -258,36 +258,14 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
 
 
 def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
-    """Assignment, brokers (with their log dirs' total bytes when every one reports them), sizes (the leader's
-    replica, else the largest copy) and, with a sampling window, write rates."""
+    """Assignment, brokers, sizes and, with a sampling window, write rates (see ``adapters.live_cluster``)."""
+    from adapters.live_cluster import read_for_plan
+
     admin = open_kafka(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:
-        cluster = admin.describe_cluster()
-        states = admin.describe_topics()
-        replica_sizes = admin.describe_log_dirs()
-        disks = {d.broker: d.total_bytes for d in admin.describe_disks()}
-        rates: dict[tuple[str, int], float] = {}
-        if window is not None:
-            from estimator.service import sample_metrics
-
-            topics = sorted({s.topic for s in states if pattern is None or pattern.fullmatch(s.topic)})
-            rows = sample_metrics(admin, topics, window) if topics else []
-            rates = {(r["topic"], r["partition"]): r["bytes_in_per_sec"] for r in rows}
+        return read_for_plan(admin, window, pattern)
     finally:
         admin.close()
-    leader_of = {(s.topic, s.partition): s.leader for s in states}
-    sizes: dict[tuple[str, int], int] = {}
-    for r in replica_sizes:
-        key = (r.topic, r.partition)
-        # The leader's replica is the complete one; without a leader, the largest copy.
-        if r.broker == leader_of.get(key) or key not in sizes:
-            sizes[key] = r.size_bytes if r.broker == leader_of.get(key) else max(sizes.get(key, 0), r.size_bytes)
-    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
-    every_disk = all(disks.get(b.id) for b in cluster.brokers)
-    brokers = [
-        BrokerSpec(id=b.id, rack=b.rack, disk_bytes=disks[b.id] if every_disk else None) for b in cluster.brokers
-    ]
-    return partitions, brokers, sizes, rates
 
 
 # -- output --------------------------------------------------------------------------------------------------------

@@ -2,11 +2,11 @@
 file read in one pass, a bad one named in one line with the entry at fault."""
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
+from adapters.ledger import write_plan
 from cli.errors import DroverError
 from models.plan import PartitionReplicas
 
@@ -16,26 +16,9 @@ def rollback_file(out: Path) -> Path:
     return out.with_name(f"{out.stem}.rollback{out.suffix or '.json'}")
 
 
-def reassignment_lines(partitions: list[PartitionReplicas]) -> Iterator[str]:
-    """Kafka's reassignment format, one partition per line, written as it goes (each topic's name is encoded once);
-    the same lists always give the same bytes."""
-    topics: dict[str, str] = {}
-    yield '{"version":1,"partitions":[\n'
-    for i, p in enumerate(partitions):
-        topic = topics.get(p.topic)
-        if topic is None:
-            topic = topics[p.topic] = json.dumps(p.topic)
-        replicas = ",".join(map(str, p.replicas))
-        separator = ",\n" if i else ""
-        yield f'{separator}{{"topic":{topic},"partition":{p.partition},"replicas":[{replicas}]}}'
-    yield "\n]}\n"
-
-
 def write_reassignment(path: Path, partitions: list[PartitionReplicas]) -> None:
     try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        with path.open("w") as file:
-            file.writelines(reassignment_lines(partitions))
+        write_plan(path, partitions)
     except OSError as e:
         raise DroverError(f"cannot write {path}: {e.strerror}") from None
 

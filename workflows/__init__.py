@@ -1,17 +1,18 @@
 """Temporal workflows. They call the pure core directly (it is deterministic) and Kafka only through activities.
 
 The workflow classes are imported on first use: a workflow's sandbox runs its own module afresh for every workflow
-it starts (every partition move), and a package that imported all three would run all three each time."""
+it starts (every partition move), and a package that imported all of them would run all of them each time."""
 
 import importlib
 
 _HOMES = {
     "ClusterWorkflow": "workflows.cluster",
+    "DecommissionWorkflow": "workflows.decommission",
     "MigrationWorkflow": "workflows.migration",
     "PartitionMoveWorkflow": "workflows.partition_move",
 }
 
-__all__ = ["WORKFLOWS", "ClusterWorkflow", "MigrationWorkflow", "PartitionMoveWorkflow"]
+__all__ = ["WORKFLOWS", "ClusterWorkflow", "DecommissionWorkflow", "MigrationWorkflow", "PartitionMoveWorkflow"]
 
 
 def __getattr__(name: str):

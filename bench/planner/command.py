@@ -20,9 +20,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from adapters.ledger import reassignment_lines
 from bench.planner import scenarios
 from bench.trees import ROOT, introduced, resolved, worktree
-from cli.plan_files import reassignment_lines
 from planner import make_plan
 
 

@@ -1,0 +1,198 @@
+"""A decommission's activities: ``check_flow`` (can the brokers go; the live cluster read once), ``cordon`` and
+``uncordon`` (KIP-1066's ``cordoned.log.dirs``, the operator's own value kept and restored), ``plan_flow`` (the
+demote's leader-only order, or the drain's plan from the live cluster, written to the flow's folder) and
+``scan_brokers`` (what the brokers still hold and lead). The decisions are ``execution.decommission``'s."""
+
+import asyncio
+from pathlib import Path
+
+from temporalio import activity
+from temporalio.exceptions import ApplicationError
+
+from adapters import ledger
+from adapters.kafka_port import KafkaAdminError, KafkaPort
+from adapters.live_cluster import read_for_plan
+from execution import decommission
+from models.decommission import (
+    CORDON_ALL,
+    CORDON_CONFIG,
+    BrokerScan,
+    CheckRequest,
+    CheckResult,
+    CordonEntry,
+    FlowPlan,
+    FlowPlanRequest,
+)
+from models.errors import ErrorType
+from models.migration import INLINE_MOVES
+from models.plan import PlanRequest
+from planner import PlanError, make_plan
+
+# Partitions elected in one call.
+ELECTION_BATCH = 500
+
+# Sent to running flows to learn which brokers they have.
+STATUS_QUERY = "status"
+
+
+class FlowActivities:
+    def __init__(self, admin: KafkaPort, work_dir: Path):
+        self.admin = admin
+        self.work_dir = work_dir
+
+    @activity.defn(name="check_flow")
+    async def check_flow(self, req: CheckRequest) -> CheckResult:
+        """Every reason the flow cannot go on, read from the live cluster, with nothing changed: unknown brokers,
+        every broker named, a broker another running flow has, too few brokers, racks or disk room left, and (when
+        asked to cordon) a broker without KIP-1066's cordoned.log.dirs."""
+        busy = await self._busy(req)
+        return await asyncio.to_thread(self._check, req, busy)
+
+    async def _busy(self, req: CheckRequest) -> dict[int, str]:
+        """The brokers other running flows on the cluster have (asked of each flow), with the flow's ID."""
+        client, busy = activity.client(), {}
+        query = (
+            f"WorkflowType = 'DecommissionWorkflow' AND DroverCluster = '{req.cluster}' AND ExecutionStatus = 'Running'"
+        )
+        async for w in client.list_workflows(query):
+            if w.id == req.flow_id:
+                continue
+            status = await client.get_workflow_handle(w.id).query(STATUS_QUERY)
+            for b in status.get("brokers", []) if isinstance(status, dict) else []:
+                busy[int(b)] = w.id
+        return busy
+
+    def _check(self, req: CheckRequest, busy: dict[int, str]) -> CheckResult:
+        cluster = self.admin.describe_cluster()
+        states = self.admin.describe_topics()
+        held: dict[int, int] = {}
+        for r in self.admin.describe_log_dirs(req.brokers):
+            held[r.broker] = held.get(r.broker, 0) + r.size_bytes
+        disks = self.admin.describe_disks()
+        facts = decommission.Facts(cluster=cluster, partitions=states, held=held, disks=disks, busy=busy)
+        result = decommission.check(req.brokers, req.kind, req.disk_margin, facts)
+        known = [b for b in req.brokers if b in set(cluster.broker_ids)]
+        if req.cordon and req.kind != "undo-demote" and known:
+            configs = self.admin.describe_broker_configs(known)
+            lacking = [b for b in known if CORDON_CONFIG not in configs.get(b, {})]
+            if lacking:
+                result.problems.append(
+                    f"broker {', '.join(map(str, lacking))} cannot be cordoned: it has no {CORDON_CONFIG} config "
+                    "(KIP-1066, Kafka 4.3 or later); upgrade, or go on without cordoning with --no-cordon"
+                )
+        return result
+
+    @activity.defn(name="cordon")
+    def cordon(self, brokers: list[int]) -> list[CordonEntry]:
+        """Cordon every log dir of the brokers (cordoned.log.dirs=*), keeping each one's value before. A broker
+        Kafka refuses (its metadata version does not support cordoning) fails the flow, the ones already cordoned
+        set back: nothing is left half-done."""
+        before = self.admin.describe_broker_configs(brokers, overrides_only=True)
+        entries = [CordonEntry(broker=b, before=before.get(b, {}).get(CORDON_CONFIG)) for b in brokers]
+        done: list[CordonEntry] = []
+        for e in entries:
+            try:
+                self.admin.alter_broker_config(e.broker, {CORDON_CONFIG: CORDON_ALL})
+            except KafkaAdminError as err:
+                self._restore(done)
+                raise ApplicationError(
+                    f"Kafka refused to cordon broker {e.broker} ({err}); the cluster's metadata version may not "
+                    "support cordoning yet: finalize it (kafka-features upgrade), or run with --no-cordon",
+                    type=ErrorType.INPUT,
+                    non_retryable=True,
+                ) from None
+            done.append(e)
+        return entries
+
+    @activity.defn(name="uncordon")
+    def uncordon(self, entries: list[CordonEntry]) -> None:
+        """Each broker's cordoned.log.dirs back as it was before the flow (removed where it had none)."""
+        self._restore(entries)
+
+    def _restore(self, entries: list[CordonEntry]) -> None:
+        for e in entries:
+            if e.before is None:
+                self.admin.alter_broker_config(e.broker, {}, delete=[CORDON_CONFIG])
+            else:
+                self.admin.alter_broker_config(e.broker, {CORDON_CONFIG: e.before})
+
+    @activity.defn(name="plan_flow")
+    def plan_flow(self, req: FlowPlanRequest) -> FlowPlan:
+        """The demote's leader-only order, or the drain's plan (every replica off the brokers, rack-aware, bytes per
+        broker balanced, the fewest bytes moved), from the live cluster. Both files are written to the flow's
+        folder (plan and rollback); the moves go inline when few."""
+        if req.what == "demote":
+            states = self.admin.describe_topics()
+            changes = decommission.demote_order(states, req.brokers)
+            by_key = {(s.topic, s.partition): s for s in states}
+            original = [by_key[(c.topic, c.partition)] for c in changes]
+            rollback = [
+                c.model_copy(update={"replicas": list(o.replicas)}) for c, o in zip(changes, original, strict=True)
+            ]
+            moved_bytes: int | None = 0
+        else:
+            partitions, brokers, sizes, _ = read_for_plan(self.admin)
+            on_them = set(req.brokers)
+            if not any(on_them & set(p.replicas) for p in partitions):
+                return FlowPlan(count=0)
+            try:
+                plan = make_plan(
+                    PlanRequest(partitions=partitions, brokers=brokers, remove_brokers=req.brokers, sizes=sizes)
+                )
+            except PlanError as e:
+                raise ApplicationError(
+                    f"cannot plan the drain: {e}", type=ErrorType.INPUT, non_retryable=True
+                ) from None
+            changes, rollback, moved_bytes = plan.changes, plan.rollback, plan.summary.bytes_to_move
+        if not changes:
+            return FlowPlan(count=0)
+        folder = ledger.migration_dir(self.work_dir, req.flow_id)
+        plan_path, rollback_path = folder / f"{req.name}.json", folder / f"{req.name}.rollback.json"
+        ledger.write_plan(plan_path, changes)
+        ledger.write_plan(rollback_path, rollback)
+        inline = len(changes) <= INLINE_MOVES
+        return FlowPlan(
+            count=len(changes),
+            moves=changes if inline else [],
+            plan_ref=None if inline else str(plan_path),
+            rollback_ref=str(rollback_path),
+            bytes_to_move=moved_bytes,
+        )
+
+    @activity.defn(name="restore_plan")
+    def restore_plan(self, ref: str) -> FlowPlan:
+        """A rollback file as a plan (``drover demote --undo``): the partitions whose order differs from it now."""
+        wanted = ledger.read_plan(ref)
+        now = {
+            (s.topic, s.partition): s.replicas for s in self.admin.describe_topics(sorted({w.topic for w in wanted}))
+        }
+        # Only a changed order is put back: a partition whose replicas changed since is left as it is.
+        changes = [
+            w
+            for w in wanted
+            if (current := now.get((w.topic, w.partition))) is not None
+            and current != w.replicas
+            and sorted(current) == sorted(w.replicas)
+        ]
+        inline = len(changes) <= INLINE_MOVES
+        return FlowPlan(count=len(changes), moves=changes if inline else [], plan_ref=None if inline else ref)
+
+    @activity.defn(name="elect_away")
+    def elect_away(self, brokers: list[int]) -> int:
+        """Elect the preferred leader of every partition the brokers lead whose preferred replica is another, in
+        sync broker; returns how many were asked."""
+        leaving = set(brokers)
+        off = [
+            s.ref
+            for s in self.admin.describe_topics()
+            if s.leader in leaving and s.replicas and s.replicas[0] not in leaving and s.replicas[0] in s.isr
+        ]
+        for i in range(0, len(off), ELECTION_BATCH):
+            activity.heartbeat(i)
+            self.admin.elect_preferred_leaders(off[i : i + ELECTION_BATCH])
+        return len(off)
+
+    @activity.defn(name="scan_brokers")
+    def scan_brokers(self, brokers: list[int]) -> BrokerScan:
+        """What the brokers still hold (partitions with a replica on them) and lead."""
+        return decommission.scan(self.admin.describe_topics(), brokers)

@@ -1,0 +1,364 @@
+"""DecommissionWorkflow: one durable flow per decommission (or demote) of brokers. Its steps: check, cordon (KIP-1066),
+demote, drain, catch late arrivals, verify. The demote and each drain run as a migration of this flow (a child
+MigrationWorkflow), so the cluster's coordinator, its limits, throttles and freeze apply to them. A cancel cancels
+the migration in flight in the mode asked, reverts the finished ones with rollback, and uncordons the brokers unless
+told to keep the cordon. The decisions are ``execution.decommission``'s; this module only carries them out."""
+
+import asyncio
+from datetime import timedelta
+
+from temporalio import workflow
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+
+with workflow.unsafe.imports_passed_through():
+    from activities.decommission import FlowActivities
+    from execution.decommission import mark, new_progress, note, running_step
+    from models.control import CancelRequest
+    from models.decommission import (
+        BrokerScan,
+        CheckRequest,
+        CordonEntry,
+        FlowCancel,
+        FlowInput,
+        FlowPlan,
+        FlowPlanRequest,
+        FlowProgress,
+        FlowResult,
+    )
+    from models.errors import ErrorType
+    from models.migration import MigrationInput
+    from models.results import MigrationResult
+    from workflows.failures import failure_message
+    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from workflows.migration import MigrationWorkflow
+    from workflows.policies import JOIN, QUICK_CALL
+
+# A verify that finds leaders left looks again this often, this many times (elections take a moment).
+VERIFY_EVERY = timedelta(seconds=2)
+VERIFY_LOOKS = 15
+
+
+class FlowCancelled(Exception):
+    """The operator cancelled the flow: the run winds down."""
+
+
+@workflow.defn
+class DecommissionWorkflow:
+    """Runs one decommission, demote or demote undo; see the module's docstring for its steps.
+
+    Update ``cancel_update`` (the CLI; validated and answered) and its signal twin ``cancel`` (the Web UI, `temporal
+    workflow signal`), each with who and why: mode stop, revert-pending or rollback, and keep_cordon. Query
+    ``status``: each step and its state, the migrations, late arrivals, bytes moved and the audit.
+    """
+
+    @workflow.init
+    def __init__(self, given: FlowInput) -> None:
+        self._in = given
+        self._view = new_progress(given.kind, given.brokers, given.cordon, workflow.now())
+        self._cancel: FlowCancel | None = None
+        self._child: workflow.ChildWorkflowHandle | None = None
+        # The migrations this flow finished, oldest first: a rollback reverts them, newest first.
+        self._finished: list[FlowPlan] = []
+        self._published = ""
+
+    @workflow.run
+    async def run(self, given: FlowInput) -> FlowResult:
+        note(self._view, "start", given.actor or "not given", given.reason or "not given", workflow.now())
+        workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.cluster)])
+        self._publish()
+        try:
+            await self._check()
+            if given.cordon and given.kind != "undo-demote":
+                await self._cordon()
+            await self._demote()
+            if given.kind == "decommission":
+                await self._drain()
+            safe = await self._verify()
+        except FlowCancelled:
+            return await self._wind_down()
+        except asyncio.CancelledError:
+            # Cancelled through Temporal (the Web UI): the migration in flight is cancelled with it (its close
+            # policy); the cordon is lifted, then the cancellation ends the flow.
+            self._cancel = self._cancel or FlowCancel(actor="temporal", reason="the workflow was cancelled")
+            await self._uncordon()
+            raise
+        except (ActivityError, ChildWorkflowError, ApplicationError) as e:
+            await self._fail(e)
+        return self._end("done", safe)
+
+    # -- the steps ------------------------------------------------------------------------------------------------
+
+    async def _check(self) -> None:
+        self._enter("check")
+        g = self._in
+        req = CheckRequest(
+            flow_id=workflow.info().workflow_id,
+            cluster=g.cluster,
+            brokers=g.brokers,
+            kind=g.kind,
+            cordon=g.cordon,
+            disk_margin=g.disk_margin,
+        )
+        found = await workflow.execute_activity_method(FlowActivities.check_flow, req, **QUICK_CALL)
+        if found.problems:
+            mark(self._view, "check", "failed", "; ".join(found.problems))
+            raise ApplicationError(
+                f"the check found {len(found.problems)} problem(s), nothing was changed: " + "; ".join(found.problems),
+                type=ErrorType.INPUT,
+                non_retryable=True,
+            )
+        mark(
+            self._view,
+            "check",
+            "done",
+            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, {found.bytes_on_brokers} bytes",
+        )
+
+    async def _cordon(self) -> None:
+        self._enter("cordon")
+        entries = await workflow.execute_activity_method(FlowActivities.cordon, self._in.brokers, **QUICK_CALL)
+        self._view.cordoned = entries
+        mark(self._view, "cordon", "done", "cordoned.log.dirs=* on broker " + ", ".join(map(str, self._in.brokers)))
+
+    async def _demote(self) -> None:
+        self._enter("demote")
+        if self._in.kind == "undo-demote":
+            if self._in.restore_ref is None:
+                raise ApplicationError(
+                    "an undo needs the demote's rollback file", type=ErrorType.INPUT, non_retryable=True
+                )
+            plan = await workflow.execute_activity_method(FlowActivities.restore_plan, self._in.restore_ref, **JOIN)
+        else:
+            plan = await self._plan("demote", "demote")
+        if plan.count:
+            await self._migrate("demote", plan)
+        if self._in.kind != "undo-demote":
+            await workflow.execute_activity_method(FlowActivities.elect_away, self._in.brokers, **JOIN)
+        mark(self._view, "demote", "done", f"{plan.count} partition(s) reordered")
+
+    async def _drain(self) -> None:
+        self._enter("drain")
+        plan = await self._plan("drain", "drain-1")
+        if plan.count:
+            await self._migrate("drain-1", plan)
+        mark(self._view, "drain", "done", f"{plan.count} partition(s) moved")
+        self._enter("late arrivals")
+        rounds = 0
+        while True:
+            # Partitions created while the cordon took effect (or placed there by hand) show after a moment.
+            await workflow.sleep(self._in.settle_s)
+            self._check_cancel()
+            found = await workflow.execute_activity_method(FlowActivities.scan_brokers, self._in.brokers, **JOIN)
+            if not found.replicas:
+                break
+            rounds += 1
+            if rounds > self._in.max_rounds:
+                raise ApplicationError(
+                    f"partitions keep landing on broker {', '.join(map(str, self._in.brokers))} after "
+                    f"{self._in.max_rounds} rounds ({', '.join(found.examples)}); find what places them there "
+                    "(explicit assignments?) and run again",
+                    non_retryable=True,
+                )
+            self._view.late_arrivals += found.replicas
+            self._view.rounds = rounds
+            mark(self._view, "late arrivals", "running", f"round {rounds}: {found.replicas} partition(s)")
+            plan = await self._plan("drain", f"late-{rounds}")
+            if plan.count:
+                await self._migrate(f"late-{rounds}", plan)
+        mark(self._view, "late arrivals", "done", f"{self._view.late_arrivals} partition(s) in {rounds} round(s)")
+
+    async def _verify(self) -> bool:
+        self._enter("verify")
+        leadership_only = self._in.kind != "decommission"
+        scan = BrokerScan(replicas=0, leaders=0)
+        for look in range(VERIFY_LOOKS):
+            scan = await workflow.execute_activity_method(FlowActivities.scan_brokers, self._in.brokers, **JOIN)
+            if self._in.kind == "undo-demote" or (scan.movable_leaders == 0 if leadership_only else scan.replicas == 0):
+                break
+            if look + 1 < VERIFY_LOOKS:
+                await workflow.sleep(VERIFY_EVERY)
+        held = ", ".join(scan.examples)
+        if self._in.kind == "undo-demote":
+            mark(self._view, "verify", "done", f"broker(s) lead {scan.leaders} partition(s) again")
+            return False
+        if leadership_only:
+            if scan.movable_leaders:
+                raise ApplicationError(
+                    f"the brokers still lead {scan.movable_leaders} partition(s): {held}", non_retryable=True
+                )
+            stays = (
+                f"; {scan.leaders} partition(s) have no replica elsewhere and stay led there" if scan.leaders else ""
+            )
+            mark(self._view, "verify", "done", "the brokers lead no partition that another broker holds" + stays)
+            return scan.leaders == 0
+        if scan.replicas:
+            raise ApplicationError(f"the brokers still hold {scan.replicas} partition(s): {held}", non_retryable=True)
+        mark(self._view, "verify", "done", "the brokers hold no replica and lead nothing: safe to stop")
+        return True
+
+    # -- migrations of the flow -----------------------------------------------------------------------------------
+
+    async def _plan(self, what: str, name: str) -> FlowPlan:
+        req = FlowPlanRequest(flow_id=workflow.info().workflow_id, brokers=self._in.brokers, what=what, name=name)
+        return await workflow.execute_activity_method(FlowActivities.plan_flow, req, **JOIN)
+
+    async def _migrate(self, name: str, plan: FlowPlan, reverting: bool = False) -> MigrationResult:
+        """Run ``plan`` as a migration of this flow and wait for it; a cancel meanwhile is passed on to it."""
+        self._check_cancel(allow=reverting)
+        g = self._in
+        flow_id = workflow.info().workflow_id
+        child_id = f"{flow_id}:{name}"
+        migration = MigrationInput(
+            cluster=g.cluster,
+            moves=plan.moves,
+            plan_ref=plan.plan_ref,
+            limits=g.limits,
+            replicas_per_step=g.replicas_per_step,
+            throttle_bytes_per_s=g.throttle_bytes_per_s,
+            disk_margin=g.disk_margin,
+            priority=g.priority,
+            actor=f"{g.kind} {flow_id}",
+            reason=f"{name} of broker {', '.join(map(str, g.brokers))}",
+        )
+        self._view.migrations.append(child_id)
+        self._view.current_migration = child_id
+        self._publish()
+        self._child = await workflow.start_child_workflow(
+            MigrationWorkflow.run,
+            migration.model_dump(mode="json"),
+            id=child_id,
+            parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
+            static_summary=f"{name} of broker {', '.join(map(str, g.brokers))}: {plan.count} partition(s)",
+        )
+        if self._cancel is not None and not reverting:
+            await self._pass_cancel()
+        try:
+            result = MigrationResult.model_validate(await self._child)
+        finally:
+            self._child = None
+            self._view.current_migration = None
+        done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
+        self._view.bytes_moved += sum(o.bytes_to_copy for o in done)
+        self._view.partitions_moved += result.moves_done
+        if not reverting and result.status == "completed":
+            # A migration cancelled in flight undid its own part, as its mode says.
+            self._finished.append(plan)
+        self._check_cancel(allow=reverting)
+        if result.status == "completed" and not result.verified:
+            raise ApplicationError(
+                f"migration {child_id} ended unverified: {'; '.join(result.wrong[:5])}", non_retryable=True
+            )
+        return result
+
+    async def _pass_cancel(self) -> None:
+        if self._child is None or self._cancel is None:
+            return
+        c = self._cancel
+        await self._child.signal("cancel", CancelRequest(mode=c.mode, actor=c.actor, reason=c.reason))
+
+    def _check_cancel(self, allow: bool = False) -> None:
+        if self._cancel is not None and not allow:
+            raise FlowCancelled()
+
+    # -- endings --------------------------------------------------------------------------------------------------
+
+    async def _wind_down(self) -> FlowResult:
+        """After a cancel: with rollback, the finished migrations reverted, newest first; then the uncordon."""
+        cancel = self._cancel
+        assert cancel is not None
+        step = running_step(self._view)
+        if step is not None:
+            mark(self._view, step, "skipped", f"cancelled by {cancel.actor}: {cancel.reason}")
+        if cancel.mode == "rollback":
+            for i, done in enumerate(reversed(self._finished)):
+                if done.rollback_ref is not None:
+                    await self._migrate(f"revert-{i + 1}", FlowPlan(count=done.count, plan_ref=done.rollback_ref), True)
+        if not cancel.keep_cordon:
+            await self._uncordon()
+        return self._end("cancelled", False)
+
+    async def _uncordon(self) -> None:
+        if not self._view.cordoned:
+            return
+        entries: list[CordonEntry] = self._view.cordoned
+        await workflow.execute_activity_method(FlowActivities.uncordon, entries, **QUICK_CALL)
+        self._view.cordoned = []
+        note(self._view, "uncordon", "drover", "the flow did not finish", workflow.now(), detail=str(self._in.brokers))
+
+    async def _fail(self, e: Exception) -> None:
+        message = failure_message(e)
+        step = running_step(self._view)
+        if step is not None:
+            mark(self._view, step, "failed", message)
+        # A flow that stops half-way leaves no cordon behind (a failed check changed nothing).
+        await self._uncordon()
+        self._view.phase, self._view.message = "failed", message
+        self._view.finished_at = workflow.now()
+        self._publish()
+        kind = e.type if isinstance(e, ApplicationError) else None
+        raise ApplicationError(message, type=kind, non_retryable=True)
+
+    def _end(self, phase, safe: bool) -> FlowResult:
+        v = self._view
+        v.phase, v.finished_at = phase, workflow.now()
+        took = (v.finished_at - v.started_at).total_seconds() if v.started_at else 0.0
+        if phase == "done" and self._in.kind == "decommission":
+            v.message = f"broker {', '.join(map(str, self._in.brokers))} safe to stop; left cordoned"
+        restore = next((p.rollback_ref for p in self._finished if self._in.kind == "demote"), None)
+        self._publish()
+        return FlowResult(**v.model_dump(), safe_to_stop=safe, took_s=took, restore_ref=restore)
+
+    # -- operator and views ---------------------------------------------------------------------------------------
+
+    @workflow.update(name="cancel_update")
+    async def cancel_update(self, request: FlowCancel) -> FlowProgress:
+        self._take_cancel(request)
+        await self._pass_cancel()
+        return self.status()
+
+    @cancel_update.validator
+    def _validate_cancel(self, request: FlowCancel) -> None:
+        if self._view.phase != "running":
+            raise ValueError(f"the flow is {self._view.phase}: there is nothing to cancel")
+
+    @workflow.signal(name="cancel")
+    async def cancel(self, request: FlowCancel) -> None:
+        if self._view.phase != "running":
+            note(
+                self._view,
+                "cancel",
+                request.actor,
+                request.reason,
+                workflow.now(),
+                detail=f"refused: {self._view.phase}",
+            )
+            return
+        self._take_cancel(request)
+        await self._pass_cancel()
+
+    def _take_cancel(self, request: FlowCancel) -> None:
+        self._cancel = request
+        self._view.phase = "cancelling"
+        detail = f"mode {request.mode}" + (", keep the cordon" if request.keep_cordon else "")
+        note(self._view, "cancel", request.actor, request.reason, workflow.now(), detail=detail)
+
+    @workflow.query
+    def status(self) -> FlowProgress:
+        return self._view
+
+    def _enter(self, step) -> None:
+        mark(self._view, step, "running")
+        self._publish()
+
+    def _publish(self) -> None:
+        """The step as the DroverStatus search attribute and the Web UI's current details."""
+        step = running_step(self._view)
+        label = self._view.phase if step is None or self._view.phase != "running" else step
+        if label != self._published:
+            self._published = label
+            workflow.upsert_search_attributes([STATUS_ATTR.value_set(label)])
+        lines = [f"**{self._in.kind}** of broker {', '.join(map(str, self._in.brokers))}: {self._view.phase}"]
+        lines += [f"- {s.step}: {s.state}" + (f" ({s.detail})" if s.detail else "") for s in self._view.steps]
+        if self._view.current_migration:
+            lines.append(f"- migration in flight: {self._view.current_migration}")
+        workflow.set_current_details("\n".join(lines))
