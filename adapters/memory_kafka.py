@@ -206,6 +206,14 @@ class InMemoryKafka:
     def alter_reassignments(self, targets) -> None:
         self._hook("alter_reassignments", targets)
         with self._lock:
+            # As Kafka 4.3+: a list that names a cordoned broker is refused (a cancel, back onto one, is not).
+            cordoned = {b for b, c in self.broker_configs.items() if c.get(CORDON_CONFIG)}
+            refused = [f"{tp.topic}-{tp.partition}" for tp, t in targets.items() if t and cordoned & set(t)]
+            if refused:
+                raise KafkaAdminError(
+                    "alter partition reassignments refused: "
+                    + "; ".join(f"{r}: InvalidReplicationAssignmentError" for r in refused)
+                )
             for tp, target in targets.items():
                 key = (tp.topic, tp.partition)
                 self.altered.append((key, target))

@@ -1,6 +1,7 @@
 """drover pause | resume | cancel | limits | throttle: steer a running migration, each with who and why."""
 
 import asyncio
+import dataclasses
 
 import click
 import typer
@@ -13,6 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
 from cli.errors import DroverError
+from cli.flows import is_flow
 from cli.groups import LimitChanges, grouped
 from cli.migration_view import describe, phase, require_worker
 from cli.options import (
@@ -183,9 +185,10 @@ async def execute_update(handle, update, argument, attempts: int = 20):
     return await handle.execute_update(update, argument)
 
 
-def cancel(
-    ctx: typer.Context,
-    migration_id: str = MIGRATION_ID,
+@dataclasses.dataclass
+class CancelHow:
+    """What a cancel leaves (drover cancel)."""
+
     mode: str = typer.Option(
         "stop",
         "--mode",
@@ -194,14 +197,54 @@ def cancel(
         "finished moves; revert-pending: also step every move that was in flight back to "
         "its original list (KIP-236); rollback: also every partition this migration "
         "changed, finished moves included",
-    ),
-    rollback: bool = typer.Option(False, "--rollback", help="The same as --mode rollback"),
+    )
+    rollback: bool = typer.Option(False, "--rollback", help="The same as --mode rollback")
+    keep_cordon: bool = typer.Option(
+        False, "--keep-cordon", help="A decommission or demote: leave its brokers cordoned (lifted by default)"
+    )
+
+
+@grouped
+def cancel(
+    ctx: typer.Context,
+    migration_id: str = MIGRATION_ID,
+    *,
+    how: CancelHow,
     actor: str = ACTOR,
     reason: str = REASON,
     as_json: bool = PROGRESS_JSON,
 ) -> None:
     """Cancel the steps in flight (Kafka reverts them) and start nothing new; finished moves stay. With --rollback,
     every partition the migration touched, finished ones included, is stepped back to its original list (a
-    partition whose original replicas are all offline is skipped and reported, rather than taken offline)."""
-    request = CancelRequest(mode="rollback" if rollback else mode, actor=actor or default_actor(), reason=reason)
+    partition whose original replicas are all offline is skipped and reported, rather than taken offline).
+
+    Given a decommission's or a demote's ID, its migration in flight is cancelled in that mode (with rollback, the
+    migrations it finished are reverted too) and its brokers are uncordoned unless --keep-cordon."""
+    chosen = "rollback" if how.rollback else how.mode
+    if is_flow(migration_id):
+        asyncio.run(_cancel_flow(ctx.obj, migration_id, chosen, how.keep_cordon, actor, reason, Output(as_json)))
+        return
+    if how.keep_cordon:
+        raise DroverError("--keep-cordon is for a decommission or a demote, not a migration", exit_code=2)
+    request = CancelRequest(mode=chosen, actor=actor or default_actor(), reason=reason)
     asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))
+
+
+async def _cancel_flow(settings, flow_id: str, mode, keep_cordon: bool, actor, reason: str, out: Output) -> None:
+    """A decommission's or a demote's cancel, as its update (answered with the flow's steps)."""
+    from cli.flows import show_flow
+    from models.decommission import FlowCancel
+    from workflows import DecommissionWorkflow
+
+    client = await connect(settings, identity=default_actor())
+    handle = client.get_workflow_handle(flow_id)
+    queue = await _running(client, flow_id)
+    await require_worker(client, queue, f"{flow_id} is running, but")
+    request = FlowCancel(mode=mode, keep_cordon=keep_cordon, actor=actor or default_actor(), reason=reason)
+    try:
+        view = await asyncio.wait_for(
+            handle.execute_update(DecommissionWorkflow.cancel_update, request), ANSWER_WITHIN_S
+        )
+    except WorkflowUpdateFailedError as e:
+        raise DroverError(f"{flow_id} refused: {failure_message(e)}") from None
+    show_flow(out, flow_id, view, ended=False)

@@ -16,3 +16,13 @@ def cluster_name(name: str) -> str:
     if not re.fullmatch(r"[A-Za-z0-9._-]+", name):
         raise DroverError(f"--cluster {name!r}: use letters, digits, '.', '_' and '-' only", exit_code=2)
     return name
+
+
+def broker_ids(option: str, text: str) -> list[int]:
+    """ "4,5" -> [4, 5], sorted and once each; anything but whole numbers is a one-line refusal naming ``option``."""
+    ids = []
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        if not re.fullmatch(r"\d+", part):
+            raise DroverError(f"{option}: {part!r} is not a broker id (a whole number)", exit_code=2)
+        ids.append(int(part))
+    return sorted(set(ids))

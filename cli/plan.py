@@ -9,7 +9,7 @@ import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
 from adapters.kafka_port import open_kafka
-from cli.errors import DroverError
+from cli.errors import DroverError, broker_ids
 from cli.groups import grouped
 from cli.output import Output
 from cli.plan_files import load_model, partition_label, read_json, rollback_file, validate, write_reassignment
@@ -94,7 +94,7 @@ def plan(
     """
     output = Output(as_json)
     pattern = _topic_pattern(goals.topics)
-    remove = _broker_ids(goals.remove_brokers)
+    remove = broker_ids("--remove-brokers", goals.remove_brokers)
     balance_tolerance = _tolerance(goals.tolerance)
     window = _window(source.sample, source.bootstrap, source.metrics)
     if source.bootstrap and (source.current or source.brokers or source.sizes):
@@ -192,15 +192,6 @@ def _read_metrics(settings: Settings, path: Path) -> tuple[dict[tuple[str, int],
     rates = {(r["topic"], r["partition"]): float(r["bytes_in_per_sec"]) for r in rows}
     sizes = {(r["topic"], r["partition"]): int(r["size_bytes"]) for r in rows}
     return rates, sizes
-
-
-def _broker_ids(text: str) -> list[int]:
-    ids = []
-    for part in (p.strip() for p in text.split(",") if p.strip()):
-        if not re.fullmatch(r"\d+", part):
-            raise DroverError(f"--remove-brokers: {part!r} is not a broker id (a whole number)", exit_code=2)
-        ids.append(int(part))
-    return sorted(set(ids))
 
 
 class _SizesFile(BaseModel):

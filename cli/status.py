@@ -13,10 +13,17 @@ def status(
     ),
     as_json: bool = PROGRESS_JSON,
 ) -> None:
-    """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle."""
+    """Show a migration's state: moves waiting, in flight (with their lists), done and failed; limits and throttle.
+    Given a decommission's or a demote's ID: each step of the flow with its state, and its migration in flight."""
     import asyncio
 
-    from cli.migration_view import show_status
     from cli.output import Output
+
+    if migration_id.startswith(("decommission:", "demote:")):
+        from cli.flows import show_flow_status
+
+        asyncio.run(show_flow_status(ctx.obj, migration_id, Output(as_json)))
+        return
+    from cli.migration_view import show_status
 
     asyncio.run(show_status(ctx.obj, migration_id, Output(as_json)))

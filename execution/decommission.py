@@ -22,9 +22,9 @@ from models.plan import PartitionReplicas
 EXAMPLES = 5
 
 STEPS: dict[FlowKind, tuple[FlowStep, ...]] = {
-    "decommission": ("check", "cordon", "demote", "drain", "late arrivals", "verify"),
-    "demote": ("check", "cordon", "demote", "verify"),
-    "undo-demote": ("check", "demote", "verify"),
+    "decommission": ("check", "demote", "cordon", "drain", "late arrivals", "verify"),
+    "demote": ("check", "demote", "cordon", "verify"),
+    "undo-demote": ("check", "uncordon", "demote", "verify"),
 }
 
 
@@ -151,5 +151,7 @@ def running_step(view: FlowProgress) -> FlowStep | None:
     return next((s.step for s in view.steps if s.state == "running"), None)
 
 
-def note(view: FlowProgress, action: str, actor: str, reason: str, at: datetime, detail: str = "") -> None:
-    view.audit.append(AuditEntry(at=at, action=action, actor=actor, reason=reason, detail=detail))
+def note(
+    view: FlowProgress, action: str, actor: str, reason: str, at: datetime, detail: str = "", refused: str | None = None
+) -> None:
+    view.audit.append(AuditEntry(at=at, action=action, actor=actor, reason=reason, detail=detail, refused=refused))

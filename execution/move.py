@@ -229,7 +229,8 @@ def _loop_head(s: MoveState, now: datetime) -> Action:
 def _next_step(s: MoveState, now: datetime) -> Action:
     assert s.shown is not None
     current = s.shown.replicas
-    step = next_step(current, s.target, s.shown.isr, s.move.replicas_per_step, s.min_insync)
+    avoid = frozenset(s.move.avoid)
+    step = next_step(current, s.target, s.shown.isr, s.move.replicas_per_step, s.min_insync, avoid)
     if step is None:
         s.phase, s.step = MovePhase.DONE, None
         return Finish(
@@ -243,7 +244,7 @@ def _next_step(s: MoveState, now: datetime) -> Action:
             )
         )
     number = len(s.steps) + 1
-    total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync)
+    total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync, avoid)
     s.step, s.step_from = step, current
     s.what = f"step {number} of {max(total, number)}: {current} → {step.replicas}"
     if s.frozen:

@@ -26,6 +26,13 @@ StepState = Literal["pending", "running", "done", "skipped", "failed"]
 FlowPhase = Literal["running", "cancelling", "done", "cancelled", "failed"]
 
 
+class CordonEntry(BaseModel):
+    """A broker's cordoned.log.dirs override before the flow set it (None: it had none)."""
+
+    broker: int
+    before: str | None
+
+
 class FlowInput(BaseModel):
     cluster: str = Field(min_length=1)
     brokers: list[int] = Field(min_length=1)
@@ -43,8 +50,10 @@ class FlowInput(BaseModel):
     settle_s: float = Field(5.0, ge=0)
     # Rounds of late arrivals drained before the flow gives up (something keeps placing partitions on the brokers).
     max_rounds: int = Field(10, ge=1)
-    # undo-demote: the demote's rollback file (the original replica order of the partitions it changed).
+    # undo-demote: the demote's rollback file (the original replica order of the partitions it changed), and the
+    # cordon it left, lifted at the end.
     restore_ref: str | None = None
+    uncordon: list[CordonEntry] = []
     actor: str | None = None
     reason: str | None = None
 
@@ -79,13 +88,6 @@ class CheckResult(BaseModel):
     # Bytes held on the brokers, to move elsewhere.
     bytes_on_brokers: int = 0
     partitions_on_brokers: int = 0
-
-
-class CordonEntry(BaseModel):
-    """A broker's cordoned.log.dirs override before the flow set it (None: it had none)."""
-
-    broker: int
-    before: str | None
 
 
 class FlowPlanRequest(BaseModel):

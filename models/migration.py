@@ -80,6 +80,8 @@ class MigrationInput(BaseModel):
     stuck_policy: StuckPolicy = "wait"
     offline: OfflinePolicy = "skip"
     disk_margin: float = Field(0.1, ge=0, lt=1)
+    # Cordoned brokers the plan empties (a decommission's drain): a partition on one steps straight to its target.
+    avoid_brokers: list[int] = []
     # Moves a run finishes before the migration continues as new (sooner when Temporal suggests it).
     continue_every: int = Field(200, ge=1)
     # Moves paged in at a time from a plan by reference.

@@ -58,6 +58,9 @@ class MoveInput(BaseModel):
     # Given by the migration that starts the move and echoed in its report, so the migration can tell this move's
     # report from an earlier one of the same partition.
     token: str = ""
+    # Cordoned brokers (KIP-1066): Kafka refuses a list that names one, so a partition on one steps straight to its
+    # target.
+    avoid: list[int] = []
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":

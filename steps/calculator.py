@@ -14,8 +14,12 @@ def next_step(
     isr: list[int],
     replicas_per_step: int,
     min_insync: int,
+    avoid: frozenset[int] = frozenset(),
 ) -> Step | None:
     """The next step from ``current`` towards ``target``, or None when the partition is there.
+
+    - While ``current`` holds a broker of ``avoid`` (cordoned: Kafka refuses any list that names one), the step is
+      ``target`` itself, in one call: Kafka adds the new replicas and keeps the old ones until they are in sync.
 
     - If the target's preferred leader is not a replica yet, it is added alone, first in the list, and elected
       (plus as many more target replicas as it takes to get back to ``min_insync`` in-sync replicas).
@@ -30,6 +34,14 @@ def next_step(
         raise ValueError(f"target {target} must be a non-empty list of distinct brokers")
     if current == target:
         return None
+    if avoid.intersection(current):
+        return Step(
+            replicas=list(target),
+            added=[b for b in target if b not in current],
+            dropped=[b for b in current if b not in target],
+            elect_leader=target[0] != current[0],
+            final=True,
+        )
 
     wanted = set(target)
     in_sync = set(isr)
@@ -123,13 +135,15 @@ def _substitute(current: list[int], dropped: list[int], added: list[int]) -> lis
     return replicas + pending
 
 
-def steps_left(current: list[int], target: list[int], replicas_per_step: int, min_insync: int) -> int:
+def steps_left(
+    current: list[int], target: list[int], replicas_per_step: int, min_insync: int, avoid: frozenset[int] = frozenset()
+) -> int:
     """How many steps take ``current`` to ``target`` when every replica catches up (the count a move shows; one
     out of sync on the way may change the path)."""
     count = 0
     # Each step adds or drops at least one replica, so this many always suffice.
     for _ in range(2 * (len(current) + len(target))):
-        step = next_step(current, target, current, replicas_per_step, min_insync)
+        step = next_step(current, target, current, replicas_per_step, min_insync, avoid)
         if step is None:
             break
         count, current = count + 1, step.replicas

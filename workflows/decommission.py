@@ -55,6 +55,8 @@ class DecommissionWorkflow:
     def __init__(self, given: FlowInput) -> None:
         self._in = given
         self._view = new_progress(given.kind, given.brokers, given.cordon, workflow.now())
+        # An undo lifts the cordon its demote left.
+        self._view.cordoned = list(given.uncordon)
         self._cancel: FlowCancel | None = None
         self._child: workflow.ChildWorkflowHandle | None = None
         # The migrations this flow finished, oldest first: a rollback reverts them, newest first.
@@ -68,9 +70,15 @@ class DecommissionWorkflow:
         self._publish()
         try:
             await self._check()
+            if given.kind == "undo-demote":
+                # Kafka refuses any replica list that names a cordoned broker: the cordon goes first.
+                self._enter("uncordon")
+                await self._uncordon("the demote is undone")
+                mark(self._view, "uncordon", "done")
+            # Leadership leaves before the cordon, for the same reason: the demote reorders lists that name them.
+            await self._demote()
             if given.cordon and given.kind != "undo-demote":
                 await self._cordon()
-            await self._demote()
             if given.kind == "decommission":
                 await self._drain()
             safe = await self._verify()
@@ -80,7 +88,7 @@ class DecommissionWorkflow:
             # Cancelled through Temporal (the Web UI): the migration in flight is cancelled with it (its close
             # policy); the cordon is lifted, then the cancellation ends the flow.
             self._cancel = self._cancel or FlowCancel(actor="temporal", reason="the workflow was cancelled")
-            await self._uncordon()
+            await self._uncordon("the flow was cancelled")
             raise
         except (ActivityError, ChildWorkflowError, ApplicationError) as e:
             await self._fail(e)
@@ -207,7 +215,7 @@ class DecommissionWorkflow:
         self._check_cancel(allow=reverting)
         g = self._in
         flow_id = workflow.info().workflow_id
-        child_id = f"{flow_id}:{name}"
+        child_id = f"migration:{flow_id}:{name}"
         migration = MigrationInput(
             cluster=g.cluster,
             moves=plan.moves,
@@ -217,6 +225,8 @@ class DecommissionWorkflow:
             throttle_bytes_per_s=g.throttle_bytes_per_s,
             disk_margin=g.disk_margin,
             priority=g.priority,
+            # Cordoned brokers are left in one step per partition (Kafka refuses a list that names one).
+            avoid_brokers=[e.broker for e in self._view.cordoned],
             actor=f"{g.kind} {flow_id}",
             reason=f"{name} of broker {', '.join(map(str, g.brokers))}",
         )
@@ -269,21 +279,23 @@ class DecommissionWorkflow:
         step = running_step(self._view)
         if step is not None:
             mark(self._view, step, "skipped", f"cancelled by {cancel.actor}: {cancel.reason}")
+        if not cancel.keep_cordon:
+            await self._uncordon("the flow was cancelled")
         if cancel.mode == "rollback":
             for i, done in enumerate(reversed(self._finished)):
                 if done.rollback_ref is not None:
                     await self._migrate(f"revert-{i + 1}", FlowPlan(count=done.count, plan_ref=done.rollback_ref), True)
-        if not cancel.keep_cordon:
-            await self._uncordon()
         return self._end("cancelled", False)
 
-    async def _uncordon(self) -> None:
-        if not self._view.cordoned:
-            return
+    async def _uncordon(self, why: str) -> None:
         entries: list[CordonEntry] = self._view.cordoned
-        await workflow.execute_activity_method(FlowActivities.uncordon, entries, **QUICK_CALL)
+        if not entries:
+            return
+        # Taken first: a cancel's handler and the run may both get here; one lifts it.
         self._view.cordoned = []
-        note(self._view, "uncordon", "drover", "the flow did not finish", workflow.now(), detail=str(self._in.brokers))
+        await workflow.execute_activity_method(FlowActivities.uncordon, entries, **QUICK_CALL)
+        brokers = ", ".join(str(e.broker) for e in entries)
+        note(self._view, "uncordon", "drover", why, workflow.now(), detail=f"broker {brokers}")
 
     async def _fail(self, e: Exception) -> None:
         message = failure_message(e)
@@ -291,7 +303,7 @@ class DecommissionWorkflow:
         if step is not None:
             mark(self._view, step, "failed", message)
         # A flow that stops half-way leaves no cordon behind (a failed check changed nothing).
-        await self._uncordon()
+        await self._uncordon("the flow failed")
         self._view.phase, self._view.message = "failed", message
         self._view.finished_at = workflow.now()
         self._publish()
@@ -312,28 +324,39 @@ class DecommissionWorkflow:
 
     @workflow.update(name="cancel_update")
     async def cancel_update(self, request: FlowCancel) -> FlowProgress:
-        self._take_cancel(request)
-        await self._pass_cancel()
+        await self._cancel_now(request)
         return self.status()
 
     @cancel_update.validator
     def _validate_cancel(self, request: FlowCancel) -> None:
-        if self._view.phase != "running":
-            raise ValueError(f"the flow is {self._view.phase}: there is nothing to cancel")
+        refused = self._refusal(request)
+        if refused:
+            raise ValueError(refused)
 
     @workflow.signal(name="cancel")
     async def cancel(self, request: FlowCancel) -> None:
-        if self._view.phase != "running":
-            note(
-                self._view,
-                "cancel",
-                request.actor,
-                request.reason,
-                workflow.now(),
-                detail=f"refused: {self._view.phase}",
-            )
+        refused = self._refusal(request)
+        if refused:
+            note(self._view, "cancel", request.actor, request.reason, workflow.now(), refused=refused)
             return
+        await self._cancel_now(request)
+
+    def _refusal(self, request: FlowCancel) -> str | None:
+        if self._view.phase != "running":
+            return f"the flow is {self._view.phase}: there is nothing to cancel"
+        if request.keep_cordon and request.mode != "stop":
+            return (
+                "Kafka refuses to move replicas back onto cordoned brokers: keep the cordon only with mode stop, "
+                f"not {request.mode}"
+            )
+        return None
+
+    async def _cancel_now(self, request: FlowCancel) -> None:
+        """The cancel taken up: the cordon lifted first unless kept (the migration in flight may step partitions
+        back onto the brokers), then passed on to that migration."""
         self._take_cancel(request)
+        if not request.keep_cordon:
+            await self._uncordon("the flow was cancelled")
         await self._pass_cancel()
 
     def _take_cancel(self, request: FlowCancel) -> None:

@@ -53,6 +53,7 @@ class MigrationMoves:
             stuck_policy=given.stuck_policy,
             token=r.token,
             expected=r.expected,
+            avoid=given.avoid_brokers,
         )
         for attempt in range(RESTART_TRIES):
             try:

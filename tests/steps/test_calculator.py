@@ -123,3 +123,22 @@ def test_steps_left_counts_the_steps_next_step_takes_when_every_replica_keeps_up
     assert taken == expected
     assert steps_left([1, 2], [1, 2], 1, 1) == 0
     assert steps_left([1, 2, 3], [1, 2, 4], 3, 2) == 1
+
+
+def test_a_partition_on_an_avoided_broker_steps_straight_to_its_target():
+    # Broker 4 is cordoned: Kafka refuses any list naming it, so no intermediate list may keep it.
+    step = next_step([4, 2, 3], [2, 3, 1], [4, 2, 3], replicas_per_step=1, min_insync=2, avoid=frozenset({4}))
+    assert step is not None
+    assert (step.replicas, step.added, step.dropped, step.final) == ([2, 3, 1], [1], [4], True)
+    assert step.elect_leader
+    # Two cordoned brokers of one partition leave in the same call, whatever the step size.
+    both = next_step([4, 5, 2], [2, 1, 3], [4, 5, 2], replicas_per_step=1, min_insync=2, avoid=frozenset({4, 5}))
+    assert both is not None and both.replicas == [2, 1, 3] and both.dropped == [4, 5]
+    assert steps_left([4, 5, 2], [2, 1, 3], 1, 2, frozenset({4, 5})) == 1
+
+
+def test_avoided_brokers_the_partition_is_not_on_change_nothing():
+    # Without broker 4 in its list the move takes its usual steps (the first one adds the new leader alone).
+    plain = next_step([1, 2], [3, 1], [1, 2], replicas_per_step=1, min_insync=1)
+    assert next_step([1, 2], [3, 1], [1, 2], replicas_per_step=1, min_insync=1, avoid=frozenset({4})) == plain
+    assert plain is not None and not plain.final

@@ -4,7 +4,7 @@ import asyncio
 import uuid
 
 import pytest
-from temporalio.client import WorkflowFailureError
+from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
 from tests.conftest import worker_for
@@ -44,7 +44,7 @@ async def test_a_decommission_empties_the_broker_and_leaves_it_cordoned(local_en
     assert {k: len(v) for k, v in fake.replicas.items()} == {k: len(v) for k, v in original.items()}
     assert fake.broker_configs[5][CORDON_CONFIG] == "*"
     assert [s.state for s in result.steps] == ["done"] * 6
-    assert result.migrations and all(m.startswith("decommission-") for m in result.migrations)
+    assert result.migrations and all(m.startswith("migration:decommission-") for m in result.migrations)
     assert result.audit[0].action == "start" and result.audit[0].actor == "ops"
 
 
@@ -96,6 +96,13 @@ async def test_a_cancel_with_rollback_puts_everything_back_and_uncordons(local_e
                 break
             await asyncio.sleep(0.1)
         assert status.current_migration and status.current_migration.endswith(":drain-1")
+        # Kafka refuses lists that name a cordoned broker: a rollback that keeps the cordon is refused at once.
+        with pytest.raises(WorkflowUpdateFailedError) as refused:
+            await handle.execute_update(
+                DecommissionWorkflow.cancel_update,
+                FlowCancel(actor="ops", reason="wrong broker", mode="rollback", keep_cordon=True),
+            )
+        assert "keep the cordon only with mode stop" in refused.value.cause.message
         await handle.execute_update(
             DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="rollback")
         )
