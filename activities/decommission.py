@@ -65,13 +65,14 @@ class FlowActivities:
     def _check(self, req: CheckRequest, busy: dict[int, str]) -> CheckResult:
         cluster = self.admin.describe_cluster()
         states = self.admin.describe_topics()
+        # Only the brokers the cluster has are asked (Kafka answers an unknown one with an error, the check names it).
+        known = [b for b in req.brokers if b in set(cluster.broker_ids)]
         held: dict[int, int] = {}
-        for r in self.admin.describe_log_dirs(req.brokers):
+        for r in self.admin.describe_log_dirs(known) if known else []:
             held[r.broker] = held.get(r.broker, 0) + r.size_bytes
         disks = self.admin.describe_disks()
         facts = decommission.Facts(cluster=cluster, partitions=states, held=held, disks=disks, busy=busy)
         result = decommission.check(req.brokers, req.kind, req.disk_margin, facts)
-        known = [b for b in req.brokers if b in set(cluster.broker_ids)]
         if req.cordon and req.kind != "undo-demote" and known:
             configs = self.admin.describe_broker_configs(known)
             lacking = [b for b in known if CORDON_CONFIG not in configs.get(b, {})]

@@ -120,6 +120,10 @@ class InMemoryKafka:
         ]
 
     def describe_log_dirs(self, brokers=None) -> list[ReplicaSize]:
+        unknown = sorted(set(brokers or ()) - set(self.brokers))
+        if unknown:
+            # As Kafka answers a broker it does not have.
+            raise KafkaAdminError(f"describe log dirs failed: UnknownBrokerIdError: {unknown[0]}")
         return [
             ReplicaSize(broker=b, topic=t, partition=p, size_bytes=1000 * (p + 1))
             for (t, p), replicas in sorted(self.replicas.items())

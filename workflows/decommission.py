@@ -28,6 +28,7 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType
     from models.migration import MigrationInput
     from models.results import MigrationResult
+    from models.units import human_bytes
     from workflows.failures import failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.migration import MigrationWorkflow
@@ -119,7 +120,7 @@ class DecommissionWorkflow:
             self._view,
             "check",
             "done",
-            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, {found.bytes_on_brokers} bytes",
+            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, {human_bytes(found.bytes_on_brokers)}",
         )
 
     async def _cordon(self) -> None:
