@@ -132,19 +132,7 @@ class FlowActivities:
             ]
             moved_bytes: int | None = 0
         else:
-            partitions, brokers, sizes, _ = read_for_plan(self.admin)
-            on_them = set(req.brokers)
-            if not any(on_them & set(p.replicas) for p in partitions):
-                return FlowPlan(count=0)
-            try:
-                plan = make_plan(
-                    PlanRequest(partitions=partitions, brokers=brokers, remove_brokers=req.brokers, sizes=sizes)
-                )
-            except PlanError as e:
-                raise ApplicationError(
-                    f"cannot plan the drain: {e}", type=ErrorType.INPUT, non_retryable=True
-                ) from None
-            changes, rollback, moved_bytes = plan.changes, plan.rollback, plan.summary.bytes_to_move
+            changes, rollback, moved_bytes = self._drain_plan(req.brokers)
         if not changes:
             return FlowPlan(count=0)
         folder = ledger.migration_dir(self.work_dir, req.flow_id)
@@ -159,6 +147,38 @@ class FlowActivities:
             rollback_ref=str(rollback_path),
             bytes_to_move=moved_bytes,
         )
+
+    def _drain_plan(self, brokers: list[int]) -> tuple[list, list, int | None]:
+        """Every replica off ``brokers`` and nothing else: the planner's best placement within as many replica moves
+        as the brokers hold replicas (so no other partition is moved for balance), only the partitions on them
+        kept (a leader-only change elsewhere is no part of a drain). Without a placement within that budget (a
+        rack limit that forces other moves first), the plan without one, still only those partitions."""
+        partitions, specs, sizes, _ = read_for_plan(self.admin)
+        leaving = set(brokers)
+        on_them = {(p.topic, p.partition) for p in partitions if leaving & set(p.replicas)}
+        if not on_them:
+            return [], [], 0
+        held = sum(len(leaving & set(p.replicas)) for p in partitions)
+        for budget in (held, None):
+            request = PlanRequest(
+                partitions=partitions, brokers=specs, remove_brokers=brokers, sizes=sizes, max_moves=budget
+            )
+            try:
+                plan = make_plan(request)
+            except PlanError as e:
+                raise ApplicationError(
+                    f"cannot plan the drain: {e}", type=ErrorType.INPUT, non_retryable=True
+                ) from None
+            changes = [c for c in plan.changes if (c.topic, c.partition) in on_them]
+            if len(changes) == len(on_them) and not any(leaving & set(c.replicas) for c in changes):
+                break
+        rollback = [r for r in plan.rollback if (r.topic, r.partition) in on_them]
+        by_key = {(p.topic, p.partition): p.replicas for p in partitions}
+        moved = sum(
+            sizes.get((c.topic, c.partition), 0) * len(set(c.replicas) - set(by_key[(c.topic, c.partition)]))
+            for c in changes
+        )
+        return changes, rollback, moved
 
     @activity.defn(name="restore_plan")
     def restore_plan(self, ref: str) -> FlowPlan:

@@ -272,7 +272,8 @@ def show_flow(out: Output, flow_id: str, view, ended: bool) -> None:
 
     head = f"{view.kind} of broker {', '.join(map(str, view.brokers))}: {view.phase}"
     if ended and getattr(view, "safe_to_stop", False):
-        head += f"; safe to stop (took {view.took_s:.0f} s, {human_bytes(view.bytes_moved)} moved)"
+        done = "safe to stop" if view.kind == "decommission" else "they lead nothing"
+        head += f"; {done} (took {view.took_s:.0f} s, {human_bytes(view.bytes_moved)} moved)"
     out.info(f"{flow_id}: {head}" + (f"; {view.message}" if view.message and not ended else ""))
     out.table("Steps", ["step", "state", "detail"], [[s.step, s.state, s.detail] for s in view.steps])
     if view.current_migration:

@@ -142,6 +142,8 @@ class FlowProgress(BaseModel):
     bytes_moved: int = 0
     partitions_moved: int = 0
     cordoned: list[CordonEntry] = []
+    # When Kafka took the cordon (the brokers then get no new partition once their next heartbeat carries it).
+    cordoned_at: datetime | None = None
     audit: list[AuditEntry] = []
     # What the flow waits for or why it stopped.
     message: str = ""

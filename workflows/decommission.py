@@ -120,13 +120,14 @@ class DecommissionWorkflow:
             self._view,
             "check",
             "done",
-            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, {human_bytes(found.bytes_on_brokers)}",
+            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, "
+            f"{human_bytes(found.bytes_on_brokers)}",
         )
 
     async def _cordon(self) -> None:
         self._enter("cordon")
         entries = await workflow.execute_activity_method(FlowActivities.cordon, self._in.brokers, **QUICK_CALL)
-        self._view.cordoned = entries
+        self._view.cordoned, self._view.cordoned_at = entries, workflow.now()
         mark(self._view, "cordon", "done", "cordoned.log.dirs=* on broker " + ", ".join(map(str, self._in.brokers)))
 
     async def _demote(self) -> None:

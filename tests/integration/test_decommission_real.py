@@ -1,0 +1,407 @@
+"""Decommission and demote on a real five-broker KRaft cluster (Kafka 4.4, KIP-1066 cordoning), of its own: the flow
+empties a broker of every partition, so it must not share the four-broker test cluster with other tests. The
+flows run from the command line against a worker process, as an operator runs them."""
+
+import asyncio
+import json
+import os
+import signal
+import threading
+import time
+import uuid
+from asyncio.subprocess import PIPE
+from datetime import UTC, datetime
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from adapters.kafka_admin import KafkaAdmin
+from adapters.kafka_properties import client_configs
+from adapters.temporal import connect
+from models.decommission import CORDON_CONFIG, FlowResult
+from sandbox import Sandbox, SandboxSettings
+from settings import Settings
+from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from tests.cli.test_cli import DROVER, ROOT
+from tests.integration.helpers import consume_topic, produce_topic, wait_until
+from tests.integration.test_faults_real import start_worker
+from tests.integration.test_system_real import SteadyProducer
+from workflows import DecommissionWorkflow
+
+pytestmark = pytest.mark.integration
+
+BROKERS = [1, 2, 3, 4, 5]
+FIVE = SandboxSettings(
+    state_dir=ROOT / ".drover" / "test-five",
+    port_base=39092,
+    temporal_port=37233,
+    ui_port=38233,
+    brokers=5,
+    racks=2,
+)
+
+
+class Five:
+    """The five-broker stack, a worker process on a task queue of its own, and `drover` against both."""
+
+    def __init__(self, sandbox: Sandbox, work_dir):
+        self.sandbox = sandbox
+        self.settings = Settings(
+            cluster_name="five",
+            kafka_bootstrap=sandbox.s.bootstrap,
+            temporal_address=sandbox.s.temporal_address,
+            task_queue=f"five-{uuid.uuid4().hex[:6]}",
+        )
+        self.admin = KafkaAdmin(self.settings)
+        self.work_dir = work_dir
+        self.worker = start_worker(self.settings, self.settings.task_queue, work_dir)
+
+    def restart_worker(self, how: int = signal.SIGKILL) -> None:
+        self.worker.send_signal(how)
+        self.worker.wait(timeout=60)
+        self.worker = start_worker(self.settings, self.settings.task_queue, self.work_dir)
+
+    async def drover(self, *args: str) -> tuple[int, str, str]:
+        env = os.environ | {
+            "DROVER_TEMPORAL_ADDRESS": self.settings.temporal_address,
+            "DROVER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            "DROVER_TASK_QUEUE": self.settings.task_queue,
+            "DROVER_CLUSTER_NAME": "five",
+        }
+        proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
+        out, err = await proc.communicate()
+        return proc.returncode or 0, out.decode(), err.decode()
+
+    def assignment(self) -> dict[tuple[str, int], list[int]]:
+        return {(s.topic, s.partition): s.replicas for s in self.admin.describe_topics()}
+
+    def leaders(self) -> dict[tuple[str, int], int | None]:
+        return {(s.topic, s.partition): s.leader for s in self.admin.describe_topics()}
+
+    def cordons(self) -> dict[int, str]:
+        configs = self.admin.describe_broker_configs(BROKERS, overrides_only=True)
+        return {b: c[CORDON_CONFIG] for b, c in configs.items() if CORDON_CONFIG in c}
+
+    def throttles_left(self) -> list[str]:
+        left = [
+            f"broker {b}: {sorted(set(c) & {LEADER_RATE, FOLLOWER_RATE})}"
+            for b, c in self.admin.describe_broker_configs(BROKERS, overrides_only=True).items()
+            if set(c) & {LEADER_RATE, FOLLOWER_RATE}
+        ]
+        topics = self.admin.list_topics()
+        left += [
+            f"topic {t}: {sorted(set(c) & {LEADER_REPLICAS, FOLLOWER_REPLICAS})}"
+            for t, c in self.admin.describe_topic_configs(topics, overrides_only=True).items()
+            if set(c) & {LEADER_REPLICAS, FOLLOWER_REPLICAS}
+        ]
+        return left
+
+    def loaded_topic(self, name: str, assignment: list[list[int]], per_partition: int = 300) -> None:
+        """A topic with about 1 KB a message, ``per_partition`` messages in each partition."""
+        self.admin.create_topic(name, assignment)
+        produce_topic(self.settings, name, len(assignment), per_partition)
+
+    def close(self) -> None:
+        self.worker.send_signal(signal.SIGTERM)
+        self.worker.wait(timeout=60)
+        self.admin.close()
+
+
+@pytest.fixture(scope="module")
+def five(tmp_path_factory):
+    sandbox = Sandbox(FIVE)
+    sandbox.up(worker=False)
+    stack = Five(sandbox, tmp_path_factory.mktemp("five-work"))
+    yield stack
+    stack.close()
+    if not os.environ.get("DROVER_TEST_KEEP_STACK"):
+        sandbox.down(wipe=True)
+
+
+def on(broker: int, assignment: dict) -> list[tuple[str, int]]:
+    return sorted(k for k, replicas in assignment.items() if broker in replicas)
+
+
+class TopicCreator(threading.Thread):
+    """A new topic every ``every_s``: controller-placed at RF 2 and RF 3 in turn, and every third one with an explicit
+    assignment that puts broker 5 first. Records each with when it was asked, whether Kafka took it, and where
+    its replicas were right after."""
+
+    def __init__(self, five: Five, prefix: str, every_s: float = 1.0):
+        super().__init__(daemon=True)
+        config, _ = client_configs(five.settings)
+        self.client = AdminClient(config)
+        self.five, self.prefix, self.every_s = five, prefix, every_s
+        self.stopped = threading.Event()
+        self.created: list[dict] = []
+
+    def _partitions(self, name: str) -> int:
+        try:
+            return len(self.five.admin.describe_topics([name]))
+        except Exception:
+            return 0
+
+    def run(self) -> None:
+        n = 0
+        while not self.stopped.wait(self.every_s):
+            name = f"{self.prefix}-{n}"
+            explicit = n % 3 == 2
+            topic = NewTopic(name, replica_assignment=[[5, 1], [5, 2]]) if explicit else NewTopic(name, 2, 2 + n % 2)
+            asked = datetime.now(UTC)
+            try:
+                self.client.create_topics([topic])[name].result(30)
+                wait_until(lambda n=name: self._partitions(n) == 2, 30, 0.1, f"topic {name}")
+                replicas = sorted({b for s in self.five.admin.describe_topics([name]) for b in s.replicas})
+                self.created.append({"name": name, "at": asked, "explicit": explicit, "replicas": replicas})
+            except Exception as e:
+                self.created.append({"name": name, "at": asked, "explicit": explicit, "refused": str(e)})
+            n += 1
+
+
+def started_id(out: str) -> str:
+    return json.loads(out)["flow_id"]
+
+
+async def flow_result(five: Five, flow_id: str) -> FlowResult:
+    client = await connect(five.settings)
+    return await client.get_workflow_handle(flow_id, result_type=FlowResult).result()
+
+
+async def flow_status(five: Five, flow_id: str):
+    client = await connect(five.settings)
+    return await client.get_workflow_handle(flow_id).query(DecommissionWorkflow.status)
+
+
+async def test_decommission_with_a_producer_and_topics_created_throughout(five):
+    """Broker 5 leaves while a producer writes and a topic is created every second: it ends holding and leading
+    nothing, no topic placed after the cordon took effect lands on it, Kafka refuses explicit assignments onto it
+    once cordoned, no acknowledged message is lost, and no throttle or reassignment is left."""
+    await asyncio.to_thread(five.loaded_topic, "base", [[5, 1, 2], [1, 5, 3], [2, 3, 5], [5, 4], [4, 5], [3, 4]], 600)
+    five.admin.create_topic("live", [[5, 1, 3], [2, 5, 4], [1, 2, 5], [3, 4, 1]])
+    producer = SteadyProducer(five.settings, "live", 100, partitions=4)
+    creator = TopicCreator(five, f"new-{uuid.uuid4().hex[:4]}")
+    producer.start()
+    creator.start()
+    try:
+        code, out, err = await five.drover(
+            "decommission", "--brokers", "5", "--throttle", "2MB/s", "--reason", "host retired", "--wait", "--json"
+        )
+    finally:
+        creator.stopped.set()
+        producer.stopped.set()
+        creator.join()
+        producer.join()
+    assert code == 0, err
+    result = FlowResult.model_validate(json.loads(out))
+    assert result.phase == "done" and result.safe_to_stop, result
+    assert [s.step for s in result.steps if s.state == "done"] == [
+        "check",
+        "demote",
+        "cordon",
+        "drain",
+        "late arrivals",
+        "verify",
+    ]
+    assignment, leaders = five.assignment(), five.leaders()
+    assert on(5, assignment) == []
+    assert [k for k, leader in leaders.items() if leader == 5] == []
+    # Placed by the controller once the cordon had reached it (a broker's next heartbeat, within seconds): never on 5.
+    assert result.cordoned_at is not None
+    settled = result.cordoned_at.timestamp() + 3
+    placed_after = [c for c in creator.created if not c["explicit"] and c["at"].timestamp() >= settled]
+    assert placed_after and all(5 not in c["replicas"] for c in placed_after), placed_after
+    # Explicit assignments onto broker 5 are Kafka's to refuse once it is cordoned.
+    explicit_after = [c for c in creator.created if c["explicit"] and c["at"].timestamp() >= settled]
+    assert explicit_after and all("cordoned" in c.get("refused", "") for c in explicit_after), explicit_after
+    consumed = await asyncio.to_thread(consume_topic, five.settings, "live", 4)
+    lost = sum(len(set(producer.acked[p]) - set(consumed[p])) for p in range(4))
+    acked = sum(len(v) for v in producer.acked.values())
+    assert acked > 0 and lost == 0
+    assert five.throttles_left() == [] and five.admin.list_reassignments() == []
+    assert five.cordons() == {5: "*"}
+    print(
+        f"\ndecommission of broker 5: {result.took_s:.0f} s, {result.partitions_moved} partitions moved "
+        f"({result.bytes_moved} bytes), late arrivals {result.late_arrivals} in {result.rounds} round(s); "
+        f"{len(creator.created)} topics created meanwhile ({len(placed_after)} placed after the cordon, none on 5; "
+        f"{len(explicit_after)} explicit onto 5 refused); {acked} messages acknowledged, {lost} lost"
+    )
+    code, out, err = await five.drover("uncordon", "--brokers", "5")
+    assert code == 0 and "broker 5 uncordoned" in out, err
+    assert five.cordons() == {}
+
+
+async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(five):
+    """--no-cordon: topics explicitly assigned to broker 5 keep arriving during the drain; rescans drain them."""
+    base = f"late-base-{uuid.uuid4().hex[:4]}"
+    await asyncio.to_thread(five.loaded_topic, base, [[5, 1], [5, 2], [5, 3], [5, 4]], 800)
+    creator = TopicCreator(five, f"late-{uuid.uuid4().hex[:4]}", every_s=0.7)
+    creator.start()
+
+    async def stop_creating():
+        # New topics stop once the first late round is under way, so the flow can finish.
+        await asyncio.to_thread(wait_until, lambda: len(creator.created) >= 6, 120, 0.2, "topics created")
+        creator.stopped.set()
+
+    stopper = asyncio.create_task(stop_creating())
+    try:
+        code, out, err = await five.drover(
+            "decommission",
+            "--brokers",
+            "5",
+            "--no-cordon",
+            "--throttle",
+            "1MB/s",
+            "--reason",
+            "no cordon",
+            "--wait",
+            "--json",
+        )
+    finally:
+        creator.stopped.set()
+        await stopper
+        creator.join()
+    assert code == 0, err
+    result = FlowResult.model_validate(json.loads(out))
+    assert result.safe_to_stop and result.late_arrivals >= 1 and result.rounds >= 1, result
+    assert [s.state for s in result.steps if s.step == "cordon"] == ["skipped"]
+    assert on(5, five.assignment()) == []
+    assert five.cordons() == {} and five.throttles_left() == [] and five.admin.list_reassignments() == []
+
+
+async def _drain_in_flight(five: Five, flow_id: str) -> str:
+    """Wait until the flow's drain migration has a move in flight on Kafka; its ID."""
+
+    def draining() -> str | None:
+        status = asyncio.run(flow_status(five, flow_id))
+        current = status.current_migration or ""
+        return current if current.endswith(":drain-1") and five.admin.list_reassignments() else None
+
+    await asyncio.to_thread(wait_until, draining, 120, 0.2, "the drain in flight")
+    return draining() or ""
+
+
+@pytest.mark.parametrize("mode", ["stop", "revert-pending", "rollback"])
+async def test_cancel_mid_drain(five, mode):
+    """Cancelled in each mode while the drain runs: partitions end where the mode says (stop and revert-pending:
+    each on its list before the drain or its drain target; rollback: every partition back on its list before the
+    flow, leaders' order included), the cordon is lifted, and nothing is left on Kafka."""
+    topic = f"cancel-{mode}-{uuid.uuid4().hex[:4]}"
+    await asyncio.to_thread(five.loaded_topic, topic, [[5, 1], [2, 5], [5, 3], [4, 5], [5, 2], [1, 5]], 1500)
+    before = five.assignment()
+    code, out, err = await five.drover(
+        "decommission",
+        "--brokers",
+        "5",
+        "--throttle",
+        "300KB/s",
+        "--max-partitions",
+        "2",
+        "--reason",
+        "cancel",
+        "--json",
+    )
+    assert code == 0, err
+    flow_id = started_id(out)
+    await _drain_in_flight(five, flow_id)
+    code, out, err = await five.drover("cancel", flow_id, "--mode", mode, "--reason", "wrong broker")
+    assert code == 0, err
+    result = await flow_result(five, flow_id)
+    assert result.phase == "cancelled"
+    after = five.assignment()
+    mine = {k: v for k, v in after.items() if k[0] == topic}
+    if mode == "rollback":
+        assert mine == {k: v for k, v in before.items() if k[0] == topic}
+        assert result.migrations[-1].endswith(":revert-1")
+    else:
+        # On its list from before, or off broker 5 with its replication factor (its drain target).
+        for k, replicas in mine.items():
+            assert sorted(replicas) == sorted(before[k]) or (5 not in replicas and len(replicas) == 2), (k, replicas)
+        assert any(5 in r for r in mine.values())
+    assert five.cordons() == {}
+    assert five.admin.list_reassignments() == [] and five.throttles_left() == []
+
+
+async def test_demote_then_undo(five):
+    topic = f"leads-{uuid.uuid4().hex[:4]}"
+    five.admin.create_topic(topic, [[5, 1], [5, 2], [5, 3], [1, 5], [3, 4]])
+    led = sorted(k for k, leader in five.leaders().items() if leader == 5)
+    assert len(led) >= 3
+    started = time.monotonic()
+    code, out, err = await five.drover("demote", "--brokers", "5", "--reason", "patching", "--wait")
+    took = time.monotonic() - started
+    assert code == 0, err
+    assert [k for k, leader in five.leaders().items() if leader == 5] == []
+    assert five.cordons() == {5: "*"}
+    assert "they lead nothing" in out
+    code, out, err = await five.drover("demote", "--brokers", "5", "--undo", "--reason", "patched", "--wait")
+    assert code == 0, err
+    # Leadership comes back to broker 5 where it was preferred before the demote.
+    assert sorted(k for k, leader in five.leaders().items() if leader == 5) == led
+    assert five.cordons() == {}
+    print(f"\ndemote of broker 5 (leader of {len(led)} partitions): {took:.1f} s from the command to verified")
+
+
+async def test_bad_requests_change_nothing(five):
+    five.admin.create_topic(f"rf3-{uuid.uuid4().hex[:4]}", [[1, 2, 5], [5, 3, 4]])
+    before, cordons = five.assignment(), five.cordons()
+    cases = {
+        ("--brokers", "9"): "no broker 9 in the cluster",
+        ("--brokers", "1,2,3,4,5"): "every broker of the cluster is named",
+        ("--brokers", "2,3,4"): "fewer than the replication factor 3",
+        ("--brokers", "x"): "--brokers: 'x' is not a broker id",
+    }
+    for args, said in cases.items():
+        code, out, err = await five.drover("decommission", *args, "--reason", "bad")
+        assert code != 0 and said in err, (args, err)
+        assert "Traceback" not in err and [ln for ln in err.splitlines() if ln.startswith("error:")] == [
+            err.strip().splitlines()[-1]
+        ], err
+    assert five.assignment() == before and five.cordons() == cordons
+    # A broker another running flow has.
+    await asyncio.to_thread(five.loaded_topic, f"busy-{uuid.uuid4().hex[:4]}", [[5, 1], [5, 2]], 1500)
+    code, out, err = await five.drover(
+        "decommission", "--brokers", "5", "--throttle", "100KB/s", "--reason", "first", "--json"
+    )
+    assert code == 0, err
+    first = started_id(out)
+    try:
+        code, out, err = await five.drover("demote", "--brokers", "5", "--reason", "second")
+        assert code != 0 and f"broker 5 is already in flow {first}" in err, err
+    finally:
+        code, out, err = await five.drover("cancel", first, "--mode", "rollback", "--reason", "test over")
+        assert code == 0, err
+        await flow_result(five, first)
+    assert five.cordons() == {}
+
+
+async def test_the_flow_survives_a_worker_kill_and_a_temporal_restart(five):
+    topic = f"crash-{uuid.uuid4().hex[:4]}"
+    await asyncio.to_thread(five.loaded_topic, topic, [[5, 1], [5, 2], [5, 3], [4, 5], [5, 2], [1, 5]], 1200)
+    code, out, err = await five.drover(
+        "decommission",
+        "--brokers",
+        "5",
+        "--throttle",
+        "400KB/s",
+        "--max-partitions",
+        "2",
+        "--reason",
+        "crash",
+        "--json",
+    )
+    assert code == 0, err
+    flow_id = started_id(out)
+    await _drain_in_flight(five, flow_id)
+    five.restart_worker(signal.SIGKILL)
+    await asyncio.sleep(2)
+    five.sandbox.procs.stop(["temporal"])
+    try:
+        await asyncio.sleep(3)
+    finally:
+        await asyncio.to_thread(five.sandbox.up, False)
+    result = await asyncio.wait_for(flow_result(five, flow_id), 600)
+    assert result.phase == "done" and result.safe_to_stop
+    assert on(5, five.assignment()) == []
+    assert five.admin.list_reassignments() == [] and five.throttles_left() == []
+    code, out, err = await five.drover("uncordon", "--brokers", "5")
+    assert code == 0, err
