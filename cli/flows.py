@@ -48,6 +48,9 @@ def decommission(
     throttle: str | None = typer.Option(
         None, "--throttle", help="Replication throttle per broker for the moves, e.g. 50MB/s [default: none]"
     ),
+    disk_margin: str = typer.Option(
+        "10%", "--disk-margin", help="Free space each remaining broker keeps, of its log dirs' total bytes"
+    ),
     *,
     flow: FlowOptions,
     limits: LimitOptions,
@@ -70,11 +73,17 @@ def decommission(
       drover decommission --brokers 4 --throttle 50MB/s --reason "host retired" --wait
     """
     from cli.estimate import rate_option
+    from cli.rates import share_option
 
     rate = rate_option("--throttle", throttle) if throttle else None
-    given = _input(ctx.obj, flow, "decommission")
-    given = given.model_copy(
-        update={"throttle_bytes_per_s": rate, "limits": limits.limits(), "replicas_per_step": limits.replicas_per_step}
+    margin = share_option("--disk-margin", disk_margin)
+    given = _input(ctx.obj, flow, "decommission").model_copy(
+        update={
+            "throttle_bytes_per_s": rate,
+            "limits": limits.limits(),
+            "replicas_per_step": limits.replicas_per_step,
+            "disk_margin": margin,
+        }
     )
     asyncio.run(_start(ctx.obj, given, Output(flow.as_json), flow.wait))
 

@@ -13,8 +13,9 @@ from rich.console import Console
 class Output:
     def __init__(self, as_json: bool = False):
         self.as_json = as_json
-        self.err = Console(stderr=True, highlight=False, soft_wrap=True)
-        self.out = Console(highlight=False, soft_wrap=True)
+        # No emoji codes: an ID like decommission:five:… must not print as a keycap.
+        self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
+        self.out = Console(highlight=False, soft_wrap=True, emoji=False)
 
     def info(self, message: str) -> None:
         self.err.print(message, markup=False)

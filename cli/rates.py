@@ -4,6 +4,7 @@ import re
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
+from cli.errors import DroverError
 from models.units import human_bytes
 
 # A number, a unit, and "/s" optionally. One convention throughout: B is a byte, b a bit (networking's Mb/s, Gb/s);
@@ -63,3 +64,15 @@ def human_seconds(value: float | None) -> str:
     hours, rest = divmod(value, 3600)
     minutes, seconds = divmod(rest, 60)
     return f"{hours}h{minutes:02d}m" if hours else f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
+
+
+def share_option(option: str, text: str) -> float:
+    """10% or 0.1 -> 0.1, from 0 up to (not including) 1."""
+    raw = text.strip()
+    try:
+        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
+    except ValueError:
+        raise DroverError(f"{option} {text!r}: give a share like 10% or 0.1", exit_code=2) from None
+    if not 0 <= value < 1:
+        raise DroverError(f"{option} {text!r}: give a share from 0% up to (not including) 100%", exit_code=2)
+    return value

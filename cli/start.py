@@ -19,7 +19,7 @@ from cli.migration_view import retrying, show_result
 from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from cli.output import Output, default_actor
 from cli.plan_files import load_model, partition_label
-from cli.rates import human_bytes, parse_duration
+from cli.rates import human_bytes, parse_duration, share_option
 from execution import Phase
 from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from models.plan import ReassignmentFile
@@ -125,7 +125,7 @@ def start(
     would happen is printed and nothing changes."""
     out = Output(mode.as_json)
     settings: Settings = ctx.obj
-    margin = _share("--disk-margin", run.disk_margin)
+    margin = share_option("--disk-margin", run.disk_margin)
     try:
         stuck_after_s = parse_duration(run.stuck_after)
     except ValueError as e:
@@ -183,18 +183,6 @@ def estimate_settings(inputs: EstimateInputs, auto: bool) -> EstimateSettings:
         capacity_bytes_per_s=all_brokers,
         broker_capacity=per_broker,
     )
-
-
-def _share(option: str, text: str) -> float:
-    """10% or 0.1 -> 0.1, from 0 up to (not including) 1."""
-    raw = text.strip()
-    try:
-        value = float(raw[:-1]) / 100 if raw.endswith("%") else float(raw)
-    except ValueError:
-        raise DroverError(f"{option} {text!r}: give a share like 10% or 0.1", exit_code=2) from None
-    if not 0 <= value < 1:
-        raise DroverError(f"{option} {text!r}: give a share from 0% up to (not including) 100%", exit_code=2)
-    return value
 
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:

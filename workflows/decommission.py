@@ -249,8 +249,11 @@ class DecommissionWorkflow:
         finally:
             self._child = None
             self._view.current_migration = None
-        done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
-        self._view.bytes_moved += sum(o.bytes_to_copy for o in done)
+        if result.status == "completed" and plan.bytes_to_move is not None:
+            self._view.bytes_moved += plan.bytes_to_move
+        else:
+            done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
+            self._view.bytes_moved += sum(o.bytes_to_copy for o in done)
         self._view.partitions_moved += result.moves_done
         if not reverting and result.status == "completed":
             # A migration cancelled in flight undid its own part, as its mode says.

@@ -38,3 +38,14 @@ def test_an_rpc_error_is_one_line_naming_it(message, status, says):
     )
     assert done.returncode == 1
     assert done.stderr.strip().splitlines() == [says]
+
+
+def test_ids_print_as_they_are_never_as_emoji(capsys):
+    # Rich reads ":five:" as an emoji code: a flow on cluster "five" would print with a keycap in its ID.
+    from cli.output import Output
+
+    Output().info("decommission:five:20261126-1 started")
+    Output(as_json=True).data({"flow_id": "demote:fire:x"})
+    captured = capsys.readouterr()
+    assert "decommission:five:20261126-1 started" in captured.err
+    assert '"demote:fire:x"' in captured.out
