@@ -125,14 +125,26 @@ def five(tmp_path_factory):
         sandbox.down(wipe=True)
 
 
+async def _clean(five: Five) -> None:
+    """No flow left running (cancelled, mode stop) and no broker cordoned."""
+    client = await connect(five.settings)
+    query = "WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"
+    async for found in client.list_workflows(query):
+        await five.drover("cancel", found.id, "--mode", "stop", "--reason", "test over")
+        await asyncio.wait_for(client.get_workflow_handle(found.id).result(), 120)
+    for b in five.cordons():
+        five.admin.alter_broker_config(b, {}, delete=[CORDON_CONFIG])
+
+
 @pytest.fixture(autouse=True)
-def uncordoned_after(request):
-    """Whatever a test left, the next one starts with no broker cordoned."""
+async def clean(request):
+    """Whatever a test (or an earlier run) left, the next one starts without it."""
+    five = request.getfixturevalue("five") if "five" in request.fixturenames else None
+    if five is not None:
+        await _clean(five)
     yield
-    if "five" in request.fixturenames:
-        five = request.getfixturevalue("five")
-        for b in five.cordons():
-            five.admin.alter_broker_config(b, {}, delete=[CORDON_CONFIG])
+    if five is not None:
+        await _clean(five)
 
 
 def on(broker: int, assignment: dict) -> list[tuple[str, int]]:
@@ -291,14 +303,13 @@ async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(f
 
 async def _drain_in_flight(five: Five, flow_id: str) -> str:
     """Wait until the flow's drain migration has a move in flight on Kafka; its ID."""
-
-    def draining() -> str | None:
-        status = asyncio.run(flow_status(five, flow_id))
-        current = status.current_migration or ""
-        return current if current.endswith(":drain-1") and five.admin.list_reassignments() else None
-
-    await asyncio.to_thread(wait_until, draining, 120, 0.2, "the drain in flight")
-    return draining() or ""
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        current = (await flow_status(five, flow_id)).current_migration or ""
+        if current.endswith(":drain-1") and await asyncio.to_thread(five.admin.list_reassignments):
+            return current
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"{flow_id}: no drain in flight within 120 s")
 
 
 @pytest.mark.parametrize("mode", ["stop", "revert-pending", "rollback"])
@@ -353,7 +364,7 @@ async def test_demote_then_undo(five):
     assert code == 0, err
     assert [k for k, leader in five.leaders().items() if leader == 5] == []
     assert five.cordons() == {5: "*"}
-    assert "they lead nothing" in out
+    assert "they lead nothing" in err
     code, out, err = await five.drover("demote", "--brokers", "5", "--undo", "--reason", "patched", "--wait")
     assert code == 0, err
     # Leadership comes back to broker 5 where it was preferred before the demote.
