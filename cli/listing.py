@@ -1,4 +1,4 @@
-"""drover list: the migrations on Temporal, newest first, with their state."""
+"""drover list: the migrations (and decommission and demote flows) on Temporal, newest first, with their state."""
 
 import asyncio
 
@@ -18,7 +18,8 @@ def list_(
     as_json: bool = typer.Option(False, "--json", help="Print them as JSON"),
 ) -> None:
     """List migrations, newest first, with their state (running, paused, cancelling, completed, stopped,
-    rolled_back, dry_run, or how Temporal ended them)."""
+    rolled_back, dry_run, or how Temporal ended them). Decommission and demote flows are listed too, with the step
+    they are at while running (check, demote, cordon, drain, ...) and done or cancelled once ended."""
     if cluster is not None:
         cluster_name(cluster)
     asyncio.run(_list(ctx.obj, cluster, limit, Output(as_json)))
@@ -29,14 +30,17 @@ def _state(temporal_state: str, drover_state: str | None) -> str:
     stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
     if temporal_state == "running":
         return drover_state or "running"
-    if temporal_state == "completed" and drover_state in ("completed", "stopped", "reverted", "rolled_back", "dry_run"):
+    ended = ("completed", "stopped", "reverted", "rolled_back", "dry_run", "done", "cancelled")
+    if temporal_state == "completed" and drover_state in ended:
         return drover_state
     return temporal_state
 
 
 async def _list(settings: Settings, cluster: str | None, limit: int, out: Output) -> None:
     client = await connect(settings, identity=default_actor())
-    query = "WorkflowType = 'MigrationWorkflow'" + (f" AND DroverCluster = '{cluster}'" if cluster else "")
+    query = "WorkflowType IN ('MigrationWorkflow', 'DecommissionWorkflow')" + (
+        f" AND DroverCluster = '{cluster}'" if cluster else ""
+    )
     found = []
     async for w in client.list_workflows(query, limit=limit):
         drover_state = w.typed_search_attributes.get(STATUS_ATTR)

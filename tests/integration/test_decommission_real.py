@@ -297,6 +297,10 @@ async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(f
     result = FlowResult.model_validate(json.loads(out))
     assert result.safe_to_stop and result.late_arrivals >= 1 and result.rounds >= 1, result
     assert [s.state for s in result.steps if s.step == "cordon"] == ["skipped"]
+    print(
+        f"\ndecommission of broker 5 without the cordon: {result.took_s:.0f} s, {len(creator.created)} topics created "
+        f"meanwhile, late arrivals {result.late_arrivals} in {result.rounds} round(s)"
+    )
     assert on(5, five.assignment()) == []
     assert five.cordons() == {} and five.throttles_left() == [] and five.admin.list_reassignments() == []
 
