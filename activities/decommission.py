@@ -81,7 +81,23 @@ class FlowActivities:
                     f"broker {', '.join(map(str, lacking))} cannot be cordoned: it has no {CORDON_CONFIG} config "
                     "(KIP-1066, Kafka 4.3 or later); upgrade, or go on without cordoning with --no-cordon"
                 )
+            else:
+                result.problems += self._cordon_refusals(known)
         return result
+
+    def _cordon_refusals(self, brokers: list[int]) -> list[str]:
+        """Kafka's answer to cordoning each broker, asked validate-only: a cluster whose metadata version does not
+        support cordoning yet refuses it (nothing changes either way)."""
+        problems = []
+        for b in brokers:
+            try:
+                self.admin.validate_broker_config(b, {CORDON_CONFIG: CORDON_ALL})
+            except KafkaAdminError as e:
+                problems.append(
+                    f"Kafka refuses to cordon broker {b} ({e}); the cluster's metadata version may not support "
+                    "cordoning yet: finalize it (kafka-features upgrade), or go on without it with --no-cordon"
+                )
+        return problems
 
     @activity.defn(name="cordon")
     def cordon(self, brokers: list[int]) -> list[CordonEntry]:

@@ -310,6 +310,9 @@ class KafkaAdmin:
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._configs.alter(ResourceType.BROKER, str(broker_id), set_, delete)
 
+    def validate_broker_config(self, broker_id: int, set_: Mapping[str, str]) -> None:
+        self._configs.validate(ResourceType.BROKER, str(broker_id), set_)
+
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._configs.alter(ResourceType.TOPIC, topic, set_, delete)
 

@@ -76,6 +76,13 @@ class ConfigClient:
             time.sleep(0.2)
             future = None
 
+    def validate(self, kind: ResourceType, name: str, set_: Mapping[str, str]) -> None:
+        """Ask Kafka whether it would take these configs, changing nothing (IncrementalAlterConfigs, validate-only)."""
+        entries = [ConfigEntry(k, str(v), incremental_operation=AlterConfigOpType.SET) for k, v in sorted(set_.items())]
+        resource = ConfigResource(kind, name, incremental_configs=entries)
+        futures = self._ck.incremental_alter_configs([resource], request_timeout=self._timeout, validate_only=True)
+        self._wait(futures[resource], f"validate configs of {kind.name.lower()} {name}")
+
     def alter(self, kind: ResourceType, name: str, set_: Mapping[str, str], delete: Iterable[str]) -> None:
         """Set and delete configs of one resource, incrementally; returns once the resource shows the change."""
         entries = [

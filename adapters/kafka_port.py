@@ -59,6 +59,11 @@ class KafkaPort(Protocol):
 
     def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
 
+    def validate_broker_config(self, broker_id: int, set_: Mapping[str, str]) -> None:
+        """Whether Kafka would take these broker configs (validate-only: nothing changes); KafkaAdminError says
+        why not."""
+        ...
+
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
 
     def close(self) -> None:

@@ -99,6 +99,9 @@ class InMemoryKafka:
             for key in delete:
                 configs.pop(key, None)
 
+    def validate_broker_config(self, broker_id: int, set_) -> None:
+        self._hook("validate_broker_config", broker_id, set_)
+
     def alter_broker_config(self, broker_id: int, set_, delete=()) -> None:
         self._hook("alter_broker_config", broker_id, set_, delete)
         with self._lock:

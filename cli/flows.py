@@ -2,6 +2,7 @@
 cordon. The flow's status and cancel go through `drover status ID` and `drover cancel ID`."""
 
 import asyncio
+import contextlib
 import dataclasses
 import uuid
 from datetime import UTC, datetime
@@ -272,6 +273,9 @@ async def show_flow_status(settings: Settings, flow_id: str, out: Output) -> Non
         show_flow(out, flow_id, await handle.result(), ended=True)
     except WorkflowFailureError as e:
         state = described.status.name.lower() if described.status else "unknown"
+        # Its steps as they ended, when a worker answers (a query replays the closed flow); the error line either way.
+        with contextlib.suppress(Exception):
+            show_flow(out, flow_id, await asyncio.wait_for(handle.query(DecommissionWorkflow.status), 5), ended=False)
         raise DroverError(f"{flow_id} {state}: {failure_message(e)}") from None
 
 

@@ -86,3 +86,11 @@ def test_errors_name_the_partition(admin, topic_name):
     admin.create_topic(topic_name, [[1]])
     with pytest.raises(KafkaAdminError, match=f"{topic_name}-0"):
         admin.alter_reassignments({TopicPartition(topic=topic_name, partition=0): [99]})
+
+
+def test_a_validate_only_config_change_asks_kafka_and_changes_nothing(admin):
+    # KIP-1066's cordon, as a decommission's check asks for it: Kafka 4.4 takes "*" and refuses a dir it lacks.
+    admin.validate_broker_config(4, {"cordoned.log.dirs": "*"})
+    with pytest.raises(KafkaAdminError, match="must be present in log.dirs"):
+        admin.validate_broker_config(4, {"cordoned.log.dirs": "/not/a/log/dir"})
+    assert "cordoned.log.dirs" not in admin.describe_broker_configs([4], overrides_only=True)[4]

@@ -6,6 +6,7 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
+from adapters.kafka_port import KafkaAdminError
 from models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -112,3 +113,22 @@ async def test_a_cancel_with_rollback_puts_everything_back_and_uncordons(local_e
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
     assert [a.action for a in result.audit] == ["start", "cancel", "uncordon"]
     assert result.migrations[-1].endswith(":revert-1")
+
+
+async def test_a_cluster_that_refuses_the_cordon_is_told_at_the_check(local_env, tmp_path):
+    # Kafka 4.3+ brokers under an older metadata version list the config but refuse to set it.
+    fake = cluster()
+    before = {k: list(v) for k, v in fake.replicas.items()}
+
+    def refuse(broker, configs):
+        raise KafkaAdminError(f"alter configs of broker {broker} failed: InvalidConfigurationException")
+
+    fake.hooks["validate_broker_config"] = refuse
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, flow(fake, [5]), tmp_path)
+    message = failure.value.cause.message
+    assert "Kafka refuses to cordon broker 5" in message and "--no-cordon" in message
+    # Nothing changed: not even the demote, which runs before the cordon.
+    assert fake.replicas == before and fake.broker_configs.get(5, {}) == {}
+    result = await run(local_env, fake, flow(fake, [5], cordon=False), tmp_path)
+    assert result.safe_to_stop and CORDON_CONFIG not in fake.broker_configs.get(5, {})
