@@ -61,16 +61,18 @@ def decommission(
     \b
     1. check: the brokers exist, some stay, the remaining brokers have the room, the brokers and the racks for every
     partition's replication factor (nothing changes if not);
-    2. cordon every log dir of the brokers (cordoned.log.dirs=*, KIP-1066), so no new partition lands on them;
-    3. demote: leadership moves off them first (replica order changed, preferred leader elected; no data copied);
-    4. drain: a plan from the live cluster (rack-aware, bytes balanced, fewest bytes moved), run as a migration under
-    the cluster's limits and throttles;
+    2. demote: leadership moves off them first (replica order changed, preferred leader elected; no data copied);
+    3. cordon every log dir of the brokers (cordoned.log.dirs=*, KIP-1066), so no new partition lands on them (Kafka
+    refuses any replica list naming a cordoned broker, hence the demote first);
+    4. drain: a plan from the live cluster that moves their replicas and nothing else (rack-aware, bytes balanced),
+    run as a migration under the cluster's limits and throttles;
     5. late arrivals: rescans drain partitions that landed on them meanwhile, until a scan finds none;
     6. verify: they hold no replica and lead nothing; reported safe to stop, and left cordoned.
 
     `drover status ID` shows each step; `drover cancel ID` (stop, revert-pending or rollback) also uncordons unless
-    --keep-cordon. Example:
+    --keep-cordon (with stop only). Example:
 
+    \b
       drover decommission --brokers 4 --throttle 50MB/s --reason "host retired" --wait
     """
     from cli.estimate import rate_option
