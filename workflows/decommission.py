@@ -1,5 +1,6 @@
-"""DecommissionWorkflow: one durable flow per decommission (or demote) of brokers. Its steps: check, cordon (KIP-1066),
-demote, drain, catch late arrivals, verify. The demote and each drain run as a migration of this flow (a child
+"""DecommissionWorkflow: one durable flow per decommission (or demote) of brokers. Its steps: check, demote, cordon
+(KIP-1066; after the demote, as Kafka refuses any replica list naming a cordoned broker), drain, catch late
+arrivals, verify. The demote and each drain run as a migration of this flow (a child
 MigrationWorkflow), so the cluster's coordinator, its limits, throttles and freeze apply to them. A cancel cancels
 the migration in flight in the mode asked, reverts the finished ones with rollback, and uncordons the brokers unless
 told to keep the cordon. The decisions are ``execution.decommission``'s; this module only carries them out."""
