@@ -9,7 +9,7 @@ import asyncio
 from datetime import timedelta
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError
+from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
     from activities.decommission import FlowActivities
@@ -126,6 +126,7 @@ class DecommissionWorkflow:
         )
 
     async def _cordon(self) -> None:
+        self._check_cancel()
         self._enter("cordon")
         entries = await workflow.execute_activity_method(FlowActivities.cordon, self._in.brokers, **QUICK_CALL)
         self._view.cordoned, self._view.cordoned_at = entries, workflow.now()
@@ -179,6 +180,7 @@ class DecommissionWorkflow:
         mark(self._view, "late arrivals", "done", f"{self._view.late_arrivals} partition(s) in {rounds} round(s)")
 
     async def _verify(self) -> bool:
+        self._check_cancel()
         self._enter("verify")
         leadership_only = self._in.kind != "decommission"
         scan = BrokerScan(replicas=0, leaders=0)
@@ -270,7 +272,12 @@ class DecommissionWorkflow:
         if self._child is None or self._cancel is None:
             return
         c = self._cancel
-        await self._child.signal("cancel", CancelRequest(mode=c.mode, actor=c.actor, reason=c.reason))
+        try:
+            await self._child.signal("cancel", CancelRequest(mode=c.mode, actor=c.actor, reason=c.reason))
+        except FailureError as e:
+            # The migration ended meanwhile (Temporal finds no workflow to signal): the run sees the cancel as soon
+            # as it takes that end up, and winds down from there.
+            workflow.logger.info("the flow's migration had ended before the cancel reached it: %s", e)
 
     def _check_cancel(self, allow: bool = False) -> None:
         if self._cancel is not None and not allow:
