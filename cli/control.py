@@ -14,7 +14,6 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
 from cli.errors import DroverError
-from cli.flows import is_flow
 from cli.groups import LimitChanges, grouped
 from cli.migration_view import describe, phase, require_worker
 from cli.options import (
@@ -22,6 +21,7 @@ from cli.options import (
     MIGRATION_ID,
     PROGRESS_JSON,
     REASON,
+    is_flow,
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate

@@ -14,15 +14,8 @@ from cli.groups import LimitOptions, grouped
 from cli.output import Output, default_actor
 from settings import Settings
 
-# Flow IDs start with their kind: `drover status` and `drover cancel` tell them from migrations by it.
-FLOW_PREFIXES = ("decommission:", "demote:")
-
 # How often the CLI looks at a flow's check while it waits for it.
 CHECK_POLL_S = 0.5
-
-
-def is_flow(workflow_id: str) -> bool:
-    return workflow_id.startswith(FLOW_PREFIXES)
 
 
 @dataclasses.dataclass

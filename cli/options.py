@@ -17,6 +17,15 @@ def migration_id_checked(value: str) -> str:
     return value
 
 
+# Flow IDs start with their kind: `drover status` and `drover cancel` tell a decommission's or a demote's ID from a
+# migration's by it.
+FLOW_PREFIXES = ("decommission:", "demote:")
+
+
+def is_flow(workflow_id: str) -> bool:
+    return workflow_id.startswith(FLOW_PREFIXES)
+
+
 MIGRATION_ID = typer.Argument(..., help="The migration ID", callback=migration_id_checked)
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")

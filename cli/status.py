@@ -3,7 +3,7 @@
 
 import typer
 
-from cli.options import PROGRESS_JSON, migration_id_checked
+from cli.options import PROGRESS_JSON, is_flow, migration_id_checked
 
 
 def status(
@@ -19,7 +19,7 @@ def status(
 
     from cli.output import Output
 
-    if migration_id.startswith(("decommission:", "demote:")):
+    if is_flow(migration_id):
         from cli.flows import show_flow_status
 
         asyncio.run(show_flow_status(ctx.obj, migration_id, Output(as_json)))
