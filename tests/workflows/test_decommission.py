@@ -132,3 +132,46 @@ async def test_a_cluster_that_refuses_the_cordon_is_told_at_the_check(local_env,
     assert fake.replicas == before and fake.broker_configs.get(5, {}) == {}
     result = await run(local_env, fake, flow(fake, [5], cordon=False), tmp_path)
     assert result.safe_to_stop and CORDON_CONFIG not in fake.broker_configs.get(5, {})
+
+
+async def test_a_flow_that_fails_after_the_cordon_lifts_it(local_env, tmp_path):
+    # Something keeps placing partitions on broker 5 by hand: after max_rounds the flow gives up, naming them, and
+    # leaves no cordon behind.
+    fake = cluster()
+    placed = []
+
+    def land(targets):
+        copying = any(
+            t is not None and sorted(t) != sorted(fake.replicas[(tp.topic, tp.partition)]) for tp, t in targets.items()
+        )
+        if copying:
+            key = ("late", len(placed))
+            placed.append(key)
+            fake.replicas[key], fake.leaders[key] = [5, 1], 5
+
+    fake.hooks["alter_reassignments"] = land
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, flow(fake, [5], max_rounds=1), tmp_path)
+    assert "partitions keep landing on broker 5 after 1 rounds" in failure.value.cause.message
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
+
+
+async def test_a_cancellation_from_temporal_lifts_the_cordon(local_env, tmp_path):
+    fake = cluster(12)
+    fake.ticks = 6
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await local_env.client.start_workflow(
+            DecommissionWorkflow.run,
+            flow(fake, [5]),
+            id=f"decommission-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
+        )
+        for _ in range(200):
+            if fake.broker_configs.get(5, {}).get(CORDON_CONFIG):
+                break
+            await asyncio.sleep(0.1)
+        assert fake.broker_configs[5][CORDON_CONFIG] == "*"
+        await handle.cancel()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
