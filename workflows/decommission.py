@@ -329,7 +329,6 @@ class DecommissionWorkflow:
         took = (v.finished_at - v.started_at).total_seconds() if v.started_at else 0.0
         if phase == "done" and self._in.kind == "decommission":
             v.message = f"broker {', '.join(map(str, self._in.brokers))} safe to stop; left cordoned"
-        # A demote's one migration is its reorder: its rollback file is what --undo puts back.
         restore = self._finished[0].rollback_ref if self._in.kind == "demote" and self._finished else None
         self._publish()
         return FlowResult(**v.model_dump(), safe_to_stop=safe, took_s=took, restore_ref=restore)
