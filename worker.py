@@ -77,6 +77,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         cluster.running_migrations,
         cluster.save_throttle_configs,
         cluster.write_throttle,
+        cluster.read_disks,
         flow.check_flow,
         flow.cordon,
         flow.uncordon,

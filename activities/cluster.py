@@ -29,9 +29,12 @@ from execution.registry import overlap_refusal
 from models.admission import MoveSpec
 from models.control import OperatorAction
 from models.coordination import (
+    ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
     ClusterThrottleChange,
+    DiskReading,
+    DiskRequest,
     FreezeRequest,
     JoinRequest,
     JoinResult,
@@ -56,6 +59,7 @@ OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {
     "freeze": FreezeRequest,
     "set_limits": ClusterLimitsChange,
     "set_throttle": ClusterThrottleChange,
+    "set_disk_max": ClusterDiskChange,
 }
 OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
@@ -105,6 +109,7 @@ def _run_start(given: ClusterInput, took: Takeover) -> tuple[Takeover, bool]:
         frozen=state.get("frozen", False),
         limits=state.get("limits"),
         rate_bytes_per_s=state.get("rate"),
+        disk_max=state.get("disk", {}).get("limits"),
         aliases=state.get("aliases", []),
     )
     return _aliased(carried, given.name), True
@@ -139,6 +144,8 @@ def _setting(change) -> dict:
         return {"frozen": change.frozen}
     if isinstance(change, ClusterLimitsChange):
         return {"limits": change.limits}
+    if isinstance(change, ClusterDiskChange):
+        return {"disk_max": change.disk_max}
     return {"rate_bytes_per_s": change.rate_bytes_per_s}
 
 
@@ -268,6 +275,26 @@ class ClusterActivities:
             if await _running(client, workflow_id) is not None:
                 running.append(workflow_id)
         return running
+
+    @activity.defn(name="read_disks")
+    def read_disks(self, req: DiskRequest) -> list[DiskReading]:
+        """Each broker's log dirs added up, and the bytes so far of each copy in flight onto it (DescribeLogDirs)."""
+        disks = self.admin.describe_disks(req.brokers)
+        wanted = {(b, t, p) for b, keys in req.copies.items() for t, p in keys}
+        sizes = self.admin.describe_log_dirs(sorted(req.copies)) if wanted else []
+        copied: dict[int, list[tuple[str, int, int]]] = {}
+        for r in sizes:
+            if (r.broker, r.topic, r.partition) in wanted and not r.is_future:
+                copied.setdefault(r.broker, []).append((r.topic, r.partition, r.size_bytes))
+        return [
+            DiskReading(
+                broker=d.broker,
+                total_bytes=d.total_bytes,
+                used_bytes=None if d.total_bytes is None or d.usable_bytes is None else d.total_bytes - d.usable_bytes,
+                copied=copied.get(d.broker, []),
+            )
+            for d in disks
+        ]
 
     @activity.defn(name="save_throttle_configs")
     def save_throttle_configs(self, req: ThrottleWrite) -> ThrottleBook:

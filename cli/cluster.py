@@ -19,10 +19,11 @@ from cli.cluster_status import render_status, step_of
 from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
-from cli.rates import human_bytes, parse_duration, parse_rate
+from cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
 from models.admission import Limits
 from models.control import OperatorAction
 from models.coordination import (
+    ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
     ClusterStatus,
@@ -36,7 +37,8 @@ from workflows import ClusterWorkflow
 from workflows.failures import failure_message
 
 app = typer.Typer(
-    help="The cluster's coordinator: limits, throttle and freeze shared by every migration on one Kafka cluster. "
+    help="The cluster's coordinator: limits, throttle, disk limit and freeze shared by every migration on one Kafka "
+    "cluster. "
     "It starts with the first migration (or the first of these commands) and runs until terminated.",
     no_args_is_help=True,
     add_completion=False,
@@ -107,6 +109,26 @@ def throttle(
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
     asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle_update, change, Output(as_json)))
+
+
+@app.command("disk-max")
+def disk_max(
+    ctx: typer.Context,
+    limits: list[str] = typer.Argument(
+        ..., help="85% for every broker, BROKER=PERCENT for one (3=70%, repeatable), or default (85%)"
+    ),
+    cluster: str = CLUSTER,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Set the disk limit every migration on the cluster shares. Before granting a move, the coordinator projects
+    each broker it copies onto at its peak: the log dirs' use now (DescribeLogDirs), the rest of the copies in flight
+    onto it, this copy, and the broker's own growth at its measured write rate while they copy. A move that would
+    pass the limit waits, with a warning naming the broker; the others go on. Raising the limit lets it go."""
+    change = ClusterDiskChange(disk_max=parse_disk_max(limits), actor=actor or default_actor(), reason=reason)
+    name = cluster_name(cluster or ctx.obj.cluster_name)
+    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_disk_max_update, change, Output(as_json)))
 
 
 @app.command("freeze")

@@ -48,6 +48,7 @@ def render_status(s: ClusterStatus) -> str:
             if s.rate_bytes_per_s
             else "each migration its own"
         ),
+        f"disk limit: {s.disk_max.text()} of each broker's log dirs, projected at the peak of its copies",
         f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
         f"{s.peak_per_broker} per broker)",
     ]
@@ -65,6 +66,14 @@ def render_status(s: ClusterStatus) -> str:
         lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
     for t, lists in s.topic_throttles.items():
         lines.append(f"  topic {t}: " + "; ".join(f"{k}={v}" for k, v in lists.items() if v))
+    for d in s.disks:
+        use = f"{100 * d.used_bytes / d.total_bytes:.1f}%" if d.total_bytes else "?"
+        wait = f"; NEW COPIES WAIT: {d.waiting.partition(': ')[2]}" if d.waiting else ""
+        coming, writes = human_bytes(d.pending_bytes), human_bytes(int(d.write_rate))
+        lines.append(
+            f"  broker {d.broker} disk: {use} of {human_bytes(d.total_bytes)} in use, {coming} of copies to come, "
+            f"own writes {writes}/s{wait}"
+        )
     for a in s.actions[-5:]:
         lines.append(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.action} by {a.actor}: {a.reason} {a.detail}".rstrip())
     return "\n".join(lines)

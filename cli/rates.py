@@ -5,6 +5,7 @@ import re
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from cli.errors import DroverError
+from models.coordination import DEFAULT_DISK_MAX, DiskLimits
 from models.units import human_bytes
 
 # A number, a unit, and "/s" optionally. One convention throughout: B is a byte, b a bit (networking's Mb/s, Gb/s);
@@ -75,4 +76,34 @@ def share_option(option: str, text: str) -> float:
         raise DroverError(f"{option} {text!r}: give a share like 10% or 0.1", exit_code=2) from None
     if not 0 <= value < 1:
         raise DroverError(f"{option} {text!r}: give a share from 0% up to (not including) 100%", exit_code=2)
+    return value
+
+
+def parse_disk_max(values: list[str]) -> DiskLimits | None:
+    """``85%`` (every broker) and ``3=70%`` (broker 3), or ``default`` alone (None): the disk limit."""
+    if [v.strip().lower() for v in values] == ["default"]:
+        return None
+    percent, brokers = None, {}
+    for text in values:
+        broker, _, share = text.strip().rpartition("=")
+        value = _percent(text, share)
+        if not broker:
+            if percent is not None:
+                raise DroverError(f"disk limit {text!r}: one limit for every broker at most", exit_code=2)
+            percent = value
+            continue
+        try:
+            brokers[int(broker)] = value
+        except ValueError:
+            raise DroverError(f"disk limit {text!r}: give BROKER=PERCENT, like 3=70%", exit_code=2) from None
+    return DiskLimits(percent=DEFAULT_DISK_MAX if percent is None else percent, brokers=brokers)
+
+
+def _percent(text: str, share: str) -> float:
+    try:
+        value = float(share.strip().removesuffix("%"))
+    except ValueError:
+        raise DroverError(f"disk limit {text!r}: give a percentage like 85%, 3=70%, or default", exit_code=2) from None
+    if not 0 < value <= 100:
+        raise DroverError(f"disk limit {text!r}: give a percentage above 0% and at most 100%", exit_code=2)
     return value

@@ -15,17 +15,27 @@ continue-as-new.
 - **Freeze**: nothing is granted while frozen; steps in flight finish, and their moves wait before their next.
 - **Throttle**: what Drover wants on Kafka for the moves in flight, each migration's moves listed only if it asks
   for a throttle (see ``steps.throttle.wanted_throttle``).
+- **Disk**: no move is granted onto a broker it would be projected to fill past the disk limit (``execution.disk``).
 """
 
 from datetime import datetime
 
 from pydantic import BaseModel
 
+from execution.disk import DiskGate
 from execution.registry import Holder, Orphan, overlap_refusal
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
-from models.coordination import Demand, JoinRequest, PartitionKey, Registration, Registry, ThrottleWanted
-from models.units import human_bytes
+from models.coordination import (
+    Demand,
+    DiskLimits,
+    DiskRequest,
+    JoinRequest,
+    PartitionKey,
+    Registration,
+    Registry,
+    ThrottleWanted,
+)
 from steps.admission import InFlight, least_busy
 from steps.throttle import wanted_throttle
 
@@ -42,6 +52,7 @@ class ClusterState(BaseModel):
     aliases: list[str] = []
     limits: Limits | None = None
     rate: int | None = None
+    disk: DiskGate = DiskGate()
     frozen: bool = False
     # Moves in flight told the cluster is frozen (told again once it is unfrozen).
     told_frozen: list[PartitionKey] = []
@@ -203,27 +214,6 @@ class ClusterState(BaseModel):
             return None
         return Limits(**{f: max(getattr(lim, f) for lim in asked) for f in Limits.model_fields})
 
-    def details(self) -> str:
-        """The coordinator's current details for the Web UI (markdown): frozen and by whom, the migrations it
-        coordinates with their moves in flight, its limits and throttle, and the last action."""
-        last = self.actions[-1] if self.actions else None
-        state = "coordinating"
-        if self.frozen:
-            freeze = next((a for a in reversed(self.actions) if a.action == "freeze"), None)
-            state = "frozen" + (f" (by {freeze.actor}: {freeze.reason})" if freeze else "")
-        limits, own = self.limits, "each migration's own"
-        bounds = f"{limits.max_partitions} partitions, {limits.max_per_broker} per broker" if limits else own
-        rate = f"{human_bytes(self.rate)}/s" if self.rate else own
-        lines = [
-            f"**{state}**",
-            f"migrations: {len(self.holders)}, moves in flight: {sum(len(h.in_flight) for h in self.holders.values())}",
-            f"limits: {bounds}; throttle: {rate}",
-        ]
-        lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in self.holders.values()]
-        if last is not None:
-            lines.append(f"last action: {last.action} by {last.actor} ({last.reason})")
-        return "\n".join(lines)
-
     def in_flight(self) -> list[tuple[str, MoveSpec]]:
         moves = [(h.migration_id, m) for h in self.holders.values() for m in h.in_flight]
         return moves + [(o.migration_id, o.move) for o in self.orphans]
@@ -252,6 +242,7 @@ class ClusterState(BaseModel):
             for m in h.in_flight:
                 own[h.migration_id].add(m, rps[h.migration_id])
         granted: dict[str, list[MoveSpec]] = {}
+        moving = [m for _, m in self.in_flight()]
         while True:
             best: tuple[tuple[int, int, int], Holder, MoveSpec] | None = None
             for h in self.holders.values():
@@ -263,7 +254,8 @@ class ClusterState(BaseModel):
                 fitting = [
                     m
                     for m in h.demand.candidates
-                    if first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r))
+                    if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
+                    and self.disk.refusal(m, moving, self._rates_into(h, m)) is None
                 ]
                 if not fitting:
                     continue
@@ -277,6 +269,7 @@ class ClusterState(BaseModel):
             r = rps[h.migration_id]
             cluster.add(move, r)
             own[h.migration_id].add(move, r)
+            moving.append(move)
             assert h.demand is not None
             h.demand = h.demand.model_copy(update={"candidates": [m for m in h.demand.candidates if m is not move]})
             h.in_flight = [*h.in_flight, move]
@@ -288,6 +281,34 @@ class ClusterState(BaseModel):
             self.peak_in_flight = max(self.peak_in_flight, cluster.partitions)
             self.peak_per_broker = max([self.peak_per_broker, *cluster.per_broker.values()])
         return granted
+
+    # -- the disk gate ----------------------------------------------------------------------------------------
+
+    def _rates_into(self, h: Holder, m: MoveSpec) -> dict[int, int | None]:
+        """The follower throttle into each broker ``m`` adds a replica to, as its migration asks (or the operator's
+        cluster-wide rate)."""
+        d = h.demand
+        rate = self.rate or (d.rate if d else None)
+        per_broker = d.broker_rates if d else {}
+        return {b: self.rate or (per_broker[b][1] if b in per_broker else rate) for b in m.target}
+
+    def disk_request(self) -> DiskRequest:
+        candidates = [m for h in self.holders.values() if h.demand for m in h.demand.candidates]
+        return self.disk.request(candidates, [m for _, m in self.in_flight()])
+
+    def disk_news(self, now: datetime) -> list[AuditEntry]:
+        """After a grant: the brokers new copies wait for, told (audited, and returned for the migrations) as they
+        change."""
+        moving = [m for _, m in self.in_flight()]
+        waits = [self.disk.refusal(m, moving, self._rates_into(h, m)) for h in self.holders.values() for m in h.waiting]
+        told = self.disk.tell(dict(w for w in reversed(waits) if w is not None))
+        for text in told:
+            self.note("disk", text, now)
+        return self.actions[len(self.actions) - len(told) :] if told else []
+
+    def set_disk_max(self, limits: DiskLimits | None, by: OperatorAction, now: datetime) -> None:
+        self.disk.limits = limits or DiskLimits()
+        self._audit("disk-max", by, now, self.disk.limits.text())
 
     # -- the throttle -----------------------------------------------------------------------------------------
 
@@ -316,9 +337,12 @@ class ClusterState(BaseModel):
         shown = "each migration's own" if rate is None else f"{rate} B/s on every broker moving"
         self._audit("throttle", by, now, shown)
 
-    def took_over(self, frozen: bool, limits: Limits | None, rate: int | None, aliases: list[str]) -> None:
+    def took_over(
+        self, frozen: bool, limits: Limits | None, rate: int | None, disk: DiskLimits | None, aliases: list[str]
+    ) -> None:
         """The operator's settings and the cluster's aliases as the lost last run held them."""
         self.frozen, self.limits, self.rate = frozen, limits, rate
+        self.disk.limits = disk or DiskLimits()
         self.aliases = [*aliases, *(a for a in self.aliases if a not in aliases)]
 
     def alias(self, name: str, now: datetime) -> None:

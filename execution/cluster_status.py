@@ -5,6 +5,7 @@ from datetime import datetime
 from execution.cluster import ClusterState
 from models.admission import Limits
 from models.coordination import ClusterStatus, HolderStatus, InFlightMove, ThrottleWanted
+from models.units import human_bytes
 
 
 def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> ClusterStatus:
@@ -49,7 +50,32 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
         peak_in_flight=s.peak_in_flight,
         peak_per_broker=s.peak_per_broker,
+        disk_max=s.disk.limits,
+        disks=s.disk.status([m for _, m in s.in_flight()]),
         actions=s.actions,
         runs=s.runs,
         now=now,
     )
+
+
+def cluster_details(s: ClusterState) -> str:
+    """The coordinator's current details for the Web UI (markdown): frozen and by whom, the migrations it
+    coordinates with their moves in flight, its limits and throttle, and the last action."""
+    last = s.actions[-1] if s.actions else None
+    state = "coordinating"
+    if s.frozen:
+        freeze = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
+        state = "frozen" + (f" (by {freeze.actor}: {freeze.reason})" if freeze else "")
+    limits, own = s.limits, "each migration's own"
+    bounds = f"{limits.max_partitions} partitions, {limits.max_per_broker} per broker" if limits else own
+    rate = f"{human_bytes(s.rate)}/s" if s.rate else own
+    lines = [
+        f"**{state}**",
+        f"migrations: {len(s.holders)}, moves in flight: {sum(len(h.in_flight) for h in s.holders.values())}",
+        f"limits: {bounds}; throttle: {rate}; disk limit: {s.disk.limits.text()}",
+        *(f"- disk: new copies onto {why}" for why in s.disk.waiting.values()),
+    ]
+    lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in s.holders.values()]
+    if last is not None:
+        lines.append(f"last action: {last.action} by {last.actor} ({last.reason})")
+    return "\n".join(lines)

@@ -30,6 +30,10 @@ class Holder(BaseModel):
     # recently.
     last_grant: int = 0
 
+    @property
+    def waiting(self) -> list[MoveSpec]:
+        return self.demand.candidates if self.demand is not None else []
+
     def holds(self, key: PartitionKey) -> bool:
         # A plan by reference: its candidates come from its own moves file.
         return self.partitions_ref is not None or key[1] in self.partitions.get(key[0], ())

@@ -142,6 +142,50 @@ class FreezeRequest(OperatorAction):
     frozen: bool
 
 
+# Of a broker's log dirs' total bytes, the most a move may be projected to fill (``execution.disk``).
+DEFAULT_DISK_MAX = 85.0
+
+
+class DiskLimits(BaseModel):
+    """The disk limit: the share of a broker's log dirs' total bytes that no move granted may be projected to pass,
+    for every broker, and per broker where it differs."""
+
+    model_config = ConfigDict(frozen=True)
+
+    percent: float = Field(DEFAULT_DISK_MAX, gt=0, le=100)
+    brokers: dict[int, float] = {}
+
+    def of(self, broker: int) -> float:
+        return self.brokers.get(broker, self.percent)
+
+    def text(self) -> str:
+        each = ", ".join(f"broker {b}: {p:g}%" for b, p in sorted(self.brokers.items()))
+        return f"{self.percent:g}%" + (f" ({each})" if each else "")
+
+
+class ClusterDiskChange(OperatorAction):
+    """The disk limit for every migration on the cluster; None: the default."""
+
+    disk_max: DiskLimits | None = None
+
+
+class DiskRequest(BaseModel):
+    """The brokers whose disks the coordinator reads, and the copies in flight onto each (their bytes there so far)."""
+
+    brokers: list[int]
+    copies: dict[int, list[PartitionKey]] = {}
+
+
+class DiskReading(BaseModel):
+    """A broker's log dirs added up (None where it does not say), and the bytes on it so far of each copy asked
+    for, as [topic, partition, bytes]."""
+
+    broker: int
+    total_bytes: int | None
+    used_bytes: int | None
+    copied: list[tuple[str, int, int]] = []
+
+
 class HolderStatus(BaseModel):
     migration_id: str
     priority: int
@@ -167,6 +211,17 @@ class InFlightMove(BaseModel):
     step: list[int] | None = None
 
 
+class BrokerDiskStatus(BaseModel):
+    broker: int
+    total_bytes: int
+    used_bytes: int
+    # Its own growth (copies in flight not counted), and the bytes still to come of the copies in flight onto it.
+    write_rate: float
+    pending_bytes: int
+    # Why new copies onto it wait, or None.
+    waiting: str | None = None
+
+
 class ClusterStatus(BaseModel):
     name: str
     cluster_id: str | None
@@ -182,6 +237,8 @@ class ClusterStatus(BaseModel):
     topic_throttles: dict[str, dict[str, str]]
     peak_in_flight: int
     peak_per_broker: int
+    disk_max: DiskLimits = DiskLimits()
+    disks: list[BrokerDiskStatus] = []
     actions: list[AuditEntry]
     runs: int
     now: datetime
@@ -221,6 +278,7 @@ class Takeover(BaseModel):
     frozen: bool = False
     limits: Limits | None = None
     rate_bytes_per_s: int | None = None
+    disk_max: DiskLimits | None = None
     aliases: list[str] = []
 
 

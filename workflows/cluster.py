@@ -12,13 +12,13 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster import ClusterActivities
     from execution.cluster import ClusterState
-    from execution.cluster_status import cluster_status
+    from execution.cluster_status import cluster_details, cluster_status
     from execution.takeover import TakeOver
     from models.admission import MoveSpec
     from models.control import AuditEntry, OperatorAction
     from models.coordination import (
+        ClusterDiskChange,
         ClusterInput,
         ClusterLimitsChange,
         ClusterStatus,
@@ -36,18 +36,18 @@ with workflow.unsafe.imports_passed_through():
     from models.errors import ErrorType
     from steps.throttle import throttle_union
     from workflows import cluster_messages as messages
+    from workflows import cluster_reads as reads
     from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR
     from workflows.metrics import record_cluster, record_throttle
     from workflows.policies import (
         CHECK_EVERY,
         CLEAR_RETRY,
         CLEAR_WAIT,
+        DISK_READ_EVERY,
         FREEZE_WAIT,
         ORPHAN_CHECK_EVERY,
-        QUICK_CALL,
         REJOIN_WAIT,
         RESEND_EVERY,
-        TAKE_OVER_WAIT,
     )
     from workflows.signals import BadSignal, signal_payload
     from workflows.throttle_writer import ThrottleWriter
@@ -59,7 +59,8 @@ _Action = TypeVar("_Action", bound=OperatorAction)
 class ClusterWorkflow:
     """Migrations join (update ``join``), keep one standing demand for slots (signal ``demand``), are granted moves
     (signal ``granted`` to the migration) once their throttle is on Kafka, and leave (update ``leave``).
-    Operators: updates ``set_limits``, ``set_throttle`` and ``freeze``, each with who and why; query ``status``."""
+    Operators: updates ``set_limits``, ``set_throttle``, ``set_disk_max`` and ``freeze``, each with who and why;
+    query ``status``."""
 
     @workflow.init
     def __init__(self, given: ClusterInput) -> None:
@@ -106,7 +107,8 @@ class ClusterWorkflow:
         self._publish()
         self._checked_at = workflow.now()
         if given.carry is None:
-            await self._take_over()
+            self._rejoin |= await reads.take_over(self.s, self._throttle, self._takeover)
+            self._publish()
         self._takeover.done = True
         while True:
             await self._wait()
@@ -119,8 +121,10 @@ class ClusterWorkflow:
             await messages.ask_to_rejoin(asked, self._me)
             # Taking over, nothing is granted until the running migrations have joined with their moves in flight:
             # the limits count those too.
+            self._cluster_news += await reads.read_disks(self.s)
             for mid, moves in ({} if self._takeover.waiting(workflow.now()) else self.s.allocate()).items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
+            self._cluster_news += self.s.disk_news(workflow.now())
             if await self._write_throttle():
                 if self.s.frozen and self._untold_grants:
                     # A freeze acknowledged while the throttle was written: no move granted before it may start.
@@ -142,31 +146,6 @@ class ClusterWorkflow:
                 carry = {"state": self.s.model_dump(mode="json"), "book": self._throttle.book.model_dump(mode="json")}
                 workflow.continue_as_new(given.model_copy(update={"carry": carry}))
 
-    async def _take_over(self) -> None:
-        """A coordinator started anew (the first, or after the last was lost) takes over what the last run held:
-        its throttle book, so its entries count as Drover's, and the operator's freeze, limits and rate. The
-        migrations of this cluster still running are asked to join again with their moves in flight; until they
-        have (or TAKE_OVER_WAIT has passed), nothing the last run wrote is removed."""
-        took = await workflow.execute_activity_method(
-            ClusterActivities.previous_run, workflow.info().workflow_id, **QUICK_CALL
-        )
-        if took is None:
-            return
-        self._throttle.book = took.book
-        self.s.took_over(took.frozen, took.limits, took.rate_bytes_per_s, took.aliases)
-        running = await workflow.execute_activity_method(
-            ClusterActivities.running_migrations, self.s.aliases, **QUICK_CALL
-        )
-        awaiting = self._takeover.found(running, self.s.holders, workflow.now(), TAKE_OVER_WAIT)
-        self._rejoin |= awaiting
-        self.s.note(
-            "take-over",
-            f"the last run's throttle book and settings (frozen: {took.frozen}); "
-            f"{len(awaiting)} running migration(s) asked to join again",
-            workflow.now(),
-        )
-        self._publish()
-
     async def _wait(self) -> None:
         busy = (
             self.s.holders
@@ -176,6 +155,9 @@ class ClusterWorkflow:
         )
         retry = messages.freeze_due(self.s) or self._untold_grants
         timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
+        if self.s.disk.waiting and not retry:
+            # Moves wait for a disk: read again as the period comes.
+            timeout = DISK_READ_EVERY
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._wake, timeout=timeout)
         self._wake = False
@@ -230,7 +212,7 @@ class ClusterWorkflow:
         if self.s.aliases != self._published_aliases:
             self._published_aliases = list(self.s.aliases)
             workflow.upsert_search_attributes([ALIASES_ATTR.value_set(self._published_aliases)])
-        workflow.set_current_details(self.s.details())
+        workflow.set_current_details(cluster_details(self.s))
         record_cluster(self.s.name, self.s.frozen, self.s.limits)
 
     # -- migrations -------------------------------------------------------------------------------------------
@@ -310,6 +292,22 @@ class ClusterWorkflow:
         self.s.set_rate(change.rate_bytes_per_s, change, workflow.now())
         self._wake = True
 
+    @workflow.update(name="set_disk_max_update")
+    async def set_disk_max_update(self, change: ClusterDiskChange) -> None:
+        await workflow.wait_condition(lambda: self._takeover.done)
+        self._set_disk_max(change)
+
+    @workflow.signal(name="set_disk_max")
+    async def set_disk_max(self, raw: RawValue) -> None:
+        change = await self._payload("set_disk_max", raw, ClusterDiskChange)
+        if change is not None:
+            self._set_disk_max(change)
+
+    def _set_disk_max(self, change: ClusterDiskChange) -> None:
+        self.s.set_disk_max(change.disk_max, change, workflow.now())
+        self._cluster_news.append(self.s.actions[-1])
+        self._wake = True
+
     @workflow.update(name="freeze_update")
     async def freeze_update(self, req: FreezeRequest) -> None:
         """Final once answered: a freeze is answered once every move in flight has been told (a move told finishes
@@ -345,7 +343,7 @@ class ClusterWorkflow:
         if refused is None:
             # Each migration's own audit says so too (sent by the run, with the next pass).
             self._cluster_news.append(self.s.actions[-1])
-            workflow.set_current_details(self.s.details())
+            workflow.set_current_details(cluster_details(self.s))
             self._wake = True
         return refused
 
@@ -388,7 +386,7 @@ class ClusterWorkflow:
             return False
         self.s.retired(self._retire, workflow.now())
         self._retired = True
-        workflow.set_current_details(self.s.details())
+        workflow.set_current_details(cluster_details(self.s))
         return True
 
     @workflow.query

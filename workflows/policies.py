@@ -115,6 +115,13 @@ REJOIN_WAIT = timedelta(seconds=40)
 # A coordinator that takes over from a lost one keeps the lost one's throttle entries this long at most, waiting
 # for the running migrations to join it with their moves in flight.
 TAKE_OVER_WAIT = timedelta(seconds=60)
+# The disks that moves waiting or in flight copy onto are read again once their last reading is this old.
+DISK_READ_EVERY = timedelta(seconds=10)
+DISK_CALL: CallOptions = {
+    **QUICK_CALL,
+    "start_to_close_timeout": timedelta(seconds=30),
+    "retry_policy": dataclasses.replace(QUICK_CALL["retry_policy"], maximum_attempts=3),
+}
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
 # A freeze is answered once every move in flight has been told, or after this long.

@@ -13,7 +13,8 @@ import click
 import pytest
 import typer
 
-from cli.rates import parse_duration, parse_rate
+from cli.rates import parse_disk_max, parse_duration, parse_rate
+from models.coordination import DiskLimits
 from sandbox.kafka_nodes import new_cluster_id
 from settings import Settings
 
@@ -343,6 +344,11 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
         (["freeze"], "Missing option '--reason'"),
         (["status", "--cluster", "a'b"], '--cluster "a\'b": use letters, digits'),
         (["retire", "--cluster", "a b", "--reason", "x"], "--cluster 'a b': use letters, digits"),
+        (["disk-max", "120%", "--reason", "x"], "disk limit '120%': give a percentage above 0% and at most 100%"),
+        (["disk-max", "3=full", "--reason", "x"], "disk limit '3=full': give a percentage like 85%"),
+        (["disk-max", "b3=70", "--reason", "x"], "disk limit 'b3=70': give BROKER=PERCENT, like 3=70%"),
+        (["disk-max", "80", "90", "--reason", "x"], "disk limit '90': one limit for every broker at most"),
+        (["disk-max", "80"], "Missing option '--reason'"),
     ],
 )
 def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):
@@ -449,3 +455,16 @@ def test_the_option_choices_are_the_models_own():
     assert list(get_args(Order)) == ORDERS
     assert list(get_args(StuckPolicy)) == STUCK_POLICIES
     assert list(get_args(OfflinePolicy)) == OFFLINE_POLICIES
+
+
+@pytest.mark.parametrize(
+    ("values", "expected"),
+    [
+        (["default"], None),
+        (["90%"], DiskLimits(percent=90)),
+        (["3=70%", "4=72.5"], DiskLimits(brokers={3: 70, 4: 72.5})),
+        (["80", "3=70%"], DiskLimits(percent=80, brokers={3: 70})),
+    ],
+)
+def test_disk_limits_are_a_percentage_for_every_broker_and_per_broker(values, expected):
+    assert parse_disk_max(values) == expected

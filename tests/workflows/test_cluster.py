@@ -21,7 +21,14 @@ from temporalio.exceptions import ApplicationError
 
 from models.admission import Limits
 from models.control import OperatorAction
-from models.coordination import ClusterInput, ClusterLimitsChange, FreezeRequest, cluster_workflow_id
+from models.coordination import (
+    ClusterDiskChange,
+    ClusterInput,
+    ClusterLimitsChange,
+    DiskLimits,
+    FreezeRequest,
+    cluster_workflow_id,
+)
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
@@ -507,9 +514,10 @@ async def test_a_terminated_coordinator_strands_nothing_and_leaks_no_throttle(lo
     assert all(not c for b, c in fake.broker_configs.items() if b != 1)
 
 
-async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_env):
-    """An operator froze the cluster and set its limits; the coordinator is then lost. The next one, started by a
-    migration, takes both over from the lost one's history: nothing moves until the unfreeze."""
+async def test_the_next_coordinator_keeps_the_operators_freeze_limits_and_disk_limit(local_env):
+    """An operator froze the cluster and set its limits and disk limit (the last by signal); the coordinator is then
+    lost. The next one, started by a migration, takes them over from the lost one's history: nothing moves until the
+    unfreeze."""
     fake = shared_cluster(partitions=4, ticks=2)
     name = f"c{uuid.uuid4().hex[:6]}"
     async with worker_for(local_env.client, activities_for(fake)) as worker:
@@ -520,12 +528,15 @@ async def test_the_next_coordinator_keeps_the_operators_freeze_and_limits(local_
         await coordinator.execute_update(
             ClusterWorkflow.freeze_update, FreezeRequest(frozen=True, actor="ops", reason="incident")
         )
+        disk = DiskLimits(percent=90, brokers={4: 95})
+        await coordinator.signal("set_disk_max", ClusterDiskChange(disk_max=disk, actor="ops", reason="big disks"))
+        await wait_for_status(coordinator, lambda s: s.disk_max == disk)
         await coordinator.terminate(reason="terminated from the Web UI")
         handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=4))
         await asyncio.sleep(3)
         assert fake.altered == []
         status = await coordinator.query(ClusterWorkflow.status)
-        assert status.frozen and status.limits == Limits(max_partitions=1)
+        assert status.frozen and status.limits == Limits(max_partitions=1) and status.disk_max == disk
         await coordinator.execute_update(
             ClusterWorkflow.freeze_update, FreezeRequest(frozen=False, actor="ops", reason="over")
         )
