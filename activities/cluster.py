@@ -33,6 +33,7 @@ from models.coordination import (
     ClusterInput,
     ClusterLimitsChange,
     ClusterThrottleChange,
+    ClusterWindowsChange,
     DiskReading,
     DiskRequest,
     FreezeRequest,
@@ -60,6 +61,7 @@ OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {
     "set_limits": ClusterLimitsChange,
     "set_throttle": ClusterThrottleChange,
     "set_disk_max": ClusterDiskChange,
+    "set_windows": ClusterWindowsChange,
 }
 OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
@@ -110,6 +112,7 @@ def _run_start(given: ClusterInput, took: Takeover) -> tuple[Takeover, bool]:
         limits=state.get("limits"),
         rate_bytes_per_s=state.get("rate"),
         disk_max=state.get("disk", {}).get("limits"),
+        windows=state.get("windows"),
         aliases=state.get("aliases", []),
     )
     return _aliased(carried, given.name), True
@@ -146,6 +149,8 @@ def _setting(change) -> dict:
         return {"limits": change.limits}
     if isinstance(change, ClusterDiskChange):
         return {"disk_max": change.disk_max}
+    if isinstance(change, ClusterWindowsChange):
+        return {"windows": change.windows}
     return {"rate_bytes_per_s": change.rate_bytes_per_s}
 
 

@@ -3,38 +3,23 @@
 import asyncio
 
 import typer
-from temporalio.client import (
-    WithStartWorkflowOperation,
-    WorkflowExecutionStatus,
-    WorkflowUpdateFailedError,
-    WorkflowUpdateRPCTimeoutOrCancelledError,
-    WorkflowUpdateStage,
-)
-from temporalio.common import WorkflowIDConflictPolicy
-from temporalio.service import RPCError, RPCStatusCode
+from pydantic import ValidationError
 
-from adapters.kafka_port import KafkaAdminError, open_kafka
-from adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
-from cli.cluster_status import render_status, step_of
+from adapters.kafka_port import open_kafka
+from cli.coordinator import change_limits, retire_coordinator, send_change, show_status
 from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
-from models.admission import Limits
-from models.control import OperatorAction
 from models.coordination import (
     ClusterDiskChange,
-    ClusterInput,
-    ClusterLimitsChange,
-    ClusterStatus,
     ClusterThrottleChange,
+    ClusterWindowsChange,
     FreezeRequest,
-    cluster_id_of,
-    cluster_workflow_id,
 )
+from models.windows import Windows
 from settings import Settings
 from workflows import ClusterWorkflow
-from workflows.failures import failure_message
 
 app = typer.Typer(
     help="The cluster's coordinator: limits, throttle, disk limit and freeze shared by every migration on one Kafka "
@@ -46,9 +31,6 @@ app = typer.Typer(
     rich_markup_mode=None,
 )
 
-# How long an operator's change waits for the coordinator (a worker must be running to answer).
-ANSWER_S = 30.0
-
 CLUSTER = typer.Option(None, "--cluster", help="Cluster name [default: DROVER_CLUSTER_NAME]")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the coordinator's history")
 REASON = typer.Option(..., "--reason", help="Why; recorded in the coordinator's history")
@@ -59,7 +41,7 @@ AS_JSON = typer.Option(False, "--json", help="Print the coordinator's status as 
 def status(ctx: typer.Context, cluster: str = CLUSTER, as_json: bool = AS_JSON) -> None:
     """The bound Kafka cluster ID, whether it is frozen, the cluster limits, every running migration with its
     share, every move in flight, and the throttle Drover has written per broker and topic."""
-    asyncio.run(_status(ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), Output(as_json)))
+    asyncio.run(show_status(ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), Output(as_json)))
 
 
 @app.command("limits")
@@ -80,7 +62,7 @@ def limits(
     if unset == bool(given):
         raise DroverError(f"give --unset, or at least one of {LIMIT_OPTIONS}", exit_code=2)
     asyncio.run(
-        _limits(
+        change_limits(
             ctx.obj,
             cluster_name(cluster or ctx.obj.cluster_name),
             None if unset else given,
@@ -108,7 +90,7 @@ def throttle(
         raise DroverError(f"rate: {e}", exit_code=2) from None
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_throttle_update, change, Output(as_json)))
+    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_throttle_update, change, Output(as_json)))
 
 
 @app.command("disk-max")
@@ -128,7 +110,47 @@ def disk_max(
     pass the limit waits, with a warning naming the broker; the others go on. Raising the limit lets it go."""
     change = ClusterDiskChange(disk_max=parse_disk_max(limits), actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(_update(ctx.obj, name, ClusterWorkflow.set_disk_max_update, change, Output(as_json)))
+    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_disk_max_update, change, Output(as_json)))
+
+
+@app.command("windows")
+def windows(
+    ctx: typer.Context,
+    specs: list[str] = typer.Argument(
+        ...,
+        help="A window as DAYS HH:MM-HH:MM [ZONE] (quoted): 'Mon-Fri 22:00-06:00 Europe/Berlin', "
+        "'Sat,Sun 00:00-00:00', 'daily 01:00-05:00' (UTC without a zone); several add up. Or none: always open",
+    ),
+    outside_throttle: str = typer.Option(
+        None, "--outside-throttle", help="Outside the windows, run under this rate (10MB/s) instead of stopping"
+    ),
+    cluster: str = CLUSTER,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Set when the migrations on the cluster may move. Outside every window no move takes a new step (steps in
+    flight finish, as under a freeze) and none starts; with --outside-throttle they go on under that rate instead.
+    Windows run on the coordinator's durable timers: a restart of workers or Temporal changes nothing. `none`
+    drops them."""
+    none = [t.strip().lower() for t in specs] == ["none"]
+    try:
+        cap = parse_rate(outside_throttle) if outside_throttle else None
+        chosen = None if none else Windows(texts=specs, outside_rate=cap)
+    except ValueError as e:
+        raise DroverError(_first_error(e), exit_code=2) from None
+    if none and cap is not None:
+        raise DroverError("--outside-throttle needs windows; `none` leaves the cluster always open", exit_code=2)
+    change = ClusterWindowsChange(windows=chosen, actor=actor or default_actor(), reason=reason)
+    name = cluster_name(cluster or ctx.obj.cluster_name)
+    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_windows_update, change, Output(as_json)))
+
+
+def _first_error(e: ValueError) -> str:
+    """A rate's or a window's error in one line (a pydantic error reads as its first message)."""
+    if isinstance(e, ValidationError):
+        return str(e.errors()[0]["msg"]).removeprefix("Value error, ")
+    return str(e)
 
 
 @app.command("freeze")
@@ -139,7 +161,7 @@ def freeze(
     has been told (30 s at most), so no step starts after it. `drover cluster unfreeze` lets them go on."""
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
     asyncio.run(
-        _update(
+        send_change(
             ctx.obj,
             cluster_name(cluster or ctx.obj.cluster_name),
             ClusterWorkflow.freeze_update,
@@ -156,7 +178,7 @@ def unfreeze(
     """Let the migrations on the cluster take new steps again after `drover cluster freeze`."""
     request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
     asyncio.run(
-        _update(
+        send_change(
             ctx.obj,
             cluster_name(cluster or ctx.obj.cluster_name),
             ClusterWorkflow.freeze_update,
@@ -174,7 +196,7 @@ def retire(
     throttle is off Kafka. The next migration (or `drover cluster limits|throttle|freeze`) starts a new one, which
     takes over nothing: no freeze, limits or rate of the retired one."""
     asyncio.run(
-        _retire(
+        retire_coordinator(
             ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), actor or default_actor(), reason, Output(as_json)
         )
     )
@@ -221,178 +243,3 @@ def traffic(
         [[b, *(shown(rates, k) for k in keys)] for b, rates in sorted(found.brokers.items())],
     )
     out.data({"source": found.source, "window_s": seconds, "brokers": found.brokers})
-
-
-async def _retire(settings: Settings, name: str, actor: str, reason: str, out: Output) -> None:
-    client = await connect(settings, identity=default_actor())
-    found = await coordinators_named(client, name)
-    if not found:
-        raise DroverError(f"cluster {name} has no running coordinator: nothing to retire")
-    handle = client.get_workflow_handle(found[0])
-    try:
-        await asyncio.wait_for(
-            handle.execute_update(ClusterWorkflow.retire, OperatorAction(actor=actor, reason=reason)), ANSWER_S * 4
-        )
-    except TimeoutError:
-        raise DroverError(
-            f"the coordinator of cluster {name} did not retire within {ANSWER_S * 4:.0f} s: is a Drover worker "
-            f"running on task queue {settings.task_queue}, and is every broker up (Drover's throttle is removed "
-            "first)?"
-        ) from None
-    except WorkflowUpdateFailedError as e:
-        raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
-    except RPCError as e:
-        raise DroverError(f"cluster {name}: {e.message}") from None
-    out.info(f"cluster {name}: coordinator {found[0]} retired")
-    out.data({"retired": found[0], "cluster": name})
-
-
-async def _limits(settings: Settings, name: str, given: dict | None, actor: str, reason: str, out: Output) -> None:
-    limits = None
-    if given is not None:
-        try:
-            current = await _query(settings, name, missing_ok=True)
-        except DroverError as e:
-            raise DroverError(
-                f"{e}; the limits not given are read from the coordinator first, so nothing was sent (--unset needs "
-                "no worker)"
-            ) from None
-        base = (current.limits if current else None) or Limits()
-        limits = base.model_copy(update=given)
-    change = ClusterLimitsChange(limits=limits, actor=actor, reason=reason)
-    await _update(settings, name, ClusterWorkflow.set_limits_update, change, out)
-
-
-async def coordinator_of(settings: Settings, client, name: str) -> str:
-    """The workflow ID of the coordinator a cluster name stands for: the running one with that name among its
-    aliases, else that of the Kafka cluster these settings reach (its ID read from Kafka)."""
-    found = await coordinators_named(client, name)
-    if found:
-        return found[0]
-    try:
-        cluster_id = await asyncio.to_thread(lambda: open_kafka(settings).describe_cluster().cluster_id)
-    except KafkaAdminError as e:
-        raise DroverError(
-            f"cluster {name}: no running coordinator has that name, and Kafka could not be reached to read its "
-            f"cluster ID ({e})"
-        ) from None
-    return cluster_workflow_id(cluster_id or "unknown")
-
-
-async def _update(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
-    """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running.
-    With no worker polling, or none taking the change within ANSWER_WITHIN_S, it is sent as the update's signal
-    twin instead: recorded in the history, applied when a worker polls again, and said so."""
-    client = await connect(settings, identity=default_actor())
-    coordinator_id = await coordinator_of(settings, client, name)
-    queue = await _queue_of(client, coordinator_id) or settings.task_queue
-    given = ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id))
-    signal = update.__name__.removesuffix("_update")
-    if not await worker_polls(client, queue):
-        await _recorded(client, coordinator_id, given, queue, signal, argument)
-        _say_recorded(out, name, coordinator_id, queue, signal, "no worker polls")
-        return
-    start = WithStartWorkflowOperation(
-        ClusterWorkflow.run,
-        given,
-        id=coordinator_id,
-        task_queue=queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    try:
-        try:
-            handle = await asyncio.wait_for(
-                client.start_update_with_start_workflow(
-                    update, argument, start_workflow_operation=start, wait_for_stage=WorkflowUpdateStage.ACCEPTED
-                ),
-                ANSWER_WITHIN_S,
-            )
-        except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
-            why = f"no worker took it within {ANSWER_WITHIN_S:.0f} s"
-            await _recorded(client, coordinator_id, given, queue, signal, argument)
-            _say_recorded(out, name, coordinator_id, queue, signal, why)
-            return
-        await asyncio.wait_for(handle.result(), ANSWER_S)
-    except TimeoutError:
-        raise DroverError(
-            f"cluster {name}: the coordinator took the {signal} but did not finish it within {ANSWER_S:.0f} s; it is "
-            "in its history and goes on (`drover cluster status` shows it)"
-        ) from None
-    except WorkflowUpdateFailedError as e:
-        raise DroverError(f"cluster {name} refused: {failure_message(e)}") from None
-    except RPCError as e:
-        raise DroverError(f"cluster {name}: {e.message}") from None
-    await _status(settings, name, out, client)
-
-
-async def _queue_of(client, coordinator_id: str) -> str | None:
-    """The task queue of the running coordinator, or None if it is not running."""
-    try:
-        described = await client.get_workflow_handle(coordinator_id).describe()
-    except RPCError as e:
-        if e.status == RPCStatusCode.NOT_FOUND:
-            return None
-        raise DroverError(f"{coordinator_id}: {e.message}") from None
-    return described.task_queue if described.status == WorkflowExecutionStatus.RUNNING else None
-
-
-async def _recorded(client, coordinator_id: str, given: ClusterInput, queue: str, signal: str, argument) -> None:
-    """The change sent as its signal (the coordinator started with it if it is not running), which Temporal keeps
-    in the coordinator's history until a worker takes it."""
-    try:
-        await client.start_workflow(
-            ClusterWorkflow.run,
-            given,
-            id=coordinator_id,
-            task_queue=queue,
-            start_signal=signal,
-            start_signal_args=[argument],
-        )
-    except RPCError as e:
-        raise DroverError(f"cluster {given.name}: {e.message}") from None
-
-
-def _say_recorded(out: Output, name: str, coordinator_id: str, queue: str, signal: str, why: str) -> None:
-    out.warning(
-        f"cluster {name}: {why}; the {signal} is recorded in the coordinator's history (signal {signal}) and takes "
-        f"effect when a worker polls task queue {queue} again (`drover cluster status` then shows it)"
-    )
-    out.data({"coordinator": coordinator_id, "action": signal, "sent": "signal", "task_queue": queue, "applied": False})
-
-
-async def _query(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
-    client = client or await connect(settings, identity=default_actor())
-    coordinator_id = await coordinator_of(settings, client, name)
-    handle = client.get_workflow_handle(coordinator_id)
-    try:
-        # A coordinator retired (or terminated) is no coordinator: no worker may answer a query of it.
-        described = await handle.describe()
-        if described.status == WorkflowExecutionStatus.RUNNING:
-            queue = described.task_queue
-            if not await worker_polls(client, queue):
-                raise DroverError(f"cluster {name}: its coordinator is running, but {no_worker(queue)}")
-            try:
-                return await asyncio.wait_for(handle.query(ClusterWorkflow.status), ANSWER_WITHIN_S)
-            except TimeoutError:
-                raise DroverError(
-                    f"cluster {name}: no worker answered within {ANSWER_WITHIN_S:.0f} s on task queue {queue}"
-                ) from None
-    except RPCError as e:
-        if e.status != RPCStatusCode.NOT_FOUND:
-            raise DroverError(f"cluster {name}: {e.message}") from None
-    if missing_ok:
-        return None
-    raise DroverError(
-        f"cluster {name} has no coordinator running: one starts with the first migration or "
-        "`drover cluster limits|throttle|freeze`"
-    )
-
-
-async def _status(settings: Settings, name: str, out: Output, client=None) -> None:
-    client = client or await connect(settings, identity=default_actor())
-    s = await _query(settings, name, client)
-    assert s is not None
-    steps = await asyncio.gather(*(step_of(client, m.cluster or name, m) for m in s.in_flight))
-    s = s.model_copy(update={"in_flight": steps})
-    out.info(render_status(s))
-    out.data(s)

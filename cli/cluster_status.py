@@ -49,6 +49,7 @@ def render_status(s: ClusterStatus) -> str:
             else "each migration its own"
         ),
         f"disk limit: {s.disk_max.text()} of each broker's log dirs, projected at the peak of its copies",
+        f"time windows: {s.windows.text()}" + _window_now(s),
         f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
         f"{s.peak_per_broker} per broker)",
     ]
@@ -79,6 +80,13 @@ def render_status(s: ClusterStatus) -> str:
     return "\n".join(lines)
 
 
+def _window_now(s: ClusterStatus) -> str:
+    if s.next_change is None:
+        return ""
+    now = "OUTSIDE them" if s.outside else "inside them"
+    return f"; {now} now, until {s.next_change:%a %Y-%m-%d %H:%M} UTC"
+
+
 async def freeze_notice(client, name: str) -> str | None:
     """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no running
     coordinator of that name)."""
@@ -90,6 +98,9 @@ async def freeze_notice(client, name: str) -> str | None:
     except RPCError:
         return None
     if not s.frozen:
+        if s.outside and s.windows.outside_rate is None:
+            until = f" until {s.next_change:%a %Y-%m-%d %H:%M} UTC" if s.next_change else ""
+            return f"cluster {name} is outside its time windows{until}: no move takes a new step"
         return None
     by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
     who = f" since {by.at:%Y-%m-%d %H:%M:%S} by {by.actor}: {by.reason}" if by else ""

@@ -27,15 +27,21 @@ from execution.registry import Holder, Orphan, overlap_refusal
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import (
+    ClusterDiskChange,
+    ClusterLimitsChange,
+    ClusterSetting,
+    ClusterThrottleChange,
+    ClusterWindowsChange,
     Demand,
     DiskLimits,
-    DiskRequest,
     JoinRequest,
     PartitionKey,
     Registration,
     Registry,
+    Takeover,
     ThrottleWanted,
 )
+from models.windows import Windows, capped
 from steps.admission import InFlight, least_busy
 from steps.throttle import wanted_throttle
 
@@ -54,6 +60,9 @@ class ClusterState(BaseModel):
     rate: int | None = None
     disk: DiskGate = DiskGate()
     frozen: bool = False
+    windows: Windows = Windows()
+    # Outside the windows when last looked (``execution.cluster_gates.window_news``).
+    outside: bool = False
     # Moves in flight told the cluster is frozen (told again once it is unfrozen).
     told_frozen: list[PartitionKey] = []
     holders: dict[str, Holder] = {}
@@ -231,7 +240,7 @@ class ClusterState(BaseModel):
         migration's candidates that fit, the one whose copy uses the least busy throttles
         (``steps.admission.least_busy``)."""
         limits = self.effective_limits()
-        if self.frozen or limits is None:
+        if self.holding or limits is None:
             return {}
         rps = {h.migration_id: h.demand.replicas_per_step if h.demand else 1 for h in self.holders.values()}
         cluster = InFlight()
@@ -255,7 +264,7 @@ class ClusterState(BaseModel):
                     m
                     for m in h.demand.candidates
                     if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
-                    and self.disk.refusal(m, moving, self._rates_into(h, m)) is None
+                    and self.disk.refusal(m, moving, self.rates_into(h, m)) is None
                 ]
                 if not fitting:
                     continue
@@ -282,33 +291,20 @@ class ClusterState(BaseModel):
             self.peak_per_broker = max([self.peak_per_broker, *cluster.per_broker.values()])
         return granted
 
+    @property
+    def holding(self) -> bool:
+        """No move is granted, and moves in flight take no new step: frozen, or outside the windows with no cap."""
+        return self.frozen or (self.outside and self.windows.outside_rate is None)
+
     # -- the disk gate ----------------------------------------------------------------------------------------
 
-    def _rates_into(self, h: Holder, m: MoveSpec) -> dict[int, int | None]:
+    def rates_into(self, h: Holder, m: MoveSpec) -> dict[int, int | None]:
         """The follower throttle into each broker ``m`` adds a replica to, as its migration asks (or the operator's
         cluster-wide rate)."""
         d = h.demand
         rate = self.rate or (d.rate if d else None)
         per_broker = d.broker_rates if d else {}
         return {b: self.rate or (per_broker[b][1] if b in per_broker else rate) for b in m.target}
-
-    def disk_request(self) -> DiskRequest:
-        candidates = [m for h in self.holders.values() if h.demand for m in h.demand.candidates]
-        return self.disk.request(candidates, [m for _, m in self.in_flight()])
-
-    def disk_news(self, now: datetime) -> list[AuditEntry]:
-        """After a grant: the brokers new copies wait for, told (audited, and returned for the migrations) as they
-        change."""
-        moving = [m for _, m in self.in_flight()]
-        waits = [self.disk.refusal(m, moving, self._rates_into(h, m)) for h in self.holders.values() for m in h.waiting]
-        told = self.disk.tell(dict(w for w in reversed(waits) if w is not None))
-        for text in told:
-            self.note("disk", text, now)
-        return self.actions[len(self.actions) - len(told) :] if told else []
-
-    def set_disk_max(self, limits: DiskLimits | None, by: OperatorAction, now: datetime) -> None:
-        self.disk.limits = limits or DiskLimits()
-        self._audit("disk-max", by, now, self.disk.limits.text())
 
     # -- the throttle -----------------------------------------------------------------------------------------
 
@@ -323,27 +319,33 @@ class ClusterState(BaseModel):
         if self.rate is not None:
             # The operator's cluster-wide rate replaces every migration's own, and throttles them all.
             asked = [(m, self.rate, {}) for m, _, _ in asked]
-        return wanted_throttle(asked)
+        # Outside the windows, every move runs under the cap (if one is given; else none takes a step).
+        return wanted_throttle(capped(asked, self.windows.outside_rate) if self.outside else asked)
 
     # -- operator actions -------------------------------------------------------------------------------------
 
-    def set_limits(self, limits: Limits | None, by: OperatorAction, now: datetime) -> None:
-        self.limits = limits
-        shown = "the highest any running migration asks for" if limits is None else _limits_text(limits)
-        self._audit("limits", by, now, shown)
+    def setting(self, change: ClusterSetting, now: datetime) -> None:
+        """An operator's cluster-wide setting, audited with what it is now."""
+        match change:
+            case ClusterLimitsChange(limits=limits):
+                self.limits = limits
+                action, shown = "limits", limits.text() if limits else "the highest any running migration asks for"
+            case ClusterThrottleChange(rate_bytes_per_s=rate):
+                self.rate = rate
+                action, shown = "throttle", f"{rate} B/s on every broker moving" if rate else "each migration's own"
+            case ClusterDiskChange(disk_max=limits):
+                self.disk.limits = limits or DiskLimits()
+                action, shown = "disk-max", self.disk.limits.text()
+            case ClusterWindowsChange(windows=windows):
+                self.windows = windows or Windows()
+                action, shown = "windows", self.windows.text()
+        self._audit(action, change, now, shown)
 
-    def set_rate(self, rate: int | None, by: OperatorAction, now: datetime) -> None:
-        self.rate = rate
-        shown = "each migration's own" if rate is None else f"{rate} B/s on every broker moving"
-        self._audit("throttle", by, now, shown)
-
-    def took_over(
-        self, frozen: bool, limits: Limits | None, rate: int | None, disk: DiskLimits | None, aliases: list[str]
-    ) -> None:
+    def took_over(self, took: Takeover) -> None:
         """The operator's settings and the cluster's aliases as the lost last run held them."""
-        self.frozen, self.limits, self.rate = frozen, limits, rate
-        self.disk.limits = disk or DiskLimits()
-        self.aliases = [*aliases, *(a for a in self.aliases if a not in aliases)]
+        self.frozen, self.limits, self.rate = took.frozen, took.limits, took.rate_bytes_per_s
+        self.disk.limits, self.windows = took.disk_max or DiskLimits(), took.windows or Windows()
+        self.aliases = [*took.aliases, *(a for a in self.aliases if a not in took.aliases)]
 
     def alias(self, name: str, now: datetime) -> None:
         """A name used for this cluster (by a migration that joins, or an operator's command)."""
@@ -390,10 +392,3 @@ class ClusterState(BaseModel):
             *self.actions[-(KEPT_ACTIONS - 1) :],
             AuditEntry(at=now, action=action, actor=by.actor, reason=by.reason, detail=detail, refused=refused),
         ]
-
-
-def _limits_text(limits: Limits) -> str:
-    return (
-        f"partitions {limits.max_partitions}, per broker {limits.max_per_broker}, replicas {limits.max_replicas}, "
-        f"leaders {limits.max_leaders}"
-    )

@@ -50,6 +50,9 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         topic_throttles={t: {k: ",".join(v) for k, v in lists.items()} for t, lists in written.topics.items()},
         peak_in_flight=s.peak_in_flight,
         peak_per_broker=s.peak_per_broker,
+        windows=s.windows,
+        outside=s.outside,
+        next_change=s.windows.next_change(now),
         disk_max=s.disk.limits,
         disks=s.disk.status([m for _, m in s.in_flight()]),
         actions=s.actions,
@@ -73,6 +76,7 @@ def cluster_details(s: ClusterState) -> str:
         f"**{state}**",
         f"migrations: {len(s.holders)}, moves in flight: {sum(len(h.in_flight) for h in s.holders.values())}",
         f"limits: {bounds}; throttle: {rate}; disk limit: {s.disk.limits.text()}",
+        f"time windows: {s.windows.text()}" + ("; **outside them now**" if s.outside else ""),
         *(f"- disk: new copies onto {why}" for why in s.disk.waiting.values()),
     ]
     lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in s.holders.values()]

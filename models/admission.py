@@ -14,6 +14,12 @@ class Limits(BaseModel):
     max_replicas: int = Field(10, ge=1, description="replicas being added at once in the cluster")
     max_leaders: int = Field(5, ge=1, description="moves in flight whose leader change is still to come")
 
+    def text(self) -> str:
+        return (
+            f"partitions {self.max_partitions}, per broker {self.max_per_broker}, replicas {self.max_replicas}, "
+            f"leaders {self.max_leaders}"
+        )
+
 
 def bytes_to_copy(original: list[int], target: list[int], size_bytes: int) -> int:
     """The bytes a move copies: the partition's size once for each replica it adds. The one definition of a

@@ -7,6 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
+from models.windows import Windows
 
 
 class ThrottleWanted(BaseModel):
@@ -169,6 +170,16 @@ class ClusterDiskChange(OperatorAction):
     disk_max: DiskLimits | None = None
 
 
+class ClusterWindowsChange(OperatorAction):
+    """The time windows for every migration on the cluster, and the cap outside them; None: always open."""
+
+    windows: Windows | None = None
+
+
+# An operator's cluster-wide setting (``ClusterState.setting``).
+ClusterSetting = ClusterLimitsChange | ClusterThrottleChange | ClusterDiskChange | ClusterWindowsChange
+
+
 class DiskRequest(BaseModel):
     """The brokers whose disks the coordinator reads, and the copies in flight onto each (their bytes there so far)."""
 
@@ -239,6 +250,10 @@ class ClusterStatus(BaseModel):
     peak_per_broker: int
     disk_max: DiskLimits = DiskLimits()
     disks: list[BrokerDiskStatus] = []
+    windows: Windows = Windows()
+    # Outside the windows now, and when they next open or close (None: no windows).
+    outside: bool = False
+    next_change: datetime | None = None
     actions: list[AuditEntry]
     runs: int
     now: datetime
@@ -279,6 +294,7 @@ class Takeover(BaseModel):
     limits: Limits | None = None
     rate_bytes_per_s: int | None = None
     disk_max: DiskLimits | None = None
+    windows: Windows | None = None
     aliases: list[str] = []
 
 

@@ -12,6 +12,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
+    from execution import cluster_gates as gates
     from execution.cluster import ClusterState
     from execution.cluster_status import cluster_details, cluster_status
     from execution.takeover import TakeOver
@@ -21,8 +22,10 @@ with workflow.unsafe.imports_passed_through():
         ClusterDiskChange,
         ClusterInput,
         ClusterLimitsChange,
+        ClusterSetting,
         ClusterStatus,
         ClusterThrottleChange,
+        ClusterWindowsChange,
         Demand,
         FreezeRequest,
         JoinRequest,
@@ -59,19 +62,16 @@ _Action = TypeVar("_Action", bound=OperatorAction)
 class ClusterWorkflow:
     """Migrations join (update ``join``), keep one standing demand for slots (signal ``demand``), are granted moves
     (signal ``granted`` to the migration) once their throttle is on Kafka, and leave (update ``leave``).
-    Operators: updates ``set_limits``, ``set_throttle``, ``set_disk_max`` and ``freeze``, each with who and why;
-    query ``status``."""
+    Operators: updates ``set_limits``, ``set_throttle``, ``set_disk_max``, ``set_windows`` and ``freeze``, each with
+    who and why; query ``status``."""
 
     @workflow.init
     def __init__(self, given: ClusterInput) -> None:
         # Set up before any handler runs: the first join arrives with the start (update-with-start).
-        if given.carry is None:
-            self.s = ClusterState(name=given.name, cluster_id=given.cluster_id or None, aliases=[given.name])
-            self._throttle = ThrottleWriter(ThrottleBook())
-        else:
-            self.s = ClusterState.model_validate(given.carry["state"])
-            self._throttle = ThrottleWriter(ThrottleBook.model_validate(given.carry["book"]))
-            self.s.runs += 1
+        carry = given.carry or {"state": {"name": given.name, "cluster_id": given.cluster_id or None, "runs": 0}}
+        self.s = ClusterState.model_validate({"aliases": [given.name], **carry["state"]})
+        self._throttle = ThrottleWriter(ThrottleBook.model_validate(carry.get("book", {})))
+        self.s.runs += 1
         # The first pass runs at once: a run that continues takes up the demands it carries without waiting.
         self._wake = True
         self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts
@@ -121,12 +121,13 @@ class ClusterWorkflow:
             await messages.ask_to_rejoin(asked, self._me)
             # Taking over, nothing is granted until the running migrations have joined with their moves in flight:
             # the limits count those too.
+            self._cluster_news += gates.window_news(self.s, workflow.now())
             self._cluster_news += await reads.read_disks(self.s)
             for mid, moves in ({} if self._takeover.waiting(workflow.now()) else self.s.allocate()).items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
-            self._cluster_news += self.s.disk_news(workflow.now())
+            self._cluster_news += gates.disk_news(self.s, workflow.now())
             if await self._write_throttle():
-                if self.s.frozen and self._untold_grants:
+                if self.s.holding and self._untold_grants:
                     # A freeze acknowledged while the throttle was written: no move granted before it may start.
                     self._take_back_untold()
                 else:
@@ -158,6 +159,11 @@ class ClusterWorkflow:
         if self.s.disk.waiting and not retry:
             # Moves wait for a disk: read again as the period comes.
             timeout = DISK_READ_EVERY
+        edge = self.s.windows.next_change(workflow.now())
+        if edge is not None:
+            # A durable timer to the time windows' next edge.
+            until = max(edge - workflow.now(), RESEND_EVERY)
+            timeout = until if timeout is None else min(timeout, until)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._wake, timeout=timeout)
         self._wake = False
@@ -205,7 +211,7 @@ class ClusterWorkflow:
     def _publish(self) -> None:
         """DroverStatus (frozen or coordinating) when it changes, and the current details. Called by the run only:
         a handler can run before run() in a run's first activation, where replay may order its command otherwise."""
-        status = "frozen" if self.s.frozen else "coordinating"
+        status = "frozen" if self.s.frozen else "outside-windows" if self.s.holding else "coordinating"
         if status != self._published:
             self._published = status
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
@@ -257,56 +263,50 @@ class ClusterWorkflow:
 
     # -- operators --------------------------------------------------------------------------------------------
 
-    # Each operator action is an update (answered once applied, or refused with why) and a signal of the same name
-    # without "_update" (recorded in the history even with no worker running, applied when one polls; a signal that
-    # does not validate or is refused is recorded as refused). Both wait for a new coordinator's take-over, so the
-    # last run's settings never overwrite the action.
+    # Each operator action is an update (answered once applied, or refused with why) and a signal twin without
+    # "_update" (kept in the history with no worker running; one that does not validate is recorded as refused).
+    # Both wait for a new coordinator's take-over, so the last run's settings never overwrite the action.
 
     @workflow.update(name="set_limits_update")
     async def set_limits_update(self, change: ClusterLimitsChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._set_limits(change)
+        await self._setting(change)
 
     @workflow.signal(name="set_limits")
     async def set_limits(self, raw: RawValue) -> None:
-        change = await self._payload("set_limits", raw, ClusterLimitsChange)
-        if change is not None:
-            self._set_limits(change)
-
-    def _set_limits(self, change: ClusterLimitsChange) -> None:
-        self.s.set_limits(change.limits, change, workflow.now())
-        self._wake = True
+        await self._setting(await self._payload("set_limits", raw, ClusterLimitsChange))
 
     @workflow.update(name="set_throttle_update")
     async def set_throttle_update(self, change: ClusterThrottleChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._set_throttle(change)
+        await self._setting(change)
 
     @workflow.signal(name="set_throttle")
     async def set_throttle(self, raw: RawValue) -> None:
-        change = await self._payload("set_throttle", raw, ClusterThrottleChange)
-        if change is not None:
-            self._set_throttle(change)
-
-    def _set_throttle(self, change: ClusterThrottleChange) -> None:
-        self.s.set_rate(change.rate_bytes_per_s, change, workflow.now())
-        self._wake = True
+        await self._setting(await self._payload("set_throttle", raw, ClusterThrottleChange))
 
     @workflow.update(name="set_disk_max_update")
     async def set_disk_max_update(self, change: ClusterDiskChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._set_disk_max(change)
+        await self._setting(change)
 
     @workflow.signal(name="set_disk_max")
     async def set_disk_max(self, raw: RawValue) -> None:
-        change = await self._payload("set_disk_max", raw, ClusterDiskChange)
-        if change is not None:
-            self._set_disk_max(change)
+        await self._setting(await self._payload("set_disk_max", raw, ClusterDiskChange))
 
-    def _set_disk_max(self, change: ClusterDiskChange) -> None:
-        self.s.set_disk_max(change.disk_max, change, workflow.now())
-        self._cluster_news.append(self.s.actions[-1])
-        self._wake = True
+    @workflow.update(name="set_windows_update")
+    async def set_windows_update(self, change: ClusterWindowsChange) -> None:
+        await self._setting(change)
+
+    @workflow.signal(name="set_windows")
+    async def set_windows(self, raw: RawValue) -> None:
+        await self._setting(await self._payload("set_windows", raw, ClusterWindowsChange))
+
+    async def _setting(self, change: ClusterSetting | None) -> None:
+        """A cluster-wide setting (None: a signal refused); the disk limit and windows go to the migrations' audits."""
+        await workflow.wait_condition(lambda: self._takeover.done)
+        if change is not None:
+            self.s.setting(change, workflow.now())
+            if isinstance(change, ClusterDiskChange | ClusterWindowsChange):
+                self._cluster_news.append(self.s.actions[-1])
+            self._wake = True
 
     @workflow.update(name="freeze_update")
     async def freeze_update(self, req: FreezeRequest) -> None:

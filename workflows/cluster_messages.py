@@ -55,10 +55,11 @@ async def ask_to_rejoin(asked: set[str], me: str) -> None:
 
 
 def freeze_due(s: ClusterState) -> list[PartitionKey]:
-    """Moves to tell the freeze state: while frozen, those in flight not told yet; once unfrozen, those told."""
+    """Moves to tell the freeze state: while frozen (or outside the time windows, with no cap), those in flight not
+    told yet; once not, those told."""
     in_flight = {(m.topic, m.partition) for _, m in s.in_flight()}
     told = {(k[0], k[1]) for k in s.told_frozen} & in_flight
-    return sorted(in_flight - told) if s.frozen else sorted(told)
+    return sorted(in_flight - told) if s.holding else sorted(told)
 
 
 async def tell_freeze(s: ClusterState) -> None:
@@ -68,9 +69,9 @@ async def tell_freeze(s: ClusterState) -> None:
     s.told_frozen = [k for k in s.told_frozen if tuple(k) in in_flight]
     names = s.moves_by_name()
     for key in freeze_due(s):
-        if await _signal(move_workflow_id(names[key], *key), "freeze", s.frozen):
+        if await _signal(move_workflow_id(names[key], *key), "freeze", s.holding):
             told = [k for k in s.told_frozen if tuple(k) != key]
-            s.told_frozen = [*told, key] if s.frozen else told
+            s.told_frozen = [*told, key] if s.holding else told
 
 
 async def tell_holders(s: ClusterState, news: list[AuditEntry]) -> None:

@@ -6,6 +6,7 @@ from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
+    from execution import cluster_gates as gates
     from execution.cluster import ClusterState
     from execution.takeover import TakeOver
     from models.control import AuditEntry
@@ -24,7 +25,7 @@ async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeOver)
     if took is None:
         return set()
     writer.book = took.book
-    s.took_over(took.frozen, took.limits, took.rate_bytes_per_s, took.disk_max, took.aliases)
+    s.took_over(took)
     running = await workflow.execute_activity_method(ClusterActivities.running_migrations, s.aliases, **QUICK_CALL)
     awaiting = takeover.found(running, s.holders, workflow.now(), TAKE_OVER_WAIT)
     s.note(
@@ -40,7 +41,7 @@ async def read_disks(s: ClusterState) -> list[AuditEntry]:
     """The disks of the brokers the moves waiting or in flight copy onto, read when the last reading is
     DISK_READ_EVERY old or misses one of them. A reading that fails keeps the last one; the operator is told the first
     time (returned, for the migrations' audits too)."""
-    asked = s.disk_request()
+    asked = gates.disk_request(s)
     if not s.disk.due(asked.brokers, workflow.now(), DISK_READ_EVERY):
         return []
     try:

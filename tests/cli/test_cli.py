@@ -349,6 +349,11 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
         (["disk-max", "b3=70", "--reason", "x"], "disk limit 'b3=70': give BROKER=PERCENT, like 3=70%"),
         (["disk-max", "80", "90", "--reason", "x"], "disk limit '90': one limit for every broker at most"),
         (["disk-max", "80"], "Missing option '--reason'"),
+        (["windows", "weekdays 22:00-06:00", "--reason", "x"], "window 'weekdays 22:00-06:00': days are Mon..Sun"),
+        (["windows", "Mon 22:00-06:00 Mars/Base", "--reason", "x"], "unknown time zone 'Mars/Base'"),
+        (["windows", "Mon 22:00", "--reason", "x"], "give DAYS HH:MM-HH:MM [ZONE]"),
+        (["windows", "none", "--outside-throttle", "5MB/s", "--reason", "x"], "--outside-throttle needs windows"),
+        (["windows", "daily 01:00-02:00", "--outside-throttle", "fast", "--reason", "x"], "'fast' is not a rate"),
     ],
 )
 def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):

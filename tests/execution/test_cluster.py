@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from execution.cluster import ClusterState
 from models.admission import Limits, MoveSpec
 from models.control import OperatorAction
-from models.coordination import Demand, JoinRequest
+from models.coordination import ClusterLimitsChange, Demand, JoinRequest
 from steps.admission import InFlight
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
 
@@ -74,7 +74,7 @@ def test_unset_cluster_limits_are_the_highest_any_migration_asks_for_and_an_oper
     demand(s, "m1", [], 1, Limits(max_partitions=3, max_per_broker=1))
     demand(s, "m2", [], 1, Limits(max_partitions=2, max_per_broker=4))
     assert s.effective_limits() == Limits(max_partitions=3, max_per_broker=4, max_replicas=10, max_leaders=5)
-    s.set_limits(Limits(max_partitions=1), BY, NOW)
+    s.setting(ClusterLimitsChange(limits=Limits(max_partitions=1), **BY.model_dump()), NOW)
     assert s.effective_limits() == Limits(max_partitions=1)
     assert s.actions[-1].action == "limits" and s.actions[-1].actor == "ops"
 
@@ -169,7 +169,7 @@ def test_random_demands_and_releases_never_exceed_the_cluster_limits():
             max_replicas=rng.randint(1, 6),
             max_leaders=rng.randint(1, 3),
         )
-        s.set_limits(limits, BY, NOW)
+        s.setting(ClusterLimitsChange(limits=limits, **BY.model_dump()), NOW)
         waiting: dict[str, list[MoveSpec]] = {}
         for i in range(3):
             topic = f"t{i}"

@@ -4,10 +4,10 @@ between readings, what the operator is told, and the gate inside the coordinator
 from datetime import UTC, datetime, timedelta
 
 from execution.cluster import ClusterState
+from execution.cluster_gates import disk_news
 from execution.disk import UNTHROTTLED_HORIZON_S, DiskGate
 from models.admission import Limits, MoveSpec
-from models.control import OperatorAction
-from models.coordination import Demand, DiskLimits, DiskReading, JoinRequest
+from models.coordination import ClusterDiskChange, Demand, DiskLimits, DiskReading, JoinRequest, Takeover
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GB = 10**9
@@ -127,16 +127,16 @@ def test_the_coordinator_grants_the_moves_that_fit_and_holds_those_onto_a_full_d
         T0,
     )
     assert s.allocate() == {"m1": [onto_free]}
-    news = s.disk_news(T0)
+    news = disk_news(s, T0)
     assert [e.reason for e in news] == [
         "new copies onto broker 3: 86.0% of 100.0 GB projected (in use 80.0%, copies to come 6.0 GB, growth 0 B) "
         "would pass its disk limit of 85%; they wait"
     ]
     assert news[0].action == "disk" and s.actions[-1] == news[0]
-    assert s.disk_news(T0) == []
-    s.set_disk_max(DiskLimits(percent=90), OperatorAction(actor="ops", reason="room"), T0)
+    assert disk_news(s, T0) == []
+    s.setting(ClusterDiskChange(disk_max=DiskLimits(percent=90), actor="ops", reason="room"), T0)
     assert s.allocate() == {"m1": [onto_full]}
-    assert [e.reason for e in s.disk_news(T0)] == ["broker 3: new copies onto it go on"]
+    assert [e.reason for e in disk_news(s, T0)] == ["broker 3: new copies onto it go on"]
 
 
 def test_moves_granted_in_one_pass_count_against_each_others_room():
@@ -146,5 +146,5 @@ def test_moves_granted_in_one_pass_count_against_each_others_room():
     s.disk.read([DiskReading(broker=3, total_bytes=100 * GB, used_bytes=80 * GB)], T0)
     assert s.allocate() == {"m1": [first]}
     # The operator's limit is taken over, and carried: the one from the lost run is set again.
-    s.took_over(False, None, None, DiskLimits(percent=95), [])
+    s.took_over(Takeover(disk_max=DiskLimits(percent=95)))
     assert s.disk.limits.percent == 95 and s.allocate() == {"m1": [second]}
