@@ -159,10 +159,8 @@ class ClusterWorkflow:
         if self.s.disk.waiting and not retry:
             # Moves wait for a disk: read again as the period comes.
             timeout = DISK_READ_EVERY
-        edge = self.s.windows.next_change(workflow.now())
-        if edge is not None:
-            # A durable timer to the time windows' next edge.
-            until = max(edge - workflow.now(), RESEND_EVERY)
+        if (edge := self.s.windows.next_change(workflow.now())) is not None:
+            until = max(edge - workflow.now(), RESEND_EVERY)  # a durable timer to the windows' next edge
             timeout = until if timeout is None else min(timeout, until)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._wake, timeout=timeout)
@@ -269,39 +267,42 @@ class ClusterWorkflow:
 
     @workflow.update(name="set_limits_update")
     async def set_limits_update(self, change: ClusterLimitsChange) -> None:
-        await self._setting(change)
+        await workflow.wait_condition(lambda: self._takeover.done)
+        self._setting(change)
 
     @workflow.signal(name="set_limits")
     async def set_limits(self, raw: RawValue) -> None:
-        await self._setting(await self._payload("set_limits", raw, ClusterLimitsChange))
+        self._setting(await self._payload("set_limits", raw, ClusterLimitsChange))
 
     @workflow.update(name="set_throttle_update")
     async def set_throttle_update(self, change: ClusterThrottleChange) -> None:
-        await self._setting(change)
+        await workflow.wait_condition(lambda: self._takeover.done)
+        self._setting(change)
 
     @workflow.signal(name="set_throttle")
     async def set_throttle(self, raw: RawValue) -> None:
-        await self._setting(await self._payload("set_throttle", raw, ClusterThrottleChange))
+        self._setting(await self._payload("set_throttle", raw, ClusterThrottleChange))
 
     @workflow.update(name="set_disk_max_update")
     async def set_disk_max_update(self, change: ClusterDiskChange) -> None:
-        await self._setting(change)
+        await workflow.wait_condition(lambda: self._takeover.done)
+        self._setting(change)
 
     @workflow.signal(name="set_disk_max")
     async def set_disk_max(self, raw: RawValue) -> None:
-        await self._setting(await self._payload("set_disk_max", raw, ClusterDiskChange))
+        self._setting(await self._payload("set_disk_max", raw, ClusterDiskChange))
 
     @workflow.update(name="set_windows_update")
     async def set_windows_update(self, change: ClusterWindowsChange) -> None:
-        await self._setting(change)
+        await workflow.wait_condition(lambda: self._takeover.done)
+        self._setting(change)
 
     @workflow.signal(name="set_windows")
     async def set_windows(self, raw: RawValue) -> None:
-        await self._setting(await self._payload("set_windows", raw, ClusterWindowsChange))
+        self._setting(await self._payload("set_windows", raw, ClusterWindowsChange))
 
-    async def _setting(self, change: ClusterSetting | None) -> None:
+    def _setting(self, change: ClusterSetting | None) -> None:
         """A cluster-wide setting (None: a signal refused); the disk limit and windows go to the migrations' audits."""
-        await workflow.wait_condition(lambda: self._takeover.done)
         if change is not None:
             self.s.setting(change, workflow.now())
             if isinstance(change, ClusterDiskChange | ClusterWindowsChange):
