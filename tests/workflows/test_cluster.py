@@ -25,6 +25,9 @@ from models.coordination import (
     ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
+    ClusterSetting,
+    ClusterThrottleChange,
+    ClusterWindowsChange,
     DiskLimits,
     FreezeRequest,
     cluster_workflow_id,
@@ -116,6 +119,12 @@ async def start(env, queue: str, name: str, moves, limits: Limits, priority: int
 
 async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits: Limits) -> None:
     """As `drover cluster limits` does: the coordinator is started if need be, and the limits set."""
+    await set_setting(env, queue, coordinator, ClusterLimitsChange(limits=limits, actor="ops", reason="peak hours"))
+
+
+async def set_setting(env, queue: str, coordinator: ClusterInput, change: ClusterSetting) -> None:
+    """As `drover cluster limits`, `throttle`, `disk-max` and `windows` do: the coordinator is started if need be,
+    and the setting set."""
     start_op = WithStartWorkflowOperation(
         ClusterWorkflow.run,
         coordinator,
@@ -123,10 +132,13 @@ async def set_cluster_limits(env, queue: str, coordinator: ClusterInput, limits:
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    change = ClusterLimitsChange(limits=limits, actor="ops", reason="peak hours")
-    await env.client.execute_update_with_start_workflow(
-        ClusterWorkflow.set_limits_update, change, start_workflow_operation=start_op
-    )
+    update = {
+        ClusterLimitsChange: ClusterWorkflow.set_limits_update,
+        ClusterThrottleChange: ClusterWorkflow.set_throttle_update,
+        ClusterDiskChange: ClusterWorkflow.set_disk_max_update,
+        ClusterWindowsChange: ClusterWorkflow.set_windows_update,
+    }[type(change)]
+    await env.client.execute_update_with_start_workflow(update, change, start_workflow_operation=start_op)
 
 
 @pytest.mark.parametrize("count", [2, 3])

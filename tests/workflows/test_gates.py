@@ -5,9 +5,6 @@ until an operator's higher limit lets them go; and outside the time windows noth
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from temporalio.client import WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
-
 from models.admission import Limits
 from models.coordination import (
     ClusterDiskChange,
@@ -19,7 +16,7 @@ from models.coordination import (
 from models.plan import PartitionReplicas
 from models.windows import Windows
 from tests.conftest import worker_for
-from tests.workflows.test_cluster import plan_for, shared_cluster, start, wait_for_status
+from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, start, wait_for_status
 from tests.workflows.test_migration import wait_for, wait_for_progress
 from worker import activities_for
 from workflows import ClusterWorkflow
@@ -27,21 +24,6 @@ from workflows import ClusterWorkflow
 
 async def set_disk_max(env, queue: str, coordinator: ClusterInput, limits: DiskLimits, reason: str) -> None:
     await set_setting(env, queue, coordinator, ClusterDiskChange(disk_max=limits, actor="ops", reason=reason))
-
-
-async def set_setting(env, queue: str, coordinator: ClusterInput, change: ClusterDiskChange | ClusterWindowsChange):
-    """As `drover cluster disk-max` and `windows` do: the coordinator is started if need be, and the setting set."""
-    start_op = WithStartWorkflowOperation(
-        ClusterWorkflow.run,
-        coordinator,
-        id=cluster_workflow_id(coordinator.cluster_id),
-        task_queue=queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    update = ClusterWorkflow.set_disk_max_update
-    if isinstance(change, ClusterWindowsChange):
-        update = ClusterWorkflow.set_windows_update
-    await env.client.execute_update_with_start_workflow(update, change, start_workflow_operation=start_op)
 
 
 async def test_moves_onto_a_full_disk_wait_with_a_warning_while_others_go_on_until_the_limit_is_raised(local_env):
