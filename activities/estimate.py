@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 from activities.heartbeat import heartbeating
 from adapters import ledger
 from adapters.kafka_port import KafkaPort
-from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
+from estimator.service import SparkPlace, run_estimate, sample_metrics, spark_module, write_metrics
 from models.admission import MoveSpec
 from models.errors import ErrorType
 from models.estimate import Estimate
@@ -32,7 +32,7 @@ class EstimateActivities:
     def estimate(self, req: MigrationEstimateInput) -> Estimate:
         """Metrics (sampled over ``req.sample_s``, or the file given), then the Spark job; the metrics and the
         estimate are kept in the migration's folder."""
-        from estimator.metrics import MetricsError
+        MetricsError = spark_module("metrics").MetricsError  # noqa: N806 - a class
 
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         moves_ref = req.moves_ref or str(ledger.write_moves(folder, req.moves))

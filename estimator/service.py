@@ -5,7 +5,9 @@ Metrics sampled from Kafka: each moving partition's log size on its leader (Desc
 of a window; the growth over the window is its write rate.
 """
 
+import importlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -59,6 +61,18 @@ def sample_metrics(
     return rows
 
 
+# Spark's modules are imported by the first estimate or the worker's warm-up, whichever comes first, in threads of
+# their own: two threads importing pyspark.sql at once can each hold a module the other waits for, and Python then
+# hands one a partially initialized module ("cannot import name 'SQLContext' ..."). One thread at a time imports them.
+_IMPORTING = threading.Lock()
+
+
+def spark_module(name: str):
+    """One of Drover's Spark modules (``session``, ``job``, ``metrics``), imported one thread at a time."""
+    with _IMPORTING:
+        return importlib.import_module(f"estimator.{name}")
+
+
 class SparkPlace(NamedTuple):
     """Where the process's SparkSession runs (``DROVER_SPARK_MASTER``) and keeps its log (the work folder)."""
 
@@ -67,9 +81,7 @@ class SparkPlace(NamedTuple):
 
     def session(self):
         """The process's SparkSession, imported and started on first use: Spark is only for estimates."""
-        from estimator.session import spark
-
-        return spark(self.master, self.work_dir)
+        return spark_module("session").spark(self.master, self.work_dir)
 
 
 def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
@@ -80,10 +92,9 @@ def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
 
 def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
     """The Spark job on the process's session."""
-    from estimator.job import estimate_request
-
+    job = spark_module("job")
     request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
-    return estimate_request(place.session(), request)
+    return job.estimate_request(place.session(), request)
 
 
 def warm_up(place: SparkPlace, folder: Path) -> Estimate:
