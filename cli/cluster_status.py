@@ -2,6 +2,7 @@
 step, and the freeze notice `drover status` and `drover watch` show."""
 
 import asyncio
+from datetime import UTC, datetime
 
 from temporalio.service import RPCError
 
@@ -71,20 +72,27 @@ def render_status(s: ClusterStatus) -> str:
         use = f"{100 * d.used_bytes / d.total_bytes:.1f}%" if d.total_bytes else "?"
         wait = f"; NEW COPIES WAIT: {d.waiting.partition(': ')[2]}" if d.waiting else ""
         coming, writes = human_bytes(d.pending_bytes), human_bytes(int(d.write_rate))
+        copying = f", copying {human_bytes(int(d.copy_rate))}/s" if d.pending_bytes or d.copy_rate else ""
+        if copying and d.follower_rate:
+            copying += f" of its {human_bytes(d.follower_rate)}/s throttle ({100 * d.copy_rate / d.follower_rate:.0f}%)"
         lines.append(
-            f"  broker {d.broker} disk: {use} of {human_bytes(d.total_bytes)} in use, {coming} of copies to come, "
-            f"own writes {writes}/s{wait}"
+            f"  broker {d.broker} disk: {use} of {human_bytes(d.total_bytes)} in use, {coming} of copies to come"
+            f"{copying}, own writes {writes}/s{wait}"
         )
     for a in s.actions[-5:]:
         lines.append(f"  {a.at:%Y-%m-%d %H:%M:%S} {a.action} by {a.actor}: {a.reason} {a.detail}".rstrip())
     return "\n".join(lines)
 
 
+def _utc(at: datetime) -> str:
+    return f"{at.astimezone(UTC):%a %Y-%m-%d %H:%M} UTC"
+
+
 def _window_now(s: ClusterStatus) -> str:
     if s.next_change is None:
         return ""
     now = "OUTSIDE them" if s.outside else "inside them"
-    return f"; {now} now, until {s.next_change:%a %Y-%m-%d %H:%M} UTC"
+    return f"; {now} now, until {_utc(s.next_change)}"
 
 
 async def freeze_notice(client, name: str) -> str | None:
@@ -99,7 +107,7 @@ async def freeze_notice(client, name: str) -> str | None:
         return None
     if not s.frozen:
         if s.outside and s.windows.outside_rate is None:
-            until = f" until {s.next_change:%a %Y-%m-%d %H:%M} UTC" if s.next_change else ""
+            until = f" until {_utc(s.next_change)}" if s.next_change else ""
             return f"cluster {name} is outside its time windows{until}: no move takes a new step"
         return None
     by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)

@@ -54,14 +54,14 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         outside=s.outside,
         next_change=s.windows.next_change(now),
         disk_max=s.disk.limits,
-        disks=s.disk.status([m for _, m in s.in_flight()]),
+        disks=s.disk.status([m for _, m in s.in_flight()], {b: fr for b, (_, fr) in written.brokers.items()}),
         actions=s.actions,
         runs=s.runs,
         now=now,
     )
 
 
-def cluster_details(s: ClusterState) -> str:
+def cluster_details(s: ClusterState, now: datetime) -> str:
     """The coordinator's current details for the Web UI (markdown): frozen and by whom, the migrations it
     coordinates with their moves in flight, its limits and throttle, and the last action."""
     last = s.actions[-1] if s.actions else None
@@ -76,10 +76,15 @@ def cluster_details(s: ClusterState) -> str:
         f"**{state}**",
         f"migrations: {len(s.holders)}, moves in flight: {sum(len(h.in_flight) for h in s.holders.values())}",
         f"limits: {bounds}; throttle: {rate}; disk limit: {s.disk.limits.text()}",
-        f"time windows: {s.windows.text()}" + ("; **outside them now**" if s.outside else ""),
+        f"time windows: {s.windows.text()}" + (f"; **outside them now**{_until(s, now)}" if s.outside else ""),
         *(f"- disk: new copies onto {why}" for why in s.disk.waiting.values()),
     ]
     lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in s.holders.values()]
     if last is not None:
         lines.append(f"last action: {last.action} by {last.actor} ({last.reason})")
     return "\n".join(lines)
+
+
+def _until(s: ClusterState, now: datetime) -> str:
+    after = s.windows.next_change(now)
+    return f", until {after:%a %Y-%m-%d %H:%M %Z}" if after else ""

@@ -33,6 +33,8 @@ class BrokerDisk(BaseModel):
     used_bytes: int
     at: datetime
     write_rate: float = 0.0
+    # Bytes per second the copies in flight onto it grew by between the last two readings.
+    copy_rate: float = 0.0
     # Bytes on the broker so far of each copy in flight onto it, as [topic, partition, bytes].
     copied: list[tuple[str, int, int]] = []
 
@@ -71,14 +73,20 @@ class DiskGate(BaseModel):
                 self.unknown = sorted({*self.unknown, r.broker})
                 continue
             last = self.disks.get(r.broker)
-            rate = last.write_rate if last else 0.0
+            rate, copying = (last.write_rate, last.copy_rate) if last else (0.0, 0.0)
             seconds = (now - last.at).total_seconds() if last else 0.0
             if last is not None and seconds > 0:
                 grown = sum(n - last.copied_of((t, p)) for t, p, n in r.copied)
                 measured = max(0.0, (r.used_bytes - last.used_bytes - grown) / seconds)
                 rate = RATE_WEIGHT * measured + (1 - RATE_WEIGHT) * last.write_rate
+                copying = max(0.0, grown / seconds)
             self.disks[r.broker] = BrokerDisk(
-                total_bytes=r.total_bytes, used_bytes=r.used_bytes, at=now, write_rate=rate, copied=r.copied
+                total_bytes=r.total_bytes,
+                used_bytes=r.used_bytes,
+                at=now,
+                write_rate=rate,
+                copy_rate=copying,
+                copied=r.copied,
             )
         self.read_at, self.error = now, None
 
@@ -136,7 +144,9 @@ class DiskGate(BaseModel):
         self.waiting = waiting
         return told
 
-    def status(self, in_flight: list[MoveSpec]) -> list[BrokerDiskStatus]:
+    def status(self, in_flight: list[MoveSpec], follower_rates: dict[int, int]) -> list[BrokerDiskStatus]:
+        """Each broker read: its disk, the copies to come onto it, and how fast they copy against the follower
+        throttle written on it (``follower_rates``)."""
         return [
             BrokerDiskStatus(
                 broker=b,
@@ -144,6 +154,8 @@ class DiskGate(BaseModel):
                 used_bytes=d.used_bytes,
                 write_rate=d.write_rate,
                 pending_bytes=self.pending(b, in_flight),
+                copy_rate=d.copy_rate,
+                follower_rate=follower_rates.get(b),
                 waiting=self.waiting.get(b),
             )
             for b, d in sorted(self.disks.items())

@@ -229,6 +229,9 @@ class BrokerDiskStatus(BaseModel):
     # Its own growth (copies in flight not counted), and the bytes still to come of the copies in flight onto it.
     write_rate: float
     pending_bytes: int
+    # Bytes per second copied onto it between the last two readings, and the follower throttle written on it.
+    copy_rate: float = 0.0
+    follower_rate: int | None = None
     # Why new copies onto it wait, or None.
     waiting: str | None = None
 

@@ -41,7 +41,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows import cluster_messages as messages
     from workflows import cluster_reads as reads
     from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR
-    from workflows.metrics import record_cluster, record_throttle
+    from workflows.metrics import record_cluster, record_gates, record_throttle
     from workflows.policies import (
         CHECK_EVERY,
         CLEAR_RETRY,
@@ -216,8 +216,9 @@ class ClusterWorkflow:
         if self.s.aliases != self._published_aliases:
             self._published_aliases = list(self.s.aliases)
             workflow.upsert_search_attributes([ALIASES_ATTR.value_set(self._published_aliases)])
-        workflow.set_current_details(cluster_details(self.s))
+        workflow.set_current_details(cluster_details(self.s, workflow.now()))
         record_cluster(self.s.name, self.s.frozen, self.s.limits)
+        record_gates(self.s.name, self.s.disk, self.s.outside)
 
     # -- migrations -------------------------------------------------------------------------------------------
 
@@ -344,7 +345,7 @@ class ClusterWorkflow:
         if refused is None:
             # Each migration's own audit says so too (sent by the run, with the next pass).
             self._cluster_news.append(self.s.actions[-1])
-            workflow.set_current_details(cluster_details(self.s))
+            workflow.set_current_details(cluster_details(self.s, workflow.now()))
             self._wake = True
         return refused
 
@@ -387,7 +388,7 @@ class ClusterWorkflow:
             return False
         self.s.retired(self._retire, workflow.now())
         self._retired = True
-        workflow.set_current_details(cluster_details(self.s))
+        workflow.set_current_details(cluster_details(self.s, workflow.now()))
         return True
 
     @workflow.query

@@ -10,6 +10,10 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
   migration is removed from the worker's endpoint (dry runs included);
 - ``drover_cluster_frozen`` and ``drover_cluster_limit`` (per limit: partitions, per_broker, replicas, leaders):
   per cluster, the coordinator's freeze and the limits an operator set;
+- ``drover_broker_disk_used_ratio``, ``drover_broker_copy_bytes_per_second`` and ``drover_broker_disk_waiting``:
+  per cluster and broker the coordinator reads, its log dirs' use (0-1), the bytes per second copied onto it (the
+  bound's live side, beside ``drover_throttle_bytes_per_second``) and 1 while new copies onto it wait for its disk;
+- ``drover_cluster_outside_windows``: per cluster, 1 while outside its time windows;
 - ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued,
   with buckets in seconds (``adapters.temporal.STEP_GAP_BUCKETS_S``).
 """
@@ -17,6 +21,7 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
+    from execution.disk import DiskGate
     from models.admission import Limits
     from models.progress import MigrationProgress
 
@@ -50,6 +55,22 @@ def record_cluster(cluster: str, frozen: bool, limits: Limits | None) -> None:
     for name in Limits.model_fields:
         value = getattr(limits, name) if limits is not None else 0
         gauge.set(value, {"cluster": cluster, "limit": name.removeprefix("max_")})
+
+
+def record_gates(cluster: str, disk: DiskGate, outside: bool) -> None:
+    """Each broker's disk as last read, how fast copies land on it and whether they wait; outside the windows."""
+    meter = workflow.metric_meter()
+    meter.create_gauge("drover_cluster_outside_windows", "1 while outside the time windows").set(
+        int(outside), {"cluster": cluster}
+    )
+    used = meter.create_gauge_float("drover_broker_disk_used_ratio", "Log dirs' use, of their total bytes")
+    copying = meter.create_gauge_float("drover_broker_copy_bytes_per_second", "Bytes copied onto it", "bytes/s")
+    waiting = meter.create_gauge("drover_broker_disk_waiting", "1 while new copies onto it wait for its disk")
+    for b, d in disk.disks.items():
+        where = {"cluster": cluster, "broker": str(b)}
+        used.set(d.used_bytes / d.total_bytes if d.total_bytes else 0.0, where)
+        copying.set(d.copy_rate, where)
+        waiting.set(int(b in disk.waiting), where)
 
 
 def record_throttle(cluster: str, before: dict[int, tuple[int, int]], now: dict[int, tuple[int, int]]) -> None:

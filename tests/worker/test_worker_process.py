@@ -205,6 +205,13 @@ async def test_the_worker_serves_temporal_and_drover_metrics_during_a_migration(
     assert "temporal_workflow_completed" in after and "temporal_activity_execution_latency" in after
     assert sample(after, "drover_cluster_frozen", cluster="metrics") == 0
     assert sample(after, "drover_cluster_limit", cluster="metrics", limit="partitions") == 0
+    assert sample(after, "drover_cluster_outside_windows", cluster="metrics") == 0
+    # The disks the coordinator read (brokers 3 and 4 received copies): their use, the copy rate, no wait.
+    for broker in ("3", "4"):
+        assert 0 < (sample(after, "drover_broker_disk_used_ratio", cluster="metrics", broker=broker) or 0) < 1
+        copying = sample(after, "drover_broker_copy_bytes_per_second", cluster="metrics", broker=broker)
+        assert copying is not None and copying >= 0
+        assert sample(after, "drover_broker_disk_waiting", cluster="metrics", broker=broker) == 0
     # Prometheus' conventions, read by its own exposition parser: counters end in _total, no series carries the
     # SDK's service_name label, and the step gap's buckets are in seconds, its unit.
     families = {f.name: f for f in text_string_to_metric_families(after)}
