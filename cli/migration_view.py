@@ -204,7 +204,10 @@ def as_of_now(progress: MigrationProgress, now: datetime | None = None) -> Migra
     if lag <= 0:
         return progress
     eta = None if progress.eta_s is None else round(max(progress.eta_s - lag, 0.0), 1)
-    return progress.model_copy(update={"elapsed_s": round(progress.elapsed_s + lag, 1), "eta_s": eta})
+    moving = round(progress.moving_s + lag, 1) if progress.moving_s else 0.0
+    return progress.model_copy(
+        update={"elapsed_s": round(progress.elapsed_s + lag, 1), "eta_s": eta, "moving_s": moving}
+    )
 
 
 def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> str:
@@ -226,7 +229,17 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
         f"{progress.waiting} waiting, {progress.failed} failed{cancelled}{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
         f"ETA {'none while the cluster is frozen' if frozen else human_seconds(progress.eta_s)}; throttle {rate}"
+        + _against_bound(progress, frozen)
     )
+
+
+def _against_bound(progress: MigrationProgress, frozen: bool) -> str:
+    """The projected makespan against the estimate's bandwidth bound, once both are known."""
+    ratio = progress.makespan_to_bound
+    if ratio is None or frozen:
+        return ""
+    projected, bound = human_seconds(progress.moving_s + (progress.eta_s or 0)), human_seconds(progress.bound_s)
+    return f"; projected {projected} of moves, {ratio:.2f}x the bound ({bound} at the throttle)"
 
 
 def current_batch(progress: MigrationProgress) -> list[list[object]]:
@@ -317,6 +330,11 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
         f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
         f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}"
     )
+    if result.bound_s and result.moving_s:
+        out.info(
+            f"moves took {human_seconds(result.moving_s)}, {result.moving_s / result.bound_s:.2f}x the bandwidth "
+            f"bound ({human_seconds(result.bound_s)}: each broker's bytes over its throttle)"
+        )
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     for broker in result.throttle_left:

@@ -87,6 +87,8 @@ def _rates(s: MigrationState, now: datetime) -> dict:
         bytes_total=s.bytes_total,
         bytes_done=bytes_done,
         eta_s=None if eta is None else round(max(eta, 0.0), 1),
+        moving_s=round(moving, 1),
+        bound_s=s.estimate.bound_s if s.estimate is not None else None,
     )
 
 
@@ -156,6 +158,8 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         leaders_elected=elected,
         not_preferred=not_preferred,
         elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
+        moving_s=(now - s.moving_since).total_seconds() if s.moving_since else 0.0,
+        bound_s=s.estimate.bound_s if s.estimate is not None else None,
         moves_done=s.moves_done(),
         unchanged=s.unchanged,
         runs=s.runs,
@@ -189,6 +193,8 @@ def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:
         peak_in_flight=0,
         peak_per_broker=0,
         elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
+        moving_s=(now - s.moving_since).total_seconds() if s.moving_since else 0.0,
+        bound_s=s.estimate.bound_s if s.estimate is not None else None,
         unchanged=s.unchanged,
         runs=s.runs,
         actions=list(s.actions),

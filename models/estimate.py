@@ -98,6 +98,13 @@ class Estimate(BaseModel):
         self.brokers.sort(key=lambda b: b.broker)
         return self
 
+    @property
+    def bound_s(self) -> float | None:
+        """The bandwidth lower bound: the longest any broker's transfers take at its rates (its bytes in and out,
+        with what is written during catch-up, over its throttle); no schedule finishes sooner. None if unbounded."""
+        times = [b.transfer_s for b in self.brokers if b.transfer_s is not None]
+        return max(times) if times and len(times) == len(self.brokers) else None
+
     def never_catch_up_message(self) -> str:
         """One line naming the partitions that could never catch up at the chosen throttle."""
         flagged = self.never_catch_up

@@ -68,6 +68,19 @@ class MigrationProgress(BaseModel):
     bytes_copying: int = 0
     # Seconds left at the rate observed so far (bytes, or moves when the partitions are empty); None until known.
     eta_s: float | None = None
+    # Seconds since the moves could start, and the estimate's bandwidth lower bound on their makespan
+    # (``Estimate.bound_s``): the projected makespan (moving_s + eta_s) against it shows how far from the bound it runs.
+    moving_s: float = 0.0
+    bound_s: float | None = None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def makespan_to_bound(self) -> float | None:
+        """The projected makespan over the bandwidth bound (1.0: at the bound); None until both are known."""
+        if self.eta_s is None or not self.bound_s:
+            return None
+        return round((self.moving_s + self.eta_s) / self.bound_s, 2)
+
     brokers: list[BrokerProgress] = []
     # Moves whose step shows no progress, as "topic-partition".
     stuck: list[str] = []

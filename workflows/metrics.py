@@ -6,6 +6,8 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
 - ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
   removed);
 - ``drover_migration_paused``: per cluster and migration, 1 while paused;
+- ``drover_migration_bound_seconds`` and ``drover_migration_makespan_to_bound``: per cluster and migration, the
+  estimate's bandwidth lower bound on the moves' makespan, and the projected makespan over it;
 - ``drover_migration_running``: per cluster and migration, 1 while it runs; at its end every series of the
   migration is removed from the worker's endpoint (dry runs included);
 - ``drover_cluster_frozen`` and ``drover_cluster_limit`` (per limit: partitions, per_broker, replicas, leaders):
@@ -44,6 +46,14 @@ def record_progress(cluster: str, p: MigrationProgress, running: bool = True) ->
     meter.create_gauge("drover_bytes_done", "Bytes of finished moves", "bytes").set(p.bytes_done, where)
     meter.create_gauge("drover_bytes_total", "Bytes the migration copies", "bytes").set(p.bytes_total, where)
     meter.create_gauge("drover_migration_paused", "1 while the migration is paused").set(int(p.paused), where)
+    if p.bound_s is not None:
+        meter.create_gauge_float("drover_migration_bound_seconds", "Bandwidth lower bound on the makespan", "s").set(
+            p.bound_s, where
+        )
+    if p.makespan_to_bound is not None:
+        meter.create_gauge_float("drover_migration_makespan_to_bound", "Projected makespan over its bound").set(
+            p.makespan_to_bound, where
+        )
     meter.create_gauge("drover_migration_running", "1 while the migration runs").set(int(running), where)
 
 

@@ -131,3 +131,15 @@ def test_status_says_what_the_estimate_is_doing_from_its_heartbeats():
     assert preparing(SimpleNamespace(raw_description=raw)) == ["sampling write rates: 12 s left"]
     raw = DescribeWorkflowExecutionResponse(pending_activities=[pending("estimate", b'"estimating"')])
     assert preparing(SimpleNamespace(raw_description=raw)) == ["estimate: the Spark job is running"]
+
+
+def test_the_projected_makespan_is_shown_against_the_estimates_bandwidth_bound():
+    # Moving for 40 s with 20 s left: 60 s projected, against a bound of 50 s.
+    seen = progress("running", 45.0, 20.0).model_copy(update={"moving_s": 40.0, "bound_s": 50.0})
+    assert seen.makespan_to_bound == 1.2
+    assert summary("running", seen).endswith("; projected 1m00s of moves, 1.20x the bound (50s at the throttle)")
+    # Frozen (no ETA), or without an estimate, nothing is said of the bound.
+    assert "bound" not in summary("running", seen, frozen=True)
+    assert progress("running", 45.0, 20.0).makespan_to_bound is None
+    # The wall clock moves the moving time on as it does the elapsed time.
+    assert as_of_now(seen, now=START + timedelta(seconds=50)).moving_s == 45.0

@@ -1,6 +1,6 @@
 """The migration's state machine: every phase x operator action, the transitions table, the window's bookkeeping."""
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -531,3 +531,18 @@ def test_moves_a_cancel_stopped_are_counted_apart_from_failures():
     now = progress(s, "c", NOW)
     assert (now.done, now.failed, now.cancelled) == (1, 1, 1)
     assert "1 failed, 1 cancelled" in details(now)
+
+
+def test_progress_and_result_carry_the_moving_time_and_the_estimates_bandwidth_bound():
+    from execution.progress import result
+    from tests.estimator.test_bound import broker, estimate
+
+    start = datetime(2026, 1, 1, tzinfo=UTC)
+    s = running(2, started_at=start, moving_since=start + timedelta(seconds=30))
+    s.estimate = estimate(broker(1, 80.0), broker(3, 50.0))
+    seen = progress(s, "c", start + timedelta(seconds=70))
+    assert (seen.elapsed_s, seen.moving_s, seen.bound_s) == (70.0, 40.0, 80.0)
+    s.to(Phase.CLEANING_UP)
+    s.to(Phase.COMPLETED)
+    ended = result(s, [], 0, [], start + timedelta(seconds=130))
+    assert (ended.moving_s, ended.bound_s) == (100.0, 80.0)
