@@ -72,7 +72,7 @@ def render_status(s: ClusterStatus) -> str:
         use = f"{100 * d.used_bytes / d.total_bytes:.1f}%" if d.total_bytes else "?"
         wait = f"; NEW COPIES WAIT: {d.waiting.partition(': ')[2]}" if d.waiting else ""
         coming, writes = human_bytes(d.pending_bytes), human_bytes(int(d.write_rate))
-        copying = f", copying {human_bytes(int(d.copy_rate))}/s" if d.pending_bytes or d.copy_rate else ""
+        copying = f", copying {human_bytes(int(d.copy_rate))}/s" if d.pending_bytes else ""
         if copying and d.follower_rate:
             copying += f" of its {human_bytes(d.follower_rate)}/s throttle ({100 * d.copy_rate / d.follower_rate:.0f}%)"
         lines.append(

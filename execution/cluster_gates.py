@@ -19,6 +19,8 @@ def disk_request(s: ClusterState) -> DiskRequest:
 def disk_news(s: ClusterState, now: datetime) -> list[AuditEntry]:
     """After a grant: the brokers new copies wait for, told as they change."""
     moving = [m for _, m in s.in_flight()]
+    if not moving:
+        s.disk.idle()
     waits = [s.disk.refusal(m, moving, s.rates_into(h, m)) for h in s.holders.values() for m in h.waiting]
     told = s.disk.tell(dict(w for w in reversed(waits) if w is not None))
     return [_told(s, "disk", text, now) for text in told]

@@ -104,6 +104,10 @@ class DiskGate(BaseModel):
             return True
         return self.error is None and any(b not in self.disks and b not in self.unknown for b in brokers)
 
+    def idle(self) -> None:
+        """No copy in flight any more: none is copying (the readings stop until moves wait or run again)."""
+        self.disks = {b: d.model_copy(update={"copy_rate": 0.0, "copied": []}) for b, d in self.disks.items()}
+
     def pending(self, broker: int, in_flight: list[MoveSpec]) -> int:
         """The bytes still to come of the copies in flight onto ``broker``."""
         disk = self.disks.get(broker)

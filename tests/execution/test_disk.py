@@ -71,6 +71,10 @@ def test_the_write_rate_is_the_growth_less_what_the_copies_onto_the_broker_grew_
     assert fresh.disks[3].write_rate == 0.5 * 10**8
     # The copy grew by 1 GB in those 10 s: 100 MB/s copied onto the broker.
     assert fresh.disks[3].copy_rate == 10**8
+    # Once no copy is in flight, none is copying.
+    idle = fresh.model_copy(deep=True)
+    idle.idle()
+    assert idle.disks[3].copy_rate == 0 and idle.disks[3].copied == []
     # Retention shrinking the log counts as no growth, never as room.
     fresh.read([DiskReading(broker=3, total_bytes=100 * GB, used_bytes=40 * GB)], T0 + timedelta(seconds=20))
     assert fresh.disks[3].write_rate == 0.25 * 10**8
