@@ -49,22 +49,28 @@ async def test_a_decommission_empties_the_broker_and_leaves_it_cordoned(local_en
     assert result.audit[0].action == "start" and result.audit[0].actor == "ops"
 
 
-async def test_late_arrivals_are_drained_until_a_scan_finds_none(local_env, tmp_path):
-    fake = cluster()
-    placed = []
+def land_on_broker_5(fake, times: int | None = None) -> None:
+    """At each step that copies data (not a reorder), a partition is placed by hand on broker 5 (``times`` at most),
+    as ("late", 0), ("late", 1), ..."""
+    placed: list[tuple[str, int]] = []
 
     def land(targets):
-        # A partition placed by hand on broker 5 while the first drain runs (its first step that copies data; the
-        # demote before it only reorders).
         copying = any(
             t is not None and sorted(t) != sorted(fake.replicas[(tp.topic, tp.partition)]) for tp, t in targets.items()
         )
-        if copying and not placed:
-            placed.append(("late", 0))
-            fake.replicas[("late", 0)] = [5, 1]
-            fake.leaders[("late", 0)] = 5
+        if copying and (times is None or len(placed) < times):
+            key = ("late", len(placed))
+            placed.append(key)
+            fake.replicas[key], fake.leaders[key] = [5, 1], 5
 
     fake.hooks["alter_reassignments"] = land
+
+
+async def test_late_arrivals_are_drained_until_a_scan_finds_none(local_env, tmp_path):
+    fake = cluster()
+    # A partition placed by hand on broker 5 while the first drain runs (its first step that copies data; the demote
+    # before it only reorders).
+    land_on_broker_5(fake, times=1)
     result = await run(local_env, fake, flow(fake, [5]), tmp_path)
     assert result.safe_to_stop
     assert result.late_arrivals == 1 and result.rounds == 1
@@ -138,18 +144,7 @@ async def test_a_flow_that_fails_after_the_cordon_lifts_it(local_env, tmp_path):
     # Something keeps placing partitions on broker 5 by hand: after max_rounds the flow gives up, naming them, and
     # leaves no cordon behind.
     fake = cluster()
-    placed = []
-
-    def land(targets):
-        copying = any(
-            t is not None and sorted(t) != sorted(fake.replicas[(tp.topic, tp.partition)]) for tp, t in targets.items()
-        )
-        if copying:
-            key = ("late", len(placed))
-            placed.append(key)
-            fake.replicas[key], fake.leaders[key] = [5, 1], 5
-
-    fake.hooks["alter_reassignments"] = land
+    land_on_broker_5(fake)
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, flow(fake, [5], max_rounds=1), tmp_path)
     assert "partitions keep landing on broker 5 after 1 rounds" in failure.value.cause.message
