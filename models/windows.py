@@ -94,23 +94,20 @@ class Windows(BaseModel):
     def _parsed(cls, texts: list[str]) -> list[str]:
         return [parse_window(t).text for t in texts]
 
-    def windows(self) -> list[Window]:
-        return [parse_window(t) for t in self.texts]
+    def _openings(self, now: datetime) -> list[tuple[datetime, datetime]]:
+        """Every window's openings from two days before ``now`` to eight days after."""
+        return [span for t in self.texts for span in parse_window(t).intervals(now)]
 
     def is_open(self, now: datetime) -> bool:
-        return not self.texts or any(a <= now < b for w in self.windows() for a, b in w.intervals(now))
+        return not self.texts or _inside(now, self._openings(now))
 
     def next_change(self, now: datetime) -> datetime | None:
         """When the windows next open or close (within a week), or None without windows."""
-        edges = [e for w in self.windows() for a, b in w.intervals(now) for e in (a, b) if e > now]
-        if not edges:
-            return None
+        openings = self._openings(now)
+        state = _inside(now, openings)
         # Overlapping windows: an edge inside another window changes nothing; the first that does is the one.
-        state = self.is_open(now)
-        for edge in sorted(set(edges)):
-            if self.is_open(edge) != state:
-                return edge
-        return None
+        edges = sorted({e for a, b in openings for e in (a, b) if e > now})
+        return next((e for e in edges if _inside(e, openings) != state), None)
 
     def text(self) -> str:
         if not self.texts:
@@ -119,6 +116,10 @@ class Windows(BaseModel):
             f"{human_bytes(self.outside_rate)}/s outside them" if self.outside_rate else "no new step outside them"
         )
         return "; ".join(self.texts) + f" ({outside})"
+
+
+def _inside(at: datetime, openings: list[tuple[datetime, datetime]]) -> bool:
+    return any(a <= at < b for a, b in openings)
 
 
 Asked = list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]]
