@@ -106,7 +106,9 @@ class DiskGate(BaseModel):
 
     def idle(self) -> None:
         """No copy in flight any more: none is copying (the readings stop until moves wait or run again)."""
-        self.disks = {b: d.model_copy(update={"copy_rate": 0.0, "copied": []}) for b, d in self.disks.items()}
+        for b, d in self.disks.items():
+            if d.copy_rate or d.copied:
+                self.disks[b] = d.model_copy(update={"copy_rate": 0.0, "copied": []})
 
     def pending(self, broker: int, in_flight: list[MoveSpec]) -> int:
         """The bytes still to come of the copies in flight onto ``broker``."""
