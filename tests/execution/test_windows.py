@@ -95,3 +95,17 @@ def test_outside_its_windows_with_a_cap_moves_go_on_under_it():
     # Not held: the move in flight goes on, under the cap.
     assert not s.holding
     assert set(s.wanted().brokers.values()) == {(10_000_000, 10_000_000)}
+
+
+def test_a_run_that_continued_as_new_hands_its_disk_limit_and_windows_to_a_take_over():
+    from activities.cluster import _run_start
+    from models.coordination import ClusterInput, DiskLimits, Takeover
+
+    s = coordinator(Windows(texts=[BERLIN_NIGHTS], outside_rate=10_000_000))
+    s.disk.limits = DiskLimits(percent=90, brokers={4: 70})
+    carry = {"state": s.model_dump(mode="json"), "book": {}}
+    took, carried = _run_start(ClusterInput(name="c", cluster_id="k", carry=carry), Takeover())
+    assert carried and took.windows == s.windows and took.disk_max == s.disk.limits
+    again = ClusterState(name="c")
+    again.took_over(took)
+    assert again.windows == s.windows and again.disk.limits == DiskLimits(percent=90, brokers={4: 70})
