@@ -29,10 +29,11 @@ from execution.registry import overlap_refusal
 from models.admission import MoveSpec
 from models.control import OperatorAction
 from models.coordination import (
+    CLUSTER_SETTINGS,
+    ClusterBandChange,
     ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
-    ClusterThrottleChange,
     ClusterWindowsChange,
     DiskReading,
     DiskRequest,
@@ -56,13 +57,7 @@ from steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
 # The coordinator's signals that change a cluster-wide setting, with their argument's type; each has an update twin
 # named with "_update".
-OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {
-    "freeze": FreezeRequest,
-    "set_limits": ClusterLimitsChange,
-    "set_throttle": ClusterThrottleChange,
-    "set_disk_max": ClusterDiskChange,
-    "set_windows": ClusterWindowsChange,
-}
+OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {"freeze": FreezeRequest, **CLUSTER_SETTINGS}
 OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
 JOIN_ATTEMPTS = 20
@@ -113,6 +108,7 @@ def _run_start(given: ClusterInput, took: Takeover) -> tuple[Takeover, bool]:
         rate_bytes_per_s=state.get("rate"),
         disk_max=state.get("disk", {}).get("limits"),
         windows=state.get("windows"),
+        band=state.get("band", {}).get("settings"),
         aliases=state.get("aliases", []),
     )
     return _aliased(carried, given.name), True
@@ -151,6 +147,8 @@ def _setting(change) -> dict:
         return {"disk_max": change.disk_max}
     if isinstance(change, ClusterWindowsChange):
         return {"windows": change.windows}
+    if isinstance(change, ClusterBandChange):
+        return {"band": change.band}
     return {"rate_bytes_per_s": change.rate_bytes_per_s}
 
 

@@ -16,17 +16,20 @@ continue-as-new.
 - **Throttle**: what Drover wants on Kafka for the moves in flight, each migration's moves listed only if it asks
   for a throttle (see ``steps.throttle.wanted_throttle``).
 - **Disk**: no move is granted onto a broker it would be projected to fill past the disk limit (``execution.disk``).
+- **Band**: the estimated migrations' rates follow the traffic the brokers can spare (``execution.band``).
 """
 
 from datetime import datetime
 
 from pydantic import BaseModel
 
-from execution.disk import DiskGate
+from execution.band import ThrottleBand
+from execution.disk import DiskGate, rates_into
 from execution.registry import Holder, Orphan, overlap_refusal
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import (
+    ClusterBandChange,
     ClusterDiskChange,
     ClusterLimitsChange,
     ClusterSetting,
@@ -41,7 +44,7 @@ from models.coordination import (
     Takeover,
     ThrottleWanted,
 )
-from models.windows import Windows, capped
+from models.windows import Asked, Windows, capped
 from steps.admission import InFlight, least_busy
 from steps.throttle import wanted_throttle
 
@@ -59,6 +62,7 @@ class ClusterState(BaseModel):
     limits: Limits | None = None
     rate: int | None = None
     disk: DiskGate = DiskGate()
+    band: ThrottleBand = ThrottleBand()
     frozen: bool = False
     windows: Windows = Windows()
     # Outside the windows when last looked (``execution.cluster_gates.window_news``).
@@ -264,7 +268,8 @@ class ClusterState(BaseModel):
                     m
                     for m in h.demand.candidates
                     if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
-                    and self.disk.refusal(m, moving, self.rates_into(h, m)) is None
+                    and self.disk.refusal(m, moving, rates_into(m, self.rate, h.demand)) is None
+                    and not self.band.holds(m)
                 ]
                 if not fitting:
                     continue
@@ -296,29 +301,22 @@ class ClusterState(BaseModel):
         """No move is granted, and moves in flight take no new step: frozen, or outside the windows with no cap."""
         return self.frozen or (self.outside and self.windows.outside_rate is None)
 
-    # -- the disk gate ----------------------------------------------------------------------------------------
-
-    def rates_into(self, h: Holder, m: MoveSpec) -> dict[int, int | None]:
-        """The follower throttle into each broker ``m`` adds a replica to, as its migration asks (or the operator's
-        cluster-wide rate)."""
-        d = h.demand
-        rate = self.rate or (d.rate if d else None)
-        per_broker = d.broker_rates if d else {}
-        return {b: self.rate or (per_broker[b][1] if b in per_broker else rate) for b in m.target}
-
     # -- the throttle -----------------------------------------------------------------------------------------
 
-    def wanted(self) -> ThrottleWanted:
-        """Drover's throttle entries and rates for every move in flight (orphans' included until they end)."""
-        asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]] = []
+    def asked(self) -> Asked:
+        """Every move in flight (orphans' included until they end) with the rates its migration asks for."""
+        asked: Asked = []
         for h in self.holders.values():
             d = h.demand
             rate, per_broker = (d.rate, d.broker_rates) if d is not None else (None, {})
             asked += [(m, rate, per_broker) for m in h.in_flight]
-        asked += [(o.move, o.rate, o.broker_rates) for o in self.orphans]
-        if self.rate is not None:
-            # The operator's cluster-wide rate replaces every migration's own, and throttles them all.
-            asked = [(m, self.rate, {}) for m, _, _ in asked]
+        return asked + [(o.move, o.rate, o.broker_rates) for o in self.orphans]
+
+    def wanted(self) -> ThrottleWanted:
+        """Drover's throttle entries and rates for every move in flight: the operator's cluster-wide rate replaces
+        every migration's own and throttles them all; else the estimated ones run in the band (if one is set)."""
+        asked = self.asked()
+        asked = [(m, self.rate, {}) for m, _, _ in asked] if self.rate is not None else self.band.applied(asked)
         # Outside the windows, every move runs under the cap (if one is given; else none takes a step).
         return wanted_throttle(capped(asked, self.windows.outside_rate) if self.outside else asked)
 
@@ -339,12 +337,16 @@ class ClusterState(BaseModel):
             case ClusterWindowsChange(windows=windows):
                 self.windows = windows or Windows()
                 action, shown = "windows", self.windows.text()
+            case ClusterBandChange(band=band):
+                self.band = ThrottleBand(settings=band, brokers=self.band.brokers if band else {})
+                action, shown = "band", band.text() if band else "off: the estimated migrations run at their estimate"
         self._audit(action, change, now, shown)
 
     def took_over(self, took: Takeover) -> None:
         """The operator's settings and the cluster's aliases as the lost last run held them."""
         self.frozen, self.limits, self.rate = took.frozen, took.limits, took.rate_bytes_per_s
         self.disk.limits, self.windows = took.disk_max or DiskLimits(), took.windows or Windows()
+        self.band = ThrottleBand(settings=took.band)
         self.aliases = [*took.aliases, *(a for a in self.aliases if a not in took.aliases)]
 
     def alias(self, name: str, now: datetime) -> None:

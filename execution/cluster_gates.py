@@ -5,6 +5,7 @@ the migrations' own audits. Pure."""
 from datetime import datetime
 
 from execution.cluster import ClusterState
+from execution.disk import rates_into
 from models.control import AuditEntry
 from models.coordination import DiskRequest
 from models.units import human_bytes
@@ -21,7 +22,7 @@ def disk_news(s: ClusterState, now: datetime) -> list[AuditEntry]:
     moving = [m for _, m in s.in_flight()]
     if not moving:
         s.disk.idle()
-    waits = [s.disk.refusal(m, moving, s.rates_into(h, m)) for h in s.holders.values() for m in h.waiting]
+    waits = [s.disk.refusal(m, moving, rates_into(m, s.rate, h.demand)) for h in s.holders.values() for m in h.waiting]
     told = s.disk.tell(dict(w for w in reversed(waits) if w is not None))
     return [_told(s, "disk", text, now) for text in told]
 

@@ -6,6 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.admission import Limits, MoveSpec
+from models.band import BandSettings
 from models.control import AuditEntry, OperatorAction
 from models.windows import Windows
 
@@ -176,8 +177,24 @@ class ClusterWindowsChange(OperatorAction):
     windows: Windows | None = None
 
 
+class ClusterBandChange(OperatorAction):
+    """The throttle band for every estimated migration on the cluster; None: off (each runs at its estimate)."""
+
+    band: BandSettings | None = None
+
+
 # An operator's cluster-wide setting (``ClusterState.setting``).
-ClusterSetting = ClusterLimitsChange | ClusterThrottleChange | ClusterDiskChange | ClusterWindowsChange
+ClusterSetting = (
+    ClusterLimitsChange | ClusterThrottleChange | ClusterDiskChange | ClusterWindowsChange | ClusterBandChange
+)
+# Each setting's signal on the coordinator, with its argument's type; each has an update twin named with "_update".
+CLUSTER_SETTINGS: dict[str, type[ClusterSetting]] = {
+    "set_limits": ClusterLimitsChange,
+    "set_throttle": ClusterThrottleChange,
+    "set_disk_max": ClusterDiskChange,
+    "set_windows": ClusterWindowsChange,
+    "set_band": ClusterBandChange,
+}
 
 
 class DiskRequest(BaseModel):
@@ -298,6 +315,7 @@ class Takeover(BaseModel):
     rate_bytes_per_s: int | None = None
     disk_max: DiskLimits | None = None
     windows: Windows | None = None
+    band: BandSettings | None = None
     aliases: list[str] = []
 
 

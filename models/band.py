@@ -1,0 +1,38 @@
+"""The throttle band's settings: an operator's, for every migration on a cluster (``execution.band``)."""
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from models.units import human_bytes
+
+# The share of a broker's network capacity kept for the traffic that is not a move's copy, unless told.
+DEFAULT_HEADROOM = 30.0
+
+
+class BandSettings(BaseModel):
+    """Per broker, the replication throttle of the estimated migrations' moves runs between the floor their estimate
+    needs (so every move finishes) and ``ceiling``, at the rate that leaves ``headroom`` percent of the broker's
+    network ``capacity`` (bytes per second each way; per broker where it differs) free of replication copies, after
+    the traffic measured live. ``when_starved``: where headroom leaves less than the floor, the floor holds (with a
+    warning), or ("pause") the copies run at what headroom leaves and no new move goes through that broker."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ceiling: int = Field(ge=1)
+    capacity: int = Field(ge=1)
+    capacities: dict[int, int] = {}
+    headroom: float = Field(DEFAULT_HEADROOM, ge=0, lt=100)
+    when_starved: Literal["floor", "pause"] = "floor"
+
+    def capacity_of(self, broker: int) -> int:
+        return self.capacities.get(broker, self.capacity)
+
+    def text(self) -> str:
+        each = ", ".join(f"broker {b}: {human_bytes(c)}/s" for b, c in sorted(self.capacities.items()))
+        return (
+            f"up to {human_bytes(self.ceiling)}/s, leaving {self.headroom:g}% of "
+            f"{human_bytes(self.capacity)}/s per broker"
+            + (f" ({each})" if each else "")
+            + f"; starved: {self.when_starved}"
+        )
