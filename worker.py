@@ -22,6 +22,7 @@ from activities.cluster import ClusterActivities
 from activities.decommission import FlowActivities
 from activities.estimate import EstimateActivities
 from activities.migration import MigrationActivities
+from activities.traffic import TrafficActivities
 from adapters.kafka_port import KafkaPort, open_kafka
 from adapters.temporal import connect
 from estimator.service import SparkPlace, warm_up
@@ -46,7 +47,9 @@ WORK_DIR: Path = Settings.model_fields["work_dir"].default
 SPARK_MASTER: str = Settings.model_fields["spark_master"].default
 
 
-def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: str = SPARK_MASTER) -> list:
+def activities_for(
+    admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: str = SPARK_MASTER, broker_metrics: str | None = None
+) -> list:
     kafka, migration, estimate = (
         KafkaActivities(admin),
         MigrationActivities(admin, work_dir),
@@ -54,6 +57,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
     )
     cluster = ClusterActivities(admin)
     flow = FlowActivities(admin, work_dir)
+    traffic = TrafficActivities(admin, broker_metrics)
     return [
         kafka.describe_partition,
         kafka.min_insync,
@@ -85,6 +89,7 @@ def activities_for(admin: KafkaPort, work_dir: Path = WORK_DIR, spark_master: st
         flow.restore_plan,
         flow.elect_away,
         flow.scan_brokers,
+        traffic.read_traffic,
     ]
 
 
@@ -96,7 +101,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             client,
             task_queue=settings.task_queue,
             workflows=WORKFLOWS,
-            activities=activities_for(admin, settings.work_dir, settings.spark_master),
+            activities=activities_for(admin, settings.work_dir, settings.spark_master, settings.broker_metrics),
             activity_executor=pool,
             max_concurrent_activities=ACTIVITY_SLOTS,
             max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,

@@ -8,10 +8,11 @@ from pydantic import ValidationError
 from adapters.kafka_port import open_kafka
 from cli.coordinator import change_limits, retire_coordinator, send_change, show_status
 from cli.errors import DroverError, cluster_name
-from cli.groups import LIMIT_OPTIONS, LimitChanges, grouped
+from cli.groups import LIMIT_OPTIONS, BandOptions, LimitChanges, grouped
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
 from models.coordination import (
+    ClusterBandChange,
     ClusterDiskChange,
     ClusterThrottleChange,
     ClusterWindowsChange,
@@ -19,10 +20,10 @@ from models.coordination import (
 )
 from models.windows import Windows
 from settings import Settings
-from workflows import ClusterWorkflow
 
 app = typer.Typer(
-    help="The cluster's coordinator: limits, throttle, disk limit and freeze shared by every migration on one Kafka "
+    help="The cluster's coordinator: limits, throttle, throttle band, disk limit, time windows and freeze shared by "
+    "every migration on one Kafka "
     "cluster. "
     "It starts with the first migration (or the first of these commands) and runs until terminated.",
     no_args_is_help=True,
@@ -90,7 +91,7 @@ def throttle(
         raise DroverError(f"rate: {e}", exit_code=2) from None
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_throttle_update, change, Output(as_json)))
+    asyncio.run(send_change(ctx.obj, name, "set_throttle", change, Output(as_json)))
 
 
 @app.command("disk-max")
@@ -110,7 +111,32 @@ def disk_max(
     pass the limit waits, with a warning naming the broker; the others go on. Raising the limit lets it go."""
     change = ClusterDiskChange(disk_max=parse_disk_max(limits), actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_disk_max_update, change, Output(as_json)))
+    asyncio.run(send_change(ctx.obj, name, "set_disk_max", change, Output(as_json)))
+
+
+@app.command("band")
+@grouped
+def band(
+    ctx: typer.Context,
+    off: str = typer.Argument(None, help="off: the estimated migrations run at their estimate's rates again"),
+    *,
+    options: BandOptions,
+    cluster: str = CLUSTER,
+    actor: str = ACTOR,
+    reason: str = REASON,
+    as_json: bool = AS_JSON,
+) -> None:
+    """Run the throttle band: the estimated migrations' moves (`drover start`'s default --throttle auto) get, per
+    broker, the rate between their estimate's (the floor, so every move finishes) and --throttle-max that leaves
+    --headroom of the broker's capacity free of copies, after the traffic it carries now: read every few seconds from
+    the brokers' metrics (DROVER_BROKER_METRICS on the worker) or log growth. Each change is audited with its reason.
+    A fixed rate (`drover start --throttle 50MB/s`, `drover cluster throttle`) is not banded. `off` stops it."""
+    if off is not None and off.strip().lower() != "off":
+        raise DroverError(f"{off!r}: give `off`, or the band options (--throttle-max, --broker-capacity)", exit_code=2)
+    chosen = None if off is not None else options.settings()
+    change = ClusterBandChange(band=chosen, actor=actor or default_actor(), reason=reason)
+    name = cluster_name(cluster or ctx.obj.cluster_name)
+    asyncio.run(send_change(ctx.obj, name, "set_band", change, Output(as_json)))
 
 
 @app.command("windows")
@@ -143,7 +169,7 @@ def windows(
         raise DroverError("--outside-throttle needs windows; `none` leaves the cluster always open", exit_code=2)
     change = ClusterWindowsChange(windows=chosen, actor=actor or default_actor(), reason=reason)
     name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, ClusterWorkflow.set_windows_update, change, Output(as_json)))
+    asyncio.run(send_change(ctx.obj, name, "set_windows", change, Output(as_json)))
 
 
 def _first_error(e: ValueError) -> str:
@@ -164,7 +190,7 @@ def freeze(
         send_change(
             ctx.obj,
             cluster_name(cluster or ctx.obj.cluster_name),
-            ClusterWorkflow.freeze_update,
+            "freeze",
             request,
             Output(as_json),
         )
@@ -181,7 +207,7 @@ def unfreeze(
         send_change(
             ctx.obj,
             cluster_name(cluster or ctx.obj.cluster_name),
-            ClusterWorkflow.freeze_update,
+            "freeze",
             request,
             Output(as_json),
         )

@@ -51,6 +51,9 @@ def render_status(s: ClusterStatus) -> str:
         ),
         f"disk limit: {s.disk_max.text()} of each broker's log dirs, projected at the peak of its copies",
         f"time windows: {s.windows.text()}" + _window_now(s),
+        "throttle band: "
+        + (s.band.text() + (f"; traffic from {s.band_source}" if s.band_source else "") if s.band else "off"),
+        *(f"  broker {b} band: {band.text()}" for b, band in sorted(s.band_brokers.items())),
         f"migrations: {len(s.holders)}; moves in flight: {len(s.in_flight)} (peak {s.peak_in_flight}, "
         f"{s.peak_per_broker} per broker)",
     ]

@@ -68,7 +68,7 @@ async def change_limits(
         base = (current.limits if current else None) or Limits()
         limits = base.model_copy(update=given)
     change = ClusterLimitsChange(limits=limits, actor=actor, reason=reason)
-    await send_change(settings, name, ClusterWorkflow.set_limits_update, change, out)
+    await send_change(settings, name, "set_limits", change, out)
 
 
 async def coordinator_of(settings: Settings, client, name: str) -> str:
@@ -87,7 +87,7 @@ async def coordinator_of(settings: Settings, client, name: str) -> str:
     return cluster_workflow_id(cluster_id or "unknown")
 
 
-async def send_change(settings: Settings, name: str, update, argument: OperatorAction, out: Output) -> None:
+async def send_change(settings: Settings, name: str, signal: str, argument: OperatorAction, out: Output) -> None:
     """An operator's change, audited in the coordinator's history; the coordinator is started if it is not running.
     With no worker polling, or none taking the change within ANSWER_WITHIN_S, it is sent as the update's signal
     twin instead: recorded in the history, applied when a worker polls again, and said so."""
@@ -95,7 +95,6 @@ async def send_change(settings: Settings, name: str, update, argument: OperatorA
     coordinator_id = await coordinator_of(settings, client, name)
     queue = await _queue_of(client, coordinator_id) or settings.task_queue
     given = ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id))
-    signal = update.__name__.removesuffix("_update")
     if not await worker_polls(client, queue):
         await _recorded(client, coordinator_id, given, queue, signal, argument)
         _say_recorded(out, name, coordinator_id, queue, signal, "no worker polls")
@@ -111,7 +110,10 @@ async def send_change(settings: Settings, name: str, update, argument: OperatorA
         try:
             handle = await asyncio.wait_for(
                 client.start_update_with_start_workflow(
-                    update, argument, start_workflow_operation=start, wait_for_stage=WorkflowUpdateStage.ACCEPTED
+                    f"{signal}_update",
+                    argument,
+                    start_workflow_operation=start,
+                    wait_for_stage=WorkflowUpdateStage.ACCEPTED,
                 ),
                 ANSWER_WITHIN_S,
             )

@@ -20,6 +20,7 @@ import typer
 
 from cli.errors import DroverError
 from models.admission import Limits
+from models.band import DEFAULT_HEADROOM, BandSettings
 
 _DEFAULTS = Limits()
 LIMIT_OPTIONS = "--max-partitions, --max-per-broker, --max-replicas, --max-leaders"
@@ -135,3 +136,33 @@ class EstimateInputs:
         help="Network capacity: one rate for every broker (1Gb is 125MB/s) or per broker, "
         "1=125MB/s,2=60MB/s; recommended rates stay at or below it",
     )
+
+
+@dataclasses.dataclass
+class BandOptions:
+    """`drover cluster band`'s options: the throttle band's ceiling, each broker's capacity, headroom and what a
+    starved broker does."""
+
+    throttle_max: str | None = typer.Option(
+        None, "--throttle-max", help="The ceiling: no banded rate above it (100MB/s)"
+    )
+    capacities: list[str] | None = typer.Option(
+        None,
+        "--broker-capacity",
+        help="Each broker's network capacity each way (125MB/s for 1 Gb/s), or BROKER=RATE for one (3=1.25GB/s); "
+        "repeatable",
+    )
+    headroom: str = typer.Option(
+        f"{DEFAULT_HEADROOM:g}%", "--headroom", help="The share of a broker's capacity kept free of moves' copies"
+    )
+    when_starved: str = typer.Option(
+        "floor",
+        "--when-starved",
+        help="Where headroom leaves less than the moves need: floor (their estimate's rates hold, with a warning) or "
+        "pause (their copies slow to what headroom leaves; no new move goes through that broker)",
+    )
+
+    def settings(self) -> BandSettings:
+        from cli.rates import band_settings
+
+        return band_settings(self.throttle_max, self.capacities or [], self.headroom, self.when_starved)

@@ -5,6 +5,7 @@ import re
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from cli.errors import DroverError
+from models.band import BandSettings
 from models.coordination import DEFAULT_DISK_MAX, DiskLimits
 from models.units import human_bytes
 
@@ -107,3 +108,35 @@ def _percent(text: str, share: str) -> float:
     if not 0 < value <= 100:
         raise DroverError(f"disk limit {text!r}: give a percentage above 0% and at most 100%", exit_code=2)
     return value
+
+
+def band_settings(ceiling: str | None, capacities: list[str], headroom: str, when_starved: str) -> BandSettings:
+    """The throttle band from `drover cluster band`'s options; a one-line error naming the option at fault."""
+    if ceiling is None or not capacities:
+        raise DroverError("the band needs --throttle-max and --broker-capacity (or `off`)", exit_code=2)
+    if when_starved not in ("floor", "pause"):
+        raise DroverError(f"--when-starved {when_starved!r}: give floor or pause", exit_code=2)
+    every, each = None, {}
+    for text in capacities:
+        broker, _, rate = text.strip().rpartition("=")
+        value = _rate_of("--broker-capacity", rate)
+        if not broker:
+            if every is not None:
+                raise DroverError(f"--broker-capacity {text!r}: one capacity for every broker at most", exit_code=2)
+            every = value
+        elif broker.strip().isdigit():
+            each[int(broker)] = value
+        else:
+            raise DroverError(f"--broker-capacity {text!r}: give a rate, or BROKER=RATE like 3=125MB/s", exit_code=2)
+    if every is None:
+        raise DroverError("--broker-capacity: give one for every broker (125MB/s) beside BROKER=RATE", exit_code=2)
+    share = 100 * share_option("--headroom", headroom)
+    top = _rate_of("--throttle-max", ceiling)
+    return BandSettings(ceiling=top, capacity=every, capacities=each, headroom=share, when_starved=when_starved)
+
+
+def _rate_of(option: str, text: str) -> int:
+    try:
+        return parse_rate(text)
+    except ValueError as e:
+        raise DroverError(f"{option}: {e}", exit_code=2) from None

@@ -23,13 +23,11 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel
 
 from models.admission import MoveSpec
-from models.band import BandSettings
+from models.band import BandSettings, BrokerBand, Rates
 from models.units import human_bytes
 from models.windows import Asked
 from steps.throttle import wanted_throttle
 
-# (leader, follower) bytes per second.
-Rates = tuple[int, int]
 # A new rate within this share of the one in force is not written (the throttle does not flap on noise).
 STEADY = 0.10
 # A fall of the traffic counts this much against the reading before it.
@@ -56,17 +54,6 @@ def banded(asked: Asked) -> Asked:
 def floors(asked: Asked) -> dict[int, Rates]:
     """Per broker, the highest estimated rates any banded move through it asks for."""
     return wanted_throttle(banded(asked)).brokers
-
-
-class BrokerBand(BaseModel):
-    """A broker's band as last worked out: the rates in force, the floor and what headroom left, the traffic
-    (into, out of it; smoothed) that is not a move's copy."""
-
-    rates: Rates
-    floor: Rates
-    room: Rates
-    traffic: tuple[float, float]
-    starved: bool = False
 
 
 class ThrottleBand(BaseModel):

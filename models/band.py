@@ -36,3 +36,43 @@ class BandSettings(BaseModel):
             + (f" ({each})" if each else "")
             + f"; starved: {self.when_starved}"
         )
+
+
+# (leader, follower) bytes per second.
+Rates = tuple[int, int]
+
+
+class BrokerBand(BaseModel):
+    """A broker's band as last worked out: the rates in force, the floor and what headroom left, the traffic
+    (into, out of it; smoothed) that is not a move's copy."""
+
+    rates: Rates
+    floor: Rates
+    room: Rates
+    traffic: tuple[float, float]
+    starved: bool = False
+
+    def text(self) -> str:
+        """How it reads in `drover cluster status`."""
+        (lr, fr), (lf, ff), (lm, fm) = self.rates, self.floor, self.room
+        h = human_bytes
+        return (
+            f"follower {h(fr)}/s, leader {h(lr)}/s (floor {h(ff)}/s / {h(lf)}/s; headroom leaves {h(fm)}/s in, "
+            f"{h(lm)}/s out; other traffic in {h(self.traffic[0])}/s, out {h(self.traffic[1])}/s)"
+            + ("; STARVED" if self.starved else "")
+        )
+
+
+class TrafficRequest(BaseModel):
+    """The brokers whose traffic the coordinator reads for its band, over a window of ``window_s``."""
+
+    brokers: list[int]
+    window_s: float = Field(5.0, gt=0)
+
+
+class TrafficReading(BaseModel):
+    """Each broker's bytes per second by counter (``adapters.broker_metrics.COUNTERS``' keys), and where they were
+    read: the brokers' metrics pages, or log growth (saying why, when the pages failed)."""
+
+    source: str
+    brokers: dict[int, dict[str, float]]

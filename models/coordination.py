@@ -6,7 +6,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from models.admission import Limits, MoveSpec
-from models.band import BandSettings
+from models.band import BandSettings, BrokerBand
 from models.control import AuditEntry, OperatorAction
 from models.windows import Windows
 
@@ -274,6 +274,10 @@ class ClusterStatus(BaseModel):
     # Outside the windows now, and when they next open or close (None: no windows).
     outside: bool = False
     next_change: datetime | None = None
+    # The throttle band (None: off), each banded broker's band, and where the traffic was read.
+    band: BandSettings | None = None
+    band_brokers: dict[int, BrokerBand] = {}
+    band_source: str = ""
     actions: list[AuditEntry]
     runs: int
     now: datetime

@@ -4,6 +4,7 @@ registry, the cluster-wide limits and shares, the freeze switch and the throttle
 migration that joins it, runs until terminated, and continues as new with its state."""
 
 import contextlib
+from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import TypeVar
 
@@ -19,13 +20,12 @@ with workflow.unsafe.imports_passed_through():
     from models.admission import MoveSpec
     from models.control import AuditEntry, OperatorAction
     from models.coordination import (
-        ClusterDiskChange,
+        CLUSTER_SETTINGS,
         ClusterInput,
         ClusterLimitsChange,
         ClusterSetting,
         ClusterStatus,
         ClusterThrottleChange,
-        ClusterWindowsChange,
         Demand,
         FreezeRequest,
         JoinRequest,
@@ -62,8 +62,8 @@ _Action = TypeVar("_Action", bound=OperatorAction)
 class ClusterWorkflow:
     """Migrations join (update ``join``), keep one standing demand for slots (signal ``demand``), are granted moves
     (signal ``granted`` to the migration) once their throttle is on Kafka, and leave (update ``leave``).
-    Operators: updates ``set_limits``, ``set_throttle``, ``set_disk_max``, ``set_windows`` and ``freeze``, each with
-    who and why; query ``status``."""
+    Operators: the settings' updates (``CLUSTER_SETTINGS``: limits, throttle, disk limit, windows, band) and
+    ``freeze``, each with who and why, and their signal twins; query ``status``."""
 
     @workflow.init
     def __init__(self, given: ClusterInput) -> None:
@@ -91,6 +91,10 @@ class ClusterWorkflow:
         # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
         self._retire: OperatorAction | None = None
         self._retired = False
+        self._traffic = reads.TrafficReader(self._wake_up)
+
+    def _wake_up(self) -> None:
+        self._wake = True
 
     @property
     def _me(self) -> str:
@@ -123,6 +127,7 @@ class ClusterWorkflow:
             # the limits count those too.
             self._cluster_news += gates.window_news(self.s, workflow.now())
             self._cluster_news += await reads.read_disks(self.s)
+            self._cluster_news += self._traffic.read(self.s)
             for mid, moves in ({} if self._takeover.waiting(workflow.now()) else self.s.allocate()).items():
                 self._untold_grants[mid] = [*self._untold_grants.get(mid, []), *moves]
             self._cluster_news += gates.disk_news(self.s, workflow.now())
@@ -159,9 +164,11 @@ class ClusterWorkflow:
         if self.s.disk.waiting and not retry:
             # Moves wait for a disk: read again as the period comes.
             timeout = DISK_READ_EVERY
-        if (edge := self.s.windows.next_change(workflow.now())) is not None:
-            until = max(edge - workflow.now(), RESEND_EVERY)  # a durable timer to the windows' next edge
-            timeout = until if timeout is None else min(timeout, until)
+        # Durable timers to the windows' next edge and the band's next reading.
+        for edge in (self.s.windows.next_change(workflow.now()), self._traffic.due_at(self.s)):
+            if edge is not None:
+                until = max(edge - workflow.now(), RESEND_EVERY)
+                timeout = until if timeout is None else min(timeout, until)
         with contextlib.suppress(TimeoutError):
             await workflow.wait_condition(lambda: self._wake, timeout=timeout)
         self._wake = False
@@ -264,49 +271,41 @@ class ClusterWorkflow:
 
     # Each operator action is an update (answered once applied, or refused with why) and a signal twin without
     # "_update" (kept in the history with no worker running; one that does not validate is recorded as refused).
-    # Both wait for a new coordinator's take-over, so the last run's settings never overwrite the action.
+    # Both wait for a new coordinator's take-over, so the last run's settings never overwrite the action. The
+    # settings (CLUSTER_SETTINGS) come through dynamic handlers, in the order sent: "<name>_update" and "<name>".
 
-    @workflow.update(name="set_limits_update")
-    async def set_limits_update(self, change: ClusterLimitsChange) -> None:
+    @workflow.update(dynamic=True)
+    async def setting_update(self, name: str, args: Sequence[RawValue]) -> None:
         await workflow.wait_condition(lambda: self._takeover.done)
-        self._setting(change)
+        self._setting(self._valid(name, args))
 
-    @workflow.signal(name="set_limits")
-    async def set_limits(self, raw: RawValue) -> None:
-        self._setting(await self._payload("set_limits", raw, ClusterLimitsChange))
+    @setting_update.validator
+    def _setting_valid(self, name: str, args: Sequence[RawValue]) -> None:
+        self._valid(name, args)
 
-    @workflow.update(name="set_throttle_update")
-    async def set_throttle_update(self, change: ClusterThrottleChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._setting(change)
+    @workflow.signal(dynamic=True)
+    async def setting(self, name: str, args: Sequence[RawValue]) -> None:
+        model = CLUSTER_SETTINGS.get(name)
+        if model is None or len(args) != 1:
+            workflow.logger.warning("signal %s ignored: the coordinator has no such signal", name)
+            return
+        self._setting(await self._payload(name, args[0], model))
 
-    @workflow.signal(name="set_throttle")
-    async def set_throttle(self, raw: RawValue) -> None:
-        self._setting(await self._payload("set_throttle", raw, ClusterThrottleChange))
-
-    @workflow.update(name="set_disk_max_update")
-    async def set_disk_max_update(self, change: ClusterDiskChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._setting(change)
-
-    @workflow.signal(name="set_disk_max")
-    async def set_disk_max(self, raw: RawValue) -> None:
-        self._setting(await self._payload("set_disk_max", raw, ClusterDiskChange))
-
-    @workflow.update(name="set_windows_update")
-    async def set_windows_update(self, change: ClusterWindowsChange) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._setting(change)
-
-    @workflow.signal(name="set_windows")
-    async def set_windows(self, raw: RawValue) -> None:
-        self._setting(await self._payload("set_windows", raw, ClusterWindowsChange))
+    @staticmethod
+    def _valid(name: str, args: Sequence[RawValue]) -> ClusterSetting:
+        model = CLUSTER_SETTINGS.get(name.removesuffix("_update"))
+        if model is None or not name.endswith("_update") or len(args) != 1:
+            raise ValueError(f"the coordinator has no update {name} taking one argument")
+        found = signal_payload(name.removesuffix("_update"), args[0], model)
+        if isinstance(found, BadSignal):
+            raise ValueError(found.why)
+        return found
 
     def _setting(self, change: ClusterSetting | None) -> None:
-        """A cluster-wide setting (None: a signal refused); the disk limit and windows go to the migrations' audits."""
+        """A cluster-wide setting (None: a signal refused); all but limits and rate go to the migrations' audits."""
         if change is not None:
             self.s.setting(change, workflow.now())
-            if isinstance(change, ClusterDiskChange | ClusterWindowsChange):
+            if not isinstance(change, ClusterLimitsChange | ClusterThrottleChange):
                 self._cluster_news.append(self.s.actions[-1])
             self._wake = True
 

@@ -1,16 +1,31 @@
 """What the cluster's coordinator reads through activities besides its throttle: the settings and throttle book
-its lost last run held (taking over), and the disks its moves copy onto (the disk gate)."""
+its lost last run held (taking over), the disks its moves copy onto (the disk gate) and the brokers' traffic (the
+throttle band)."""
+
+from collections.abc import Callable
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
+    from activities.traffic import TrafficActivities
     from execution import cluster_gates as gates
+    from execution.band import floors
     from execution.cluster import ClusterState
     from execution.takeover import TakeOver
+    from models.band import TrafficReading, TrafficRequest
     from models.control import AuditEntry
-    from workflows.policies import DISK_CALL, DISK_READ_EVERY, QUICK_CALL, TAKE_OVER_WAIT
+    from workflows.policies import (
+        BAND_READ_EVERY,
+        BAND_WINDOW,
+        DISK_CALL,
+        DISK_READ_EVERY,
+        QUICK_CALL,
+        TAKE_OVER_WAIT,
+        TRAFFIC_CALL,
+    )
     from workflows.throttle_writer import ThrottleWriter
 
 
@@ -55,3 +70,46 @@ async def read_disks(s: ClusterState) -> list[AuditEntry]:
         return []
     s.disk.read(readings, workflow.now())
     return []
+
+
+class TrafficReader:
+    """The brokers' traffic for the throttle band, read beside the coordinator's passes: a reading is started when
+    the band is due one and there are banded moves in flight, and taken in at the first pass after it ends."""
+
+    def __init__(self, wake: Callable[[], None]) -> None:
+        self._wake = wake
+        self._reading: workflow.ActivityHandle[TrafficReading] | None = None
+
+    def due_at(self, s: ClusterState) -> datetime | None:
+        """When the next reading is to start (None: not while nothing is banded, or one is under way)."""
+        if self._reading is not None or not self._wanted(s):
+            return None
+        return s.band.read_at + BAND_READ_EVERY if s.band.read_at is not None else workflow.now()
+
+    def read(self, s: ClusterState) -> list[AuditEntry]:
+        """A reading that has ended taken in: the band's changes, each with its reason, noted in the coordinator's
+        audit (returned, for the migrations' audits too); a new reading started when one is due."""
+        told: list[str] = []
+        if self._reading is not None and self._reading.done():
+            reading, self._reading = self._reading, None
+            try:
+                found = reading.result()
+                told = s.band.read(found.brokers, found.source, floors(s.asked()), workflow.now())
+            except ActivityError as e:
+                why = str(e.cause or e)
+                workflow.logger.warning("broker traffic not read: %s", why)
+                if s.band.failed(why, workflow.now()):
+                    told = [f"broker traffic could not be read ({why}); the band's rates stand"]
+        for text in told:
+            s.note("band", text, workflow.now())
+        wanted = self._wanted(s)
+        if self._reading is None and wanted and s.band.due(workflow.now(), BAND_READ_EVERY):
+            request = TrafficRequest(brokers=sorted(wanted), window_s=BAND_WINDOW.total_seconds())
+            self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
+            self._reading.add_done_callback(lambda _: self._wake())
+        return s.actions[len(s.actions) - len(told) :] if told else []
+
+    @staticmethod
+    def _wanted(s: ClusterState) -> dict[int, tuple[int, int]]:
+        """The brokers of the banded moves in flight, with their floors (none under the operator's own rate)."""
+        return floors(s.asked()) if s.band.settings is not None and s.rate is None else {}

@@ -122,6 +122,15 @@ DISK_CALL: CallOptions = {
     "start_to_close_timeout": timedelta(seconds=30),
     "retry_policy": dataclasses.replace(QUICK_CALL["retry_policy"], maximum_attempts=3),
 }
+# The throttle band reads the brokers' traffic over a window this long, this long after its last reading; the
+# reading runs beside the coordinator's passes, which do not wait for it.
+BAND_WINDOW = timedelta(seconds=5)
+BAND_READ_EVERY = timedelta(seconds=5)
+TRAFFIC_CALL: ActivityOptions = {
+    **QUICK_CALL,
+    "heartbeat_timeout": timedelta(seconds=20),
+    "retry_policy": dataclasses.replace(QUICK_CALL["retry_policy"], maximum_attempts=2),
+}
 # A freeze or unfreeze not yet delivered to a move (it had not started) is sent again this soon.
 RESEND_EVERY = timedelta(seconds=1)
 # A freeze is answered once every move in flight has been told, or after this long.

@@ -84,9 +84,7 @@ async def start_coordinator(client: Client, cluster_id: str, task_queue: str, ev
     )
     every = Limits(max_partitions=LIMIT, max_per_broker=LIMIT, max_replicas=LIMIT, max_leaders=LIMIT)
     change = ClusterLimitsChange(limits=every, actor="bench", reason="bench.scale.coordinator")
-    await client.execute_update_with_start_workflow(
-        ClusterWorkflow.set_limits_update, change, start_workflow_operation=start
-    )
+    await client.execute_update_with_start_workflow("set_limits_update", change, start_workflow_operation=start)
 
 
 async def joined(client: Client, workflow_id: str, began: float) -> float:

@@ -354,6 +354,29 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
         (["windows", "Mon 22:00", "--reason", "x"], "give DAYS HH:MM-HH:MM [ZONE]"),
         (["windows", "none", "--outside-throttle", "5MB/s", "--reason", "x"], "--outside-throttle needs windows"),
         (["windows", "daily 01:00-02:00", "--outside-throttle", "fast", "--reason", "x"], "'fast' is not a rate"),
+        (["band", "--throttle-max", "100MB/s", "--reason", "x"], "the band needs --throttle-max and --broker-capacity"),
+        (["band", "--throttle-max", "100", "--broker-capacity", "1GB/s", "--reason", "x"], "'100' has no unit"),
+        (["band", "--throttle-max", "1MB/s", "--broker-capacity", "3=1GB/s", "--reason", "x"], "one for every broker"),
+        (["band", "--throttle-max", "1MB/s", "--broker-capacity", "x=1GB/s", "--reason", "x"], "BROKER=RATE like"),
+        (
+            ["band", "--throttle-max", "1MB/s", "--broker-capacity", "1GB/s", "--headroom", "1.5", "--reason", "x"],
+            "--headroom '1.5': give a share",
+        ),
+        (
+            [
+                "band",
+                "--throttle-max",
+                "1MB/s",
+                "--broker-capacity",
+                "1GB/s",
+                "--when-starved",
+                "wait",
+                "--reason",
+                "x",
+            ],
+            "give floor or pause",
+        ),
+        (["band", "of", "--reason", "x"], "'of': give `off`, or the band options"),
     ],
 )
 def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):

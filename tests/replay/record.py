@@ -127,7 +127,7 @@ async def shared(client, fake: FakeKafka, name: str, queue: str):
     )
     await _progress(first, lambda p: p.done >= 1)
     await coordinator.execute_update(
-        ClusterWorkflow.set_limits_update,
+        "set_limits_update",
         ClusterLimitsChange(limits=Limits(max_partitions=3), actor="ops", reason="night"),
     )
     await coordinator.execute_update(

@@ -22,12 +22,11 @@ from temporalio.exceptions import ApplicationError
 from models.admission import Limits
 from models.control import OperatorAction
 from models.coordination import (
+    CLUSTER_SETTINGS,
     ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
     ClusterSetting,
-    ClusterThrottleChange,
-    ClusterWindowsChange,
     DiskLimits,
     FreezeRequest,
     cluster_workflow_id,
@@ -132,13 +131,8 @@ async def set_setting(env, queue: str, coordinator: ClusterInput, change: Cluste
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    update = {
-        ClusterLimitsChange: ClusterWorkflow.set_limits_update,
-        ClusterThrottleChange: ClusterWorkflow.set_throttle_update,
-        ClusterDiskChange: ClusterWorkflow.set_disk_max_update,
-        ClusterWindowsChange: ClusterWorkflow.set_windows_update,
-    }[type(change)]
-    await env.client.execute_update_with_start_workflow(update, change, start_workflow_operation=start_op)
+    (signal,) = [name for name, model in CLUSTER_SETTINGS.items() if type(change) is model]
+    await env.client.execute_update_with_start_workflow(f"{signal}_update", change, start_workflow_operation=start_op)
 
 
 @pytest.mark.parametrize("count", [2, 3])

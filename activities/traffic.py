@@ -1,0 +1,34 @@
+"""The brokers' live traffic, read for the coordinator's throttle band (``execution.band``): from each broker's
+Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or when a
+page does not answer) from the growth of the partitions' logs through the Admin API."""
+
+from temporalio import activity
+
+from adapters.broker_metrics import BrokerMetricsError, traffic_of
+from adapters.kafka_port import KafkaPort
+from models.band import TrafficReading, TrafficRequest
+from settings import broker_metrics_urls
+
+LOG_GROWTH = "log growth (the Admin API)"
+
+
+class TrafficActivities:
+    def __init__(self, admin: KafkaPort, broker_metrics: str | None = None):
+        self.admin = admin
+        self.broker_metrics = broker_metrics
+
+    @activity.defn
+    def read_traffic(self, req: TrafficRequest) -> TrafficReading:
+        """The brokers' bytes per second over the window, heartbeating while it passes."""
+        spec, asked = self.broker_metrics, set(req.brokers)
+        urls = {b: u for b, u in broker_metrics_urls(spec, req.brokers).items() if b in asked} if spec else {}
+        source = LOG_GROWTH
+        if urls:
+            try:
+                found = traffic_of(self.admin, urls, req.window_s, activity.heartbeat)
+                return TrafficReading(source="the brokers' metrics", brokers=found.brokers)
+            except BrokerMetricsError as e:
+                activity.logger.warning("broker traffic from log growth: %s", e)
+                source = f"{LOG_GROWTH}, as {e}"
+        found = traffic_of(self.admin, {}, req.window_s, activity.heartbeat)
+        return TrafficReading(source=source, brokers={b: r for b, r in found.brokers.items() if b in asked})

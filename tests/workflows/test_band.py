@@ -1,0 +1,94 @@
+"""The throttle band on the real Temporal dev server with the in-memory Kafka: an estimated migration's moves run at
+the band's rate, not the estimate's floor, the change is in the coordinator's and the migration's audit, and a
+migration with a fixed throttle keeps its own rate."""
+
+import asyncio
+import uuid
+
+from temporalio import activity
+
+from models.admission import Limits
+from models.band import BandSettings
+from models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
+from models.estimate import BrokerEstimate, Estimate
+from models.migration import EstimateSettings, MigrationEstimateInput, MigrationInput
+from steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from tests.conftest import start_migration, worker_for
+from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, wait_for_status
+from worker import activities_for
+from workflows import ClusterWorkflow
+
+FLOOR = 2_000
+
+
+@activity.defn(name="estimate")
+def floor_estimate(req: MigrationEstimateInput) -> Estimate:
+    """The estimate's rates: FLOOR on every broker (the Spark job is tested on its own)."""
+    brokers = [
+        BrokerEstimate(
+            broker=b,
+            receive_bytes=0,
+            serve_bytes=0,
+            receiving=0,
+            serving=0,
+            min_leader_rate=0,
+            min_follower_rate=0,
+            recommended_leader_rate=FLOOR,
+            recommended_follower_rate=FLOOR,
+            leader_rate=FLOOR,
+            follower_rate=FLOOR,
+            transfer_s=1.0,
+        )
+        for b in range(1, 6)
+    ]
+    return Estimate(
+        moves=len(req.moves),
+        bytes_to_move=0,
+        write_rate=0,
+        throttle="auto",
+        brokers=brokers,
+        duration_s=1.0,
+        duration_method="bound",
+        bottleneck=None,
+    )
+
+
+async def test_an_estimated_migration_runs_in_the_band_and_the_change_is_told_with_its_reason(local_env):
+    fake = shared_cluster(partitions=4, ticks=12)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    seen: list[dict[int, dict[str, str]]] = []
+    fake.hooks["alter_reassignments"] = lambda _: seen.append({b: dict(c) for b, c in fake.broker_configs.items()})
+    activities = [a for a in activities_for(fake) if a.__name__ != "estimate"] + [floor_estimate]
+    # 70 kB/s of 100 kB/s free (log growth on the in-memory Kafka: no traffic); the ceiling at 50 kB/s.
+    band = BandSettings(ceiling=50_000, capacity=100_000, headroom=30)
+    async with worker_for(local_env.client, activities) as worker:
+        queue = worker.task_queue
+        change = ClusterBandChange(band=band, actor="ops", reason="use what the brokers spare")
+        await set_setting(local_env, queue, ClusterInput(name=name, cluster_id=fake.cluster_id), change)
+        migration = MigrationInput(
+            cluster=name,
+            moves=plan_for(fake, "a"),
+            limits=Limits(max_partitions=2),
+            estimate=EstimateSettings(metrics_ref="unused.parquet", auto_throttle=True),
+        )
+        handle = await start_migration(local_env.client, migration, queue)
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        status = await wait_for_status(coordinator, lambda s: any(a.action == "band" for a in s.actions), 60)
+        for _ in range(100):
+            if any(c.get(FOLLOWER_RATE) == "50000" for c in fake.broker_configs.values()):
+                break
+            await asyncio.sleep(0.1)
+        banded = {b: (c.get(LEADER_RATE), c.get(FOLLOWER_RATE)) for b, c in fake.broker_configs.items()}
+        result = await handle.result()
+        status = await coordinator.query(ClusterWorkflow.status)
+    # The moves in flight ran at the floor first, then at the band's ceiling once the traffic was read.
+    assert any(c.get(FOLLOWER_RATE) == str(FLOOR) for step in seen for c in step.values())
+    assert ("50000", "50000") in banded.values(), banded
+    told = [a.reason for a in status.actions if a.action == "band" and a.actor == "drover"]
+    assert told[0] == "traffic read from log growth (the Admin API)", told
+    assert any("follower rate 2.0 KB/s → 50.0 KB/s; leader rate 2.0 KB/s → 50.0 KB/s" in t for t in told), told
+    assert status.actions[0].action == "band" and status.actions[0].reason == "use what the brokers spare"
+    assert result.verified
+    assert any(a.action == "band" and "follower rate" in a.reason for a in result.actions)
+    # Nothing of Drover's is left on Kafka.
+    assert not any(FOLLOWER_RATE in c or LEADER_RATE in c for c in fake.broker_configs.values())
