@@ -209,3 +209,53 @@ async def assert_coordinator_released(client, cluster_id: str) -> None:
         status.broker_throttles,
         status.topic_throttles,
     )
+
+
+def fill(settings: Settings, topic: str, partition: int, megabytes: int) -> None:
+    """About ``megabytes`` MB of 100 kB messages written to one partition, acks=all."""
+    config, _ = client_configs(settings)
+    producer = Producer(config | {"acks": "all", "linger.ms": 20}, logger=rdkafka_logger())
+    value = b"z" * 100_000
+    for _ in range(megabytes * 10):
+        while True:
+            try:
+                producer.produce(topic, value=value, partition=partition)
+                break
+            except BufferError:
+                producer.poll(0.1)
+        producer.poll(0)
+    assert producer.flush(120) == 0
+
+
+class Load(threading.Thread):
+    """A producer writing ``rate`` bytes per second (changeable while it runs) to one partition, in 10 kB
+    messages, until stopped; ``acked`` counts the bytes Kafka acknowledged."""
+
+    def __init__(self, settings: Settings, topic: str, rate: int, partition: int = 0):
+        super().__init__(daemon=True)
+        config, _ = client_configs(settings)
+        self.producer = Producer(config | {"acks": "all", "linger.ms": 5}, logger=rdkafka_logger())
+        self.topic, self.partition, self.rate = topic, partition, rate
+        self.stopped, self.acked = threading.Event(), 0
+
+    def _delivered(self, err, msg) -> None:
+        if err is None:
+            self.acked += len(msg.value())
+
+    def run(self) -> None:
+        value, sent, at = b"w" * 10_000, 0.0, time.monotonic()
+        while not self.stopped.is_set():
+            now = time.monotonic()
+            # Bytes due since the last pass at the rate now; a change of rate applies from the next pass.
+            sent -= self.rate * (now - at)
+            at = now
+            while sent < 0:
+                try:
+                    self.producer.produce(
+                        self.topic, value=value, partition=self.partition, on_delivery=self._delivered
+                    )
+                except BufferError:
+                    break
+                sent += len(value)
+            self.producer.poll(0.01)
+        self.producer.flush(30)
