@@ -19,12 +19,11 @@ from adapters.temporal import connect, patiently
 from cli.errors import DroverError
 from cli.options import migration_id_checked
 from cli.output import Output, default_actor
-from execution.timeline import Timeline
+from execution.timeline import Timeline, rate_text, throttle_mark
 from models.admission import Limits
 from models.control import AuditEntry, OperatorAction
 from models.moves import MoveInput, MoveReport, MoveStepReport
 from models.results import MigrationResult
-from models.units import human_bytes
 from settings import Settings
 from workflows.controls import SIGNALS
 
@@ -119,7 +118,7 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
                     [result] = await client.data_converter.decode(completed.result.payloads, [MigrationResult])
     if result is not None:
         # The result's audit says what was applied and what was refused, and the notes (a move stuck, say).
-        timeline.status = result.status
+        timeline.status, timeline.moving_s, timeline.bound_s = result.status, result.moving_s, result.bound_s
         timeline.operator_actions(result.actions)
     else:
         timeline.operator_actions(signalled)
@@ -233,6 +232,8 @@ def render(t: Timeline) -> str:
     _events(fig, t, until)
     status = t.status or "running"
     span = f"{t.started:%Y-%m-%d %H:%M:%S} to {until:%H:%M:%S} UTC" if t.started else ""
+    if t.moving_s and t.bound_s:
+        span += f"; moving {t.moving_s:.0f} s against a bound of {t.bound_s:.0f} s ({t.moving_s / t.bound_s:.2f}x)"
     fig.update_layout(
         title=f"Drover migration {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
         height=gantt_px + 260 + 200 + 180,
@@ -355,20 +356,18 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
         mark("migration", t.ended, t.status or "ended", f"{t.status} {t.ended:%H:%M:%S}")
     if t.throttle:  # as started; its changes are operator actions, below
         at, rate = t.throttle[0]
-        shown = "auto (the estimate's)" if rate is None and t.auto_throttle else _rate(rate)
+        shown = "auto (the estimate's)" if rate is None and t.auto_throttle else rate_text(rate)
         mark("throttle", at, shown, f"throttle {shown} from the start")
     for a in t.actions:
-        if a.action == "set_throttle":
-            continue  # drawn on the throttle row
+        throttled = throttle_mark(a)
+        if throttled is not None:
+            mark("throttle", a.at, *throttled)
+            continue
         what = a.action + (f" {a.detail}" if a.detail and a.action != "set_limits" else "")
         if a.refused:
             what += " (refused)"
         why = f"{a.reason}; {a.refused}" if a.refused else a.reason
         mark("operator", a.at, what, f"{a.at:%H:%M:%S} {what} by {a.actor}: {why}")
-    for a in t.actions:
-        if a.action == "set_throttle":
-            shown = "none" if a.detail in ("", "none") else _rate(int(a.detail))
-            mark("throttle", a.at, f"{shown} ({a.actor})", f"{a.at:%H:%M:%S} throttle {shown} by {a.actor}: {a.reason}")
     for kind, row in rows.items():
         fig.add_trace(
             go.Scatter(
@@ -386,7 +385,3 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
             row=3,
             col=1,
         )
-
-
-def _rate(rate: int | None) -> str:
-    return "none" if rate is None else f"{human_bytes(rate)}/s"

@@ -7,6 +7,7 @@ from datetime import datetime
 
 from models.admission import Limits
 from models.control import AuditEntry
+from models.units import human_bytes
 
 
 @dataclass
@@ -62,6 +63,9 @@ class Timeline:
     limits: list[tuple[datetime, Limits]] = field(default_factory=list)
     throttle: list[tuple[datetime, int | None]] = field(default_factory=list)
     auto_throttle: bool = False
+    # From its result: seconds it spent moving, and the bandwidth lower bound of its moves (None: unbounded).
+    moving_s: float | None = None
+    bound_s: float | None = None
 
     # -- the events, in history order -----------------------------------------------------------------------------
 
@@ -134,3 +138,18 @@ class Timeline:
     def peak_per_broker(self, until: datetime) -> int:
         _, per_broker = self.in_flight(until)
         return max((n for series in per_broker.values() for _, n in series), default=0)
+
+
+def throttle_mark(a: AuditEntry) -> tuple[str, str] | None:
+    """An operator's throttle change, or a change of the throttle band: its label and hover text on the report's
+    throttle row (None: not a throttle change)."""
+    if a.action == "set_throttle":
+        shown = "none" if a.detail in ("", "none") else rate_text(int(a.detail))
+        return f"{shown} ({a.actor})", f"{a.at:%H:%M:%S} throttle {shown} by {a.actor}: {a.reason}"
+    if a.action == "band" and a.actor == "drover":
+        return "band", f"{a.at:%H:%M:%S} throttle band: {a.reason}"
+    return None
+
+
+def rate_text(rate: int | None) -> str:
+    return "none" if rate is None else f"{human_bytes(rate)}/s"

@@ -12,9 +12,19 @@ import sys
 import tempfile
 from pathlib import Path
 
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
 from models.admission import Limits
+from models.band import BandSettings
 from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
-from models.coordination import ClusterLimitsChange, FreezeRequest, cluster_workflow_id
+from models.coordination import (
+    ClusterBandChange,
+    ClusterInput,
+    ClusterLimitsChange,
+    FreezeRequest,
+    cluster_workflow_id,
+)
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
 from sandbox.devserver import start_dev_server
@@ -112,6 +122,28 @@ async def auto_throttle(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
+async def band(client, fake: FakeKafka, name: str, queue: str):
+    """An estimated migration under the throttle band: set by update before it starts (the coordinator started by
+    it if need be), the traffic read while its moves run, the band changed by signal."""
+    fake.ticks = 12
+    settings = BandSettings(ceiling=50_000, capacity=100_000)
+    start = WithStartWorkflowOperation(
+        ClusterWorkflow.run,
+        ClusterInput(name=name, cluster_id=fake.cluster_id),
+        id=cluster_workflow_id(fake.cluster_id),
+        task_queue=queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    change = ClusterBandChange(band=settings, actor="ops", reason="spare capacity")
+    await client.execute_update_with_start_workflow("set_band_update", change, start_workflow_operation=start)
+    handle = await auto_throttle(client, fake, name, queue)
+    await _progress(handle, lambda p: p.in_flight)
+    await asyncio.sleep(8)
+    lower = ClusterBandChange(band=settings.model_copy(update={"ceiling": 40_000}), actor="ops", reason="lower")
+    await client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).signal("set_band", lower)
+    return handle
+
+
 async def shared(client, fake: FakeKafka, name: str, queue: str):
     """Two migrations through one coordinator, under cluster limits, with a freeze and an unfreeze."""
     fake.ticks = 4
@@ -167,6 +199,7 @@ SCENARIOS = {
     "refused-signals": refused_signals,
     "shared": shared,
     "leaders": leaders,
+    "band": band,
 }
 
 

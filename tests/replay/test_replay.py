@@ -27,6 +27,7 @@ def test_every_scenario_has_histories():
         "refused-signals",
         "shared",
         "leaders",
+        "band",
     ):
         assert {f"{scenario}-run1.json", f"{scenario}-move.json", f"{scenario}-cluster.json"} <= names
     assert "continued-run2.json" in names
