@@ -6,6 +6,8 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from models.coordination import ThrottleWanted
+
 
 @dataclass
 class TakeOver:
@@ -15,6 +17,8 @@ class TakeOver:
     until: datetime = datetime.min.replace(tzinfo=UTC)
     # Migrations that left this run: one that leaves before the take-over looks is not waited for.
     left: set[str] = field(default_factory=set)
+    # What the lost run had written: kept on Kafka while the take-over waits (this run's own entries are not).
+    lost: ThrottleWanted = field(default_factory=ThrottleWanted)
 
     def found(self, running: Collection[str], holders: Collection[str], now: datetime, wait: timedelta) -> set[str]:
         """The migrations found running: those that have neither joined nor left are waited for, ``wait`` at most."""

@@ -193,7 +193,7 @@ class ClusterWorkflow:
         this = writer.start()
         wanted = self.s.wanted()
         if self._takeover.keeps_lost_throttle(workflow.now()):
-            wanted = throttle_union(wanted, writer.book.written)
+            wanted = throttle_union(wanted, self._takeover.lost)
         rates_before = writer.book.written.brokers
         error = await writer.write(wanted)
         if error is not None:

@@ -39,7 +39,7 @@ async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeOver)
     )
     if took is None:
         return set()
-    writer.book = took.book
+    writer.book, takeover.lost = took.book, took.book.written
     s.took_over(took)
     running = await workflow.execute_activity_method(ClusterActivities.running_migrations, s.aliases, **QUICK_CALL)
     awaiting = takeover.found(running, s.holders, workflow.now(), TAKE_OVER_WAIT)

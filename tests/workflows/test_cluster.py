@@ -6,6 +6,7 @@ import asyncio
 import threading
 import time
 import uuid
+from datetime import UTC, datetime
 
 import pytest
 from temporalio import activity
@@ -39,6 +40,7 @@ from tests.fakes import FakeKafka
 from tests.workflows.test_migration import plan_file, wait_for
 from worker import activities_for
 from workflows import ClusterWorkflow, MigrationWorkflow
+from workflows.policies import TAKE_OVER_WAIT
 
 TOPICS = ("a", "b", "c")
 
@@ -748,3 +750,23 @@ async def test_the_next_coordinator_keeps_a_freeze_sent_as_a_signal(local_env):
         )
         result = await handle.result()
     assert result.verified
+
+
+async def test_after_a_take_over_a_migration_that_ends_leaves_no_throttle_for_the_take_over_wait(local_env):
+    """A coordinator taking over keeps the lost run's throttle entries for TAKE_OVER_WAIT, but only those: a migration
+    that runs and ends meanwhile has its own entries taken off at its leave, not when the wait is over."""
+    fake = shared_cluster(partitions=2, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        coordinator_input = ClusterInput(name=name, cluster_id=fake.cluster_id)
+        await set_cluster_limits(local_env, worker.task_queue, coordinator_input, Limits(max_partitions=2))
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        await coordinator.terminate(reason="lost")
+        taken_over = datetime.now(UTC)
+        handle = await start(local_env, worker.task_queue, name, plan_for(fake, "a"), Limits(max_partitions=2))
+        result = await handle.result()
+        ended = datetime.now(UTC)
+    assert result.verified and not result.throttle_left
+    assert not any(c for c in fake.broker_configs.values()) and not any(c for c in fake.topic_configs.values())
+    # Well within the take-over's wait: the migration's leave did not wait for it.
+    assert ended - taken_over < TAKE_OVER_WAIT, ended - taken_over

@@ -1,0 +1,232 @@
+"""The throttle band against a fixed throttle at its ceiling, side by side on the local sandbox, under a client load
+that changes while the data moves.
+
+    .venv/bin/drover sandbox up && .venv/bin/python -m bench.band.run [--mb 50] [--ceiling 20MB/s]
+        [--capacity 30MB/s] [--headroom 20%] [--low 1MB/s] [--high 8MB/s] [--phase-s 15]
+
+A client producer (acks=all, 10 kB messages) writes to a load topic whose partitions lead on brokers 1 and 2 and
+follow on 3 and 4, at --low, then --high, then --low again, --phase-s each, over and over. Three runs, one after
+the other, each under the same load from its start:
+- **quiet**: the load alone, three phases long: the clients' latency with no migration;
+- **band**: a topic of 8 partitions of --mb MB at RF 2 on brokers 1 and 2 moves to brokers 3 and 4 (every replica
+  moves, at most 4 moves in flight) with `--throttle auto` (its estimate is the floor) under the throttle band
+  (ceiling --ceiling, capacity --capacity, headroom --headroom), set on the cluster's coordinator;
+- **fixed**: the same migration of a fresh topic under a fixed throttle of --ceiling.
+Prints, for each, the load's produce latency p50 and p99 (acknowledged messages sent from the first move to the end;
+the load's phases start over at the first move), the
+makespan (the migration's own time moving, after its estimate), the makespan against the bound at the ceiling (the
+bytes the busiest broker receives or serves ÷ --ceiling) and the bytes copied; then the goals' ratios: the band's
+p99 against the quiet p99 (goal ≤ 1.2) and the band's makespan against the fixed one (goal ≤ 1.15). The migrations
+run on the sandbox's worker, which reads the brokers' metrics (their JMX exporter). Asserts nothing about time.
+"""
+
+import argparse
+import asyncio
+import os
+import statistics
+import threading
+import time
+import uuid
+
+from confluent_kafka import Producer
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from adapters.temporal import connect
+from bench.makespan.run import fill
+from cli.rates import parse_rate, share_option
+from models.admission import Limits
+from models.band import BandSettings
+from models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
+from models.migration import EstimateSettings, MigrationInput
+from models.plan import PartitionReplicas
+from models.results import MigrationResult
+from settings import Settings, load_settings
+from workflows import ClusterWorkflow, MigrationWorkflow
+
+PARTITIONS = 8
+LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)
+MESSAGE = 10_000
+
+
+class ChangingLoad(threading.Thread):
+    """Writes ``rates[i]`` bytes per second during the i-th phase of ``phase_s`` (cycling), acks=all, to partitions 0
+    and 1 of ``topic``; keeps each acknowledged message's (send time, latency)."""
+
+    def __init__(self, settings: Settings, topic: str, rates: list[int], phase_s: float):
+        super().__init__(daemon=True)
+        config, _ = client_configs(settings)
+        self.producer = Producer(config | {"acks": "all", "linger.ms": 1}, logger=rdkafka_logger())
+        self.topic, self.rates, self.phase_s = topic, rates, phase_s
+        self.stopped, self.latencies = threading.Event(), []
+        self.began = time.monotonic()
+
+    def run(self) -> None:
+        value, owed, at, sent = os.urandom(MESSAGE), 0.0, time.monotonic(), 0
+        while not self.stopped.is_set():
+            now = time.monotonic()
+            rate = self.rates[int((now - self.began) / self.phase_s) % len(self.rates)]
+            owed += rate * (now - at)
+            at = now
+            while owed >= MESSAGE:
+                try:
+                    self.producer.produce(
+                        self.topic, value=value, partition=sent % 2, on_delivery=self._delivered(time.monotonic())
+                    )
+                except BufferError:
+                    break
+                owed -= MESSAGE
+                sent += 1
+            self.producer.poll(0.002)
+        self.producer.flush(30)
+
+    def _delivered(self, sent_at: float):
+        def done(err, _msg) -> None:
+            if err is None:
+                self.latencies.append((sent_at, time.monotonic() - sent_at))
+
+        return done
+
+    def percentiles(self, since: float, until: float) -> tuple[float, float, int]:
+        found = sorted(lat for at, lat in self.latencies if since <= at <= until)
+        if len(found) < 2:
+            return float("nan"), float("nan"), len(found)
+        cuts = statistics.quantiles(found, n=100)
+        return cuts[49] * 1000, cuts[98] * 1000, len(found)
+
+
+async def set_band(client, settings: Settings, cluster_id: str, band: BandSettings | None) -> None:
+    start = WithStartWorkflowOperation(
+        ClusterWorkflow.run,
+        ClusterInput(name=settings.cluster_name, cluster_id=cluster_id),
+        id=cluster_workflow_id(cluster_id),
+        task_queue=settings.task_queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    change = ClusterBandChange(band=band, actor="bench", reason="bench.band.run")
+    await client.execute_update_with_start_workflow("set_band_update", change, start_workflow_operation=start)
+
+
+async def migrate(
+    settings: Settings, admin: KafkaAdmin, load: "ChangingLoad", mb: int, ceiling: int, banded: bool
+) -> dict:
+    """One migration of a fresh topic, under the band (its estimate the floor) or a fixed throttle of ``ceiling``;
+    the clients' latency counts from its first move."""
+    topic = f"bench-band-{uuid.uuid4().hex[:6]}"
+    original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)]
+    target = [[3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)]
+    admin.create_topic(topic, original)
+    try:
+        await asyncio.to_thread(fill, settings, topic, PARTITIONS, mb)
+        sizes = {r.partition: r.size_bytes for r in admin.describe_log_dirs([1, 2]) if r.topic == topic}
+        # Each partition copies to two new replicas from its leader: brokers 3 and 4 receive everything, each
+        # leader serves its partitions twice.
+        serve = {b: 2 * sum(sizes[p] for p in range(PARTITIONS) if original[p][0] == b) for b in (1, 2)}
+        busiest = max(sum(sizes.values()), *serve.values())
+        plan = [PartitionReplicas(topic=topic, partition=p, replicas=target[p]) for p in range(PARTITIONS)]
+        estimate = EstimateSettings(sample_s=5, auto_throttle=True, floor_bytes_per_s=2_000_000) if banded else None
+        migration = MigrationInput(
+            cluster=settings.cluster_name,
+            moves=plan,
+            limits=LIMITS,
+            throttle_bytes_per_s=None if banded else ceiling,
+            estimate=estimate,
+        )
+        client = await connect(settings)
+        handle = await client.start_workflow(
+            MigrationWorkflow.run,
+            migration,
+            id=f"bench-band-{uuid.uuid4().hex[:8]}",
+            task_queue=settings.task_queue,
+            result_type=MigrationResult,
+        )
+        # The load's phases start over with the first move, so both migrations move under the same load.
+        while not (progress := await handle.query(MigrationWorkflow.progress)).in_flight and not progress.done:
+            await asyncio.sleep(0.2)
+        began = load.began = time.monotonic()
+        result = await handle.result()
+        assert result.verified, result.failure
+        return {
+            "began": began,
+            "ended": time.monotonic(),
+            "moving_s": result.moving_s,
+            "bound_s": busiest / ceiling,
+            "copied": 2 * sum(sizes.values()),
+            "band_changes": sum(1 for a in result.actions if a.action == "band" and a.actor == "drover"),
+        }
+    finally:
+        admin.delete_topics([topic])
+
+
+def line(name: str, p50: float, p99: float, count: int, run: dict | None) -> str:
+    text = f"{name:>5}: produce latency p50 {p50:6.1f} ms, p99 {p99:6.1f} ms ({count} messages)"
+    if run is not None:
+        text += (
+            f"; makespan {run['moving_s']:.1f} s, bound {run['bound_s']:.1f} s at the ceiling, makespan/bound "
+            f"{run['moving_s'] / run['bound_s']:.2f}; {run['copied'] / 1e6:.0f} MB copied"
+            + (f"; {run['band_changes']} band changes" if name == "band" else "")
+        )
+    return text
+
+
+async def main_async(args) -> None:
+    settings = load_settings()
+    if not settings.broker_metrics:
+        raise SystemExit('no DROVER_BROKER_METRICS: run `eval "$(drover sandbox env)"` against the sandbox first')
+    admin = KafkaAdmin(settings)
+    client = await connect(settings)
+    cluster_id = admin.describe_cluster().cluster_id
+    ceiling = parse_rate(args.ceiling)
+    band = BandSettings(
+        ceiling=ceiling, capacity=parse_rate(args.capacity), headroom=100 * share_option("--headroom", args.headroom)
+    )
+    rates = [parse_rate(args.low), parse_rate(args.high), parse_rate(args.low)]
+    loaded = f"bench-band-load-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(loaded, [[1, 3], [2, 4]])
+    found: dict[str, tuple] = {}
+    try:
+        for name in ("quiet", "band", "fixed"):
+            load = ChangingLoad(settings, loaded, rates, args.phase_s)
+            load.start()
+            try:
+                if name == "quiet":
+                    began = time.monotonic()
+                    await asyncio.sleep(3 * args.phase_s)
+                    run, until = None, time.monotonic()
+                else:
+                    await set_band(client, settings, cluster_id, band if name == "band" else None)
+                    run = await migrate(settings, admin, load, args.mb, ceiling, banded=name == "band")
+                    began, until = run["began"], run["ended"]
+            finally:
+                load.stopped.set()
+                load.join()
+            found[name] = (*load.percentiles(began, until), run)
+            print(line(name, *found[name]), flush=True)
+    finally:
+        await set_band(client, settings, cluster_id, None)
+        admin.delete_topics([loaded])
+        admin.close()
+    quiet_p99, band_p99 = found["quiet"][1], found["band"][1]
+    band_run, fixed_run = found["band"][3], found["fixed"][3]
+    print(
+        f"band p99 / quiet p99 {band_p99 / quiet_p99:.2f} (goal <= 1.2); fixed p99 / quiet p99 "
+        f"{found['fixed'][1] / quiet_p99:.2f}; band makespan / fixed makespan "
+        f"{band_run['moving_s'] / fixed_run['moving_s']:.2f} (goal <= 1.15)"
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mb", type=int, default=50, help="megabytes per partition (8 partitions)")
+    parser.add_argument("--ceiling", default="20MB/s", help="the band's ceiling, and the fixed run's throttle")
+    parser.add_argument("--capacity", default="30MB/s", help="each broker's capacity, for the band")
+    parser.add_argument("--headroom", default="20%")
+    parser.add_argument("--low", default="1MB/s", help="the client load in its low phases")
+    parser.add_argument("--high", default="8MB/s", help="the client load in its high phase")
+    parser.add_argument("--phase-s", type=float, default=15.0, help="seconds each load phase lasts")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
