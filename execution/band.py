@@ -73,8 +73,10 @@ class ThrottleBand(BaseModel):
     ) -> list[str]:
         """A reading of the brokers' traffic (bytes per second by counter, ``adapters.broker_metrics``) taken from
         ``source``, for the brokers of banded moves with their floors: the band worked out again. The changes,
-        each with its reason (a change of source too). A broker the reading lacks keeps its floor."""
-        assert self.settings is not None
+        each with its reason (a change of source too). A broker the reading lacks keeps its floor. A reading that
+        ends after the band was turned off changes nothing."""
+        if self.settings is None:
+            return []
         told = [f"traffic read from {source}"] if source != self.source else []
         self.source, self.read_at, self.error = source, now, None
         for b, floor in sorted(wanted.items()):

@@ -2,7 +2,7 @@
 that changes while the data moves.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.band.run [--mb 50] [--ceiling 20MB/s]
-        [--capacity 30MB/s] [--headroom 20%] [--low 1MB/s] [--high 8MB/s] [--phase-s 15]
+        [--capacity 25MB/s] [--headroom 20%] [--low 1MB/s] [--high 8MB/s] [--phase-s 15]
 
 A client producer (acks=all, 10 kB messages) writes to a load topic whose partitions lead on brokers 1 and 2 and
 follow on 3 and 4, at --low, then --high, then --low again, --phase-s each, over and over. Three runs, one after
@@ -220,7 +220,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mb", type=int, default=50, help="megabytes per partition (8 partitions)")
     parser.add_argument("--ceiling", default="20MB/s", help="the band's ceiling, and the fixed run's throttle")
-    parser.add_argument("--capacity", default="30MB/s", help="each broker's capacity, for the band")
+    parser.add_argument("--capacity", default="25MB/s", help="each broker's capacity, for the band")
     parser.add_argument("--headroom", default="20%")
     parser.add_argument("--low", default="1MB/s", help="the client load in its low phases")
     parser.add_argument("--high", default="8MB/s", help="the client load in its high phase")

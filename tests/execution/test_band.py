@@ -180,3 +180,9 @@ def test_a_take_over_keeps_the_band_and_continue_as_new_carries_it():
     again = ClusterState(name="c")
     again.took_over(took)
     assert again.band.settings == settings
+
+
+def test_a_reading_that_ends_after_the_band_was_turned_off_changes_nothing():
+    b = ThrottleBand()
+    assert b.read({3: traffic(10 * MB)}, "metrics", {3: FLOOR}, T0) == []
+    assert b.brokers == {} and b.source == "" and b.read_at is None

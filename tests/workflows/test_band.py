@@ -15,8 +15,10 @@ from models.migration import EstimateSettings, MigrationEstimateInput, Migration
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, wait_for_status
+from tests.workflows.test_migration import wait_for
 from worker import activities_for
 from workflows import ClusterWorkflow
+from workflows.policies import BAND_READ_EVERY, BAND_WINDOW
 
 FLOOR = 2_000
 
@@ -92,3 +94,34 @@ async def test_an_estimated_migration_runs_in_the_band_and_the_change_is_told_wi
     assert any(a.action == "band" and "follower rate" in a.reason for a in result.actions)
     # Nothing of Drover's is left on Kafka.
     assert not any(FOLLOWER_RATE in c or LEADER_RATE in c for c in fake.broker_configs.values())
+
+
+async def test_the_band_turned_off_while_a_reading_is_under_way_drops_the_reading(local_env):
+    """A reading of the brokers' traffic that ends after the band was turned off changes nothing: the coordinator
+    goes on, and the moves run at their estimate's rates again."""
+    fake = shared_cluster(partitions=4, ticks=40)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    activities = [a for a in activities_for(fake) if a.__name__ != "estimate"] + [floor_estimate]
+    band = BandSettings(ceiling=50_000, capacity=100_000, headroom=30)
+    async with worker_for(local_env.client, activities) as worker:
+        queue = worker.task_queue
+        coordinator_input = ClusterInput(name=name, cluster_id=fake.cluster_id)
+        await set_setting(local_env, queue, coordinator_input, ClusterBandChange(band=band, actor="ops", reason="on"))
+        migration = MigrationInput(
+            cluster=name,
+            moves=plan_for(fake, "a"),
+            limits=Limits(max_partitions=2),
+            estimate=EstimateSettings(metrics_ref="unused.parquet", auto_throttle=True),
+        )
+        handle = await start_migration(local_env.client, migration, queue)
+        coordinator = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+        await wait_for_status(coordinator, lambda s: any(a.actor == "drover" for a in s.actions if a.action == "band"))
+        # The next reading starts BAND_READ_EVERY after the first and lasts BAND_WINDOW: turned off within it.
+        await asyncio.sleep(BAND_READ_EVERY.total_seconds() + 1)
+        await set_setting(local_env, queue, coordinator_input, ClusterBandChange(band=None, actor="ops", reason="off"))
+        await asyncio.sleep(BAND_WINDOW.total_seconds())
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert status.band is None and status.band_brokers == {}
+        await wait_for(lambda: any(c.get(FOLLOWER_RATE) == str(FLOOR) for c in fake.broker_configs.values()), "floor")
+        result = await handle.result()
+    assert result.verified
