@@ -19,9 +19,12 @@ class TrafficActivities:
 
     @activity.defn
     def read_traffic(self, req: TrafficRequest) -> TrafficReading:
-        """The brokers' bytes per second over the window, heartbeating while it passes."""
-        spec, asked = self.broker_metrics, set(req.brokers)
-        urls = {b: u for b, u in broker_metrics_urls(spec, req.brokers).items() if b in asked} if spec else {}
+        """The brokers' bytes per second over the window (every broker when none is named), heartbeating while it
+        passes."""
+        spec = self.broker_metrics
+        brokers = req.brokers or self.admin.describe_cluster().broker_ids
+        asked = set(brokers)
+        urls = {b: u for b, u in broker_metrics_urls(spec, brokers).items() if b in asked} if spec else {}
         source = LOG_GROWTH
         if urls:
             try:

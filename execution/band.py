@@ -72,17 +72,19 @@ class ThrottleBand(BaseModel):
         self, traffic: dict[int, dict[str, float]], source: str, wanted: dict[int, Rates], now: datetime
     ) -> list[str]:
         """A reading of the brokers' traffic (bytes per second by counter, ``adapters.broker_metrics``) taken from
-        ``source``, for the brokers of banded moves with their floors: the band worked out again. The changes,
-        each with its reason (a change of source too). A broker the reading lacks keeps its floor. A reading that
-        ends after the band was turned off changes nothing."""
+        ``source``; ``wanted``: the brokers of banded moves with their floors. The band worked out again for every
+        broker read (one with no banded move as if its floor were nothing: ready for the first). The changes on the
+        brokers of banded moves, each with its reason (a change of source too). A broker the reading lacks keeps
+        its floor. A reading that ends after the band was turned off changes nothing."""
         if self.settings is None:
             return []
         told = [f"traffic read from {source}"] if source != self.source else []
         self.source, self.read_at, self.error = source, now, None
-        for b, floor in sorted(wanted.items()):
+        for b in sorted({*traffic, *wanted}):
             if b not in traffic:
                 self.brokers.pop(b, None)
                 continue
+            floor, moving = wanted.get(b, (0, 0)), b in wanted
             was = self.brokers.get(b)
             measured = other_traffic(traffic[b])
             smooth = (
@@ -95,13 +97,16 @@ class ThrottleBand(BaseModel):
             room = (int(max(free - smooth[1], 0)), int(max(free - smooth[0], 0)))
             target = (self._target(room[0], floor[0]), self._target(room[1], floor[1]))
             rates = target if was is None else (_steady(was.rates[0], target[0]), _steady(was.rates[1], target[1]))
-            now_band = BrokerBand(
-                rates=rates, floor=floor, room=room, traffic=smooth, starved=room[0] < floor[0] or room[1] < floor[1]
-            )
+            starved = room[0] < floor[0] or room[1] < floor[1]
+            now_band = BrokerBand(rates=rates, floor=floor, room=room, traffic=smooth, starved=starved, moving=moving)
             self.brokers[b] = now_band
-            before = was.rates if was is not None else floor
-            if was is None or rates != was.rates or now_band.starved != was.starved:
-                told.append(self._reason(b, was, now_band, before))
+            if not moving:
+                continue
+            # A broker read before its first banded move is told once it has one, against its estimate's rates.
+            if was is None or not was.moving:
+                told.append(self._reason(b, None, now_band, floor))
+            elif rates != was.rates or starved != was.starved:
+                told.append(self._reason(b, was, now_band, was.rates))
         return told
 
     def failed(self, why: str, now: datetime) -> bool:
@@ -114,7 +119,7 @@ class ThrottleBand(BaseModel):
         band = self.brokers.get(broker)
         if self.settings is None or band is None:
             return floor
-        if self.settings.when_starved == "pause":
+        if self.settings.when_starved == "pause" and band.moving:
             return band.rates
         return (max(band.rates[0], floor[0]), max(band.rates[1], floor[1]))
 
@@ -133,7 +138,7 @@ class ThrottleBand(BaseModel):
         """Paused for starvation: the move goes through a starved broker."""
         if self.settings is None or self.settings.when_starved != "pause":
             return False
-        return any((band := self.brokers.get(b)) is not None and band.starved for b in {*m.original, *m.target})
+        return any((band := self.brokers.get(b)) is not None and band.starved and band.moving for b in m.brokers)
 
     def _target(self, room: int, floor: int) -> int:
         assert self.settings is not None

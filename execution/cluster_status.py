@@ -55,7 +55,7 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         next_change=s.windows.next_change(now),
         disk_max=s.disk.limits,
         band=s.band.settings,
-        band_brokers=s.band.brokers,
+        band_brokers={b: band for b, band in s.band.brokers.items() if band.moving},
         band_source=s.band.source,
         disks=s.disk.status([m for _, m in s.in_flight()], {b: fr for b, (_, fr) in written.brokers.items()}),
         actions=s.actions,
@@ -82,7 +82,7 @@ def cluster_details(s: ClusterState, now: datetime) -> str:
         f"time windows: {s.windows.text()}" + (f"; **outside them now**{_until(s, now)}" if s.outside else ""),
         *(f"- disk: new copies onto {why}" for why in s.disk.waiting.values()),
         f"throttle band: {s.band.settings.text() if s.band.settings else 'off'}",
-        *(f"- band: broker {b} {band.text()}" for b, band in sorted(s.band.brokers.items())),
+        *(f"- band: broker {b} {band.text()}" for b, band in sorted(s.band.brokers.items()) if band.moving),
     ]
     lines += [f"- {h.migration_id}: {len(h.in_flight)} in flight" for h in s.holders.values()]
     if last is not None:

@@ -51,6 +51,8 @@ class BrokerBand(BaseModel):
     room: Rates
     traffic: tuple[float, float]
     starved: bool = False
+    # A banded move goes through it (else it was read ahead of one, as if its floor were nothing).
+    moving: bool = True
 
     def text(self) -> str:
         """How it reads in `drover cluster status`."""
@@ -64,7 +66,7 @@ class BrokerBand(BaseModel):
 
 
 class TrafficRequest(BaseModel):
-    """The brokers whose traffic the coordinator reads for its band, over a window of ``window_s``."""
+    """The brokers whose traffic the coordinator reads for its band (none: every broker), over ``window_s``."""
 
     brokers: list[int]
     window_s: float = Field(5.0, gt=0)

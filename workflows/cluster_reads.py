@@ -82,7 +82,7 @@ class TrafficReader:
 
     def due_at(self, s: ClusterState) -> datetime | None:
         """When the next reading is to start (None: not while nothing is banded, or one is under way)."""
-        if self._reading is not None or not self._wanted(s):
+        if self._reading is not None or self._brokers(s) is None:
             return None
         return s.band.read_at + BAND_READ_EVERY if s.band.read_at is not None else workflow.now()
 
@@ -102,14 +102,19 @@ class TrafficReader:
                     told = [f"broker traffic could not be read ({why}); the band's rates stand"]
         for text in told:
             s.note("band", text, workflow.now())
-        wanted = self._wanted(s)
-        if self._reading is None and wanted and s.band.due(workflow.now(), BAND_READ_EVERY):
-            request = TrafficRequest(brokers=sorted(wanted), window_s=BAND_WINDOW.total_seconds())
+        brokers = self._brokers(s)
+        if self._reading is None and brokers is not None and s.band.due(workflow.now(), BAND_READ_EVERY):
+            request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds())
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []
 
     @staticmethod
-    def _wanted(s: ClusterState) -> dict[int, tuple[int, int]]:
-        """The brokers of the banded moves in flight, with their floors (none under the operator's own rate)."""
-        return floors(s.asked()) if s.band.settings is not None and s.rate is None else {}
+    def _brokers(s: ClusterState) -> list[int] | None:
+        """The brokers to read: those of the banded moves in flight; every broker ([]) while migrations have joined
+        but none is moving yet, so that their first moves start in the band; None: nothing to read (no band, or the
+        operator's own rate replaces it)."""
+        if s.band.settings is None or s.rate is not None:
+            return None
+        moving = floors(s.asked())
+        return sorted(moving) if moving else [] if s.holders else None

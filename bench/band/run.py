@@ -2,7 +2,7 @@
 that changes while the data moves.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.band.run [--mb 50] [--ceiling 20MB/s]
-        [--capacity 25MB/s] [--headroom 20%] [--low 1MB/s] [--high 8MB/s] [--phase-s 15]
+        [--capacity 25MB/s] [--headroom 20%] [--low 1MB/s] [--high 8MB/s] [--phase-s 15] [--runs 1]
 
 A client producer (acks=all, 10 kB messages) writes to a load topic whose partitions lead on brokers 1 and 2 and
 follow on 3 and 4, at --low, then --high, then --low again, --phase-s each, over and over. Three runs, one after
@@ -16,7 +16,8 @@ Prints, for each, the load's produce latency p50 and p99 (acknowledged messages 
 the load's phases start over at the first move), the
 makespan (the migration's own time moving, after its estimate), the makespan against the bound at the ceiling (the
 bytes the busiest broker receives or serves ÷ --ceiling) and the bytes copied; then the goals' ratios: the band's
-p99 against the quiet p99 (goal ≤ 1.2) and the band's makespan against the fixed one (goal ≤ 1.15). The migrations
+p99 against the quiet p99 (goal ≤ 1.2) and the band's makespan against the fixed one (goal ≤ 1.15), as medians
+over --runs rounds of the three. The migrations
 run on the sandbox's worker, which reads the brokers' metrics (their JMX exporter). Asserts nothing about time.
 """
 
@@ -59,7 +60,7 @@ class ChangingLoad(threading.Thread):
         config, _ = client_configs(settings)
         self.producer = Producer(config | {"acks": "all", "linger.ms": 1}, logger=rdkafka_logger())
         self.topic, self.rates, self.phase_s = topic, rates, phase_s
-        self.stopped, self.latencies = threading.Event(), []
+        self.stopped, self.latencies = threading.Event(), list[tuple[float, float]]()
         self.began = time.monotonic()
 
     def run(self) -> None:
@@ -176,7 +177,7 @@ async def main_async(args) -> None:
         raise SystemExit('no DROVER_BROKER_METRICS: run `eval "$(drover sandbox env)"` against the sandbox first')
     admin = KafkaAdmin(settings)
     client = await connect(settings)
-    cluster_id = admin.describe_cluster().cluster_id
+    cluster_id = admin.describe_cluster().cluster_id or ""
     ceiling = parse_rate(args.ceiling)
     band = BandSettings(
         ceiling=ceiling, capacity=parse_rate(args.capacity), headroom=100 * share_option("--headroom", args.headroom)
@@ -184,35 +185,40 @@ async def main_async(args) -> None:
     rates = [parse_rate(args.low), parse_rate(args.high), parse_rate(args.low)]
     loaded = f"bench-band-load-{uuid.uuid4().hex[:6]}"
     admin.create_topic(loaded, [[1, 3], [2, 4]])
-    found: dict[str, tuple] = {}
+    found: dict[str, list[tuple]] = {"quiet": [], "band": [], "fixed": []}
     try:
-        for name in ("quiet", "band", "fixed"):
-            load = ChangingLoad(settings, loaded, rates, args.phase_s)
-            load.start()
-            try:
-                if name == "quiet":
-                    began = time.monotonic()
-                    await asyncio.sleep(3 * args.phase_s)
-                    run, until = None, time.monotonic()
-                else:
-                    await set_band(client, settings, cluster_id, band if name == "band" else None)
-                    run = await migrate(settings, admin, load, args.mb, ceiling, banded=name == "band")
-                    began, until = run["began"], run["ended"]
-            finally:
-                load.stopped.set()
-                load.join()
-            found[name] = (*load.percentiles(began, until), run)
-            print(line(name, *found[name]), flush=True)
+        for number in range(1, args.runs + 1):
+            for name in found:
+                load = ChangingLoad(settings, loaded, rates, args.phase_s)
+                load.start()
+                try:
+                    if name == "quiet":
+                        began = time.monotonic()
+                        await asyncio.sleep(3 * args.phase_s)
+                        run, until = None, time.monotonic()
+                    else:
+                        await set_band(client, settings, cluster_id, band if name == "band" else None)
+                        run = await migrate(settings, admin, load, args.mb, ceiling, banded=name == "band")
+                        began, until = run["began"], run["ended"]
+                finally:
+                    load.stopped.set()
+                    load.join()
+                found[name].append((*load.percentiles(began, until), run))
+                print(f"run {number} " + line(name, *found[name][-1]), flush=True)
     finally:
         await set_band(client, settings, cluster_id, None)
         admin.delete_topics([loaded])
         admin.close()
-    quiet_p99, band_p99 = found["quiet"][1], found["band"][1]
-    band_run, fixed_run = found["band"][3], found["fixed"][3]
+    p99 = {name: statistics.median(r[1] for r in runs) for name, runs in found.items()}
+    moving = {name: statistics.median(r[3]["moving_s"] for r in found[name]) for name in ("band", "fixed")}
     print(
-        f"band p99 / quiet p99 {band_p99 / quiet_p99:.2f} (goal <= 1.2); fixed p99 / quiet p99 "
-        f"{found['fixed'][1] / quiet_p99:.2f}; band makespan / fixed makespan "
-        f"{band_run['moving_s'] / fixed_run['moving_s']:.2f} (goal <= 1.15)"
+        f"medians of {args.runs}: p99 quiet {p99['quiet']:.1f} ms, band {p99['band']:.1f} ms, fixed "
+        f"{p99['fixed']:.1f} ms; makespan band {moving['band']:.1f} s, fixed {moving['fixed']:.1f} s"
+    )
+    print(
+        f"band p99 / quiet p99 {p99['band'] / p99['quiet']:.2f} (goal <= 1.2); fixed p99 / quiet p99 "
+        f"{p99['fixed'] / p99['quiet']:.2f}; band makespan / fixed makespan {moving['band'] / moving['fixed']:.2f} "
+        "(goal <= 1.15)"
     )
 
 
@@ -225,6 +231,7 @@ def main() -> None:
     parser.add_argument("--low", default="1MB/s", help="the client load in its low phases")
     parser.add_argument("--high", default="8MB/s", help="the client load in its high phase")
     parser.add_argument("--phase-s", type=float, default=15.0, help="seconds each load phase lasts")
+    parser.add_argument("--runs", type=int, default=1, help="rounds of the three runs; medians printed")
     asyncio.run(main_async(parser.parse_args()))
 
 

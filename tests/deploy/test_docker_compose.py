@@ -88,7 +88,22 @@ def test_services_wait_for_what_they_need_to_be_healthy():
     }
     for name, wanted in needs.items():
         depends = services[name]["depends_on"]
-        assert set(depends) == wanted and all(d["condition"] == "service_healthy" for d in depends.values()), name
+        # Besides, a broker waits for the JMX exporter agent to be fetched (a one-shot service).
+        healthy = {d for d, c in depends.items() if c["condition"] == "service_healthy"}
+        assert healthy == wanted and set(depends) - healthy <= {"jmx-exporter"}, name
     # The worker's healthcheck reads its metrics, so it must serve them on the port it checks.
     port = services["worker"]["environment"]["DROVER_METRICS_PORT"]
     assert f"127.0.0.1:{port}/metrics" in " ".join(services["worker"]["healthcheck"]["test"])
+
+
+def test_every_broker_serves_its_traffic_through_the_jmx_exporter_and_the_worker_reads_it():
+    services = compose_config()["services"]
+    fetch = " ".join(services["jmx-exporter"]["command"])
+    assert "repo1.maven.org/maven2/io/prometheus/jmx/jmx_prometheus_javaagent/" in fetch
+    for name, s in services.items():
+        if name.startswith("broker-"):
+            agent, _, config = s["environment"]["KAFKA_OPTS"].removeprefix("-javaagent:").partition("=7071:")
+            assert agent.rsplit("/", 1)[0] in mounts(s) and config in mounts(s), name
+            assert s["depends_on"]["jmx-exporter"]["condition"] == "service_completed_successfully", name
+    url = services["worker"]["environment"]["DROVER_BROKER_METRICS"]
+    assert url == "http://broker-{broker}:7071/metrics"

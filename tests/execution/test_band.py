@@ -186,3 +186,15 @@ def test_a_reading_that_ends_after_the_band_was_turned_off_changes_nothing():
     b = ThrottleBand()
     assert b.read({3: traffic(10 * MB)}, "metrics", {3: FLOOR}, T0) == []
     assert b.brokers == {} and b.source == "" and b.read_at is None
+
+
+def test_brokers_read_before_their_first_move_start_it_in_the_band_and_are_told_once_it_moves():
+    b = band()
+    # Read while the migration estimates: nothing is told but the source.
+    assert b.read({3: traffic(10 * MB)}, "metrics", {}, T0) == ["traffic read from metrics"]
+    assert not b.brokers[3].moving and b.rates_for(3, FLOOR) == (70 * MB, 60 * MB)
+    m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
+    assert not b.holds(m)
+    (told,) = b.read({3: traffic(10 * MB)}, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10))
+    assert told.endswith("follower rate 2.0 MB/s → 60.0 MB/s; leader rate 2.0 MB/s → 70.0 MB/s")
+    assert b.brokers[3].moving

@@ -5,6 +5,7 @@ readings, stay inside the band at every sample of Kafka's configs, and the coord
 with its reason. The estimate's rates are the floor; `drover cluster band` sets the rest."""
 
 import asyncio
+import contextlib
 import threading
 import time
 
@@ -60,22 +61,23 @@ class ConfigSampler(threading.Thread):
         return [r[broker][1] for t, r in self.samples if t >= since and r.get(broker, (None, None))[1] is not None]
 
 
-async def test_the_band_follows_a_changing_load_and_stays_inside_it(
-    stack: Sandbox, real_client, admin, real_settings, topic_name
-):
+@contextlib.asynccontextmanager
+async def banded_move(real_client, admin, real_settings, topic_name: str, mb: int, metrics: str | None, why: str):
+    """Partition 0 of ``topic_name`` (``mb`` MB on brokers 1 and 2) moving to brokers 1 and 3, estimated, under the
+    band set by `drover cluster band`, with a worker reading the brokers' metrics at ``metrics`` (None: none), while
+    a producer writes LOW to a load topic led by broker 1 and followed on broker 3: (the migration, the coordinator,
+    the producer, the partition moving). The producer stops at the end."""
     data, loaded = topic_name, f"{topic_name}-load"
     admin.create_topic(data, [[1, 2]])
     admin.create_topic(loaded, [[1, 3]])
     tp = TopicPartition(topic=data, partition=0)
     wait_until(lambda: len(admin.describe_partition(tp).isr) == 2, what="topic in sync")
-    await asyncio.to_thread(fill, real_settings, data, 0, DATA_MB)
-    metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    await asyncio.to_thread(fill, real_settings, data, 0, mb)
     load = Load(real_settings, loaded, LOW)
-    sampler = ConfigSampler(admin, [1, 2, 3])
     async with worker_for(real_client, activities_for(admin, broker_metrics=metrics)) as worker:
         cli = cli_against(real_settings, worker.task_queue)
         band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
-        code, _, err = await cli("cluster", "band", *band, "--reason", "use what the brokers spare")
+        code, _, err = await cli("cluster", "band", *band, "--reason", why)
         assert code == 0, err
         load.start()
         estimate = EstimateSettings(sample_s=2, auto_throttle=True, floor_bytes_per_s=300_000)
@@ -84,6 +86,20 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
         )
         handle = await start_migration(real_client, migration, worker.task_queue)
         coordinator = real_client.get_workflow_handle(f"cluster:{admin.describe_cluster().cluster_id}")
+        try:
+            yield handle, coordinator, load, tp
+        finally:
+            load.stopped.set()
+    admin.delete_topics([data, loaded])
+
+
+async def test_the_band_follows_a_changing_load_and_stays_inside_it(
+    stack: Sandbox, real_client, admin, real_settings, topic_name
+):
+    metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    sampler = ConfigSampler(admin, [1, 2, 3])
+    moving = banded_move(real_client, admin, real_settings, topic_name, DATA_MB, metrics, "use what the brokers spare")
+    async with moving as (handle, coordinator, load, tp):
         sampler.start()
         try:
             # The first reading under the low load: the copy runs well above its floor.
@@ -115,7 +131,6 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
             progress = await handle.query(MigrationWorkflow.progress)
             result = await asyncio.wait_for(handle.result(), 600)
         finally:
-            load.stopped.set()
             sampler.stopped.set()
         status = await coordinator.query(ClusterWorkflow.status)
     assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
@@ -141,7 +156,6 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
     # Nothing of Drover's is left on Kafka.
     left = admin.describe_broker_configs([1, 2, 3], overrides_only=True)
     assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in left.values())
-    admin.delete_topics([data, loaded])
 
 
 @pytest.mark.parametrize("pages", ["none", "one dead"])
@@ -150,36 +164,18 @@ async def test_without_metrics_pages_or_with_one_dead_log_growth_drives_the_band
 ):
     """With no metrics pages, or with broker 3's page not answering (said in the audit), the band is driven by
     the growth of the partitions' logs: 1 MB/s written through brokers 1 and 3 leaves them 8 of their 9 MB/s."""
-    data, loaded = topic_name, f"{topic_name}-load"
-    admin.create_topic(data, [[1, 2]])
-    admin.create_topic(loaded, [[1, 3]])
-    tp = TopicPartition(topic=data, partition=0)
-    wait_until(lambda: len(admin.describe_partition(tp).isr) == 2, what="topic in sync")
-    await asyncio.to_thread(fill, real_settings, data, 0, 200)
     dead = "http://127.0.0.1:9/metrics"
     urls = {1: stack.s.broker_metrics_url(1), 2: stack.s.broker_metrics_url(2), 3: dead}
     metrics = None if pages == "none" else ",".join(f"{b}={u}" for b, u in urls.items())
-    load = Load(real_settings, loaded, LOW)
     sampler = ConfigSampler(admin, [1, 3])
-    async with worker_for(real_client, activities_for(admin, broker_metrics=metrics)) as worker:
-        cli = cli_against(real_settings, worker.task_queue)
-        band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
-        code, _, err = await cli("cluster", "band", *band, "--reason", "band from log growth")
-        assert code == 0, err
-        load.start()
-        estimate = EstimateSettings(sample_s=2, auto_throttle=True, floor_bytes_per_s=300_000)
-        migration = MigrationInput(
-            cluster="clitest", moves=[PartitionReplicas(topic=data, partition=0, replicas=[1, 3])], estimate=estimate
-        )
-        handle = await start_migration(real_client, migration, worker.task_queue)
-        coordinator = real_client.get_workflow_handle(f"cluster:{admin.describe_cluster().cluster_id}")
+    async with banded_move(real_client, admin, real_settings, topic_name, 200, metrics, "from log growth") as moving:
+        handle, coordinator, _, _ = moving
         sampler.start()
         try:
             banded = lambda: [r for r in sampler.follower_on(3, 0) if 6 * MB <= r <= 8.5 * MB]  # noqa: E731
             await asyncio.to_thread(wait_until, banded, 180, 0.5, "the band's rate from log growth")
             result = await asyncio.wait_for(handle.result(), 600)
         finally:
-            load.stopped.set()
             sampler.stopped.set()
         status = await coordinator.query(ClusterWorkflow.status)
     assert result.verified
@@ -190,4 +186,3 @@ async def test_without_metrics_pages_or_with_one_dead_log_growth_drives_the_band
     else:
         assert source.startswith(f"traffic read from log growth (the Admin API), as broker metrics at {dead}"), told
     print(f"{pages}: {source}; broker 3's follower rate {max(banded()) / MB:.2f} MB/s at most in the band")
-    admin.delete_topics([data, loaded])
