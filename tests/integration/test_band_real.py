@@ -133,7 +133,7 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
         finally:
             sampler.stopped.set()
         status = await coordinator.query(ClusterWorkflow.status)
-    assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
+        assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
     # Inside the band at every sample: at or above the estimate's rates, at most the ceiling.
     assert progress.estimate is not None
     floors = progress.estimate.rates()
