@@ -15,6 +15,9 @@ value differs from the one in force by more than STEADY; each change is told wit
 less than the floor, the broker is starved: the floor holds, with a warning, unless the operator chose to pause; then
 the copies through it run at what headroom leaves (never below MIN_RATE) and no new move goes through it.
 
+Brokers read before their first banded move (while its migration estimates) get a band as if their floor were
+nothing, so that move starts in the band; its floor counts from the next reading, and the change is told then.
+
 A fixed throttle (a migration's own ``--throttle RATE``, or the operator's cluster-wide rate) is not banded.
 """
 
