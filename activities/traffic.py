@@ -22,9 +22,12 @@ class TrafficActivities:
         """The brokers' bytes per second over the window (every broker when none is named), heartbeating while it
         passes."""
         spec = self.broker_metrics
+        if not spec:
+            # Log growth reads every broker's partitions in any case.
+            found = traffic_of(self.admin, {}, req.window_s, activity.heartbeat)
+            return TrafficReading(source=LOG_GROWTH, brokers=_only(found.brokers, req.brokers))
         brokers = req.brokers or self.admin.describe_cluster().broker_ids
-        asked = set(brokers)
-        urls = {b: u for b, u in broker_metrics_urls(spec, brokers).items() if b in asked} if spec else {}
+        urls = {b: u for b, u in broker_metrics_urls(spec, brokers).items() if b in set(brokers)}
         source = LOG_GROWTH
         if urls:
             try:
@@ -34,4 +37,9 @@ class TrafficActivities:
                 activity.logger.warning("broker traffic from log growth: %s", e)
                 source = f"{LOG_GROWTH}, as {e}"
         found = traffic_of(self.admin, {}, req.window_s, activity.heartbeat)
-        return TrafficReading(source=source, brokers={b: r for b, r in found.brokers.items() if b in asked})
+        return TrafficReading(source=source, brokers=_only(found.brokers, req.brokers))
+
+
+def _only(rates: dict[int, dict[str, float]], brokers: list[int]) -> dict[int, dict[str, float]]:
+    """The rates of the brokers asked for (every broker when none is named)."""
+    return {b: r for b, r in rates.items() if b in brokers} if brokers else rates
