@@ -1,7 +1,7 @@
 # Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the lint, format and
 # type checks (`make lint`) and then the test suite. They install what they need first: a virtual environment in
-# .venv (pip), Kafka jars from Maven Central on first use (into .cache/), and for the tests the docker-compose checker
-# and Chromium (Debian packages).
+# .venv (pip), Kafka jars from Maven Central on first use (into .cache/), and for the tests the docker-compose checker,
+# Chromium and Prometheus (Debian packages).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -9,14 +9,14 @@ STAMP := $(VENV)/.installed
 DROVER := $(VENV)/bin/drover
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install docker-compose chromium stack-down clean
+.PHONY: demo test lint install docker-compose chromium prometheus stack-down clean
 
 demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
 # The tests on the real stack and the rest run side by side (tests/run); PYTEST_ARGS runs one pytest with them.
-test: lint docker-compose chromium
+test: lint docker-compose chromium prometheus
 	tests/run $(PYTEST_ARGS)
 
 # Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
@@ -47,6 +47,14 @@ chromium:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; }
+
+# A Prometheus server (Debian package) scrapes the test sandbox's brokers in the test of that traffic source.
+prometheus:
+	@command -v prometheus >/dev/null || { \
+		echo "installing prometheus (Debian package) for the test of reading broker traffic through its query API"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
 
 stack-down:
 	$(DROVER) sandbox down

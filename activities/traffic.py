@@ -4,12 +4,12 @@ page does not answer) from the growth of the partitions' logs through the Admin 
 
 from temporalio import activity
 
-from adapters.broker_metrics import BrokerMetricsError, traffic_of
+from adapters.broker_metrics import BrokerMetricsError, traffic_from
 from adapters.kafka_port import KafkaPort
 from models.band import TrafficReading, TrafficRequest
-from settings import broker_metrics_urls
 
 LOG_GROWTH = "log growth (the Admin API)"
+SOURCES = {"metrics": "the brokers' metrics", "prometheus": "a Prometheus server"}
 
 
 class TrafficActivities:
@@ -20,26 +20,14 @@ class TrafficActivities:
     @activity.defn
     def read_traffic(self, req: TrafficRequest) -> TrafficReading:
         """The brokers' bytes per second over the window (every broker when none is named), heartbeating while it
-        passes."""
-        spec = self.broker_metrics
-        if not spec:
-            # Log growth reads every broker's partitions in any case.
-            found = traffic_of(self.admin, {}, req.window_s, activity.heartbeat)
-            return TrafficReading(source=LOG_GROWTH, brokers=_only(found.brokers, req.brokers))
-        brokers = req.brokers or self.admin.describe_cluster().broker_ids
-        urls = {b: u for b, u in broker_metrics_urls(spec, brokers).items() if b in set(brokers)}
+        passes. When the source named cannot tell, log growth does, and the reading says why."""
         source = LOG_GROWTH
-        if urls:
+        if self.broker_metrics:
             try:
-                found = traffic_of(self.admin, urls, req.window_s, activity.heartbeat)
-                return TrafficReading(source="the brokers' metrics", brokers=found.brokers)
+                found = traffic_from(self.admin, self.broker_metrics, req.window_s, req.brokers, activity.heartbeat)
+                return TrafficReading(source=SOURCES[found.source], brokers=found.brokers)
             except BrokerMetricsError as e:
                 activity.logger.warning("broker traffic from log growth: %s", e)
                 source = f"{LOG_GROWTH}, as {e}"
-        found = traffic_of(self.admin, {}, req.window_s, activity.heartbeat)
-        return TrafficReading(source=source, brokers=_only(found.brokers, req.brokers))
-
-
-def _only(rates: dict[int, dict[str, float]], brokers: list[int]) -> dict[int, dict[str, float]]:
-    """The rates of the brokers asked for (every broker when none is named)."""
-    return {b: r for b, r in rates.items() if b in brokers} if brokers else rates
+        found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
+        return TrafficReading(source=source, brokers=found.brokers)

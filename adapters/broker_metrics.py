@@ -1,16 +1,23 @@
 """Live broker traffic. From Prometheus' JMX exporter (the Java agent on each broker): the broker-wide byte counters,
 scraped from a broker's ``/metrics`` page, and their rates between two scrapes (clients' bytes in and out,
-replication bytes in and out, and the part of replication that is reassignment). Without it, from the growth of each
+replication bytes in and out, and the part of replication that is reassignment); or the same counters' latest rates
+from a Prometheus server that scrapes those pages, through its query API. Without either, from the growth of each
 partition's log through the Admin API: a leader takes in what its log grows by, and its followers replicate it."""
 
+import json
 import time
+import urllib.parse
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from adapters.kafka_port import KafkaPort
+from settings import PrometheusServer, broker_metrics_urls, prometheus_server
+
+# Over how far back a Prometheus server's latest two samples are looked for: scrapes at least every 30 s.
+PROMETHEUS_RANGE = "1m"
 
 # Kafka's BrokerTopicMetrics (all topics), as the exporter names their counts.
 COUNTERS = {
@@ -75,13 +82,76 @@ def rates(before: TrafficSample, after: TrafficSample) -> dict[str, float]:
     return out
 
 
+def query(server: PrometheusServer, brokers: Sequence[int] = (), timeout_s: float = 5.0) -> dict[int, dict[str, float]]:
+    """Each broker's latest rates (COUNTERS' keys) from a Prometheus server: the broker-wide series (no ``topic``
+    label) summed by the label holding the broker ID. Every broker it has when ``brokers`` is empty; a broker asked
+    for that it lacks is an error."""
+    found: dict[int, dict[str, float]] = {}
+    for key, name in COUNTERS.items():
+        promql = f'sum by ({server.label}) (irate({name}_total{{topic=""}}[{PROMETHEUS_RANGE}]))'
+        for series in _ask(server, promql, timeout_s):
+            broker = series.get("metric", {}).get(server.label, "")
+            if broker.isdigit() and (not brokers or int(broker) in brokers):
+                found.setdefault(int(broker), {})[key] = float(series["value"][1])
+    where = f"Prometheus at {server.url}"
+    if not found:
+        raise BrokerMetricsError(
+            f"{where}: no Kafka BrokerTopicMetrics byte counters with a {server.label!r} label holding a broker ID"
+        )
+    if missing := sorted(set(brokers) - set(found)):
+        raise BrokerMetricsError(f"{where}: no series labelled {server.label}= broker {', '.join(map(str, missing))}")
+    return found
+
+
+def _ask(server: PrometheusServer, promql: str, timeout_s: float) -> list[dict]:
+    """The result of an instant query (a vector)."""
+    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            body = json.loads(answer.read())
+    except OSError as e:
+        raise BrokerMetricsError(f"Prometheus at {server.url}: cannot be read: {getattr(e, 'reason', e)}") from None
+    except ValueError:
+        raise BrokerMetricsError(f"Prometheus at {server.url}: the query API did not answer in JSON") from None
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error", body) if isinstance(body, dict) else body
+        raise BrokerMetricsError(f"Prometheus at {server.url}: the query failed: {error}")
+    return body["data"]["result"]
+
+
 @dataclass(frozen=True)
 class Traffic:
     """Each broker's bytes per second over a window (COUNTERS' keys; one a source cannot tell is missing), and the
-    source: "metrics" (the brokers' JMX exporter pages) or "log growth" (the Admin API)."""
+    source: "metrics" (the brokers' JMX exporter pages), "prometheus" (a Prometheus server's latest rates) or "log
+    growth" (the Admin API)."""
 
     source: str
     brokers: dict[int, dict[str, float]]
+
+
+def traffic_from(
+    admin: KafkaPort,
+    spec: str | None,
+    window_s: float,
+    brokers: Sequence[int] = (),
+    tick: Callable[[], None] = lambda: None,
+) -> Traffic:
+    """The traffic of ``brokers`` (every broker when none is named) from where DROVER_BROKER_METRICS ``spec`` says:
+    a Prometheus server, the brokers' pages (scraped ``window_s`` apart), or log growth over ``window_s`` when it is
+    unset. Raises BrokerMetricsError when the source named cannot tell."""
+    if not spec:
+        found = traffic_of(admin, {}, window_s, tick)
+        return Traffic(found.source, {b: r for b, r in found.brokers.items() if not brokers or b in brokers})
+    server = prometheus_server(spec)
+    if server is not None:
+        return Traffic("prometheus", query(server, brokers))
+    # A URL template needs the broker IDs; a list names its own.
+    if not brokers and "{broker}" in spec:
+        brokers = admin.describe_cluster().broker_ids
+    urls = {b: url for b, url in broker_metrics_urls(spec, brokers).items() if not brokers or b in brokers}
+    if not urls:
+        raise BrokerMetricsError(f"DROVER_BROKER_METRICS names no page of broker {', '.join(map(str, brokers))}")
+    return traffic_of(admin, urls, window_s, tick)
 
 
 def traffic_of(

@@ -118,14 +118,20 @@ class KafkaAdmin:
         return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
-        """Replicas, ISR and leader of every partition of ``topics`` (all non-internal topics when None)."""
+        """Replicas, ISR and leader of every partition of ``topics`` (all non-internal topics when None: a topic
+        deleted between the listing and its description is left out)."""
         names = sorted(set(topics)) if topics is not None else self.list_topics()
         if not names:
             return []
         futures = self._ck.describe_topics(TopicCollection(names), request_timeout=self._timeout)
         states = []
         for name in names:
-            description = self._describe_topic(name, futures[name])
+            try:
+                description = self._describe_topic(name, futures[name])
+            except KafkaAdminError as e:
+                if topics is None and unknown_topic(e):
+                    continue
+                raise
             for p in description.partitions:
                 states.append(
                     PartitionState(

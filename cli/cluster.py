@@ -235,11 +235,11 @@ def traffic(
     as_json: bool = typer.Option(False, "--json", help="Print the rates as JSON"),
 ) -> None:
     """Each broker's traffic now, in bytes per second: from clients in and out, replication in and out. Read from
-    the brokers' Prometheus metrics (DROVER_BROKER_METRICS: Prometheus' JMX exporter agent on each broker; the
-    sandbox's brokers run it), else from the growth of every partition's log through the Admin API (which cannot
-    tell bytes out to consumers)."""
-    from adapters.broker_metrics import BrokerMetricsError, traffic_of
-    from settings import broker_metrics_urls
+    the brokers' Prometheus metrics (DROVER_BROKER_METRICS: Prometheus' JMX exporter agent on each broker, which
+    the sandbox's brokers run, or a Prometheus server scraping them, whose latest rates are shown whatever the
+    window), else from the growth of every partition's log through the Admin API (which cannot tell bytes out to
+    consumers)."""
+    from adapters.broker_metrics import BrokerMetricsError, traffic_from
 
     settings: Settings = ctx.obj
     out = Output(as_json)
@@ -249,11 +249,7 @@ def traffic(
         raise DroverError(f"--window: {e}", exit_code=2) from None
     admin = open_kafka(settings)
     try:
-        spec = settings.broker_metrics
-        # Only a URL template needs the broker IDs; log growth reads them itself.
-        brokers = admin.describe_cluster().broker_ids if spec and "{broker}" in spec else []
-        urls = broker_metrics_urls(spec, brokers) if spec else {}
-        found = traffic_of(admin, urls, seconds)
+        found = traffic_from(admin, settings.broker_metrics, seconds)
     except BrokerMetricsError as e:
         raise DroverError(str(e)) from None
     finally:

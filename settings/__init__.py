@@ -6,6 +6,7 @@ Kafka credentials live here and only here: they never enter a workflow input, so
 
 import os
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
@@ -94,15 +95,17 @@ class Settings(BaseSettings):
     )
     broker_metrics: str | None = Field(
         None,
-        description="Where each broker serves its Prometheus metrics (Prometheus' JMX exporter agent): a URL with "
-        "{broker} for the broker ID (http://kafka-{broker}:7071/metrics), or BROKER=URL,...; unset: brokers' "
-        "traffic is read from log growth through the Admin API",
+        description="Where the brokers' traffic is read: each broker's Prometheus metrics page (Prometheus' JMX "
+        "exporter agent), a URL with {broker} for the broker ID (http://kafka-{broker}:7071/metrics) or "
+        "BROKER=URL,...; or a Prometheus server that scrapes those pages, prometheus:URL[,label=NAME] (the label "
+        "holding the broker ID, broker if not given); unset: brokers' traffic is read from log growth through the "
+        "Admin API",
     )
 
     @field_validator("broker_metrics")
     @classmethod
     def _valid_broker_metrics(cls, text: str | None) -> str | None:
-        if text is not None:
+        if text is not None and prometheus_server(text) is None:
             broker_metrics_urls(text, [])
         return text
 
@@ -159,6 +162,36 @@ def load_settings(**given) -> Settings:
         raise SettingsError(f"bad setting: {describe_validation_error(e)}") from None
 
 
+PROMETHEUS = "prometheus:"
+
+
+@dataclass(frozen=True)
+class PrometheusServer:
+    """A Prometheus server's query API (``url``, its base) whose series of the brokers' pages carry the broker ID in
+    the label ``label``."""
+
+    url: str
+    label: str = "broker"
+
+
+def prometheus_server(spec: str) -> PrometheusServer | None:
+    """The Prometheus server DROVER_BROKER_METRICS names (prometheus:URL[,label=NAME]), or None when it names the
+    brokers' pages. Raises ValueError on a prometheus: spec that is not of that shape."""
+    spec = spec.strip()
+    if not spec.startswith(PROMETHEUS):
+        return None
+    url, *options = (part.strip() for part in spec.removeprefix(PROMETHEUS).split(","))
+    label = "broker"
+    for option in options:
+        key, _, value = option.partition("=")
+        if key.strip() != "label" or not value.strip().isidentifier():
+            raise ValueError(f"{option!r}: a Prometheus server takes one option, label=NAME (the broker ID's label)")
+        label = value.strip()
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"{url!r}: give the Prometheus server's URL, prometheus:http://prometheus:9090")
+    return PrometheusServer(url.rstrip("/"), label)
+
+
 def broker_metrics_urls(spec: str, brokers: Iterable[int]) -> dict[int, str]:
     """Each broker's metrics URL from DROVER_BROKER_METRICS: a template with {broker}, or BROKER=URL,... (a broker
     not listed has none). Raises ValueError on a spec of neither shape."""
@@ -170,8 +203,8 @@ def broker_metrics_urls(spec: str, brokers: Iterable[int]) -> dict[int, str]:
         broker, _, url = item.strip().partition("=")
         if not broker.strip().isdigit() or not url.strip().startswith(("http://", "https://")):
             raise ValueError(
-                f"{item.strip()!r}: give a URL with {{broker}} (http://kafka-{{broker}}:7071/metrics) or "
-                "BROKER=URL,... (1=http://host:7071/metrics)"
+                f"{item.strip()!r}: give a URL with {{broker}} (http://kafka-{{broker}}:7071/metrics), "
+                "BROKER=URL,... (1=http://host:7071/metrics) or a Prometheus server (prometheus:http://host:9090)"
             )
         urls[int(broker)] = url.strip()
     return urls

@@ -59,3 +59,31 @@ def test_a_page_that_is_not_prometheus_text_or_lacks_the_counters_is_one_error(t
     other.write_text("# TYPE jvm_threads_current gauge\njvm_threads_current 12.0\n")
     with pytest.raises(BrokerMetricsError, match="no Kafka BrokerTopicMetrics byte counters"):
         scrape(other.as_uri())
+
+
+def test_a_prometheus_server_is_named_by_its_url_and_the_label_that_holds_the_broker_id():
+    from settings import PrometheusServer, Settings, SettingsError, load_settings, prometheus_server
+
+    assert prometheus_server("http://kafka-{broker}:7071/metrics") is None
+    assert prometheus_server(" prometheus:http://prom:9090/ ") == PrometheusServer("http://prom:9090", "broker")
+    assert prometheus_server("prometheus:https://prom,label=kafka_broker_id") == PrometheusServer(
+        "https://prom", "kafka_broker_id"
+    )
+    for bad, why in [
+        ("prometheus:prom:9090", "give the Prometheus server's URL"),
+        ("prometheus:http://prom:9090,job=kafka", "takes one option, label=NAME"),
+        ("prometheus:http://prom:9090,label=broker id", "takes one option, label=NAME"),
+    ]:
+        with pytest.raises(ValueError, match=why):
+            prometheus_server(bad)
+        with pytest.raises(SettingsError, match=f"bad setting: .*{why}"):
+            load_settings(broker_metrics=bad)
+    assert Settings(broker_metrics="prometheus:http://prom:9090").broker_metrics == "prometheus:http://prom:9090"
+
+
+def test_a_prometheus_server_that_does_not_answer_names_its_url():
+    from adapters.broker_metrics import query
+    from settings import PrometheusServer
+
+    with pytest.raises(BrokerMetricsError, match=r"Prometheus at http://127.0.0.1:9: cannot be read"):
+        query(PrometheusServer("http://127.0.0.1:9"), [1], timeout_s=1)

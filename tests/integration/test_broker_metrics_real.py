@@ -10,9 +10,13 @@ import time
 from pathlib import Path
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
+from activities.traffic import TrafficActivities
 from adapters.broker_metrics import rates, scrape
+from models.band import TrafficReading, TrafficRequest
 from sandbox import Sandbox
+from sandbox.prometheus import Prometheus
 from settings import Settings
 from tests.integration.helpers import produce, wait_until
 
@@ -53,40 +57,82 @@ def test_a_write_shows_as_bytes_in_on_the_leader_and_replication_in_on_the_follo
         admin.delete_topics([topic_name])
 
 
-def drover_traffic(stack: Sandbox, metrics: bool) -> dict:
-    """`drover cluster traffic --json` against the test sandbox, from its brokers' metrics or from log growth."""
+@pytest.fixture(scope="module")
+def prometheus(stack: Sandbox):
+    """A Prometheus server scraping the test sandbox's brokers every second; its URL."""
+    server = Prometheus(stack.s, interval_s=1)
+    yield server.up()
+    server.down()
+
+
+def drover_traffic(stack: Sandbox, spec: str | None) -> dict:
+    """`drover cluster traffic --json` against the test sandbox, with DROVER_BROKER_METRICS ``spec``."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")}
     env |= {"DROVER_KAFKA_BOOTSTRAP": stack.s.bootstrap}
-    if metrics:
-        env["DROVER_BROKER_METRICS"] = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    if spec:
+        env["DROVER_BROKER_METRICS"] = spec
     argv = [sys.executable, "-c", "from cli.app import main; main()", "cluster", "traffic", "--window", "4s", "--json"]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("metrics", [True, False], ids=["from the brokers' metrics", "from log growth"])
+@pytest.mark.parametrize("source", ["metrics", "prometheus", "log growth"])
 def test_drover_cluster_traffic_shows_a_steady_write_on_its_leader_and_follower(
-    stack: Sandbox, real_settings: Settings, admin, topic_name, metrics
+    stack: Sandbox, real_settings: Settings, admin, topic_name, source, request
 ):
-    admin.create_topic(topic_name, [[1, 2]])
-    writing = threading.Event()
-    writer = threading.Thread(target=_write_until, args=(real_settings, topic_name, writing), daemon=True)
-    writer.start()
-    try:
-        wait_until(writing.is_set, timeout_s=30, what="the writer's first acknowledged batch")
-        shown = drover_traffic(stack, metrics)
-    finally:
-        writing.clear()
-        writer.join(timeout=60)
-        admin.delete_topics([topic_name])
+    spec = None
+    if source == "metrics":
+        spec = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    elif source == "prometheus":
+        spec = "prometheus:" + request.getfixturevalue("prometheus")
+    shown = _while_writing(real_settings, admin, topic_name, lambda: drover_traffic(stack, spec))
     brokers = {int(b): rates for b, rates in shown["brokers"].items()}
     print(f"{shown['source']}: " + "; ".join(f"{b}: {r}" for b, r in sorted(brokers.items())))
-    assert shown["source"] == ("metrics" if metrics else "log growth")
+    assert shown["source"] == source
     assert brokers[1]["bytes_in"] > 0.1 * MB and brokers[2]["replication_in"] > 0.1 * MB
     assert brokers[1]["replication_out"] > 0.1 * MB
     # The brokers that hold no replica of the topic take in nothing from it (nothing else writes meanwhile).
     assert all(brokers[b]["bytes_in"] < 0.01 * MB for b in brokers if b not in (1, 2))
+
+
+def test_the_band_reads_a_prometheus_server_and_falls_back_to_log_growth_when_it_does_not_answer(
+    real_settings: Settings, admin, topic_name, prometheus
+):
+    def read(spec: str) -> TrafficReading:
+        request = TrafficRequest(brokers=[1, 2], window_s=2.0)
+        return ActivityEnvironment().run(TrafficActivities(admin, spec).read_traffic, request)
+
+    reading = _while_writing(real_settings, admin, topic_name, lambda: read(f"prometheus:{prometheus},label=broker"))
+    print(f"{reading.source}: {reading.brokers}")
+    assert reading.source == "a Prometheus server" and set(reading.brokers) == {1, 2}
+    assert reading.brokers[1]["bytes_in"] > 0.1 * MB and reading.brokers[2]["replication_in"] > 0.1 * MB
+    assert reading.brokers[1]["bytes_out"] < 0.01 * MB  # nobody reads the topic
+
+    # A label that holds no broker ID, and a server that does not answer: log growth tells, and the source says why.
+    unlabelled = read(f"prometheus:{prometheus},label=job")
+    assert unlabelled.source.startswith("log growth (the Admin API), as Prometheus at http://127.0.0.1:")
+    assert "no Kafka BrokerTopicMetrics byte counters with a 'job' label holding a broker ID" in unlabelled.source
+    dead = read("prometheus:http://127.0.0.1:9")
+    assert dead.source.startswith("log growth (the Admin API), as Prometheus at http://127.0.0.1:9: cannot be read")
+    assert set(dead.brokers) == {1, 2}
+
+
+def _while_writing(settings: Settings, admin, topic: str, look):
+    """What ``look`` returns while a steady write goes to a new topic with its leader on broker 1 and its follower
+    on broker 2, at least three seconds after it began (a Prometheus server scraping every second has seen it)."""
+    admin.create_topic(topic, [[1, 2]])
+    writing = threading.Event()
+    writer = threading.Thread(target=_write_until, args=(settings, topic, writing), daemon=True)
+    writer.start()
+    try:
+        wait_until(writing.is_set, timeout_s=30, what="the writer's first acknowledged batch")
+        time.sleep(3)
+        return look()
+    finally:
+        writing.clear()
+        writer.join(timeout=60)
+        admin.delete_topics([topic])
 
 
 def _write_until(settings: Settings, topic: str, writing: threading.Event) -> None:

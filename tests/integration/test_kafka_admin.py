@@ -88,6 +88,21 @@ def test_errors_name_the_partition(admin, topic_name):
         admin.alter_reassignments({TopicPartition(topic=topic_name, partition=0): [99]})
 
 
+def test_a_topic_deleted_between_the_listing_and_its_description_is_left_out_of_all_topics(admin, topic_name):
+    admin.create_topic(topic_name, [[1, 2]])
+    listed = admin.list_topics()
+    admin.delete_topics([topic_name])
+    wait_until(lambda: topic_name not in admin.list_topics(), timeout_s=30, what="the topic's deletion")
+    # What a reading of every topic sees when the deletion lands between its two requests.
+    admin.list_topics = lambda: listed
+    try:
+        assert topic_name not in {s.topic for s in admin.describe_topics()}
+        with pytest.raises(KafkaAdminError, match=f"describe topic {topic_name} failed: .*Unknown topic"):
+            admin.describe_topics([topic_name])
+    finally:
+        del admin.list_topics
+
+
 def test_a_validate_only_config_change_asks_kafka_and_changes_nothing(admin):
     # KIP-1066's cordon, as a decommission's check asks for it: Kafka 4.4 takes "*" and refuses a dir it lacks.
     admin.validate_broker_config(4, {"cordoned.log.dirs": "*"})
