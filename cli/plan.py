@@ -12,7 +12,15 @@ from adapters.kafka_port import open_kafka
 from cli.errors import DroverError, broker_ids
 from cli.groups import grouped
 from cli.output import Output
-from cli.plan_files import load_model, partition_label, read_json, rollback_file, validate, write_reassignment
+from cli.plan_files import (
+    collector_paused,
+    load_model,
+    partition_label,
+    read_json,
+    rollback_file,
+    validate,
+    write_reassignment,
+)
 from cli.rates import parse_duration
 from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from models.units import human_bytes
@@ -92,7 +100,11 @@ def plan(
 
       drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --sample 30s --out plan.json
     """
-    output = Output(as_json)
+    with collector_paused():
+        _plan(ctx, source, goals, out, Output(as_json))
+
+
+def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, out: Path, output: Output) -> None:
     pattern = _topic_pattern(goals.topics)
     remove = broker_ids("--remove-brokers", goals.remove_brokers)
     balance_tolerance = _tolerance(goals.tolerance)

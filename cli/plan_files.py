@@ -1,7 +1,10 @@
 """Kafka's reassignment JSON files as Drover reads and writes them: a plan, its rollback beside it, and every input
 file read in one pass, a bad one named in one line with the entry at fault."""
 
+import gc
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
@@ -38,10 +41,25 @@ def load_model(path: Path, model, label):
         data = path.read_bytes()
     except OSError as e:
         raise DroverError(f"{path}: cannot read: {e.strerror}", exit_code=2) from None
+    with collector_paused():
+        try:
+            return TypeAdapter(model).validate_json(data)
+        except ValidationError:
+            return validate(path, read_json(path), model, label)
+
+
+@contextmanager
+def collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off for a while, as it was after. A million partitions are millions of
+    objects, none of them garbage: left on, the collector walks them again and again while they are built and looked
+    through, and takes several times as long as the work itself."""
+    collecting = gc.isenabled()
+    gc.disable()
     try:
-        return TypeAdapter(model).validate_json(data)
-    except ValidationError:
-        return validate(path, read_json(path), model, label)
+        yield
+    finally:
+        if collecting:
+            gc.enable()
 
 
 def read_json(path: Path):

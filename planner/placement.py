@@ -27,23 +27,25 @@ class Placement:
     group: dict[int, str | None]  # brokers whose quotas may trade: one rack when balancing per rack, else all
     load: dict[int, int] = field(default_factory=dict)
     hosted: dict[int, set[int]] = field(default_factory=dict)
-    topic_load: Counter = field(default_factory=Counter)
+    topic_load: dict[int, Counter] = field(default_factory=dict)  # per broker, its replicas of each topic
     bytes_load: Counter = field(default_factory=Counter)
     open: set[int] = field(default_factory=set)  # brokers below their quota
     by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
 
     def __post_init__(self) -> None:
         # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
-        self.hosted = {b: set() for b in self.rack_of}
-        on_kept = [(i, b) for i, replicas in enumerate(self.replicas) for b in replicas if b in self.hosted]
-        for i, b in on_kept:
-            self.hosted[b].add(i)
+        hosted: dict[int, set[int]] = {b: set() for b in self.rack_of}
+        self.hosted = hosted
+        for i, replicas in enumerate(self.replicas):
+            for b in replicas:
+                if (on := hosted.get(b)) is not None:
+                    on.add(i)
         topics, sizes = self.topics, self.sizes
-        self.topic_load.update((topics[i], b) for i, b in on_kept)
+        self.topic_load = {b: Counter(map(topics.__getitem__, on)) for b, on in hosted.items()}
         if any(sizes):
-            for i, b in on_kept:
-                self.bytes_load[b] += sizes[i]
-        self.load = {b: len(self.hosted[b]) for b in self.rack_of}
+            for b, on in hosted.items():
+                self.bytes_load[b] = sum(map(sizes.__getitem__, on))
+        self.load = {b: len(on) for b, on in hosted.items()}
         self.open = set()
         for b in self.rack_of:
             self._reopen(b, 0)
@@ -53,7 +55,7 @@ class Placement:
     def _count(self, i: int, b: int, sign: int) -> None:
         room = self.quota[b] - self.load[b]
         self.load[b] += sign
-        self.topic_load[(self.topics[i], b)] += sign
+        self.topic_load[b][self.topics[i]] += sign
         self.bytes_load[b] += sign * self.sizes[i]
         if sign > 0:
             self.hosted[b].add(i)
@@ -132,4 +134,4 @@ class Placement:
             self.topic_load,
             self.bytes_load,
         )
-        return lambda b: (load[b] - quota[b], topic_load[(topic, b)], bytes_load[b], b)
+        return lambda b: (load[b] - quota[b], topic_load[b][topic], bytes_load[b], b)

@@ -13,6 +13,7 @@ Same input, same output: partitions and brokers are sorted first, and every choi
 
 import gc
 from collections import Counter
+from dataclasses import dataclass
 from itertools import chain
 
 from models.admission import bytes_to_copy
@@ -57,10 +58,13 @@ def _plan(request: PlanRequest) -> Plan:
     limit_of_rf = {rf: rack_limit(rf, rack_sizes) if racked else rf for rf in {len(p.replicas) for p in parts}}
     limits = [limit_of_rf[len(p.replicas)] for p in parts]
     original = [list(p.replicas) for p in parts]
+    # Replicas over their rack's limit, per partition, among the brokers kept.
+    over_rack = [_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True)]
     sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts] if request.sizes else [0] * len(parts)
     # One string object per topic: the topic counts are looked up millions of times on large clusters.
     canonical: dict[str, str] = {}
     topics = [canonical.setdefault(p.topic, p.topic) for p in parts]
+    before = Tally.of(original, sizes)
 
     placement = Placement(
         replicas=[list(r) for r in original],
@@ -88,12 +92,12 @@ def _plan(request: PlanRequest) -> Plan:
             request.balance_tolerance,
         )
         _place_by_bytes(placement, byte_bands, original, mandatory)
-        lower_bound = _off_or_over_rack(original, rack_of, limits)
+        lower_bound = _off(before, rack_of) + sum(over_rack)
         balance = "bytes per rack" if byte_bands.per_rack else "bytes"
     else:
         per_rack = quotas.balance == "per-rack"
         placement.reset_quotas(quotas.per_broker, {b: rack_of[b] if per_rack else None for b in kept})
-        lower_bound = _lower_bound(original, rack_of, limits, quotas.per_broker if per_rack else None)
+        lower_bound = _lower_bound(before, rack_of, over_rack, quotas.per_broker if per_rack else None)
         fill(placement, mandatory + evict_for_balance(placement))
         rebalance(placement)
         balance = quotas.balance if racked else "global"
@@ -106,7 +110,11 @@ def _plan(request: PlanRequest) -> Plan:
     final = _led(targets, kept, rates, request.balance_tolerance)
 
     changed = [i for i in range(len(parts)) if final[i] != original[i]]
-    flagged = _rack_flags(original, rack_of, rack_of_all, limits)
+    if len(rack_of) == len(rack_of_all) and racked:
+        flagged = [n > 0 for n in over_rack]  # every broker kept: the same count as the lower bound's
+    else:
+        flagged = _rack_flags(original, rack_of, rack_of_all, limits)
+    after = before.changed(original, final, sizes, changed)
     moves = sum(_moves(original[i], final[i]) for i in changed)
     summary = PlanSummary(
         partitions=len(parts),
@@ -116,9 +124,9 @@ def _plan(request: PlanRequest) -> Plan:
         partitions_changed=len(changed),
         leader_only_changes=sum(1 for i in changed if set(original[i]) == set(final[i])),
         bytes_to_move=sum(bytes_to_copy(original[i], final[i], sizes[i]) for i in changed) if request.sizes else None,
-        before=_spread(original, rack_of, flagged),
-        after=_spread(final, rack_of, _rack_flags(final, rack_of, rack_of_all, limits, like=(original, flagged))),
-        brokers=_broker_loads(original, final, sizes, rack_of_all, kept, bool(request.sizes)),
+        before=_spread(before, rack_of, flagged),
+        after=_spread(after, rack_of, _rack_flags(final, rack_of, rack_of_all, limits, like=(original, flagged))),
+        brokers=_broker_loads(before, after, rack_of_all, kept, bool(request.sizes)),
         balance=balance,
         max_moves_reached=budget_hit,
         bytes_balance=(
@@ -221,10 +229,10 @@ def _byte_balance(original, final, sizes, rates, b: Bands, rack_of, request: Pla
     )
 
 
-def _off_or_over_rack(original, rack_of, limits) -> int:
-    """Replicas that must move whatever the balance: on removed or unknown brokers, or over a rack limit."""
-    off = sum(1 for replicas in original for b in replicas if b not in rack_of)
-    return off + sum(_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True))
+def _off(tally: "Tally", rack_of) -> int:
+    """Replicas on removed or unknown brokers: they must move whatever the balance (as must those over a rack
+    limit)."""
+    return sum(n for b, n in tally.replicas.items() if b not in rack_of)
 
 
 def _kept_brokers(request: PlanRequest, rack_of: dict[int, str | None]) -> list[int]:
@@ -274,16 +282,14 @@ def _rack_excess(replicas: list[int], rack_of: dict[int, str | None], limit: int
     return sum(max(0, n - limit) for n in per_rack.values())
 
 
-def _lower_bound(original, rack_of, limits, per_rack_quotas: dict[int, int] | None) -> int:
+def _lower_bound(before: "Tally", rack_of, over_rack: list[int], per_rack_quotas: dict[int, int] | None) -> int:
     """Replicas on removed or unknown brokers, plus the larger of: replicas over a rack limit, and replicas over the
     fewest-moves quotas (R / B each, the extra ones to the fullest brokers; with per-rack balance, the quotas of the
     racks' totals). No globally balanced plan can move fewer; per rack, none that keeps those totals."""
-    off = sum(1 for replicas in original for b in replicas if b not in rack_of)
-    load = Counter(b for replicas in original for b in replicas if b in rack_of)
-    quota = per_rack_quotas or even_split(sum(len(r) for r in original), sorted(rack_of), load)
+    load = Counter({b: before.replicas[b] for b in rack_of})
+    quota = per_rack_quotas or even_split(before.replicas.total(), sorted(rack_of), load)
     over_quota = sum(max(0, load[b] - quota[b]) for b in rack_of)
-    over_rack = sum(_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True))
-    return off + max(over_quota, over_rack)
+    return _off(before, rack_of) + max(over_quota, sum(over_rack))
 
 
 def _within_budget(original, targets, must_move: set[int], budget: int) -> tuple[list[list[int]], bool]:
@@ -314,46 +320,66 @@ def _rack_flags(assignment, rack_of, rack_of_all, limits, like=None) -> list[boo
     ]
 
 
-def _spread(assignment, rack_of, flags: list[bool]) -> Spread:
-    load = Counter(chain.from_iterable(assignment))
-    leaders = Counter(r[0] for r in assignment)
-    kept_loads = [load[b] for b in rack_of]
-    kept_leaders = [leaders[b] for b in rack_of]
-    violations = sum(flags)
+@dataclass
+class Tally:
+    """An assignment's replicas, preferred leaders and bytes per broker."""
+
+    replicas: Counter
+    leaders: Counter
+    size: Counter
+
+    @classmethod
+    def of(cls, assignment: list[list[int]], sizes: list[int]) -> "Tally":
+        size: Counter[int] = Counter()
+        if any(sizes):
+            for r, s in zip(assignment, sizes, strict=True):
+                for b in r:
+                    size[b] += s
+        return cls(Counter(chain.from_iterable(assignment)), Counter(r[0] for r in assignment), size)
+
+    def changed(self, before: list[list[int]], after: list[list[int]], sizes: list[int], which: list[int]) -> "Tally":
+        """The tally of ``after``, which differs from ``before`` (this tally's) only in the partitions ``which``."""
+        replicas, leaders, size = Counter(self.replicas), Counter(self.leaders), Counter(self.size)
+        for i in which:
+            replicas.subtract(before[i])
+            replicas.update(after[i])
+            leaders[before[i][0]] -= 1
+            leaders[after[i][0]] += 1
+            if size:
+                for b in before[i]:
+                    size[b] -= sizes[i]
+                for b in after[i]:
+                    size[b] += sizes[i]
+        return Tally(replicas, leaders, size)
+
+
+def _spread(tally: Tally, rack_of, flags: list[bool]) -> Spread:
+    kept_loads = [tally.replicas[b] for b in rack_of]
+    kept_leaders = [tally.leaders[b] for b in rack_of]
     return Spread(
         replicas_min=min(kept_loads),
         replicas_max=max(kept_loads),
         leaders_min=min(kept_leaders),
         leaders_max=max(kept_leaders),
-        rack_violations=violations,
-        on_removed_or_unknown=sum(1 for r in assignment for b in r if b not in rack_of),
+        rack_violations=sum(flags),
+        on_removed_or_unknown=sum(n for b, n in tally.replicas.items() if b not in rack_of),
     )
 
 
-def _broker_loads(original, final, sizes, rack_of_all, kept, with_bytes: bool) -> list[BrokerLoad]:
-    everyone = sorted(set(rack_of_all) | {b for r in original for b in r})
+def _broker_loads(before: Tally, after: Tally, rack_of_all, kept, with_bytes: bool) -> list[BrokerLoad]:
+    everyone = sorted(set(rack_of_all) | {b for b, n in before.replicas.items() if n})
     kept_set = set(kept)
-
-    def tally(assignment):
-        replicas, leaders, size = Counter(chain.from_iterable(assignment)), Counter(r[0] for r in assignment), Counter()
-        if with_bytes:
-            for r, s in zip(assignment, sizes, strict=True):
-                for b in r:
-                    size[b] += s
-        return replicas, leaders, size
-
-    (rb, lb, sb), (ra, la, sa) = tally(original), tally(final)
     return [
         BrokerLoad(
             broker=b,
             rack=rack_of_all.get(b),
             removed=b not in kept_set,
-            replicas_before=rb[b],
-            replicas_after=ra[b],
-            leaders_before=lb[b],
-            leaders_after=la[b],
-            bytes_before=sb[b] if with_bytes else None,
-            bytes_after=sa[b] if with_bytes else None,
+            replicas_before=before.replicas[b],
+            replicas_after=after.replicas[b],
+            leaders_before=before.leaders[b],
+            leaders_after=after.leaders[b],
+            bytes_before=before.size[b] if with_bytes else None,
+            bytes_after=after.size[b] if with_bytes else None,
         )
         for b in everyone
     ]

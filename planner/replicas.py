@@ -51,9 +51,8 @@ def evict_for_balance(p: Placement) -> list[Hole]:
         excess = p.load[b] - p.quota[b]
         if excess <= 0:
             continue
-        sizes, topics, topic_load = p.sizes, p.topics, p.topic_load
-        hosted = p.hosted[b]
-        keys = [(sizes[i], -topic_load[(topics[i], b)], i) for i in hosted]
+        sizes, topics, of_topic = p.sizes, p.topics, p.topic_load[b]
+        keys = [(sizes[i], -of_topic[topics[i]], i) for i in p.hosted[b]]
         for *_, i in heapq.nsmallest(excess, keys):
             slot = p.replicas[i].index(b)
             holes.append(Hole(i, slot, p.take_out(i, slot), mandatory=False))
