@@ -6,6 +6,7 @@ broker under floor receives them, each along the shortest chain of hand-overs ("
 found breadth-first. A partition of one replica cannot change leader; the balance is then as close as it allows.
 """
 
+import heapq
 from collections import deque
 from itertools import chain
 
@@ -40,12 +41,50 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
     for b in sorted(led):
         while over(b) and _hand_over({b}, under_ceil, replicas, leader, led):
             pass
-    for b in sorted(led):
-        while under_floor(b) and _hand_over(
-            {c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b, replicas, leader, led
-        ):
-            pass
+    targets = {b for b in led if under_floor(b)}
+    held = _held(replicas, targets)
+    for b in sorted(targets):
+        # Most hand-overs are one hop: from the lowest above-floor leader of a partition b holds, the lowest such
+        # partition (what the search below finds first), taken from a heap; a leader that fell to the floor stays
+        # there, and the heap is rebuilt after a longer chain.
+        heap = _one_hop(held[b], leader, b)
+        while under_floor(b):
+            if _pop_valid(heap, leader, above_floor, led, b):
+                continue
+            if not _hand_over({c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b, replicas, leader, led):
+                break
+            heap = _one_hop(held[b], leader, b)
     return leader
+
+
+def _pop_valid(heap: list[tuple[int, int]], leader: list[int], above_floor, led, b: int) -> bool:
+    """Hand ``b`` the first partition on the heap whose leader is still the one noted and above the floor."""
+    while heap:
+        c, i = heapq.heappop(heap)
+        if leader[i] == c and above_floor(c):
+            led[c].discard(i)
+            led[b].add(i)
+            leader[i] = b
+            return True
+    return False
+
+
+def _held(replicas: list[list[int]], brokers: set[int]) -> dict[int, list[int]]:
+    """The partitions each of ``brokers`` holds a replica of."""
+    held: dict[int, list[int]] = {b: [] for b in brokers}
+    if brokers:
+        for i, r in enumerate(replicas):
+            for b in r:
+                if b in brokers:
+                    held[b].append(i)
+    return held
+
+
+def _one_hop(partitions: list[int], leader: list[int], b: int) -> list[tuple[int, int]]:
+    """A heap of (leader, partition) of the partitions ``b`` holds and does not lead."""
+    heap = [(leader[i], i) for i in partitions if leader[i] != b]
+    heapq.heapify(heap)
+    return heap
 
 
 def _hand_over(sources: set[int], is_target, replicas, leader, led) -> bool:

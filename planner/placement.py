@@ -31,6 +31,7 @@ class Placement:
     bytes_load: Counter = field(default_factory=Counter)
     open: set[int] = field(default_factory=set)  # brokers below their quota
     by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
+    bytes_changed: set[int] = field(default_factory=set)  # brokers whose bytes changed (for planner.ranking)
 
     def __post_init__(self) -> None:
         # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
@@ -57,6 +58,7 @@ class Placement:
         self.load[b] += sign
         self.topic_load[b][self.topics[i]] += sign
         self.bytes_load[b] += sign * self.sizes[i]
+        self.bytes_changed.add(b)
         if sign > 0:
             self.hosted[b].add(i)
         else:

@@ -27,6 +27,7 @@ import itertools
 
 from planner.bands import Bands
 from planner.placement import Hole, Placement
+from planner.ranking import LoadRanking
 
 # How many brokers on the other side are searched for each move: enough to find a fitting replica near the
 # wanted size, few enough that 100k partitions plan in seconds.
@@ -63,6 +64,7 @@ class Balancer:
                     lists[broker].append(entry)
         for entries in (*self.fresh.values(), *self.touched.values()):
             entries.sort()
+        self.ranking = LoadRanking(p, b.bytes_target)
 
     # -- bookkeeping ---------------------------------------------------------------------------------------------
 
@@ -171,15 +173,11 @@ class Balancer:
     def _others(self, broker: int, over: bool) -> list[int]:
         """Brokers on the other side, furthest first, and the furthest of the broker's own rack (where a tight rack
         limit keeps a partition's replica)."""
-        sign = 1 if over else -1
-        target, load = self.b.bytes_target, self.p.bytes_load
-        ranked = [(sign * load[b] / target[b] if target[b] else 0.0, b) for b in self.p.rack_of if b != broker]
-        chosen = [b for _, b in heapq.nsmallest(CANDIDATES, ranked)]
+        chosen = self.ranking.furthest(broker, over, CANDIDATES)
         if not self.p.racked:
             return chosen
-        rack = self.p.rack_of[broker]
-        same_rack = heapq.nsmallest(RACK_CANDIDATES, (x for x in ranked if self.p.rack_of[x[1]] == rack))
-        return chosen + [b for _, b in same_rack if b not in chosen]
+        same_rack = self.ranking.furthest(broker, over, RACK_CANDIDATES, rack=True)
+        return chosen + [b for b in same_rack if b not in chosen]
 
     def _shift(self, broker: int, over: bool) -> bool:
         """One replica from the over broker to another, or to the under broker from another."""
