@@ -168,11 +168,14 @@ def _start_quietly(place: SparkPlace) -> None:
 
 def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
     from estimator.metrics import MetricsError
+    from estimator.session import SparkUnavailable
 
     try:
         return run_estimate(place, moves_ref, metrics_ref, options)
     except MetricsError as e:
         raise DroverError(str(e), exit_code=2) from None
+    except SparkUnavailable as e:
+        raise DroverError(str(e)) from None
 
 
 def _offline_moves(plan: Path, current: Path | None, targets: list[PartitionReplicas]) -> list[MoveSpec]:

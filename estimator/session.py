@@ -1,4 +1,5 @@
-"""One SparkSession per process, created on first use and reused (starting one takes seconds).
+"""One SparkSession per process, created on first use and reused (starting one takes seconds): local, on a cluster's
+master (``spark://``), or on a Spark Connect server (``sc://``).
 
 The JVM's own output (its startup warnings, Spark's log at level error) goes to ``spark.log`` in the work folder,
 and each of its lines to the ``spark`` logger at level info: an event of the worker's structured log (one JSON
@@ -7,10 +8,12 @@ object a line with DROVER_LOG_FORMAT=json), hidden by the CLI, which logs warnin
 
 import logging
 import os
+import socket
 import subprocess
 import threading
 from pathlib import Path
 from typing import IO
+from urllib.parse import urlsplit
 
 from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
@@ -26,6 +29,8 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
     the first call."""
     global _session
     with _lock:
+        if _session is None and master.startswith("sc://"):
+            _session = _remote(master)
         if _session is None:
             # Loopback unless told otherwise: a local session needs no other interface (and warns otherwise).
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
@@ -50,6 +55,31 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
             _session = SparkSession(SparkContext(conf=conf, gateway=gateway))
             _session.sparkContext.setLogLevel("ERROR")
         return _session
+
+
+class SparkUnavailable(RuntimeError):
+    """The Spark Connect server named cannot be used; the message says why, in one line."""
+
+
+def _remote(master: str) -> SparkSession:
+    """A session on a Spark Connect server (``sc://host:15002``), which runs the jobs: this process starts no JVM of
+    its own. Its client needs pyspark's connect extras (``pip install 'drover[connect]'``). A server that does not
+    answer is said at once (the client itself would retry for minutes)."""
+    address = urlsplit(master.replace("sc://", "http://", 1))
+    try:
+        with socket.create_connection((address.hostname or "", address.port or 15002), timeout=5):
+            pass
+    except OSError as e:
+        raise SparkUnavailable(f"the Spark Connect server at {master} cannot be reached: {e.strerror or e}") from None
+    try:
+        session = SparkSession.builder.remote(master).appName("drover-estimate").getOrCreate()
+    except ImportError as e:
+        raise SparkUnavailable(
+            f"Spark Connect ({master}) needs pyspark's client: pip install 'drover[connect]' ({e})"
+        ) from None
+    session.conf.set("spark.sql.shuffle.partitions", "8")
+    session.conf.set("spark.sql.session.timeZone", "UTC")
+    return session
 
 
 def _relay(output: IO[bytes], path: Path) -> None:

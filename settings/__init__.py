@@ -75,7 +75,9 @@ class Settings(BaseSettings):
     )
 
     spark_master: str = Field(
-        "local[*]", description="Spark master for the traffic estimate: local[*], or a cluster (spark://host:7077)"
+        "local[*]",
+        description="Spark master for the traffic estimate: local[*], a cluster (spark://host:7077), or a Spark "
+        "Connect server (sc://host:15002; needs pip install 'drover[connect]', and no JVM in this process)",
     )
     spark_warm: bool = Field(
         True,

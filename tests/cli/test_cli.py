@@ -307,6 +307,17 @@ def test_estimate_with_bad_metrics_is_one_line(tmp_path):
     assert_one_line_error(absent, 2, "none.json: no such file")
 
 
+def test_estimate_on_a_spark_connect_server_that_does_not_answer_is_one_line(tmp_path):
+    plan, current = tmp_path / "plan.json", tmp_path / "current.json"
+    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
+    current.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
+    metrics = tmp_path / "m.csv"
+    metrics.write_text("topic,partition,bytes_in_per_sec,size_bytes\nt,0,1000,100000\n")
+    env = os.environ | {"DROVER_WORK_DIR": str(tmp_path / "w"), "DROVER_SPARK_MASTER": "sc://127.0.0.1:9"}
+    done = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(current), env=env)
+    assert_one_line_error(done, 1, "the Spark Connect server at sc://127.0.0.1:9 cannot be reached")
+
+
 def test_a_cluster_id_is_never_drawn_starting_with_a_dash():
     # 0xF8 encodes to '-' first in URL-safe base64: that draw is thrown away, as Kafka's Uuid.randomUuid does.
     draws = iter([b"\xf8" + bytes(15), bytes(16)])

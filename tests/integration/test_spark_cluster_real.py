@@ -1,6 +1,8 @@
 """The estimate on a real Spark cluster: a standalone master and worker started from pyspark's own launcher
 (`spark-class org.apache.spark.deploy.master.Master` / `...worker.Worker`), and `drover estimate` with
-DROVER_SPARK_MASTER=spark://…, unchanged. Its figures are those of the local run, and the master lists the job."""
+DROVER_SPARK_MASTER=spark://…, unchanged; and on a Spark Connect server (pyspark's own start-connect-server.sh) with
+DROVER_SPARK_MASTER=sc://…, the CLI then needing no JVM of its own. Its figures are those of the local run, and the
+cluster (or the server) lists the work."""
 
 import json
 import os
@@ -80,8 +82,8 @@ def spark_cluster(tmp_path):
             log.close()
 
 
-def test_the_estimate_runs_unchanged_on_a_standalone_spark_cluster(spark_cluster, tmp_path):
-    master, ui, env = spark_cluster
+def estimate_on(spark_master: str, tmp_path: Path, env: dict[str, str]) -> dict:
+    """`drover estimate --json` of twelve moves with given metrics, its Spark job run on ``spark_master``."""
     plan, current, metrics = tmp_path / "plan.json", tmp_path / "current.json", tmp_path / "m.csv"
     moves = [(p, [1 + p % 3, 2 + p % 3], [4, 1 + p % 3]) for p in range(12)]
     plan.write_text(
@@ -94,27 +96,76 @@ def test_the_estimate_runs_unchanged_on_a_standalone_spark_cluster(spark_cluster
         "topic,partition,bytes_in_per_sec,size_bytes\n"
         + "".join(f"t,{p},{100_000 * (p + 1)},{50_000_000 * (p + 1)}\n" for p, _, _ in moves)
     )
-    args = (
-        "estimate",
-        str(plan),
-        "--metrics",
-        str(metrics),
-        "--current",
-        str(current),
-        "--throttle",
-        "20MB/s",
-        "--json",
+    args = ("estimate", str(plan), "--metrics", str(metrics), "--current", str(current), "--throttle", "20MB/s")
+    work = tmp_path / f"work-{spark_master.split(':')[0]}"
+    done = drover(
+        *args, "--json", env=env | {"DROVER_SPARK_MASTER": spark_master, "DROVER_WORK_DIR": str(work)}, timeout=300
     )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout)
 
-    def estimate(spark_master: str) -> dict:
-        work = tmp_path / f"work-{spark_master.split(':')[0]}"
-        done = drover(*args, env=env | {"DROVER_SPARK_MASTER": spark_master, "DROVER_WORK_DIR": str(work)}, timeout=300)
-        assert done.returncode == 0, done.stderr[-3000:]
-        return json.loads(done.stdout)
 
-    on_cluster = estimate(master)
-    local = estimate("local[*]")
+def test_the_estimate_runs_unchanged_on_a_standalone_spark_cluster(spark_cluster, tmp_path):
+    master, ui, env = spark_cluster
+    on_cluster = estimate_on(master, tmp_path, env)
+    local = estimate_on("local[*]", tmp_path, env)
     print(f"\nestimate on {master}: {on_cluster['duration_s']} s, bottleneck broker {on_cluster['bottleneck']}")
     assert on_cluster == local
     apps = master_state(ui).get("completedapps", []) + master_state(ui).get("activeapps", [])
     assert [a["name"] for a in apps] == ["drover-estimate"], apps
+
+
+def server_jobs(ui_port: int) -> list[dict]:
+    """The jobs a Spark Connect server ran, from its application's REST API."""
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/api/v1/applications", timeout=5) as answer:
+            app = json.loads(answer.read())[0]["id"]
+        with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/api/v1/applications/{app}/jobs", timeout=5) as answer:
+            return json.loads(answer.read())
+    except (OSError, IndexError, KeyError):
+        return []
+
+
+@pytest.fixture
+def connect_server(tmp_path):
+    """A Spark Connect server (pyspark's own sbin/start-connect-server.sh, local[2]) on loopback; stopped at the end."""
+    port, ui = free_port(), free_port()
+    env = os.environ | {
+        "SPARK_HOME": str(SPARK_HOME),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp_path / "connect-logs"),
+        "SPARK_PID_DIR": str(tmp_path / "connect-pids"),
+    }
+    argv = [str(SPARK_HOME / "sbin" / "start-connect-server.sh"), "--master", "local[2]"]
+    argv += [
+        "--conf",
+        f"spark.connect.grpc.binding.port={port}",
+        "--conf",
+        "spark.connect.grpc.binding.address=127.0.0.1",
+    ]
+    argv += ["--conf", f"spark.ui.port={ui}"]
+    subprocess.run(argv, env=env, check=True, capture_output=True, timeout=60)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            with socket.socket() as probe:
+                if probe.connect_ex(("127.0.0.1", port)) == 0:
+                    break
+            time.sleep(0.5)
+        else:
+            logs = "".join(f.read_text()[-2000:] for f in (tmp_path / "connect-logs").glob("*.out"))
+            pytest.fail(f"the Spark Connect server did not listen on {port}: {logs}")
+        yield f"sc://127.0.0.1:{port}", ui, env
+    finally:
+        subprocess.run([str(SPARK_HOME / "sbin" / "stop-connect-server.sh")], env=env, capture_output=True, timeout=60)
+
+
+def test_the_estimate_runs_unchanged_on_a_spark_connect_server(connect_server, tmp_path):
+    remote, ui, env = connect_server
+    before = len(server_jobs(ui))
+    over_connect = estimate_on(remote, tmp_path, env)
+    ran = len(server_jobs(ui)) - before
+    local = estimate_on("local[*]", tmp_path, env)
+    print(f"\nestimate over {remote}: {over_connect['duration_s']} s, {ran} Spark jobs run by the server")
+    assert over_connect == local
+    assert ran > 0  # the jobs ran on the server, not in the CLI's process
