@@ -263,12 +263,17 @@ def test_durations_accept_units(text, seconds):
     assert parse_duration(text) == seconds
 
 
-def test_estimate_from_a_metrics_file_prints_brokers_and_duration(tmp_path):
-    plan, current = tmp_path / "plan.json", tmp_path / "current.json"
+def one_move(folder: Path, write_rate: int, size: int) -> tuple[Path, Path, Path]:
+    """A plan moving t-0 from [1, 2] to [3, 2], its current assignment, and its metrics: plan, current, metrics."""
+    plan, current, metrics = folder / "plan.json", folder / "current.json", folder / "m.csv"
     plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
     current.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
-    metrics = tmp_path / "m.csv"
-    metrics.write_text("topic,partition,bytes_in_per_sec,size_bytes\nt,0,1000000,100000000\n")
+    metrics.write_text(f"topic,partition,bytes_in_per_sec,size_bytes\nt,0,{write_rate},{size}\n")
+    return plan, current, metrics
+
+
+def test_estimate_from_a_metrics_file_prints_brokers_and_duration(tmp_path):
+    plan, current, metrics = one_move(tmp_path, 1_000_000, 100_000_000)
     done = drover(
         "estimate",
         str(plan),
@@ -308,11 +313,7 @@ def test_estimate_with_bad_metrics_is_one_line(tmp_path):
 
 
 def test_estimate_on_a_spark_connect_server_that_does_not_answer_is_one_line(tmp_path):
-    plan, current = tmp_path / "plan.json", tmp_path / "current.json"
-    plan.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [3, 2]}]}')
-    current.write_text('{"version": 1, "partitions": [{"topic": "t", "partition": 0, "replicas": [1, 2]}]}')
-    metrics = tmp_path / "m.csv"
-    metrics.write_text("topic,partition,bytes_in_per_sec,size_bytes\nt,0,1000,100000\n")
+    plan, current, metrics = one_move(tmp_path, 1000, 100_000)
     env = os.environ | {"DROVER_WORK_DIR": str(tmp_path / "w"), "DROVER_SPARK_MASTER": "sc://127.0.0.1:9"}
     done = drover("estimate", str(plan), "--metrics", str(metrics), "--current", str(current), env=env)
     assert_one_line_error(done, 1, "the Spark Connect server at sc://127.0.0.1:9 cannot be reached")
