@@ -26,3 +26,14 @@ def broker_ids(option: str, text: str) -> list[int]:
             raise DroverError(f"{option}: {part!r} is not a broker id (a whole number)", exit_code=2)
         ids.append(int(part))
     return sorted(set(ids))
+
+
+def failure_message(e: BaseException) -> str:
+    """A workflow's or an update's failure, as the client raises it, in one line: its cause's own message."""
+    from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+
+    from workflows.failures import failure_message as told
+
+    while isinstance(e, WorkflowFailureError | WorkflowUpdateFailedError) and e.cause is not None:
+        e = e.cause
+    return told(e)

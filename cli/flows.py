@@ -163,8 +163,8 @@ async def _start(settings: Settings, given, out: Output, wait: bool) -> None:
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
     from adapters.temporal import connect, no_worker, patiently, worker_polls
+    from cli.errors import failure_message
     from workflows import DecommissionWorkflow
-    from workflows.failures import failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
     client = await connect(settings, identity=default_actor())
@@ -252,10 +252,10 @@ async def show_flow_status(settings: Settings, flow_id: str, out: Output) -> Non
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
     from adapters.temporal import connect, patiently
+    from cli.errors import failure_message
     from cli.migration_view import describe, require_worker
     from models.decommission import FlowResult
     from workflows import DecommissionWorkflow
-    from workflows.failures import failure_message
 
     client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(flow_id, result_type=FlowResult)

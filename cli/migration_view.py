@@ -11,7 +11,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
 from cli.cluster_status import freeze_notice
-from cli.errors import DroverError
+from cli.errors import DroverError, failure_message
 from cli.estimate import summary as estimate_summary
 from cli.output import Output, default_actor
 from cli.progress import CopyMeter
@@ -23,7 +23,6 @@ from models.results import MigrationResult
 from settings import Settings
 from steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from workflows import MigrationWorkflow
-from workflows.failures import failure_message
 from workflows.ids import STATUS_ATTR
 
 

@@ -12,7 +12,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from adapters.temporal import connect, no_worker, patiently, worker_polls
-from cli.errors import DroverError, cluster_name
+from cli.errors import DroverError, cluster_name, failure_message
 from cli.estimate import capacity_option, rate_option, sample_option
 from cli.groups import EstimateInputs, LimitOptions, grouped
 from cli.migration_view import retrying, show_result
@@ -26,7 +26,6 @@ from models.plan import ReassignmentFile
 from models.results import MigrationResult
 from settings import Settings
 from workflows import MigrationWorkflow
-from workflows.failures import failure_message
 from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 # How often plain `drover start` looks whether preflight has passed.

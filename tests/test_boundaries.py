@@ -98,6 +98,25 @@ def test_workflows_import_no_adapter():
     assert wrong == {}
 
 
+def test_workflows_import_no_temporal_client():
+    wrong = {f: n for f, n in modules_imported("workflows").items() if n & {"temporalio.client"}}
+    assert wrong == {}
+
+
+def modules_imported(target: str, root: Path = ROOT) -> dict[str, set[str]]:
+    """Per file under ``target``, the full names of the modules it imports."""
+    found: dict[str, set[str]] = {}
+    for f in sorted((root / target).rglob("*.py")):
+        names = set()
+        for node in ast.walk(ast.parse(f.read_text())):
+            if isinstance(node, ast.Import):
+                names |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names.add(node.module)
+        found[str(f.relative_to(root))] = names
+    return found
+
+
 def test_the_cli_imports_no_activity():
     # The CLI calls the core and the services the activities also use (estimator.service), not the activities.
     wrong = {f: sorted(n & {"activities"}) for f, n in imports_of("cli").items() if "activities" in n}

@@ -46,7 +46,7 @@ def test_a_refused_update_or_a_failed_workflow_is_told_by_its_cause():
     from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
     from temporalio.exceptions import ApplicationError
 
-    from workflows.failures import failure_message
+    from cli.errors import failure_message
 
     refused = WorkflowUpdateFailedError(ApplicationError("the cluster is already frozen", type="ValueError"))
     assert failure_message(refused) == "the cluster is already frozen"
