@@ -21,6 +21,8 @@ from pyspark.sql import SparkSession
 
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
+# The job's SQL settings, wherever it runs. Per-broker aggregates are small: few shuffle partitions keep a run quick.
+_SQL = {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC"}
 _session: SparkSession | None = None
 
 
@@ -40,10 +42,8 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
                 .setAppName("drover-estimate")
                 .set("spark.ui.enabled", "false")
                 .set("spark.ui.showConsoleProgress", "false")
-                # Per-broker aggregates are small: few shuffle partitions keep a local run quick.
-                .set("spark.sql.shuffle.partitions", "8")
-                .set("spark.sql.session.timeZone", "UTC")
                 .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG_CONFIG}")
+                .setAll(list(_SQL.items()))
             )
             folder = log_dir or Path(".drover")
             folder.mkdir(parents=True, exist_ok=True)
@@ -77,8 +77,8 @@ def _remote(master: str) -> SparkSession:
         raise SparkUnavailable(
             f"Spark Connect ({master}) needs pyspark's client: pip install 'drover[connect]' ({e})"
         ) from None
-    session.conf.set("spark.sql.shuffle.partitions", "8")
-    session.conf.set("spark.sql.session.timeZone", "UTC")
+    for key, value in _SQL.items():
+        session.conf.set(key, value)
     return session
 
 

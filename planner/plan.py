@@ -362,7 +362,7 @@ def _spread(tally: Tally, rack_of, flags: list[bool]) -> Spread:
         leaders_min=min(kept_leaders),
         leaders_max=max(kept_leaders),
         rack_violations=sum(flags),
-        on_removed_or_unknown=sum(n for b, n in tally.replicas.items() if b not in rack_of),
+        on_removed_or_unknown=_off(tally, rack_of),
     )
 
 

@@ -44,9 +44,13 @@ class Prometheus:
         self.procs = ProcessTable(s.state_dir.resolve() / "pids", s.state_dir.resolve() / "logs")
 
     @property
+    def port(self) -> int:
+        """Where it listens: port_base+140."""
+        return self.s.port_base + 140
+
+    @property
     def url(self) -> str:
-        """Its base URL: port_base+140."""
-        return f"http://127.0.0.1:{self.s.port_base + 140}"
+        return f"http://127.0.0.1:{self.port}"
 
     def up(self, timeout_s: float = 60.0) -> str:
         """Starts the server unless it runs, and waits until it has scraped every broker twice (so that it has their
@@ -59,7 +63,7 @@ class Prometheus:
                 str(find_prometheus()),
                 f"--config.file={config}",
                 f"--storage.tsdb.path={self.home / 'data'}",
-                f"--web.listen-address=127.0.0.1:{self.s.port_base + 140}",
+                f"--web.listen-address=127.0.0.1:{self.port}",
             ]
             self.procs.start(NAME, argv, cwd=self.home)
         deadline = time.monotonic() + timeout_s
