@@ -25,13 +25,22 @@ from cli.options import (
 )
 from cli.output import Output, default_actor
 from cli.rates import parse_rate
-from models.control import CANCEL_MODES, HANDING_OVER, CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.control import (
+    CANCEL_MODES,
+    HANDING_OVER,
+    Cancel,
+    MigrationAction,
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+)
 from models.progress import MigrationProgress
 from workflows import MigrationWorkflow
 from workflows.failures import failure_message
 
 
-def _who_and_why(name: str, update, doc: str):
+def _who_and_why(name: str, action: type[Pause | Resume], doc: str):
     """A command for an action that carries only who and why (pause, resume)."""
 
     def command(
@@ -41,7 +50,8 @@ def _who_and_why(name: str, update, doc: str):
         reason: str = REASON,
         as_json: bool = PROGRESS_JSON,
     ) -> None:
-        _act(ctx, migration_id, update, actor, reason, as_json)
+        request = action(actor=actor or default_actor(), reason=reason)
+        asyncio.run(_update(ctx.obj, migration_id, request, Output(as_json)))
 
     command.__name__ = command.__qualname__ = name
     command.__doc__ = doc
@@ -50,16 +60,10 @@ def _who_and_why(name: str, update, doc: str):
 
 pause = _who_and_why(
     "pause",
-    MigrationWorkflow.pause_update,
+    Pause,
     "Stop starting new moves; moves in flight finish their current step and move. `drover resume` continues.",
 )
-resume = _who_and_why("resume", MigrationWorkflow.resume_update, "Start admitting moves again after `drover pause`.")
-
-
-def _act(ctx: typer.Context, migration_id: str, update, actor: str | None, reason: str, as_json: bool) -> None:
-    """An action that carries only who and why (pause, resume)."""
-    action = OperatorAction(actor=actor or default_actor(), reason=reason)
-    asyncio.run(_update(ctx.obj, migration_id, update, action, Output(as_json)))
+resume = _who_and_why("resume", Resume, "Start admitting moves again after `drover pause`.")
 
 
 @grouped
@@ -80,8 +84,8 @@ def limits(
 async def _change_limits(settings, migration_id, given, actor, reason, out) -> None:
     client = await connect(settings, identity=default_actor())
     progress: MigrationProgress = await _query(client, migration_id)
-    change = LimitsChange(limits=progress.limits.model_copy(update=given), actor=actor, reason=reason)
-    await _update(settings, migration_id, MigrationWorkflow.set_limits_update, change, out, client)
+    change = SetLimits(limits=progress.limits.model_copy(update=given), actor=actor, reason=reason)
+    await _update(settings, migration_id, change, out, client)
 
 
 def throttle(
@@ -97,8 +101,8 @@ def throttle(
         value = None if rate.strip().lower() == "none" else parse_rate(rate)
     except ValueError as e:
         raise DroverError(f"rate: {e}", exit_code=2) from None
-    change = ThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
-    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.set_throttle_update, change, Output(as_json)))
+    change = SetThrottle(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, change, Output(as_json)))
 
 
 async def _running(client, migration_id: str) -> str:
@@ -128,32 +132,33 @@ async def _query(client, migration_id: str) -> MigrationProgress:
         raise DroverError(f"{migration_id}: {e.message}") from None
 
 
-async def _recorded(handle, name: str, argument, queue: str, why: str, out: Output) -> None:
-    """The action sent as its signal, which Temporal keeps in the workflow's history until a worker takes it."""
-    await handle.signal(name, argument)
+async def _recorded(handle, request: MigrationAction, queue: str, why: str, out: Output) -> None:
+    """The action sent as the signal twin of the update, which Temporal keeps in the workflow's history until a
+    worker takes it."""
+    name = request.action
+    await handle.signal(MigrationWorkflow.act, request)
     out.warning(
-        f"{handle.id}: {why}; the {name} is recorded in the migration's history (signal {name}) and takes effect "
+        f"{handle.id}: {why}; the {name} is recorded in the migration's history (signal act) and takes effect "
         f"when a worker polls task queue {queue} again (`drover status` then shows it)"
     )
     out.data({"migration_id": handle.id, "action": name, "sent": "signal", "task_queue": queue, "applied": False})
 
 
-async def _update(settings, migration_id: str, update, argument, out: Output, client=None) -> None:
+async def _update(settings, migration_id: str, request: MigrationAction, out: Output, client=None) -> None:
     """The action as an update, answered with the migration's progress once it is applied (or refused, with why).
     With no worker polling, or none answering within ANSWER_WITHIN_S, it is sent as its signal instead: recorded
     in the history, applied when a worker polls again, and said so."""
     client = client or await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id)
     queue = await _running(client, migration_id)
-    name = update.__name__.removesuffix("_update")
     if not await worker_polls(client, queue):
-        await _recorded(handle, name, argument, queue, "no worker polls", out)
+        await _recorded(handle, request, queue, "no worker polls", out)
         return
     try:
-        progress: MigrationProgress = await asyncio.wait_for(execute_update(handle, update, argument), ANSWER_WITHIN_S)
+        progress: MigrationProgress = await asyncio.wait_for(execute_update(handle, request), ANSWER_WITHIN_S)
     except (TimeoutError, WorkflowUpdateRPCTimeoutOrCancelledError):
         # The wait cut short (the SDK raises its own error for an update whose wait was cancelled).
-        await _recorded(handle, name, argument, queue, f"no worker answered within {ANSWER_WITHIN_S:.0f} s", out)
+        await _recorded(handle, request, queue, f"no worker answered within {ANSWER_WITHIN_S:.0f} s", out)
         return
     except WorkflowUpdateFailedError as e:
         reason = failure_message(e)
@@ -173,16 +178,17 @@ async def _update(settings, migration_id: str, update, argument, out: Output, cl
     out.data(progress)
 
 
-async def execute_update(handle, update, argument, attempts: int = 20):
-    """Send an update; one refused because the migration is handing over to its next run is sent again."""
+async def execute_update(handle, request: MigrationAction, attempts: int = 20) -> MigrationProgress:
+    """Send an operator action as the update ``act_update``; one refused because the migration is handing over to
+    its next run is sent again."""
     for _ in range(attempts - 1):
         try:
-            return await handle.execute_update(update, argument)
+            return await handle.execute_update(MigrationWorkflow.act_update, request)
         except WorkflowUpdateFailedError as e:
             if HANDING_OVER not in str(getattr(e.cause, "message", "")):
                 raise
         await asyncio.sleep(0.5)
-    return await handle.execute_update(update, argument)
+    return await handle.execute_update(MigrationWorkflow.act_update, request)
 
 
 @dataclasses.dataclass
@@ -226,8 +232,8 @@ def cancel(
         return
     if how.keep_cordon:
         raise DroverError("--keep-cordon is for a decommission or a demote, not a migration", exit_code=2)
-    request = CancelRequest(mode=chosen, actor=actor or default_actor(), reason=reason)
-    asyncio.run(_update(ctx.obj, migration_id, MigrationWorkflow.cancel_update, request, Output(as_json)))
+    request = Cancel(mode=chosen, actor=actor or default_actor(), reason=reason)
+    asyncio.run(_update(ctx.obj, migration_id, request, Output(as_json)))
 
 
 async def _cancel_flow(settings, flow_id: str, mode, keep_cordon: bool, actor, reason: str, out: Output) -> None:

@@ -21,11 +21,10 @@ from cli.options import migration_id_checked
 from cli.output import Output, default_actor
 from execution.timeline import Timeline, rate_text, throttle_mark
 from models.admission import Limits
-from models.control import AuditEntry, OperatorAction
+from models.control import MIGRATION_ACTIONS, AuditEntry, MigrationAction
 from models.moves import MoveInput, MoveReport, MoveStepReport
 from models.results import MigrationResult
 from settings import Settings
-from workflows.controls import SIGNALS
 
 # A child's close, when its report did not come first: how it ended.
 CHILD_CLOSED = {
@@ -107,10 +106,9 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
                 await on_signal(client, timeline, signalled, at, signal.signal_name, signal.input.payloads)
             elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
                 request = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-                name = request.name.removesuffix("_update")
-                if name in SIGNALS and request.args.payloads:
-                    [action] = await client.data_converter.decode(request.args.payloads, [SIGNALS[name]])
-                    signalled.append(requested(at, name, action))
+                if request.name == "act_update" and request.args.payloads:
+                    [data] = await client.data_converter.decode(request.args.payloads, [dict])
+                    signalled.append(requested(at, MIGRATION_ACTIONS.validate_python(data)))
             elif kind in RUN_CLOSED and number == len(runs) - 1:
                 timeline.ended, timeline.status = at, RUN_CLOSED[kind]
                 if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -190,25 +188,18 @@ async def on_signal(client: Client, timeline: Timeline, signalled: list, at: dat
         [report_] = await client.data_converter.decode(payloads, [MoveReport])
         how = "done" if report_.error is None else f"failed: {report_.error}"
         timeline.move_ended(at, report_.token, how)
-    elif name in SIGNALS and payloads:
+    elif name == "act" and payloads:
         try:
-            [action] = await client.data_converter.decode(payloads, [SIGNALS[name]])
+            [data] = await client.data_converter.decode(payloads, [dict])
+            action = MIGRATION_ACTIONS.validate_python(data)
         except Exception:  # a signal whose payload does not validate was refused by the migration; not drawn
             return
-        signalled.append(requested(at, name, action))
+        signalled.append(requested(at, action))
 
 
-def requested(at: datetime, name: str, action: OperatorAction) -> AuditEntry:
+def requested(at: datetime, action: MigrationAction) -> AuditEntry:
     """An action as the history asked for it (a running migration has no result with its audit yet)."""
-    detail = ""
-    if name == "set_limits":
-        detail = action.limits.model_dump_json()  # type: ignore[attr-defined]
-    elif name == "set_throttle":
-        rate = action.rate_bytes_per_s  # type: ignore[attr-defined]
-        detail = "none" if rate is None else str(rate)
-    elif name == "cancel":
-        detail = action.mode  # type: ignore[attr-defined]
-    return AuditEntry(at=at, action=name, actor=action.actor, reason=action.reason, detail=detail)
+    return AuditEntry(at=at, action=action.action, actor=action.actor, reason=action.reason, detail=action.detail())
 
 
 # -- the picture --------------------------------------------------------------------------------------------------

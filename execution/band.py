@@ -26,7 +26,8 @@ from datetime import datetime, timedelta
 from pydantic import BaseModel
 
 from models.admission import MoveSpec
-from models.band import BandSettings, BrokerBand, Rates
+from models.band import BandSettings, BrokerBand
+from models.throttle import Rates, Throttle
 from models.units import human_bytes
 from models.windows import Asked
 from steps.throttle import wanted_throttle
@@ -51,7 +52,7 @@ def other_traffic(rates: dict[str, float]) -> tuple[float, float]:
 
 def banded(asked: Asked) -> Asked:
     """The moves whose migration asks for estimated rates (per broker), not one fixed rate."""
-    return [(m, rate, per_broker) for m, rate, per_broker in asked if rate is None and per_broker]
+    return [(m, t) for m, t in asked if t.estimated]
 
 
 def floors(asked: Asked) -> dict[int, Rates]:
@@ -131,10 +132,15 @@ class ThrottleBand(BaseModel):
         if self.settings is None:
             return asked
         return [
-            (m, rate, {b: self.rates_for(b, per_broker.get(b, _top(per_broker))) for b in {*m.original, *m.target}})
-            if rate is None and per_broker
-            else (m, rate, per_broker)
-            for m, rate, per_broker in asked
+            (
+                m,
+                Throttle(
+                    per_broker={b: self.rates_for(b, t.per_broker.get(b, t.top())) for b in {*m.original, *m.target}}
+                ),
+            )
+            if t.estimated
+            else (m, t)
+            for m, t in asked
         ]
 
     def holds(self, m: MoveSpec) -> bool:
@@ -182,7 +188,3 @@ def _smoothed(old: float, new: float) -> float:
 
 def _steady(old: int, new: int) -> int:
     return old if abs(new - old) <= STEADY * old else new
-
-
-def _top(per_broker: dict[int, tuple[int, int]]) -> Rates:
-    return (max(r[0] for r in per_broker.values()), max(r[1] for r in per_broker.values()))

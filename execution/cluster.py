@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from execution.band import ThrottleBand
 from execution.disk import DiskGate, rates_into
-from execution.registry import Holder, Orphan, overlap_refusal
+from execution.registry import FreezeNotices, Holder, Orphan, overlap_refusal
 from models.admission import Limits, MoveSpec
 from models.control import AuditEntry, OperatorAction
 from models.coordination import (
@@ -44,6 +44,7 @@ from models.coordination import (
     Takeover,
     ThrottleWanted,
 )
+from models.throttle import Throttle
 from models.windows import Asked, Windows, capped
 from steps.admission import InFlight, least_busy
 from steps.throttle import wanted_throttle
@@ -67,8 +68,7 @@ class ClusterState(BaseModel):
     windows: Windows = Windows()
     # Outside the windows when last looked (``execution.cluster_gates.window_news``).
     outside: bool = False
-    # Moves in flight told the cluster is frozen (told again once it is unfrozen).
-    told_frozen: list[PartitionKey] = []
+    freeze_notices: FreezeNotices = FreezeNotices()
     holders: dict[str, Holder] = {}
     orphans: list[Orphan] = []
     grants: int = 0
@@ -202,8 +202,7 @@ class ClusterState(BaseModel):
                 migration_id=migration_id,
                 move=m,
                 cluster=h.cluster,
-                rate=d.rate if d else None,
-                broker_rates=d.broker_rates if d else {},
+                throttle=d.throttle if d else Throttle(),
             )
             for m in h.in_flight
         ]
@@ -308,15 +307,16 @@ class ClusterState(BaseModel):
         asked: Asked = []
         for h in self.holders.values():
             d = h.demand
-            rate, per_broker = (d.rate, d.broker_rates) if d is not None else (None, {})
-            asked += [(m, rate, per_broker) for m in h.in_flight]
-        return asked + [(o.move, o.rate, o.broker_rates) for o in self.orphans]
+            throttle = d.throttle if d is not None else Throttle()
+            asked += [(m, throttle) for m in h.in_flight]
+        return asked + [(o.move, o.throttle) for o in self.orphans]
 
     def wanted(self) -> ThrottleWanted:
         """Drover's throttle entries and rates for every move in flight: the operator's cluster-wide rate replaces
         every migration's own and throttles them all; else the estimated ones run in the band (if one is set)."""
         asked = self.asked()
-        asked = [(m, self.rate, {}) for m, _, _ in asked] if self.rate is not None else self.band.applied(asked)
+        fixed = Throttle.fixed(self.rate)
+        asked = [(m, fixed) for m, _ in asked] if self.rate is not None else self.band.applied(asked)
         # Outside the windows, every move runs under the cap (if one is given; else none takes a step).
         return wanted_throttle(capped(asked, self.windows.outside_rate) if self.outside else asked)
 

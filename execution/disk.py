@@ -18,6 +18,7 @@ from pydantic import BaseModel
 
 from models.admission import MoveSpec
 from models.coordination import BrokerDiskStatus, Demand, DiskLimits, DiskReading, DiskRequest, PartitionKey
+from models.throttle import Throttle
 from models.units import human_bytes
 
 # Without a throttle into a broker, the copies onto it are taken to last this long when projecting its growth.
@@ -45,9 +46,8 @@ class BrokerDisk(BaseModel):
 def rates_into(m: MoveSpec, cluster_rate: int | None, d: Demand | None) -> dict[int, int | None]:
     """The follower throttle into each broker ``m`` adds a replica to, as its migration (demand ``d``) asks, or the
     operator's cluster-wide rate."""
-    rate = cluster_rate or (d.rate if d else None)
-    per_broker = d.broker_rates if d else {}
-    return {b: cluster_rate or (per_broker[b][1] if b in per_broker else rate) for b in m.target}
+    throttle = Throttle.fixed(cluster_rate) if cluster_rate or d is None else d.throttle
+    return {b: on[1] if (on := throttle.on(b)) else None for b in m.target}
 
 
 def adds_to(m: MoveSpec, broker: int) -> bool:

@@ -32,7 +32,7 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
         cancelled=sum(1 for o in s.forward_outcomes if o.error == CANCELLED),
         rolled_back=rolled_back + sum(1 for o in s.rollback_outcomes if succeeded(o)),
         limits=s.limits,
-        throttle_bytes_per_s=s.rate,
+        throttle_bytes_per_s=s.throttle.rate,
         peak_in_flight=s.peak_in_flight,
         peak_per_broker=s.peak_per_broker,
         **_rates(s, now),
@@ -53,7 +53,7 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
         ],
         estimate=s.estimate,
         estimating=s.phase == Phase.ESTIMATING,
-        auto_throttle=bool(s.broker_rates),
+        auto_throttle=s.throttle.estimated,
     )
 
 
@@ -172,7 +172,7 @@ def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:
     """A dry run's result: the moves in the order they are taken up, each broker's throttle, the ETA and the problems
     the estimate found; nothing was changed, so nothing is verified."""
     order = list(s.window.waiting)
-    throttle = wanted_throttle([(m, s.rate, s.broker_rates) for m in order]).brokers
+    throttle = wanted_throttle([(m, s.throttle) for m in order]).brokers
     estimate = s.estimate
     findings = DryRun(
         order=order,

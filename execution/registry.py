@@ -8,6 +8,7 @@ from pydantic import BaseModel
 
 from models.admission import MoveSpec
 from models.coordination import Demand, PartitionKey, Registration
+from models.throttle import Throttle
 
 
 class Holder(BaseModel):
@@ -49,8 +50,7 @@ class Orphan(BaseModel):
     move: MoveSpec
     cluster: str = ""
     # The throttle its migration asked for, kept until the move ends.
-    rate: int | None = None
-    broker_rates: dict[int, tuple[int, int]] = {}
+    throttle: Throttle = Throttle()
     cancel_sent: bool = False
 
 
@@ -65,3 +65,22 @@ def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Regi
         return None
     shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
     return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
+
+
+class FreezeNotices(BaseModel):
+    """The moves in flight told to hold before their next step (the cluster frozen, or outside its time windows with
+    no cap): each is told once, and told again when the hold ends."""
+
+    told: list[PartitionKey] = []
+
+    def due(self, in_flight: set[PartitionKey], holding: bool) -> list[PartitionKey]:
+        """While holding, the moves in flight not told yet; once not, those told."""
+        told = {(k[0], k[1]) for k in self.told} & in_flight
+        return sorted(in_flight - told) if holding else sorted(told)
+
+    def forget_ended(self, in_flight: set[PartitionKey]) -> None:
+        self.told = [k for k in self.told if tuple(k) in in_flight]
+
+    def told_one(self, key: PartitionKey, holding: bool) -> None:
+        told = [k for k in self.told if tuple(k) != key]
+        self.told = [*told, key] if holding else told

@@ -9,14 +9,28 @@ from typing import Literal
 
 from pydantic import BaseModel
 
+from execution.link import CoordinatorLink
 from execution.phases import ACTIVE, ADMITTING, VALID_TRANSFER, Action, InvalidTransition, Phase, refusal
 from execution.window import MoveRecord, Tally, Window, succeeded
 from models.admission import Limits, MoveSpec
-from models.control import AuditEntry, CancelMode, OperatorAction
+from models.control import (
+    AuditEntry,
+    Cancel,
+    CancelMode,
+    MigrationAction,
+    OperatorAction,
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+)
+from models.coordination import LeaveResult
 from models.errors import ErrorType
 from models.estimate import Estimate
-from models.moves import StuckPolicy
+from models.migration import MigrationInput
+from models.requests import PreflightResult
 from models.results import CANCELLED, MoveOutcome
+from models.throttle import Throttle
 
 # A demand names at most this many waiting moves per partition slot of the migration's limits, and this many in all.
 DEMAND_PER_SLOT = 2
@@ -35,9 +49,8 @@ class MigrationState(BaseModel):
     failure: str | None = None
     direction: Literal["forward", "rollback"] = "forward"
     limits: Limits = Limits()
-    rate: int | None = None
-    # Broker -> (leader rate, follower rate), from the estimate with auto throttle; replaced by an operator's rate.
-    broker_rates: dict[int, tuple[int, int]] = {}
+    # One rate, or the estimate's per broker with auto throttle; an operator's rate replaces it.
+    throttle: Throttle = Throttle()
     window: Window = Window()
     # The forward moves' outcomes once a rollback runs (the window then holds the rollback), with their tally.
     moved: list[MoveOutcome] = []
@@ -61,20 +74,7 @@ class MigrationState(BaseModel):
     unchanged: int = 0
     min_insync: dict[str, int] = {}
     estimate: Estimate | None = None
-    # With a cluster coordinator: joined (partitions registered), the last demand's number, and the moves ended
-    # (or granted when no longer wanted) that the next demand releases.
-    joined: bool = False
-    # Its coordinator was lost (terminated, say) or does not know it: it joins again, with its moves in flight.
-    rejoin_due: bool = False
-    # The coordinator it joined (that of the Kafka cluster its workers reach), and that coordinator's first run:
-    # only its grants are taken up.
-    coordinator_id: str = ""
-    coordinator: str = ""
-    demand_seq: int = 0
-    released: list[tuple[str, int]] = []
-    # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
-    # run takes it up).
-    granted: list[tuple[str, int]] = []
+    link: CoordinatorLink = CoordinatorLink()
 
     # -- transitions ------------------------------------------------------------------------------------------
 
@@ -86,6 +86,34 @@ class MigrationState(BaseModel):
     @property
     def paused(self) -> bool:
         return self.phase == Phase.PAUSED or (self.phase == Phase.DRAINING and self.after_drain == Phase.PAUSED)
+
+    def started(self, given: MigrationInput, now: datetime) -> None:
+        """A migration's first run: its limits and throttle as given; the start audited like every other action
+        (one started from the Web UI or the temporal CLI without an actor says so)."""
+        self.limits, self.throttle, self.started_at = given.limits, Throttle.fixed(given.throttle_bytes_per_s), now
+        self.note("start", given.actor or "not given", given.reason or "not given", now)
+
+    def preflight_passed(self, found: PreflightResult, given: MigrationInput, now: datetime) -> None:
+        """What preflight found: the moves in their order (inline, or a moves file for a large plan) and their
+        totals."""
+        self.moves_total, self.bytes_total, self.unchanged = found.count, found.bytes_total, found.unchanged
+        self.min_insync, self.skipped, self.large = found.min_insync, found.skipped, found.moves_ref is not None
+        self.window.waiting, self.window.moves_ref, self.window.count = found.moves, found.moves_ref, found.count
+        self.preflight_done(estimating=given.estimate is not None, dry_run=given.dry_run)
+        self.moving_since = now
+
+    def estimated(self, estimate: Estimate, given: MigrationInput, now: datetime) -> str | None:
+        """The estimate is in; with auto throttle its rates become the throttle. A partition that could never catch
+        up fails the migration (not a dry run, which reports it): the reason is returned."""
+        self.estimate = estimate
+        if estimate.never_catch_up and not given.dry_run:
+            self.fail(estimate.never_catch_up_message())
+            return self.failure
+        if given.estimate is not None and given.estimate.auto_throttle:
+            self.throttle = estimate.recommended()
+        self.estimate_done(dry_run=given.dry_run)
+        self.moving_since = now
+        return None
 
     def preflight_done(self, estimating: bool, dry_run: bool = False) -> None:
         """Preflight passed: estimate, or start moving (unless a cancel came meanwhile); a dry run without an
@@ -120,49 +148,47 @@ class MigrationState(BaseModel):
 
     # -- operator actions -------------------------------------------------------------------------------------
 
-    def refusal(self, action: Action, mode: CancelMode | None = None) -> str | None:
-        """Why ``action`` is not allowed now, or None if it is."""
-        return refusal(self, action, mode)
+    def refusal(self, request: MigrationAction) -> str | None:
+        """Why ``request`` is not allowed now, or None if it is."""
+        return refusal(self, Action(request.action), request.mode if isinstance(request, Cancel) else None)
 
-    def apply(
-        self,
-        action: Action,
-        request: OperatorAction,
-        now: datetime,
-        *,
-        mode: CancelMode | None = None,
-        limits: Limits | None = None,
-        rate: int | None = None,
-        detail: str = "",
-    ) -> AuditEntry:
-        """Apply an allowed action (``refusal`` returned None) and record it in the audit."""
-        reason = self.refusal(action, mode)
+    def apply(self, request: MigrationAction, now: datetime) -> AuditEntry:
+        """Apply an allowed action (``refusal`` returned None) and record it in the audit, with what it set."""
+        reason = self.refusal(request)
         if reason is not None:
             raise InvalidTransition(reason)
-        if action == Action.PAUSE:
-            if self.phase == Phase.DRAINING:
-                self.after_drain = Phase.PAUSED
-            else:
-                self.to(Phase.PAUSED)
-        elif action == Action.RESUME:
-            if self.phase == Phase.DRAINING:
-                self.after_drain = Phase.RUNNING
-            else:
-                self.to(Phase.RUNNING)
-        elif action == Action.CANCEL:
-            assert mode is not None
-            if self.phase == Phase.STOPPING:
+        match request:
+            case Pause() | Resume():
+                to = Phase.PAUSED if isinstance(request, Pause) else Phase.RUNNING
+                if self.phase == Phase.DRAINING:
+                    self.after_drain = to
+                else:
+                    self.to(to)
+            case Cancel(mode=mode) if self.phase == Phase.STOPPING:
                 self.cancel = mode
-            else:
+            case Cancel(mode=mode):
                 self._stop(mode)
-        elif action == Action.SET_LIMITS:
-            assert limits is not None
-            self.limits = limits
-        elif action == Action.SET_THROTTLE:
-            self.rate = rate
-            # An operator's rate (or none) replaces the estimate's per-broker rates.
-            self.broker_rates = {}
-        return self._audit(action.value, request, now, detail)
+            case SetLimits(limits=limits):
+                self.limits = limits
+            case SetThrottle(rate_bytes_per_s=rate):
+                self.throttle = Throttle.fixed(rate)
+        return self._audit(request.action, request, now, request.detail())
+
+    def act(self, request: MigrationAction, now: datetime) -> AuditEntry:
+        """An operator's action: applied, or recorded as refused with the reason (a signal has no caller to answer)."""
+        why = self.refusal(request)
+        if why is not None:
+            return self.refuse(request.action, request.actor, request.reason, now, why)
+        return self.apply(request, now)
+
+    def cancelled_from_temporal(self, now: datetime) -> None:
+        """Cancelled from Temporal (the Web UI, `temporal workflow cancel`): a stop, so that nothing it started keeps
+        changing Kafka; noted when the phase does not allow one (a stop under way, say)."""
+        stop = Cancel(actor="temporal", reason="workflow cancellation requested", mode="stop")
+        if self.refusal(stop) is None:
+            self.apply(stop, now)
+        else:
+            self.note("cancel", stop.actor, stop.reason, now, "while " + self.phase.value)
 
     def refuse(self, name: str, actor: str, reason: str, now: datetime, why: str) -> AuditEntry:
         """Record an action that was not applied, with the reason (a signal has no caller to answer)."""
@@ -181,31 +207,23 @@ class MigrationState(BaseModel):
 
     # -- the coordinator --------------------------------------------------------------------------------------
 
-    def joined_coordinator(self, coordinator: str = "", coordinator_id: str = "") -> None:
-        self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
-        self.coordinator_id = coordinator_id or self.coordinator_id
-
     def coordinator_lost(self) -> None:
-        """Its coordinator could not be reached, or asked it to join again: it joins again before it asks. Grants not
-        taken up yet are void (the coordinator it joins again knows only the moves in flight) and released, so the
-        coordinator that made them, should it still run, frees their slots."""
-        if self.joined and self.phase in ACTIVE:
-            self.rejoin_due = True
-            self.released = [*self.released, *self.granted]
-            self.granted = []
+        """Its coordinator could not be reached, or asked it to join again (see ``CoordinatorLink.lost``)."""
+        if self.link.joined and self.phase in ACTIVE:
+            self.link.lost()
 
-    def grant_heard(self, keys: list[tuple[str, int]], coordinator: str) -> bool:
-        """Moves granted by the coordinator this migration joined are taken up; a grant from another (one lost, its
-        signal late) or while joining again is void. False if it was not taken."""
-        if not self.joined or self.rejoin_due or (coordinator and coordinator != self.coordinator):
-            return False
-        self.granted = [*self.granted, *keys]
-        return True
-
-    def left_coordinator(self) -> None:
-        self.joined, self.rejoin_due = False, False
+    def left_coordinator(self, left: LeaveResult, now: datetime) -> None:
+        """Its slots, partitions and throttle entries released; brokers that were down keep their rates."""
+        self.throttle_left = sorted(set(self.throttle_left) | set(left.throttle_left))
+        if left.error is not None:
+            self.note("throttle", "drover", left.error, now, "what could not be removed may be left on Kafka")
+        self.link.left()
 
     # -- the window -------------------------------------------------------------------------------------------
+
+    def paged_in(self, page: list[MoveSpec]) -> None:
+        self.window.cursor += len(page)
+        self.window.waiting = [*self.window.waiting, *page]
 
     def more_to_page(self) -> bool:
         w = self.window
@@ -231,11 +249,11 @@ class MigrationState(BaseModel):
         While draining they are kept for the next run."""
         if self.phase == Phase.DRAINING:
             return []
-        keys, self.granted = self.granted, []
+        keys = self.link.take_granted()
         wanted = set(keys) if self.phase in ADMITTING else set()
         granted = [m for m in self.window.waiting if (m.topic, m.partition) in wanted]
         found = {(m.topic, m.partition) for m in granted}
-        self.released = [*self.released, *(k for k in keys if tuple(k) not in found)]
+        self.link.release([k for k in keys if tuple(k) not in found])
         return self._start(granted)
 
     def _start(self, started: list[MoveSpec]) -> list[MoveRecord]:
@@ -252,11 +270,6 @@ class MigrationState(BaseModel):
         self.peak_per_broker = max(self.peak_per_broker, per_broker)
         return records
 
-    def child_started(self, key: tuple[str, int], token: str, run_id: str | None = None) -> None:
-        r = self.window.record(key)
-        if r is not None and r.token == token:
-            r.started, r.run_id = True, run_id
-
     def cancels_due(self) -> list[MoveRecord]:
         """Children to ask to cancel now, each once and only once it has started: every move in flight while
         stopping; while draining, the moves stuck under policy wait (handed over to the next run, see ``finish``)."""
@@ -269,26 +282,6 @@ class MigrationState(BaseModel):
                 due.append(r)
         return due
 
-    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int]) -> bool:
-        """A child issues a step from ``current``. True when this shows its leader movement done: the list Kafka
-        shows already starts with the target's preferred leader (the step that put it first elected it), so the
-        move gives up its leader slot."""
-        r = self.window.record(key)
-        if r is None or r.token != token:
-            return False
-        r.current, r.step = current, step
-        if r.move.moving_leader and current[:1] == r.move.target[:1]:
-            r.move = r.move.model_copy(update={"leader_moved": True})
-            return True
-        return False
-
-    def stuck_reported(self, key: tuple[str, int], token: str, policy: StuckPolicy) -> bool:
-        r = self.window.record(key)
-        if r is None or r.token != token:
-            return False
-        r.stuck = policy
-        return True
-
     def finish(self, key: tuple[str, int], token: str, outcome: MoveOutcome) -> bool:
         """A child's report of how its move ended. Only the report of the child now in flight for that partition
         counts, once. A move stuck under policy wait that was cancelled to let the migration continue as new goes
@@ -299,8 +292,8 @@ class MigrationState(BaseModel):
         if r is None or r.token != token:
             return False
         w.in_flight = [x for x in w.in_flight if x is not r]
-        if self.joined:
-            self.released = [*self.released, key]
+        if self.link.joined:
+            self.link.release([key])
         if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == CANCELLED:
             left_on = outcome.final or r.expected or r.move.original
             w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]

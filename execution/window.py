@@ -59,6 +59,31 @@ class Window(BaseModel):
     def record(self, key: tuple[str, int]) -> MoveRecord | None:
         return next((r for r in self.in_flight if r.key == key), None)
 
+    def child_started(self, key: tuple[str, int], token: str, run_id: str | None = None) -> None:
+        r = self.record(key)
+        if r is not None and r.token == token:
+            r.started, r.run_id = True, run_id
+
+    def step_reported(self, key: tuple[str, int], token: str, current: list[int], step: list[int]) -> bool:
+        """A child issues a step from ``current``. True when this shows its leader movement done: the list Kafka
+        shows already starts with the target's preferred leader (the step that put it first elected it), so the
+        move gives up its leader slot."""
+        r = self.record(key)
+        if r is None or r.token != token:
+            return False
+        r.current, r.step = current, step
+        if r.move.moving_leader and current[:1] == r.move.target[:1]:
+            r.move = r.move.model_copy(update={"leader_moved": True})
+            return True
+        return False
+
+    def stuck_reported(self, key: tuple[str, int], token: str, policy: StuckPolicy) -> bool:
+        r = self.record(key)
+        if r is None or r.token != token:
+            return False
+        r.stuck = policy
+        return True
+
     def specs(self) -> list[MoveSpec]:
         return [r.move for r in self.in_flight]
 

@@ -4,6 +4,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from models.throttle import Rates
 from models.units import human_bytes
 
 # The share of a broker's network capacity kept for the traffic that is not a move's copy, unless told.
@@ -36,10 +37,6 @@ class BandSettings(BaseModel):
             + (f" ({each})" if each else "")
             + f"; starved: {self.when_starved}"
         )
-
-
-# (leader, follower) bytes per second.
-Rates = tuple[int, int]
 
 
 class BrokerBand(BaseModel):

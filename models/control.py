@@ -1,9 +1,9 @@
 """Operator actions on a running migration (who, why, what) and the audit entries that record them."""
 
 from datetime import datetime
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, TypeAdapter
 
 from models.admission import Limits
 
@@ -39,6 +39,54 @@ class CancelRequest(OperatorAction):
 class ThrottleChange(OperatorAction):
     # None removes the throttle.
     rate_bytes_per_s: int | None = Field(ge=1)
+
+
+# What a running migration takes from an operator: one request type per action, told apart by its "action" field,
+# sent as the update "act_update" (the CLI: validated, answered with the progress) or its twin, the signal "act" (the
+# Web UI, `temporal workflow signal`; one that is refused is recorded in the audit with the reason).
+
+
+class Pause(OperatorAction):
+    """Start no new move; the moves in flight finish."""
+
+    action: Literal["pause"] = "pause"
+
+    def detail(self) -> str:
+        """What it sets, as its audit entry records it."""
+        return ""
+
+
+class Resume(OperatorAction):
+    action: Literal["resume"] = "resume"
+
+    def detail(self) -> str:
+        return ""
+
+
+class Cancel(CancelRequest):
+    action: Literal["cancel"] = "cancel"
+
+    def detail(self) -> str:
+        return self.mode
+
+
+class SetLimits(LimitsChange):
+    action: Literal["set_limits"] = "set_limits"
+
+    def detail(self) -> str:
+        return self.limits.model_dump_json()
+
+
+class SetThrottle(ThrottleChange):
+    action: Literal["set_throttle"] = "set_throttle"
+
+    def detail(self) -> str:
+        return "none" if self.rate_bytes_per_s is None else str(self.rate_bytes_per_s)
+
+
+MigrationAction = Pause | Resume | Cancel | SetLimits | SetThrottle
+MIGRATION_ACTIONS: TypeAdapter[MigrationAction] = TypeAdapter(Annotated[MigrationAction, Field(discriminator="action")])
+ACTION_NAMES: tuple[str, ...] = ("pause", "resume", "cancel", "set_limits", "set_throttle")
 
 
 class AuditEntry(BaseModel):

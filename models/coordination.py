@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from models.admission import Limits, MoveSpec
 from models.band import BandSettings, BrokerBand
 from models.control import AuditEntry, OperatorAction
+from models.throttle import Throttle
 from models.windows import Windows
 
 
@@ -99,8 +100,7 @@ class Demand(BaseModel):
     limits: Limits = Limits()
     replicas_per_step: int = 1
     # The throttle the migration asks for on the brokers of its moves: one rate, or per broker (leader, follower).
-    rate: int | None = None
-    broker_rates: dict[int, tuple[int, int]] = {}
+    throttle: Throttle = Throttle()
 
 
 class Grant(BaseModel):

@@ -11,6 +11,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, model_validator
 
 from models.admission import Limits
+from models.throttle import Throttle
 
 # The columns a metrics dataset must have (Parquet, CSV or JSON lines); ``leader`` is optional.
 METRIC_COLUMNS = ("topic", "partition", "bytes_in_per_sec", "size_bytes")
@@ -120,10 +121,12 @@ class Estimate(BaseModel):
             f"{shown}{more}; raise the throttle or use --throttle auto"
         )
 
-    def rates(self) -> dict[int, tuple[int, int]]:
-        """Broker -> (leader rate, follower rate) the migration should set; only brokers with a rate."""
-        return {
-            b.broker: (b.leader_rate, b.follower_rate)
-            for b in self.brokers
-            if b.leader_rate is not None and b.follower_rate is not None
-        }
+    def recommended(self) -> Throttle:
+        """The throttle the migration should set: each broker's (leader rate, follower rate), for brokers with one."""
+        return Throttle(
+            per_broker={
+                b.broker: (b.leader_rate, b.follower_rate)
+                for b in self.brokers
+                if b.leader_rate is not None and b.follower_rate is not None
+            }
+        )

@@ -14,6 +14,7 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from models.admission import MoveSpec
+from models.throttle import Throttle
 from models.units import human_bytes
 
 DAYS = ("mon", "tue", "wed", "thu", "fri", "sat", "sun")
@@ -122,13 +123,12 @@ def _inside(at: datetime, openings: list[tuple[datetime, datetime]]) -> bool:
     return any(a <= at < b for a, b in openings)
 
 
-Asked = list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]]
+# Each move in flight with the throttle its migration asks for.
+Asked = list[tuple[MoveSpec, Throttle]]
 
 
 def capped(asked: Asked, cap: int | None) -> Asked:
     """Each move's rates (one, or per broker: leader, follower) held to ``cap``; an unthrottled move gets the cap."""
     if cap is None:
         return asked
-    return [
-        (m, min(r or cap, cap), {b: (min(lr, cap), min(fr, cap)) for b, (lr, fr) in per.items()}) for m, r, per in asked
-    ]
+    return [(m, t.capped(cap)) for m, t in asked]

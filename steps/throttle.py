@@ -11,6 +11,7 @@ from collections.abc import Collection
 
 from models.admission import MoveSpec
 from models.coordination import ThrottleWanted
+from models.throttle import Rates, Throttle
 
 LEADER_REPLICAS = "leader.replication.throttled.replicas"
 FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
@@ -39,7 +40,7 @@ def throttled_brokers(in_flight: list[MoveSpec]) -> list[int]:
     return sorted({b for m in in_flight for b in (*m.original, *m.target)})
 
 
-def wanted_throttle(asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int, int]]]]) -> ThrottleWanted:
+def wanted_throttle(asked: list[tuple[MoveSpec, Throttle]]) -> ThrottleWanted:
     """From each move in flight with the rate its migration asks for (one rate, or per broker): the lists and rates.
 
     The leader side lists every replica the partition has or gets during the move, original and target: whichever
@@ -49,15 +50,16 @@ def wanted_throttle(asked: list[tuple[MoveSpec, int | None, dict[int, tuple[int,
     migration asks for no throttle is not listed."""
     leaders: dict[str, set[tuple[int, int]]] = {}
     followers: dict[str, set[tuple[int, int]]] = {}
-    rates: dict[int, tuple[int, int]] = {}
-    for m, rate, per_broker in asked:
-        if rate is None and not per_broker:
+    rates: dict[int, Rates] = {}
+    for m, throttle in asked:
+        if throttle.unset:
             continue
-        fallback = rate or max(r for pair in per_broker.values() for r in pair)
         leaders.setdefault(m.topic, set()).update((m.partition, b) for b in {*m.original, *m.target})
         followers.setdefault(m.topic, set()).update((m.partition, b) for b in set(m.target) - set(m.original))
         for b in {*m.original, *m.target}:
-            leader, follower = per_broker.get(b, (fallback, fallback))
+            on = throttle.on(b)
+            assert on is not None
+            leader, follower = on
             old = rates.get(b, (0, 0))
             rates[b] = (max(old[0], leader), max(old[1], follower))
     topics = {

@@ -69,9 +69,10 @@ class ClusterWorkflow:
     def __init__(self, given: ClusterInput) -> None:
         # Set up before any handler runs: the first join arrives with the start (update-with-start).
         carry = given.carry or {"state": {"name": given.name, "cluster_id": given.cluster_id or None, "runs": 0}}
-        self.s = ClusterState.model_validate({"aliases": [given.name], **carry["state"]})
+        # This run is one more than the one that handed its state over.
+        state = {"aliases": [given.name], **carry["state"], "runs": carry["state"].get("runs", 0) + 1}
+        self.s = ClusterState.model_validate(state)
         self._throttle = ThrottleWriter(ThrottleBook.model_validate(carry.get("book", {})))
-        self.s.runs += 1
         # The first pass runs at once: a run that continues takes up the demands it carries without waiting.
         self._wake = True
         self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts

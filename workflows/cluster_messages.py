@@ -57,21 +57,17 @@ async def ask_to_rejoin(asked: set[str], me: str) -> None:
 def freeze_due(s: ClusterState) -> list[PartitionKey]:
     """Moves to tell the freeze state: while frozen (or outside the time windows, with no cap), those in flight not
     told yet; once not, those told."""
-    in_flight = {(m.topic, m.partition) for _, m in s.in_flight()}
-    told = {(k[0], k[1]) for k in s.told_frozen} & in_flight
-    return sorted(in_flight - told) if s.holding else sorted(told)
+    return s.freeze_notices.due({(m.topic, m.partition) for _, m in s.in_flight()}, s.holding)
 
 
 async def tell_freeze(s: ClusterState) -> None:
     """Moves wait before their next step while frozen: each in flight is told, and told again on unfreeze. A move
     not started yet (or ended) is tried again shortly; one granted while not frozen needs no word."""
-    in_flight = {(m.topic, m.partition) for _, m in s.in_flight()}
-    s.told_frozen = [k for k in s.told_frozen if tuple(k) in in_flight]
+    s.freeze_notices.forget_ended({(m.topic, m.partition) for _, m in s.in_flight()})
     names = s.moves_by_name()
     for key in freeze_due(s):
         if await _signal(move_workflow_id(names[key], *key), "freeze", s.holding):
-            told = [k for k in s.told_frozen if tuple(k) != key]
-            s.told_frozen = [*told, key] if s.holding else told
+            s.freeze_notices.told_one(key, s.holding)
 
 
 async def tell_holders(s: ClusterState, news: list[AuditEntry]) -> None:

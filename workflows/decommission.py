@@ -14,7 +14,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from activities.decommission import FlowActivities
     from execution.decommission import mark, new_progress, note, running_step
-    from models.control import CancelRequest
+    from models.control import Cancel
     from models.decommission import (
         BrokerScan,
         CheckRequest,
@@ -273,7 +273,7 @@ class DecommissionWorkflow:
             return
         c = self._cancel
         try:
-            await self._child.signal("cancel", CancelRequest(mode=c.mode, actor=c.actor, reason=c.reason))
+            await self._child.signal("act", Cancel(mode=c.mode, actor=c.actor, reason=c.reason))
         except FailureError as e:
             # The migration ended meanwhile (Temporal finds no workflow to signal): the run sees the cancel as soon
             # as it takes that end up, and winds down from there.

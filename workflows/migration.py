@@ -1,84 +1,62 @@
 """MigrationWorkflow: one per migration; its moves run as child workflows through the phases of its state machine
-(``execution.MigrationState``), which holds every decision. This module holds the general flow, the window, the
-clean-up and continue-as-new; the workflow's other parts are mixins: preflight and estimate (``preparation``), its
-children (``moves``), its cluster's coordinator (``coordination``) and the operator's actions (``controls``)."""
+(``execution.MigrationState``), which holds every decision and makes every change to the state. What it asks of its
+activities, children and coordinator is built in the core (``execution.calls``) and sent by ``migration_calls``."""
 
 import asyncio
+import contextlib
+from collections.abc import Sequence
+from typing import cast
 
 from temporalio import workflow
-from temporalio.exceptions import ActivityError, ApplicationError, is_cancelled_exception
+from temporalio.common import RawValue
+from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from pydantic import ValidationError
-
-    from activities.migration import MigrationActivities
-    from execution import ENDED, Action, MigrationState, Phase
-    from execution.progress import details, dry_run_result, expected_lists, progress, result
-    from models import TopicPartition
-    from models.control import OperatorAction
+    from execution import ACTIVE, ENDED, MoveRecord, Phase
+    from execution import calls as build
+    from execution.progress import details, dry_run_result, progress, result
+    from models import MoveReport, MoveStepReport, MoveStuck
+    from models.control import HANDING_OVER, AuditEntry, MigrationAction, SetThrottle
+    from models.coordination import Grant
     from models.errors import ErrorType
     from models.migration import MigrationInput
     from models.progress import MigrationProgress
-    from models.requests import LeaderElection, MovesPage, RollbackRequest, VerifyRequest
-    from models.results import MigrationResult, OutcomesBatch
-    from steps.admission import ordered
-    from workflows.controls import MigrationControls
-    from workflows.coordination import MigrationCoordination
+    from models.results import MigrationResult, MoveOutcome
+    from workflows import migration_calls as calls
     from workflows.failures import INTERRUPTIONS, failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.metrics import record_progress
-    from workflows.moves import MigrationMoves
-    from workflows.policies import QUICK_CALL, STEP_WAIT
-    from workflows.preparation import MigrationPreparation
-
-
-def problems(e: ValidationError) -> str:
-    """A validation error in one line: each field's path and what is wrong with it."""
-    return "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in e.errors())
+    from workflows.signals import ACTION_FIELDS, BadSignal, action_payload, sender
 
 
 @workflow.defn
-class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves, MigrationCoordination):
+class MigrationWorkflow:
     """Runs a plan on one cluster; see ``run`` for the general flow and ``execution.state`` for the phases.
 
-    Signals (the Web UI, ``temporal workflow signal``), each with who and why: ``pause``, ``resume``, ``cancel``
-    (mode stop, revert-pending or rollback), ``set_limits``, ``set_throttle``. One the phase does not allow, one
-    with a payload that does not validate and one of an unknown name are recorded in the audit as refused, with the
-    reason. Updates (the CLI; validated and answered): ``pause_update``, ``resume_update``, ``cancel_update``,
-    ``set_limits_update``, ``set_throttle_update``. From its moves: ``move_step``, ``move_stuck``, ``move_finished``;
-    from its cluster's coordinator: ``granted``.
-
-    Query ``progress``: the phase, operator actions, moves waiting, in flight, done and failed, bytes, ETA,
-    per-broker counts, the current batch, limits, throttle, peaks, stuck moves and runs.
+    Operator actions (``models.control.MigrationAction``: pause, resume, cancel with a mode, set_limits,
+    set_throttle), each with who and why: the update ``act_update`` (the CLI; validated and answered with the
+    progress) or its twin, the signal ``act`` (the Web UI, ``temporal workflow signal``); a signal the phase does not
+    allow, whose payload does not validate or whose name is unknown is recorded in the audit as refused, with the
+    reason. From its moves: ``move_step``, ``move_stuck``, ``move_finished``; from its cluster's coordinator:
+    ``granted``, ``rejoin``, ``cluster_action``. Query ``progress``: the phase, operator actions, moves waiting, in
+    flight, done and failed, bytes, ETA, per-broker counts, the current batch, limits, throttle, peaks and runs.
     """
 
     @workflow.init
     def __init__(self, given: dict) -> None:
         # A run that continues a migration takes its state over here, before any handler runs: a signal (a grant, an
         # operator's action) delivered with the run's start then acts on the migration's real state.
-        self._s = MigrationState()
-        # A carried state that does not validate: run() fails the migration with this reason.
-        self._bad_carry: str | None = None
-        carry = given.get("carry") if isinstance(given, dict) else None
-        if carry is not None:
-            try:
-                self._s = MigrationState.model_validate(carry)
-            except ValidationError as e:
-                self._bad_carry = problems(e)
+        self._s, self._bad_carry = build.carried_state(given)
         self._input: MigrationInput | None = None
-        # Set by a report or an action: the window looks again.
-        self._wake = False
-        # A move ended since the last demand.
-        self._demand_stale = False
-        self._ended_this_run = 0
+        self._id = workflow.info().workflow_id
+        # Set by a report or an action: the window looks again. A move ended since the last demand.
+        self._wake, self._demand_stale, self._ended_this_run = False, False, 0
         # From when this run waits for its handlers before handing its state over: updates are refused meanwhile.
-        self._handing_over = False
-        self._published = ""
+        self._handing_over, self._published = False, ""
         self._result: MigrationResult | None = None
-        # A cancellation from Temporal has been taken up (it is acted on once).
-        self._cancel_taken = False
-        # The last demand sent to the coordinator: an unchanged one is not sent again.
-        self._asked: tuple | None = None
+        # A cancellation from Temporal has been taken up (it is acted on once); the last demand sent (an unchanged
+        # one is not sent again).
+        self._cancel_taken, self._asked = False, cast(tuple | None, None)
 
     @workflow.run
     async def run(self, given: dict) -> MigrationResult:
@@ -96,10 +74,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         migration = self._input = self._parse(given)
         s = self._s
         if migration.carry is None:
-            s.limits, s.rate, s.started_at = migration.limits, migration.throttle_bytes_per_s, workflow.now()
-            # The start is audited like every other action (started from the Web UI or the temporal CLI without
-            # an actor, it says so).
-            s.note("start", migration.actor or "not given", migration.reason or "not given", workflow.now())
+            s.started(migration, workflow.now())
             workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster)])
         elif self._bad_carry is not None:
             raise ApplicationError(
@@ -110,21 +85,20 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         else:
             s.handed_over()
         self._publish()
+        prepare = calls.Preparation(migration, s, self._publish)
         while True:
             try:
-                await self._advance()
+                await self._advance(prepare)
                 break
             except INTERRUPTIONS as e:
                 # Interrupted: stop and clean up (the loop goes on from the phase it is in); one that cannot be
                 # taken up (a second failure, or any once the migration has ended) ends it as it is.
                 if s.phase in ENDED or not self._take_up(e):
                     await self._leave()
-                    now = progress(s, migration.cluster, workflow.now(), per_broker=False)
-                    record_progress(migration.cluster, now, running=False)
+                    record_progress(migration.cluster, self._progress(per_broker=False), running=False)
                     raise
         if self._cancel_taken:
-            # The migration stopped and cleaned up; Temporal shows it cancelled, as asked.
-            raise asyncio.CancelledError()
+            raise asyncio.CancelledError()  # stopped and cleaned up; Temporal shows it cancelled, as asked
         assert self._result is not None
         return self._result
 
@@ -135,12 +109,7 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             if self._cancel_taken:
                 return False
             self._cancel_taken = True
-            # Cancelled from Temporal (Web UI, `temporal workflow cancel`): nothing it started keeps changing Kafka.
-            by = OperatorAction(actor="temporal", reason="workflow cancellation requested")
-            if s.refusal(Action.CANCEL, "stop") is None:
-                s.apply(Action.CANCEL, by, workflow.now(), mode="stop", detail="stop")
-            else:
-                s.note("cancel", by.actor, by.reason, workflow.now(), "while " + s.phase.value)
+            s.cancelled_from_temporal(workflow.now())
             return True
         if s.failure is not None:
             return False
@@ -148,35 +117,32 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._publish()
         return True
 
-    def _parse(self, given: dict) -> MigrationInput:
-        # Taken as plain JSON and checked here, so an input that does not validate (limits of zero, say, from the
-        # temporal CLI) fails the migration with one line instead of failing its workflow task again and again.
+    @staticmethod
+    def _parse(given: dict) -> MigrationInput:
+        # An input that does not validate fails the migration with one line, not its workflow task again and again.
         try:
-            return MigrationInput.model_validate(given)
-        except ValidationError as e:
-            raise ApplicationError(
-                f"bad migration input, nothing was changed: {problems(e)}", type=ErrorType.INPUT, non_retryable=True
-            ) from None
+            return build.parse_input(given)
+        except ValueError as e:
+            raise ApplicationError(str(e), type=ErrorType.INPUT, non_retryable=True) from None
 
-    async def _advance(self) -> None:
+    async def _advance(self, prepare: calls.Preparation) -> None:
         """Drive the state machine from its phase to its end."""
-        s = self._s
+        s, given = self._s, self._input
+        assert given is not None
         if s.phase == Phase.PREFLIGHT:
-            await self._preflight()
+            await prepare.preflight()
         self._take_cancellation()
-        assert self._input is not None
-        dry_run = self._input.dry_run
-        if not s.joined and not dry_run and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED):
-            await self._join()
+        if not s.link.joined and not given.dry_run and s.phase in (Phase.ESTIMATING, Phase.RUNNING, Phase.PAUSED):
+            await self._join(given)
         if s.phase == Phase.ESTIMATING:
-            await self._estimate()
+            await prepare.estimate()
         if s.phase == Phase.DRY_RUN:
             self._result = dry_run_result(s, workflow.now())
             self._publish()
             return
         while s.phase in (Phase.RUNNING, Phase.PAUSED, Phase.DRAINING, Phase.STOPPING, Phase.ROLLING_BACK):
             self._take_cancellation()
-            await self._look()
+            await self._look(given)
         if s.phase == Phase.CLEANING_UP:
             await self._clean_up()
         if s.phase == Phase.FAILED:
@@ -189,30 +155,34 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         if workflow.cancellation_reason() is not None and not self._cancel_taken:
             raise asyncio.CancelledError()
 
-    async def _look(self) -> None:
+    # -- the window of moves ----------------------------------------------------------------------------------------
+
+    async def _look(self, given: MigrationInput) -> None:
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
-        assert self._input is not None
         s = self._s
-        if s.rejoin_due:
-            await self._join()
-        await self._refill()
+        if s.link.rejoin_due:
+            await self._join(given)
+        if s.more_to_page() and len(s.window.waiting) < given.page_moves // 2:
+            await calls.page_in(given, s)
         suggested = workflow.info().is_continue_as_new_suggested()
-        if s.drain_if_due(self._ended_this_run, self._input.continue_every, suggested):
+        if s.drain_if_due(self._ended_this_run, given.continue_every, suggested):
             self._publish()
         for record in s.cancels_due():
-            self._cancel_child(record)
+            calls.cancel_move(given.cluster, record)
         if s.phase == Phase.DRAINING and not s.window.in_flight:
-            await self._continue_as_new()
+            await self._continue_as_new(given)
             return
         # Granted moves start before the coordinator hears the demand that follows: a slot is not left idle for a
         # signal's round trip.
         for record in s.take_granted():
-            asyncio.ensure_future(self._run_child(record))
-        await self._ask()
+            asyncio.ensure_future(self._run_child(given, record))
+        await self._ask(given)
         self._publish()
         if s.window_empty():
             if s.rollback_wanted():
-                await self._plan_rollback()
+                await calls.plan_rollback(given, s)
+                if s.phase == Phase.STOPPING:
+                    s.clean_up()
             else:
                 s.clean_up()
             self._publish()
@@ -224,95 +194,187 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
             # A move ended: the coordinator hears of its slot (and its throttle entries) at once. While stopping,
             # the throttle stays as it is until the migration leaves.
             self._demand_stale = False
-            await self._ask()
+            await self._ask(given)
 
-    async def _refill(self) -> None:
-        """Page in the next moves of a plan by reference when fewer than half a page wait."""
-        assert self._input is not None
-        s, size = self._s, self._input.page_moves
-        if not s.more_to_page() or len(s.window.waiting) >= size // 2:
-            return
-        assert s.window.moves_ref is not None
-        page = await workflow.execute_activity_method(
-            MigrationActivities.read_moves,
-            MovesPage(moves_ref=s.window.moves_ref, offset=s.window.cursor, limit=size),
-            **QUICK_CALL,
-        )
-        s.window.cursor += len(page)
-        s.window.waiting = [*s.window.waiting, *page]
+    async def _run_child(self, given: MigrationInput, r: MoveRecord) -> None:
+        """A move as a child: a run continues as new only once nothing is in flight, so the run that started a move
+        hears its end."""
+        self._record_end(r, await calls.run_move(given, self._s, r, self._wake_up))
 
-    async def _plan_rollback(self) -> None:
-        assert self._input is not None
-        s = self._s
-        request = RollbackRequest(
-            migration_id=workflow.info().workflow_id,
-            mode=s.cancel,
-            outcomes=s.window.outcomes,
-            outcomes_of=self._saved_in(),
-        )
-        plan = await workflow.execute_activity_method(MigrationActivities.plan_rollback, request, **QUICK_CALL)
-        s.rollback_planned(ordered(plan.moves, self._input.order), plan.moves_ref, plan.count, plan.skipped)
-        if s.phase == Phase.STOPPING:
-            s.clean_up()
+    def _wake_up(self) -> None:
+        self._wake = True
 
-    def _saved_in(self) -> str | None:
-        """The migration whose work folder holds saved outcomes (a large migration), else None."""
-        return workflow.info().workflow_id if self._s.large else None
+    def _record_end(self, r: MoveRecord, outcome: MoveOutcome) -> None:
+        """A move ended (its report, or its child without one): its outcome into the state, once per token."""
+        if self._s.finish(r.key, r.token, outcome):
+            self._ended_this_run += 1
+            self._demand_stale = self._wake = True
+            self._describe()
+
+    # -- the end: clean-up, and continue-as-new -------------------------------------------------------------------
 
     async def _clean_up(self) -> None:
         """Preferred leaders, the throttle removed, every partition checked; then the end state and the result."""
-        s, rollback = self._s, self._s.direction == "rollback"
-        outcomes = s.rollback_outcomes if rollback else s.forward_outcomes
-        moved = sorted({(o.topic, o.partition) for o in outcomes if o.final is not None and o.final != o.original})
-        elected, not_preferred = 0, []
-        if moved or self._saved_in():
-            request = LeaderElection(
-                partitions=[TopicPartition(topic=t, partition=p) for t, p in moved],
-                batch=s.limits.max_leaders,
-                outcomes_of=self._saved_in(),
-                rollback=rollback,
-            )
-            try:
-                done = await workflow.execute_activity_method(MigrationActivities.elect_leaders, request, **STEP_WAIT)
-                elected, not_preferred = done.elected, done.not_preferred
-            except ActivityError as e:
-                if is_cancelled_exception(e):
-                    raise
-                # Leaders are a preference: the throttle must still go, and verification still runs.
-                workflow.logger.warning("preferred leaders not elected: %s", failure_message(e))
+        s = self._s
+        elected, not_preferred = await calls.elect_leaders(s)
         # Leaving the coordinator releases this migration's throttle entries; it answers once Kafka shows it.
         await self._leave()
-        verify = VerifyRequest(expected=expected_lists(s), outcomes_of=self._saved_in(), rollback=rollback)
-        wrong = await workflow.execute_activity_method(MigrationActivities.verify, verify, **STEP_WAIT)
+        wrong = await calls.verify(s)
         if s.end() != Phase.FAILED:
             self._result = result(s, wrong, elected, not_preferred, workflow.now())
         self._publish()
 
-    async def _continue_as_new(self) -> None:
+    async def _continue_as_new(self, given: MigrationInput) -> None:
         """Hand the state to a new run. Nothing is in flight (the window drained first), so no child's report can
         reach this run after its state is taken."""
-        assert self._input is not None
         s = self._s
         self._handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         if s.large:
-            # Finished moves go to the migration's folder; the next run carries counts and the failed ones.
-            batch = OutcomesBatch(
-                migration_id=workflow.info().workflow_id,
-                run=s.runs,
-                outcomes=s.window.outcomes,
-                rollback=s.direction == "rollback",
-            )
-            await workflow.execute_activity_method(MigrationActivities.save_outcomes, batch, **QUICK_CALL)
-            s.take_saved()
+            await calls.save_outcomes(s)
         if s.phase != Phase.DRAINING:
             # A cancel came while the outcomes were saved: this run stops the migration itself.
             self._handing_over = False
             return
         workflow.logger.info("continuing as new after %d moves, %d waiting", self._ended_this_run, s.waiting_count())
-        carry = s.model_dump(mode="json")
         # The plan is in the state now: the next run's input carries neither the plan nor a second copy of it.
-        workflow.continue_as_new(self._input.model_copy(update={"moves": [], "carry": carry}))
+        workflow.continue_as_new(given.model_copy(update={"moves": [], "carry": s.model_dump(mode="json")}))
+
+    # -- the cluster's coordinator: join, ask, hear grants, leave -------------------------------------------------
+
+    async def _join(self, given: MigrationInput) -> None:
+        if await calls.join(given, self._s):
+            self._asked = None  # the coordinator may be a new one: it hears the whole demand
+
+    async def _ask(self, given: MigrationInput) -> None:
+        """The coordinator hears this migration's demand when it has changed since the last one sent."""
+        s = self._s
+        if not s.link.joined or s.link.rejoin_due:
+            return
+        asking = build.asking(s)
+        if asking == self._asked and not s.link.released:
+            return
+        if await calls.send_demand(given, s):
+            self._asked = asking
+        else:
+            self._wake = True
+
+    async def _leave(self) -> None:
+        if self._input is not None:
+            await calls.leave(self._input, self._s)
+
+    @workflow.signal(name="granted")
+    def granted(self, grant: Grant) -> None:
+        """From the cluster's coordinator: moves that may start now, their throttle in place."""
+        s = self._s
+        if grant.error is not None:
+            # The throttle this migration asked for could not be written: it stops, cleans up and fails.
+            if s.phase in ACTIVE:
+                s.fail(grant.error)
+                self._describe()
+        elif not s.link.grant_heard([(k[0], k[1]) for k in grant.keys], grant.coordinator):
+            workflow.logger.info("a grant of %d move(s) from a coordinator it has not joined is void", len(grant.keys))
+        self._wake = True
+
+    @workflow.signal(name="rejoin")
+    def rejoin(self, coordinator: str = "") -> None:
+        """From a coordinator that does not know this migration (a new one, after the last was lost): join again.
+        Not from the coordinator it has joined since it was asked."""
+        link = self._s.link
+        if coordinator and link.joined and not link.rejoin_due and coordinator == link.coordinator:
+            return
+        self._s.coordinator_lost()
+        self._wake = True
+
+    @workflow.signal(name="cluster_action")
+    def cluster_action(self, entry: AuditEntry) -> None:
+        """From the cluster's coordinator: an operator froze or unfroze the cluster (who, why): in this
+        migration's audit too."""
+        self._s.note(entry.action, entry.actor, entry.reason, entry.at, "on the cluster (drover cluster)")
+        self._wake = True
+
+    # -- from its moves ---------------------------------------------------------------------------------------------
+
+    @workflow.signal(name="move_step")
+    def move_step(self, report: MoveStepReport) -> None:
+        """From a PartitionMoveWorkflow as it issues a step: for the current batch. One that shows its leader
+        movement done frees a leader slot: the window looks again."""
+        if self._s.window.step_reported((report.topic, report.partition), report.token, report.current, report.step):
+            self._wake = True
+
+    @workflow.signal(name="move_stuck")
+    def move_stuck(self, report: MoveStuck) -> None:
+        """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
+        key = (report.topic, report.partition)
+        if self._s.window.stuck_reported(key, report.token, report.policy):
+            step = f"{report.topic}-{report.partition} step {report.current} -> {report.step}"
+            why = f"no progress for {report.idle_s:.0f} s"
+            self._s.note("stuck", "drover", why, workflow.now(), f"{step}; policy {report.policy}")
+            self._wake = True
+
+    @workflow.signal(name="move_finished")
+    def move_finished(self, report: MoveReport) -> None:
+        """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
+        r = self._s.window.record((report.topic, report.partition))
+        if r is not None:
+            ended = build.outcome(
+                r, report.final, report.steps, report.reverted_when_stuck, report.error, report.error_type
+            )
+            self._record_end(r, ended)
+
+    # -- the operator's actions -------------------------------------------------------------------------------------
+
+    @workflow.update(name="act_update")
+    def act_update(self, raw: RawValue) -> MigrationProgress:
+        found = action_payload(raw)
+        assert not isinstance(found, BadSignal)  # the validator let it through
+        self._act(found)
+        return self.progress()
+
+    @act_update.validator
+    def _act_valid(self, raw: RawValue) -> None:
+        if self._handing_over:
+            raise ValueError(HANDING_OVER)
+        found = action_payload(raw)
+        why = found.why if isinstance(found, BadSignal) else self._s.refusal(found)
+        if why is not None:
+            raise ValueError(why)
+
+    @workflow.signal(name="act")
+    def act(self, raw: RawValue) -> None:
+        """Checked here, so one whose payload does not validate is recorded as refused, not dropped."""
+        found = action_payload(raw)
+        if isinstance(found, BadSignal):
+            self._refuse(found.action or "act", found.by, found.why)
+        else:
+            self._act(found)
+
+    @workflow.signal(dynamic=True)
+    def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
+        data = None
+        if args:
+            # A payload that cannot be read is recorded as unreadable, not applied.
+            with contextlib.suppress(Exception):
+                data = workflow.payload_converter().from_payload(args[0].payload)
+        self._refuse(name, sender(data), f"unknown signal {name!r}; {ACTION_FIELDS}")
+
+    def _act(self, request: MigrationAction) -> None:
+        entry = self._s.act(request, workflow.now())
+        if entry.refused is not None:
+            workflow.logger.warning("%s by %s refused: %s", entry.action, entry.actor, entry.refused)
+            return
+        workflow.logger.info("operator action %s by %s (%s) %s", entry.action, entry.actor, entry.reason, entry.detail)
+        self._demand_stale = self._demand_stale or isinstance(request, SetThrottle)
+        self._wake = True
+        # The phase's search attribute is upserted by the run as it wakes, never from a handler: a handler can run
+        # before run() in a run's first activation, where replay may order its command differently.
+        self._describe()
+
+    def _refuse(self, name: str, by, why: str) -> None:
+        self._s.refuse(name, by.actor, by.reason, workflow.now(), why)
+        workflow.logger.warning("%s by %s refused: %s", name, by.actor, why)
+
+    # -- what it shows ----------------------------------------------------------------------------------------------
 
     def _publish(self) -> None:
         """The phase as the DroverStatus search attribute (the Web UI, `drover list`), when it changes, and the
@@ -324,12 +386,14 @@ class MigrationWorkflow(MigrationControls, MigrationPreparation, MigrationMoves,
         self._describe()
 
     def _describe(self) -> None:
-        """The Web UI's current details (progress, the current batch, who paused) and the progress metrics, as they
-        are now."""
-        now = progress(self._s, self._input.cluster if self._input else "", workflow.now(), per_broker=False)
+        """The Web UI's current details (progress, the current batch, who paused) and the progress metrics."""
+        now = self._progress(per_broker=False)
         workflow.set_current_details(details(now))
         record_progress(now.cluster, now, running=self._s.phase not in ENDED)
 
+    def _progress(self, per_broker: bool = True) -> MigrationProgress:
+        return progress(self._s, self._input.cluster if self._input else "", workflow.now(), per_broker=per_broker)
+
     @workflow.query
     def progress(self) -> MigrationProgress:
-        return progress(self._s, self._input.cluster if self._input else "", workflow.now())
+        return self._progress()

@@ -1,6 +1,7 @@
 """Operator actions sent as signals: the payload validated, or who sent it and why it is refused. A signal has no
 caller to answer, so a workflow records a refused one in its audit rather than dropping it."""
 
+from collections.abc import Callable
 from typing import NamedTuple, TypeVar
 
 from temporalio import workflow
@@ -9,14 +10,17 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from models.control import OperatorAction
+    from models.control import ACTION_NAMES, MIGRATION_ACTIONS, MigrationAction, OperatorAction
 
 A = TypeVar("A", bound=OperatorAction)
+T = TypeVar("T")
 
 
 class BadSignal(NamedTuple):
     by: OperatorAction
     why: str
+    # The action it names, if it names one Drover takes (an operator action's "action").
+    action: str = ""
 
 
 def sender(data: object) -> OperatorAction:
@@ -27,12 +31,41 @@ def sender(data: object) -> OperatorAction:
 
 def signal_payload(name: str, raw: RawValue, model: type[A]) -> A | BadSignal:
     """The signal's payload as ``model``, or why it does not validate, with the fields the signal takes."""
+    fields = ", ".join(f'"{f}"' for f in model.model_fields)
+    return _payload(raw, model.model_validate, f"{name} takes {{{fields}}}")
+
+
+# The fields of a migration's operator actions (``models.control.MigrationAction``), as a refusal explains them.
+ACTION_FIELDS = (
+    f'act takes {{"action", "actor", "reason"}}, the action one of {", ".join(ACTION_NAMES)}; cancel takes "mode" '
+    '(stop, revert-pending or rollback), set_limits "limits", set_throttle "rate_bytes_per_s" (null: none)'
+)
+
+
+def action_payload(raw: RawValue) -> MigrationAction | BadSignal:
+    """An operator action for a migration (the signal ``act`` or the update ``act_update``), or why it does not
+    validate."""
+    found = _payload(raw, MIGRATION_ACTIONS.validate_python, ACTION_FIELDS)
+    if isinstance(found, BadSignal):
+        named = _data(raw).get("action")
+        return found._replace(action=named if named in ACTION_NAMES else "")
+    return found
+
+
+def _data(raw: RawValue) -> dict:
+    try:
+        data = workflow.payload_converter().from_payload(raw.payload)
+    except (ValueError, TypeError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _payload(raw: RawValue, validate: Callable[[object], T], takes: str) -> T | BadSignal:
     data = None
     try:
         data = workflow.payload_converter().from_payload(raw.payload)
-        return model.model_validate(data)
+        return validate(data)
     except (ValidationError, ValueError, TypeError) as e:
         detail = e.errors()[0] if isinstance(e, ValidationError) else None
         why = f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else str(e)
-        fields = ", ".join(f'"{f}"' for f in model.model_fields)
-        return BadSignal(sender(data), f"invalid payload: {why}; {name} takes {{{fields}}}")
+        return BadSignal(sender(data), f"invalid payload: {why}; {takes}")

@@ -12,7 +12,12 @@ import pytest
 
 from cli.report import render, timeline_of
 from models.admission import Limits
-from models.control import LimitsChange, OperatorAction, ThrottleChange
+from models.control import (
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+)
 from models.migration import MigrationInput
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, spread_plan, wait_for
@@ -53,13 +58,13 @@ async def test_the_report_draws_every_step_the_limits_and_the_operator_actions(l
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: fake.altered, "a first step")
-        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
-        await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))
+        await handle.execute_update(MigrationWorkflow.act_update, Pause(**who))
+        await handle.execute_update(MigrationWorkflow.act_update, SetThrottle(rate_bytes_per_s=2000, **who))
         await handle.execute_update(
-            MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=2, max_per_broker=2), **who)
+            MigrationWorkflow.act_update, SetLimits(limits=Limits(max_partitions=2, max_per_broker=2), **who)
         )
         await asyncio.sleep(1)
-        await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+        await handle.signal(MigrationWorkflow.act, Resume(actor="bob", reason="off peak"))
         # Read while it runs: the actions are those the history asked for (its input, signals and updates).
         running = await timeline_of(local_env.client, handle.id)
         result = await handle.result()

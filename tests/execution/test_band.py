@@ -8,6 +8,7 @@ from execution.cluster import ClusterState
 from models.admission import Limits, MoveSpec
 from models.band import BandSettings
 from models.coordination import ClusterBandChange, ClusterThrottleChange, Demand, JoinRequest, Takeover
+from models.throttle import Throttle
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 MB = 10**6
@@ -123,8 +124,10 @@ def coordinator() -> ClusterState:
     estimated = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=10)
     fixed = MoveSpec(topic="t", partition=1, original=[4, 5], target=[4, 6], size_bytes=10)
     rates = {b: FLOOR for b in (1, 2, 3)}
-    s.demand(Demand(migration_id="m1", seq=1, candidates=[estimated], limits=Limits(), broker_rates=rates))
-    s.demand(Demand(migration_id="m2", seq=1, candidates=[fixed], limits=Limits(), rate=5 * MB))
+    s.demand(
+        Demand(migration_id="m1", seq=1, candidates=[estimated], limits=Limits(), throttle=Throttle(per_broker=rates))
+    )
+    s.demand(Demand(migration_id="m2", seq=1, candidates=[fixed], limits=Limits(), throttle=Throttle.fixed(5 * MB)))
     assert sorted(s.allocate()) == ["m1", "m2"]
     return s
 
@@ -163,7 +166,7 @@ def test_paused_for_starvation_the_coordinator_grants_no_move_through_the_broker
     s.join(JoinRequest(migration_id="m3", cluster="c", cluster_id="k", partitions={"u": [0, 1]}), T0)
     through = MoveSpec(topic="u", partition=0, original=[1, 2], target=[1, 3], size_bytes=10)
     elsewhere = MoveSpec(topic="u", partition=1, original=[1, 2], target=[1, 7], size_bytes=10)
-    s.demand(Demand(migration_id="m3", seq=1, candidates=[through, elsewhere], limits=Limits(), broker_rates={}))
+    s.demand(Demand(migration_id="m3", seq=1, candidates=[through, elsewhere], limits=Limits()))
     assert s.allocate() == {"m3": [elsewhere]}
 
 

@@ -6,9 +6,11 @@ from collections import Counter
 from datetime import UTC, datetime
 
 from execution.cluster import ClusterState
+from execution.registry import FreezeNotices
 from models.admission import Limits, MoveSpec
 from models.control import OperatorAction
 from models.coordination import ClusterLimitsChange, Demand, JoinRequest
+from models.throttle import Throttle
 from steps.admission import InFlight
 from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, merged_list, wanted_throttle
 
@@ -40,7 +42,12 @@ def demand(
 ) -> None:
     assert s.demand(
         Demand(
-            migration_id=mid, seq=seq, candidates=moves, released=list(released), limits=limits or Limits(), rate=rate
+            migration_id=mid,
+            seq=seq,
+            candidates=moves,
+            released=list(released),
+            limits=limits or Limits(),
+            throttle=Throttle.fixed(rate),
         )
     )
 
@@ -199,7 +206,7 @@ def test_random_demands_and_releases_never_exceed_the_cluster_limits():
 
 def test_the_leader_side_lists_every_replica_so_a_new_leader_is_throttled_too():
     m = move("orders", 3, [1, 2, 3], [4, 5, 1])
-    wanted = wanted_throttle([(m, 1000, {})])
+    wanted = wanted_throttle([(m, Throttle.fixed(1000))])
     assert wanted.topics["orders"][LEADER_REPLICAS] == ["3:1", "3:2", "3:3", "3:4", "3:5"]
     assert wanted.topics["orders"][FOLLOWER_REPLICAS] == ["3:4", "3:5"]
     assert wanted.brokers == {b: (1000, 1000) for b in (1, 2, 3, 4, 5)}
@@ -209,7 +216,9 @@ def test_a_brokers_rate_is_the_highest_asked_and_a_move_without_a_throttle_is_no
     a = move("a", 0, [1, 2], [1, 3])
     b = move("b", 0, [2, 4], [2, 5])
     c = move("c", 0, [6, 7], [6, 8])
-    wanted = wanted_throttle([(a, 1000, {}), (b, 5000, {3: (7000, 7000)}), (c, None, {})])
+    wanted = wanted_throttle(
+        [(a, Throttle.fixed(1000)), (b, Throttle(rate=5000, per_broker={3: (7000, 7000)})), (c, Throttle())]
+    )
     assert wanted.brokers[2] == (5000, 5000) and wanted.brokers[1] == (1000, 1000)
     assert "c" not in wanted.topics and 6 not in wanted.brokers
 
@@ -341,3 +350,17 @@ def test_a_plan_by_reference_is_registered_by_its_file_and_joins_only_against_th
     t = ClusterState(name="prod")
     join(t, "m1", "a", [0])
     assert not t.recheck(small, "run1") and "a-1" not in (t.join(small, NOW) or "")
+
+
+def test_each_move_in_flight_is_told_to_hold_once_and_told_again_when_the_hold_ends():
+    notices = FreezeNotices()
+    in_flight = {("a", 0), ("b", 1)}
+    assert notices.due(in_flight, holding=True) == [("a", 0), ("b", 1)]
+    notices.told_one(("a", 0), holding=True)
+    assert notices.due(in_flight, holding=True) == [("b", 1)]
+    notices.forget_ended({("b", 1)})
+    assert notices.told == [] and notices.due({("b", 1)}, holding=False) == []
+    notices.told_one(("b", 1), holding=True)
+    assert notices.due({("b", 1)}, holding=False) == [("b", 1)]
+    notices.told_one(("b", 1), holding=False)
+    assert notices.told == []

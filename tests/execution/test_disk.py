@@ -8,6 +8,7 @@ from execution.cluster_gates import disk_news
 from execution.disk import UNTHROTTLED_HORIZON_S, DiskGate
 from models.admission import Limits, MoveSpec
 from models.coordination import ClusterDiskChange, Demand, DiskLimits, DiskReading, JoinRequest, Takeover
+from models.throttle import Throttle
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 GB = 10**9
@@ -118,7 +119,15 @@ def test_the_operator_is_told_once_when_a_broker_starts_waiting_and_once_when_it
 
 def joined(s: ClusterState, candidates: list[MoveSpec], rate: int | None = None) -> None:
     s.join(JoinRequest(migration_id="m1", cluster="c", cluster_id="k", partitions={"t": [0, 1, 2, 3]}), T0)
-    s.demand(Demand(migration_id="m1", seq=1, candidates=candidates, limits=Limits(max_partitions=5), rate=rate))
+    s.demand(
+        Demand(
+            migration_id="m1",
+            seq=1,
+            candidates=candidates,
+            limits=Limits(max_partitions=5),
+            throttle=Throttle.fixed(rate),
+        )
+    )
 
 
 def test_the_coordinator_grants_the_moves_that_fit_and_holds_those_onto_a_full_disk_until_the_limit_is_raised():

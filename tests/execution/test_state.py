@@ -7,11 +7,19 @@ import pytest
 from execution import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
 from execution.progress import details, progress
 from models.admission import Limits, MoveSpec
-from models.control import OperatorAction
+from models.control import MIGRATION_ACTIONS, Cancel, MigrationAction, OperatorAction
 from models.results import MoveOutcome
+from models.throttle import Throttle
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 WHO = OperatorAction(actor="ana", reason="test")
+
+
+def request(kind: Action, mode: str | None = None, limits: Limits | None = None, rate: int = 1) -> MigrationAction:
+    """The operator's request for ``kind``, from ana."""
+    fields = {"mode": mode or "stop", "limits": limits or Limits(), "rate_bytes_per_s": rate}
+    return MIGRATION_ACTIONS.validate_python({"action": kind.value, **WHO.model_dump(), **fields})
+
 
 # Every phase an operator can meet, with the variants that answer differently.
 STATES = {
@@ -174,15 +182,15 @@ def test_every_phase_answers_every_action(name, action):
     kind, mode = ACTIONS[action]
     answer, detail = EXPECTED[(name, action)]
     s = state(name)
-    why = s.refusal(kind, mode)
+    why = s.refusal(request(kind, mode))
     if answer == "refused":
         assert why is not None and detail in why
         with pytest.raises(InvalidTransition):
-            s.apply(kind, WHO, NOW, mode=mode, limits=Limits(), rate=1)
+            s.apply(request(kind, mode, Limits(), 1), NOW)
         return
     assert why is None
     before = len(s.actions)
-    s.apply(kind, WHO, NOW, mode=mode, limits=Limits(max_partitions=7), rate=42)
+    s.apply(request(kind, mode, Limits(max_partitions=7), 42), NOW)
     assert len(s.actions) == before + 1 and s.actions[-1].action == kind.value and s.actions[-1].actor == "ana"
     if isinstance(detail, tuple) and kind == Action.CANCEL:
         assert (s.phase, s.cancel) == detail
@@ -194,7 +202,7 @@ def test_every_phase_answers_every_action(name, action):
     if kind == Action.SET_LIMITS:
         assert s.limits.max_partitions == 7
     if kind == Action.SET_THROTTLE:
-        assert s.rate == 42 and s.broker_rates == {}
+        assert s.throttle == Throttle(rate=42)
 
 
 def test_only_the_table_s_transitions_are_allowed():
@@ -234,7 +242,7 @@ def running(n: int, **kw) -> MigrationState:
 
 def grant(s: MigrationState) -> list:
     """The coordinator grants the first waiting moves, as many as the migration's partition limit."""
-    s.granted = [(m.topic, m.partition) for m in s.window.waiting[: s.limits.max_partitions]]
+    s.link.granted = [(m.topic, m.partition) for m in s.window.waiting[: s.limits.max_partitions]]
     return s.take_granted()
 
 
@@ -245,7 +253,7 @@ def test_a_grant_gives_each_move_a_record_and_a_new_token():
     assert [r.expected for r in first] == [[1, 2], [1, 2]]
     assert len(s.window.waiting) == 1 and s.peak_in_flight == 2
     s.to(Phase.PAUSED)
-    assert grant(s) == [] and s.released == [("t", 2)]
+    assert grant(s) == [] and s.link.released == [("t", 2)]
 
 
 def test_only_the_report_of_the_child_in_flight_counts_and_only_once():
@@ -260,12 +268,12 @@ def test_only_the_report_of_the_child_in_flight_counts_and_only_once():
 def test_children_are_cancelled_once_each_and_only_once_started():
     s = running(2)
     a, b = grant(s)
-    s.child_started(a.key, a.token, run_id="run-a")
-    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    s.window.child_started(a.key, a.token, run_id="run-a")
+    s.apply(request(Action.CANCEL, "stop"), NOW)
     # The cancel names the child's run, so it can never reach a later move of the same partition.
     assert [(r.key, r.run_id) for r in s.cancels_due()] == [(a.key, "run-a")]
     assert s.cancels_due() == []
-    s.child_started(b.key, b.token)
+    s.window.child_started(b.key, b.token)
     assert [r.key for r in s.cancels_due()] == [b.key]
 
 
@@ -283,9 +291,9 @@ def test_a_stuck_move_under_policy_fail_stops_the_migration_and_it_ends_failed()
 def test_draining_hands_stuck_waiting_moves_over_to_the_next_run():
     s = running(4)
     a, b = grant(s)
-    s.child_started(a.key, a.token)
-    s.child_started(b.key, b.token)
-    assert s.stuck_reported(a.key, a.token, "wait") and not s.stuck_reported(a.key, "7", "wait")
+    s.window.child_started(a.key, a.token)
+    s.window.child_started(b.key, b.token)
+    assert s.window.stuck_reported(a.key, a.token, "wait") and not s.window.stuck_reported(a.key, "7", "wait")
     assert s.drain_if_due(finished_this_run=5, every=5, suggested=False)
     assert s.phase == Phase.DRAINING and s.after_drain == Phase.RUNNING
     # The stuck one is cancelled so the drain does not wait for it; the other finishes on its own.
@@ -305,7 +313,7 @@ def test_a_pause_while_draining_carries_over():
     s = running(3)
     grant(s)
     s.drain_if_due(1, 1, suggested=False)
-    s.apply(Action.PAUSE, WHO, NOW)
+    s.apply(request(Action.PAUSE), NOW)
     carried = MigrationState.model_validate(s.model_dump(mode="json"))
     carried.handed_over()
     assert carried.phase == Phase.PAUSED and carried.paused
@@ -315,7 +323,7 @@ def test_a_cancel_while_draining_is_in_the_carry_and_not_lost():
     s = running(3)
     grant(s)
     s.drain_if_due(1, 1, suggested=False)
-    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.apply(request(Action.CANCEL, "rollback"), NOW)
     assert s.phase == Phase.STOPPING and s.window.waiting == []
     assert MigrationState.model_validate(s.model_dump(mode="json")).cancel == "rollback"
 
@@ -324,7 +332,7 @@ def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
     s = running(2)
     a, b = grant(s)
     s.finish(a.key, a.token, outcome(a.move))
-    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.apply(request(Action.CANCEL, "rollback"), NOW)
     s.finish(b.key, b.token, outcome(b.move, error="cancelled", final=[1, 2]))
     assert s.window_empty() and s.rollback_wanted()
     back = MoveSpec(topic="t", partition=0, original=[1, 3], target=[1, 2], expected=[1, 3])
@@ -332,7 +340,7 @@ def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
     assert s.phase == Phase.ROLLING_BACK and s.direction == "rollback" and s.moves_done() == 1
     (r,) = grant(s)
     assert r.expected == [1, 3]
-    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    s.apply(request(Action.CANCEL, "stop"), NOW)
     assert s.phase == Phase.STOPPING and s.rollback_stopped
     s.finish(r.key, r.token, outcome(r.move, error="cancelled", final=[1, 3]))
     assert not s.rollback_wanted()
@@ -343,10 +351,10 @@ def test_rollback_runs_then_a_second_cancel_stops_it_and_the_end_says_stopped():
 def test_a_stop_while_the_rollback_is_planned_is_honoured():
     s = running(1)
     (a,) = grant(s)
-    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.apply(request(Action.CANCEL, "rollback"), NOW)
     s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
     assert s.rollback_wanted()
-    s.apply(Action.CANCEL, WHO, NOW, mode="stop")
+    s.apply(request(Action.CANCEL, "stop"), NOW)
     s.rollback_planned([spec(0, (1, 3), (1, 2))], None, 1, skipped=[])
     assert s.phase == Phase.STOPPING and s.direction == "forward"
     s.clean_up()
@@ -358,7 +366,7 @@ def test_a_rollback_that_finishes_ends_rolled_back_and_a_plain_run_completed():
     for mode, ends in (("revert-pending", Phase.REVERTED), ("rollback", Phase.ROLLED_BACK)):
         s = running(1)
         (a,) = grant(s)
-        s.apply(Action.CANCEL, WHO, NOW, mode=mode)
+        s.apply(request(Action.CANCEL, mode), NOW)
         s.finish(a.key, a.token, outcome(a.move, error="cancelled", final=[1, 3]))
         s.rollback_planned([], None, 0, skipped=[])
         assert s.phase == Phase.ROLLING_BACK and s.window_empty()
@@ -412,20 +420,20 @@ def test_a_large_migration_saves_finished_moves_and_keeps_the_failed():
 
 def test_under_a_coordinator_the_demand_names_waiting_moves_and_grants_start_them():
     s = running(10)
-    s.joined = True
+    s.link.joined = True
     assert [m.partition for m in s.candidates()] == [0, 1, 2, 3]
-    s.granted = [("t", 0), ("t", 1)]
+    s.link.granted = [("t", 0), ("t", 1)]
     started = s.take_granted()
-    assert [r.move.partition for r in started] == [0, 1] and s.granted == []
+    assert [r.move.partition for r in started] == [0, 1] and s.link.granted == []
     assert s.finish(("t", 0), started[0].token, outcome(started[0].move, final=[1, 3]))
-    assert s.released == [("t", 0)]
+    assert s.link.released == [("t", 0)]
 
 
 def test_a_grant_that_reaches_a_draining_run_is_taken_up_by_the_next():
     s = running(10)
-    s.joined = True
+    s.link.joined = True
     assert s.drain_if_due(finished_this_run=500, every=200, suggested=False)
-    s.granted = [("t", 0)]
+    s.link.granted = [("t", 0)]
     assert s.take_granted() == [] and s.candidates() == []
     carried = MigrationState.model_validate(s.model_dump(mode="json"))
     carried.handed_over()
@@ -434,32 +442,32 @@ def test_a_grant_that_reaches_a_draining_run_is_taken_up_by_the_next():
 
 def test_a_grant_that_comes_after_a_stop_is_released_not_started():
     s = running(10)
-    s.joined = True
-    s.apply(Action.CANCEL, OperatorAction(actor="ops", reason="stop"), NOW, mode="stop")
-    s.granted = [("t", 0), ("t", 1)]
+    s.link.joined = True
+    s.apply(Cancel(actor="ops", reason="stop", mode="stop"), NOW)
+    s.link.granted = [("t", 0), ("t", 1)]
     assert s.take_granted() == []
-    assert s.released == [("t", 0), ("t", 1)]
+    assert s.link.released == [("t", 0), ("t", 1)]
 
 
 def test_grants_not_taken_up_when_the_coordinator_is_lost_are_void_and_released():
     s = running(10)
-    s.joined_coordinator("first")
-    assert s.grant_heard([("t", 0), ("t", 1)], "first")
+    s.link.joined_to("first")
+    assert s.link.grant_heard([("t", 0), ("t", 1)], "first")
     s.coordinator_lost()
     # The coordinator it joins again knows only the moves in flight: these two do not start.
-    assert s.rejoin_due and s.granted == [] and s.released == [("t", 0), ("t", 1)]
-    s.joined_coordinator("second")
+    assert s.link.rejoin_due and s.link.granted == [] and s.link.released == [("t", 0), ("t", 1)]
+    s.link.joined_to("second")
     assert s.take_granted() == [] and len(s.window.in_flight) == 0
 
 
 def test_a_grant_is_taken_only_from_the_coordinator_joined_and_not_while_joining_again():
     s = running(10)
-    s.joined_coordinator("second")
-    assert not s.grant_heard([("t", 0)], "first")
+    s.link.joined_to("second")
+    assert not s.link.grant_heard([("t", 0)], "first")
     s.coordinator_lost()
-    assert not s.grant_heard([("t", 1)], "second")
-    s.joined_coordinator("second")
-    assert s.grant_heard([("t", 2)], "second") and s.granted == [("t", 2)]
+    assert not s.link.grant_heard([("t", 1)], "second")
+    s.link.joined_to("second")
+    assert s.link.grant_heard([("t", 2)], "second") and s.link.granted == [("t", 2)]
     assert [r.move.partition for r in s.take_granted()] == [2]
 
 
@@ -469,21 +477,21 @@ def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slo
     first = grant(s)
     assert [r.move.partition for r in first] == [0]
     # The first step puts the new leader first and elects it; until the next step is issued it holds the slot.
-    assert not s.step_reported(first[0].key, first[0].token, current=[1, 2], step=[3, 1, 2])
+    assert not s.window.step_reported(first[0].key, first[0].token, current=[1, 2], step=[3, 1, 2])
     assert s.leaders_moved() == []
-    assert s.step_reported(first[0].key, first[0].token, current=[3, 1, 2], step=[3, 4, 2])
+    assert s.window.step_reported(first[0].key, first[0].token, current=[3, 1, 2], step=[3, 4, 2])
     assert s.leaders_moved() == [("t", 0)]
 
 
 def test_the_web_ui_details_say_who_paused_and_what_is_in_flight_and_no_cancel_once_ended():
     s = running(3)
     grant(s)
-    s.apply(Action.PAUSE, WHO, NOW)
+    s.apply(request(Action.PAUSE), NOW)
     text = details(progress(s, "c", NOW))
     assert text.startswith("**paused (by ana: test)**")
     assert "moves: 0 of 0 done, 2 in flight, 1 waiting, 0 failed" in text
     assert "- t-0: [1, 2], first step not issued, final [1, 3]" in text and "last action: pause by ana (test)" in text
-    s.apply(Action.CANCEL, WHO, NOW, mode="rollback")
+    s.apply(request(Action.CANCEL, "rollback"), NOW)
     assert "**stopping, cancelling (rollback)**" in details(progress(s, "c", NOW))
     ended = MigrationState(phase=Phase.ROLLED_BACK, cancel="rollback")
     assert details(progress(ended, "c", NOW)).startswith("**rolled_back**\n")
@@ -509,11 +517,11 @@ def test_bytes_done_count_the_finished_steps_of_moves_in_flight():
     s = MigrationState(phase=Phase.RUNNING, bytes_total=two.bytes_to_copy, moves_total=1)
     s.window.waiting = [two]
     r = grant(s)[0]
-    s.child_started(r.key, r.token, "run")
+    s.window.child_started(r.key, r.token, "run")
     assert progress(s, "c", NOW).bytes_done == 0
-    s.step_reported(r.key, r.token, current=[1, 2], step=[1, 2, 3])
+    s.window.step_reported(r.key, r.token, current=[1, 2], step=[1, 2, 3])
     assert progress(s, "c", NOW).bytes_done == 0
-    s.step_reported(r.key, r.token, current=[2, 3], step=[2, 3, 4])
+    s.window.step_reported(r.key, r.token, current=[2, 3], step=[2, 3, 4])
     now = progress(s, "c", NOW)
     assert now.bytes_done == 100 and now.batch[0].size_bytes == 100
     # A rollback's moves in flight are not the forward bytes.

@@ -10,6 +10,7 @@ from execution.cluster import ClusterState
 from execution.cluster_gates import window_news
 from models.admission import Limits, MoveSpec
 from models.coordination import ClusterWindowsChange, Demand, JoinRequest
+from models.throttle import Throttle
 from models.windows import Windows, parse_window
 
 BERLIN_NIGHTS = "Mon-Fri 22:00-06:00 Europe/Berlin"
@@ -69,7 +70,15 @@ def coordinator(windows: Windows) -> ClusterState:
     s = ClusterState(name="c")
     s.join(JoinRequest(migration_id="m1", cluster="c", cluster_id="k", partitions={"t": [0, 1]}), utc(2026, 1, 1))
     moves = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[1, 3], size_bytes=10) for p in (0, 1)]
-    s.demand(Demand(migration_id="m1", seq=1, candidates=moves, limits=Limits(max_partitions=1), rate=50_000_000))
+    s.demand(
+        Demand(
+            migration_id="m1",
+            seq=1,
+            candidates=moves,
+            limits=Limits(max_partitions=1),
+            throttle=Throttle.fixed(50_000_000),
+        )
+    )
     s.setting(ClusterWindowsChange(windows=windows, actor="ops", reason="nights only"), utc(2026, 1, 1))
     return s
 

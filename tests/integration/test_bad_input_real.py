@@ -11,7 +11,11 @@ from temporalio.client import WorkflowFailureError
 
 from models import TopicPartition
 from models.admission import Limits
-from models.control import OperatorAction
+from models.control import (
+    OperatorAction,
+    Pause,
+    Resume,
+)
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from models.results import MigrationResult
@@ -161,7 +165,7 @@ async def test_a_partition_changed_by_kafkas_tool_mid_migration_is_left_alone(
             await asyncio.sleep(0.1)
         # Paused, so partition 2's move cannot start before Kafka's tool has changed it (the tool takes seconds).
         who = OperatorAction(actor="test", reason="let someone else change partition 2")
-        await handle.execute_update(MigrationWorkflow.pause_update, who)
+        await handle.execute_update(MigrationWorkflow.act_update, Pause(**who.model_dump()))
         # --additional: Kafka's tool refuses to run beside a reassignment in progress without it.
         done = await asyncio.to_thread(
             reassign_partitions,
@@ -180,7 +184,7 @@ async def test_a_partition_changed_by_kafkas_tool_mid_migration_is_left_alone(
             0.2,
             "their change",
         )
-        await handle.execute_update(MigrationWorkflow.resume_update, who)
+        await handle.execute_update(MigrationWorkflow.act_update, Resume(**who.model_dump()))
         result = await handle.result()
     outcomes = {o.partition: o for o in result.moves}
     assert outcomes[0].error is None and outcomes[1].error is None

@@ -136,7 +136,7 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
         assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
     # Inside the band at every sample: at or above the estimate's rates, at most the ceiling.
     assert progress.estimate is not None
-    floors = progress.estimate.rates()
+    floors = progress.estimate.recommended().per_broker
     # A broker the estimate gives no rate of its own (one only holding an original replica) gets the highest.
     top = (max(r[0] for r in floors.values()), max(r[1] for r in floors.values()))
     for t, rates in sampler.samples:

@@ -16,7 +16,14 @@ from adapters.kafka_admin import KafkaAdmin
 from cli.output import default_actor
 from models import MoveInput, TopicPartition
 from models.admission import Limits
-from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.control import (
+    Cancel,
+    OperatorAction,
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+)
 from models.migration import MigrationInput
 from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 from models.progress import MigrationProgress
@@ -184,7 +191,7 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
             return any(c.get("follower.replication.throttled.rate") == rate for c in configs.values())
 
         await asyncio.to_thread(wait_until, lambda: rate_on_brokers("100000"), 30, 0.1, "the throttle on the brokers")
-        paused = await handle.execute_update(MigrationWorkflow.pause_update, who)
+        paused = await handle.execute_update(MigrationWorkflow.act_update, Pause(**who.model_dump()))
         assert paused.paused
         # The move in flight finishes all its steps; then nothing starts while paused.
         for _ in range(600):
@@ -196,12 +203,12 @@ async def test_pause_resume_limit_and_throttle_changes_on_the_real_cluster(
         await asyncio.sleep(3)
         assert admin.list_reassignments() == []
         assert (await handle.query(MigrationWorkflow.progress)).in_flight == []
-        more = LimitsChange(limits=Limits(max_partitions=3, max_per_broker=3), actor="test", reason="more")
-        await handle.execute_update(MigrationWorkflow.set_limits_update, more)
-        faster = ThrottleChange(rate_bytes_per_s=300_000, actor="test", reason="faster")
-        await handle.execute_update(MigrationWorkflow.set_throttle_update, faster)
+        more = SetLimits(limits=Limits(max_partitions=3, max_per_broker=3), actor="test", reason="more")
+        await handle.execute_update(MigrationWorkflow.act_update, more)
+        faster = SetThrottle(rate_bytes_per_s=300_000, actor="test", reason="faster")
+        await handle.execute_update(MigrationWorkflow.act_update, faster)
         sampler.start()
-        await handle.execute_update(MigrationWorkflow.resume_update, who)
+        await handle.execute_update(MigrationWorkflow.act_update, Resume(**who.model_dump()))
         await asyncio.to_thread(wait_until, lambda: rate_on_brokers("300000"), 30, 0.1, "the new throttle")
         result = await handle.result()
     sampler.stop()
@@ -236,8 +243,8 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
                 break
             await asyncio.sleep(0.1)
         assert progress.done >= 1 and moving, "a finished move and one in flight"
-        request = CancelRequest(mode="rollback", actor="test", reason="integration")
-        await handle.execute_update(MigrationWorkflow.cancel_update, request)
+        request = Cancel(mode="rollback", actor="test", reason="integration")
+        await handle.execute_update(MigrationWorkflow.act_update, request)
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified and result.skipped == []
     assert any(m.error is None for m in result.moves) and any(m.error == "cancelled" for m in result.moves)
@@ -439,7 +446,7 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
         code, err, took = await timed("cancel", migration_id, "--reason", "r")
         assert code == 0 and "no worker polls" in err and "recorded in the migration's history" in err
         assert f"task queue {nobody}" in err and err.strip().count("\n") == 0, err
-        assert [e async for e in _signal_names(handle)] == ["cancel"]
+        assert [e async for e in _signal_names(handle)] == ["act"]
         plan_file = tmp_path / "plan.json"
         plan_file.write_text(
             json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 0, "replicas": [4, 2]}]})
@@ -462,7 +469,7 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
         assert code == 0 and "no worker answered within 8 s" in err and f"task queue {gone}" in err
         # Temporal holds a signal back while a workflow task is out (the gone worker's, until it times out) and then
         # writes it to the history: it is there within that timeout, not always at once.
-        await _signal_recorded(second, "pause", within_s=30)
+        await _signal_recorded(second, "act", within_s=30)
         started = asyncio.get_running_loop().time()
         code, _, err = await drover_gone("status", second.id)
         took = asyncio.get_running_loop().time() - started
@@ -472,7 +479,7 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
             progress = await wait_for_progress(second, lambda p: p.paused, "the pause sent while no worker answered")
             # Ended while a worker polls, so its step in flight is undone and its throttle removed: the next test
             # finds Kafka as it was.
-            await second.execute_update(MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="over"))
+            await second.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="over"))
             assert (await second.result()).status == "stopped"
         assert any(a.action == "pause" and a.reason == "worker down" for a in progress.actions)
         assert not [r for r in admin.list_reassignments() if r.topic == topic_name]
@@ -531,7 +538,7 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
             )
         assert f"{topic_name}-0 is already being reassigned" in str(refused.value.cause)
         assert admin.describe_partition(TopicPartition(topic=topic_name, partition=1)).replicas == [2, 1]
-        stopped = await one.execute_update(MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="done"))
+        stopped = await one.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="done"))
         assert stopped.cancelling == "stop" and (await one.result()).status == "stopped"
         # Between two steps Kafka shows nothing; only the move's workflow ID tells. A move of partition 0 whose
         # workflow is open (here one no worker picks up, so it holds the ID without touching Kafka) makes the
@@ -668,9 +675,7 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
             assert 0 < copying < total / 2 and done == copying
             assert total > 2 * 8_000_000  # two new replicas of the partition's size
         finally:
-            await handle.execute_update(
-                MigrationWorkflow.cancel_update, CancelRequest(actor="test", reason="seen", mode="stop")
-            )
+            await handle.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="seen", mode="stop"))
             await handle.result()
 
 

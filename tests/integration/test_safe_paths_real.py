@@ -13,7 +13,9 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
 from models import TopicPartition
 from models.admission import Limits
-from models.control import CancelRequest
+from models.control import (
+    Cancel,
+)
 from models.coordination import FreezeRequest, cluster_workflow_id
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
@@ -84,9 +86,7 @@ async def test_each_cancel_mode_leaves_what_it_says(real_client, admin, real_set
     original, plan, written = await asyncio.to_thread(slow_topic, admin, real_settings, topic_name)
     async with worker_for(real_client, activities_for(admin)) as worker:
         handle = await start_mid_step(real_client, worker, plan)
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="test")
-        )
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode=mode, actor="ops", reason="test"))
         result = await asyncio.wait_for(handle.result(), 300)
     now = lists(admin, topic_name)
     targets = {p.partition: p.replicas for p in plan}
@@ -150,9 +150,7 @@ async def test_a_stop_never_leaves_a_partition_above_its_target_replication_fact
             assert code == 0 and "ETA none while the cluster is frozen" in err, err
             watched = await watch_line(real_settings, worker.task_queue, handle.id)
             assert "ETA none while the cluster is frozen" in watched, watched
-            await handle.execute_update(
-                MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="ops", reason="test")
-            )
+            await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="ops", reason="test"))
             result = await asyncio.wait_for(handle.result(), 120)
         finally:
             await coordinator.execute_update(
@@ -268,7 +266,7 @@ async def test_a_rollback_skips_a_partition_whose_original_replicas_are_out_of_s
                 wait_until, lambda: 4 not in partition_state(admin, topic_name, 0).isr, 60, 0.5, "4 out of sync"
             )
             await handle.execute_update(
-                MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="test")
+                MigrationWorkflow.act_update, Cancel(mode="rollback", actor="ops", reason="test")
             )
             await wait_for_progress(handle, lambda p: p.phase in ("rolling_back", "cleaning_up"), "the rollback", 90)
             await asyncio.to_thread(stack.up, False)

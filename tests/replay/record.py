@@ -17,7 +17,13 @@ from temporalio.common import WorkflowIDConflictPolicy
 
 from models.admission import Limits
 from models.band import BandSettings
-from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.control import (
+    Cancel,
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+)
 from models.coordination import (
     ClusterBandChange,
     ClusterInput,
@@ -59,7 +65,7 @@ async def _cancelled_midway(client, fake: FakeKafka, name: str, queue: str, mode
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
     await _progress(handle, lambda p: p.done >= 2 and p.in_flight)
-    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort"))
+    await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode=mode, actor="ops", reason="abort"))
     return handle
 
 
@@ -75,9 +81,9 @@ async def refused_signals(client, fake: FakeKafka, name: str, queue: str):
     fake.ticks = 6
     handle = await completed(client, fake, name, queue)
     await _progress(handle, lambda p: p.in_flight)
-    await handle.signal("pause", {"who": "ana"})
+    await handle.signal("act", {"action": "pause", "who": "ana"})
     await handle.signal("frobnicate", {"actor": "bob", "reason": "typo"})
-    await handle.signal("resume", {"actor": "cy", "reason": "not paused"})
+    await handle.signal("act", {"action": "resume", "actor": "cy", "reason": "not paused"})
     return handle
 
 
@@ -86,12 +92,10 @@ async def controls(client, fake: FakeKafka, name: str, queue: str):
     handle = await completed(client, fake, name, queue)
     who = {"actor": "ana", "reason": "peak hours"}
     await _progress(handle, lambda p: p.in_flight)
-    await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
-    await handle.execute_update(
-        MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who)
-    )
-    await handle.execute_update(MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who))
-    await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+    await handle.execute_update(MigrationWorkflow.act_update, Pause(**who))
+    await handle.execute_update(MigrationWorkflow.act_update, SetLimits(limits=Limits(max_partitions=3), **who))
+    await handle.execute_update(MigrationWorkflow.act_update, SetThrottle(rate_bytes_per_s=2000, **who))
+    await handle.signal(MigrationWorkflow.act, Resume(actor="bob", reason="off peak"))
     return handle
 
 

@@ -16,7 +16,16 @@ from cli.output import Output
 from cli.start import details_of, summary_of
 from models import MoveInput
 from models.admission import Limits
-from models.control import CancelRequest, LimitsChange, OperatorAction, ThrottleChange
+from models.control import (
+    Cancel,
+    LimitsChange,
+    OperatorAction,
+    Pause,
+    Resume,
+    SetLimits,
+    SetThrottle,
+    ThrottleChange,
+)
 from models.coordination import cluster_workflow_id
 from models.migration import EstimateSettings, MigrationInput
 from models.moves import StuckPolicy
@@ -94,24 +103,20 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for(lambda: fake.altered, "a first step")
-        paused = await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+        paused = await handle.execute_update(MigrationWorkflow.act_update, Pause(**who))
         assert paused.paused and paused.waiting == 7
         with pytest.raises(WorkflowUpdateFailedError) as refused:
-            await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(**who))
+            await handle.execute_update(MigrationWorkflow.act_update, Pause(**who))
         assert "already paused" in str(refused.value.cause)
         # The move in flight finishes; nothing new starts while paused.
         await wait_for(lambda: fake.replicas[("orders", 0)] == plan[0].replicas, "the first move to finish")
         await asyncio.sleep(2)
         progress = await handle.query(MigrationWorkflow.progress)
         assert progress.waiting == 7 and progress.in_flight == []
-        changed = await handle.execute_update(
-            MigrationWorkflow.set_throttle_update, ThrottleChange(rate_bytes_per_s=2000, **who)
-        )
+        changed = await handle.execute_update(MigrationWorkflow.act_update, SetThrottle(rate_bytes_per_s=2000, **who))
         assert changed.throttle_bytes_per_s == 2000
-        await handle.execute_update(
-            MigrationWorkflow.set_limits_update, LimitsChange(limits=Limits(max_partitions=3), **who)
-        )
-        await handle.signal(MigrationWorkflow.resume, OperatorAction(actor="bob", reason="off peak"))
+        await handle.execute_update(MigrationWorkflow.act_update, SetLimits(limits=Limits(max_partitions=3), **who))
+        await handle.signal(MigrationWorkflow.act, Resume(actor="bob", reason="off peak"))
         await wait_for(lambda: any(c.get(FOLLOWER_RATE) == "2000" for c in fake.broker_configs.values()), "new rate")
         result = await handle.result()
         progress = await handle.query(MigrationWorkflow.progress)
@@ -165,9 +170,7 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         # Let two moves finish and two more start, then cancel.
         await wait_for(lambda: sum(fake.replicas[k] != original[k] for k in original) >= 2 and fake.ongoing, "progress")
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode=mode, actor="ops", reason="abort")
-        )
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode=mode, actor="ops", reason="abort"))
         result = await handle.result()
     assert fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
@@ -360,8 +363,8 @@ async def test_continue_as_new_keeps_every_move_and_operator_action(local_env):
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
         # As the CLI does: an update refused while a run hands over to the next is sent again.
-        await execute_update(handle, MigrationWorkflow.pause_update, OperatorAction(actor="ana", reason="peak"))
-        await execute_update(handle, MigrationWorkflow.resume_update, OperatorAction(actor="ana", reason="off peak"))
+        await execute_update(handle, Pause(actor="ana", reason="peak"))
+        await execute_update(handle, Resume(actor="ana", reason="off peak"))
         result = await result_within(handle)
         progress = await handle.query(MigrationWorkflow.progress)
         described = await handle.describe()
@@ -390,9 +393,7 @@ async def test_rollback_after_continuing_as_new_returns_every_partition(local_en
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 2 and p.in_flight, "a second run with moves in flight")
-        await execute_update(
-            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="ops", reason="abort")
-        )
+        await execute_update(handle, Cancel(mode="rollback", actor="ops", reason="abort"))
         result = await result_within(handle)
     assert result.status == "rolled_back" and result.verified and result.rollback_outcomes
     assert fake.replicas == original and fake.ongoing == {}
@@ -472,9 +473,7 @@ async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(loca
     async with worker_for(local_env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
-        await execute_update(
-            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
+        await execute_update(handle, Cancel(mode="rollback", actor="o", reason="r"))
         result = await handle.result()
     assert result.status == "rolled_back" and result.verified
     assert fake.replicas == original and fake.ongoing == {}
@@ -649,14 +648,14 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
         )
         await wait_for(lambda: fake.altered, "a first step")
         running = await current_details(handle)
-        await handle.execute_update(MigrationWorkflow.pause_update, OperatorAction(actor="bo", reason="peak hours"))
+        await handle.execute_update(MigrationWorkflow.act_update, Pause(actor="bo", reason="peak hours"))
         paused = await current_details(handle)
         child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
         await wait_for_summary(child, "waiting for step 1 of ")
         with fake._lock:
             fake.ticks = 2
             fake.ongoing = {key: (target, 1) for key, (target, _) in fake.ongoing.items()}
-        await handle.execute_update(MigrationWorkflow.resume_update, OperatorAction(actor="bo", reason="quiet"))
+        await handle.execute_update(MigrationWorkflow.act_update, Resume(actor="bo", reason="quiet"))
         assert (await handle.result()).verified
         described = await handle.describe()
         child_described = await child.describe()

@@ -20,7 +20,12 @@ from activities.migration import MigrationActivities
 from cli.control import execute_update
 from models import MoveInput, ReplicaSize, StepRequest, TopicPartition
 from models.admission import Limits, MoveSpec
-from models.control import CancelRequest, OperatorAction, ThrottleChange
+from models.control import (
+    Cancel,
+    Pause,
+    Resume,
+    SetThrottle,
+)
 from models.migration import MigrationInput
 from models.plan import PartitionReplicas
 from models.requests import RollbackRequest, VerifyRequest
@@ -80,7 +85,7 @@ async def rolling_back_after_three_moves(handle, fake: FakeKafka, ticks: int):
     """Once three moves are done, cancel with rollback; Kafka then takes ``ticks`` listings a step. The progress
     once the rollback has a move in flight."""
     await wait_for_progress(handle, lambda p: p.done >= 3, "three moves done")
-    await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r"))
+    await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
     fake.ticks = ticks
     return await wait_for_progress(handle, lambda p: p.phase == "rolling_back" and p.in_flight, "the rollback")
 
@@ -160,9 +165,7 @@ async def test_a_rollback_of_over_a_thousand_moves_continues_as_new_and_brings_e
     async with worker_for(env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await start(env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=300)
-        await execute_update(
-            handle, MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
+        await execute_update(handle, Cancel(mode="rollback", actor="o", reason="r"))
         result = await ended(handle, 600)
         histories = await run_chain(env, handle.id, handle.result_run_id)
     largest = max(len(events) for events in histories)
@@ -196,7 +199,7 @@ async def test_a_temporal_cancel_during_a_throttle_write_stops_every_move_and_re
 
         fake.hooks["alter_broker_config"] = slow_write
         # A new rate makes the migration rewrite the throttle; cancel while it does.
-        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        await handle.signal("act", SetThrottle(rate_bytes_per_s=2000, actor="o", reason="r"))
         await wait_for(writing.is_set, "a throttle write under way")
         status = await cancelled_from_temporal(handle)
         fake.hooks.clear()
@@ -252,7 +255,7 @@ async def test_a_throttle_write_that_fails_stops_the_moves_and_leaves_no_throttl
         handle = await start(local_env, worker, migration)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
         fake.hooks["alter_broker_config"] = lambda broker, set_, delete: refuse_third(broker) if set_ else None
-        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        await handle.signal("act", SetThrottle(rate_bytes_per_s=2000, actor="o", reason="r"))
         with pytest.raises(WorkflowFailureError) as failed:
             await ended(handle)
         await no_move_left(local_env, c, fake)
@@ -279,7 +282,7 @@ async def test_a_temporal_cancel_during_the_clean_up_after_a_failure_still_clean
         handle = await start(local_env, worker, migration)
         await wait_for(lambda: len(fake.ongoing) == 2, "two steps on Kafka")
         fake.hooks["alter_broker_config"] = refuse_or_slow
-        await handle.signal("set_throttle", ThrottleChange(rate_bytes_per_s=2000, actor="o", reason="r"))
+        await handle.signal("act", SetThrottle(rate_bytes_per_s=2000, actor="o", reason="r"))
         await wait_for(removing.is_set, "the throttle being removed after the failure")
         await handle.cancel()
         with pytest.raises(WorkflowFailureError) as failed:
@@ -314,12 +317,8 @@ async def test_a_stop_during_the_rollback_ends_it_stopped_and_unverified(local_e
         handle = await start(local_env, worker, migration)
         during = await rolling_back_after_three_moves(handle, fake, ticks=40)
         with pytest.raises(WorkflowUpdateFailedError) as again:
-            await handle.execute_update(
-                MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-            )
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="enough")
-        )
+            await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="enough"))
         result = await ended(handle)
     # While it rolled back, progress said so (nothing invited a resend); a second rollback was refused.
     assert during.cancelling == "rollback" and "already rolling back" in str(again.value.cause)
@@ -336,11 +335,9 @@ async def test_a_stop_sent_while_the_rollback_is_planned_is_honoured(local_env):
     async with worker_for(local_env.client, slowed(activities_for(fake), "plan_rollback", 3)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
         await wait_for_progress(handle, lambda p: p.phase == "stopping" and not p.in_flight, "the rollback planned")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="no"))
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="no"))
         result = await ended(handle)
     targets = {(p.topic, p.partition): p.replicas for p in plan}
     done = [m for m in result.moves if m.error is None]
@@ -364,7 +361,7 @@ async def test_a_cancel_signal_while_handing_over_stops_the_migration(local_env,
     async with worker_for(local_env.client, activities) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.phase == "draining" and not p.in_flight, "a hand-over")
-        await handle.signal("cancel", CancelRequest(mode="stop", actor="ana", reason="now"))
+        await handle.signal("act", Cancel(mode="stop", actor="ana", reason="now"))
         result = await ended(handle)
     assert result.status == "stopped" and result.moves_done < 16
     assert [(a.action, a.actor, a.refused) for a in result.actions] == [
@@ -408,9 +405,7 @@ async def test_a_rollback_leaves_partitions_it_never_changed(local_env):
         await wait_for(holding.is_set, "the other migration's move")
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1 and p.failed >= 2, "orders-2 moved, 0 and 1 refused")
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
         result = await ended(handle)
         release.set()
         await other.result()
@@ -442,9 +437,7 @@ async def test_a_rollback_move_reverted_by_its_stuck_policy_is_not_verified(loca
         await wait_for_progress(handle, lambda p: p.done >= 2, "two moves done")
         # The brokers the rollback adds back stop taking replicas: every rollback step gets stuck.
         fake.stalled = {1, 2, 3}
-        await handle.execute_update(
-            MigrationWorkflow.cancel_update, CancelRequest(mode="rollback", actor="o", reason="r")
-        )
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
         result = await ended(handle)
     assert result.rollback_outcomes and all(m.reverted_when_stuck for m in result.rollback_outcomes)
     assert result.status == "rolled_back" and not result.verified
@@ -469,7 +462,7 @@ async def test_a_cancel_while_a_step_is_issued_leaves_no_reassignment(local_env)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for(issuing.is_set, "a step being issued")
-        await handle.execute_update(MigrationWorkflow.cancel_update, CancelRequest(mode="stop", actor="o", reason="r"))
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="r"))
         result = await ended(handle)
     # Long enough for an alter still under way to land: none may be left behind.
     await asyncio.sleep(4)
@@ -590,21 +583,27 @@ async def test_signals_that_do_not_validate_or_are_unknown_are_recorded_as_refus
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.in_flight, "a move in flight")
-        await handle.signal("pause", {"who": "ana", "reason": "peak"})
-        await handle.signal("cancel", {"actor": "ui"})
+        await handle.signal("act", {"action": "pause", "who": "ana", "reason": "peak"})
+        await handle.signal("act", {"action": "cancel", "actor": "ui"})
         await handle.signal("frobnicate", {"actor": "bob", "reason": "typo"})
-        await handle.signal("resume", OperatorAction(actor="cy", reason="not paused"))
-        await handle.signal("pause", OperatorAction(actor="dee", reason="peak"))
-        progress = await wait_for_progress(handle, lambda p: len(p.actions) == 6, "five signals recorded")
-        await handle.signal("resume", OperatorAction(actor="dee", reason="off peak"))
+        await handle.signal("set_throttle", {"actor": "eve", "reason": "a name act_update replaced"})
+        await handle.signal("act", Resume(actor="cy", reason="not paused"))
+        await handle.signal("act", Pause(actor="dee", reason="peak"))
+        progress = await wait_for_progress(handle, lambda p: len(p.actions) == 7, "six signals recorded")
+        await handle.signal("act", Resume(actor="dee", reason="off peak"))
         result = await ended(handle)
-    # The start comes first (audited like any action), then the five signals.
+    # The start comes first (audited like any action), then the six signals.
     seen = [(a.action, a.actor, a.refused) for a in progress.actions][1:]
     assert seen[0][:2] == ("pause", "unknown") and "actor" in seen[0][2] and "Field required" in seen[0][2]
     assert seen[1][:2] == ("cancel", "ui") and "reason" in seen[1][2]
     assert seen[2][:2] == ("frobnicate", "bob") and "unknown signal 'frobnicate'" in seen[2][2]
-    assert seen[3] == ("resume", "cy", "the migration is not paused")
-    assert seen[4] == ("pause", "dee", None)
+    assert (
+        seen[3][:2] == ("set_throttle", "eve")
+        and "unknown signal 'set_throttle'" in seen[3][2]
+        and '"action"' in seen[3][2]
+    )
+    assert seen[4] == ("resume", "cy", "the migration is not paused")
+    assert seen[5] == ("pause", "dee", None)
     assert result.status == "completed" and result.verified
 
 

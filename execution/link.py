@@ -1,0 +1,64 @@
+"""A migration's link to its cluster's coordinator (``ClusterWorkflow``): joined or not, the coordinator it joined,
+the demands it numbered, the moves it releases with the next one, and the grants not taken up yet. Pure."""
+
+from pydantic import BaseModel
+
+PartitionKey = tuple[str, int]
+
+
+class CoordinatorLink(BaseModel):
+    # Joined: its partitions are registered with the coordinator.
+    joined: bool = False
+    # Its coordinator was lost (terminated, say) or does not know it: it joins again, with its moves in flight.
+    rejoin_due: bool = False
+    # The coordinator it joined (that of the Kafka cluster its workers reach), and that coordinator's first run:
+    # only its grants are taken up.
+    coordinator_id: str = ""
+    coordinator: str = ""
+    # The last demand's number, and the moves ended (or granted when no longer wanted) that the next one releases.
+    demand_seq: int = 0
+    released: list[PartitionKey] = []
+    # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
+    # run takes it up).
+    granted: list[PartitionKey] = []
+
+    def joined_to(self, coordinator: str = "", coordinator_id: str = "") -> None:
+        self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
+        self.coordinator_id = coordinator_id or self.coordinator_id
+
+    def lost(self) -> None:
+        """It joins again before it asks. Grants not taken up yet are void (the coordinator it joins again knows only
+        the moves in flight) and released, so the coordinator that made them, should it still run, frees their
+        slots."""
+        self.rejoin_due = True
+        self.released = [*self.released, *self.granted]
+        self.granted = []
+
+    def grant_heard(self, keys: list[PartitionKey], coordinator: str) -> bool:
+        """Moves granted by the coordinator this migration joined are taken up; a grant from another (one lost, its
+        signal late) or while joining again is void. False if it was not taken."""
+        if not self.joined or self.rejoin_due or (coordinator and coordinator != self.coordinator):
+            return False
+        self.granted = [*self.granted, *keys]
+        return True
+
+    def take_granted(self) -> list[PartitionKey]:
+        keys, self.granted = self.granted, []
+        return keys
+
+    def release(self, keys: list[PartitionKey]) -> None:
+        """Moves the next demand releases: ended, or granted when no longer wanted."""
+        self.released = [*self.released, *keys]
+
+    def next_demand(self) -> tuple[int, list[PartitionKey]]:
+        """The next demand's number and the moves it releases."""
+        self.demand_seq += 1
+        released, self.released = self.released, []
+        return self.demand_seq, released
+
+    def demand_lost(self, released: list[PartitionKey]) -> None:
+        """A demand that did not reach the coordinator: the next one releases its moves."""
+        self.released = [*released, *self.released]
+
+    def left(self) -> None:
+        self.joined, self.rejoin_due = False, False
