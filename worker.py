@@ -83,6 +83,7 @@ def activities_for(
         cluster.write_throttle,
         cluster.read_disks,
         flow.check_flow,
+        flow.cordon_state,
         flow.cordon,
         flow.uncordon,
         flow.plan_flow,

@@ -100,12 +100,10 @@ class FlowActivities:
         return problems
 
     @activity.defn(name="cordon")
-    def cordon(self, brokers: list[int]) -> list[CordonEntry]:
-        """Cordon every log dir of the brokers (cordoned.log.dirs=*), keeping each one's value before. A broker
-        Kafka refuses (its metadata version does not support cordoning) fails the flow, the ones already cordoned
-        set back: nothing is left half-done."""
-        before = self.admin.describe_broker_configs(brokers, overrides_only=True)
-        entries = [CordonEntry(broker=b, before=before.get(b, {}).get(CORDON_CONFIG)) for b in brokers]
+    def cordon(self, entries: list[CordonEntry]) -> None:
+        """Cordon every log dir of the brokers (cordoned.log.dirs=*); ``cordon_state`` read each one's value before.
+        A broker Kafka refuses (its metadata version does not support cordoning) fails the flow, the ones already
+        cordoned set back: nothing is left half-done."""
         done: list[CordonEntry] = []
         for e in entries:
             try:
@@ -119,7 +117,12 @@ class FlowActivities:
                     non_retryable=True,
                 ) from None
             done.append(e)
-        return entries
+
+    @activity.defn(name="cordon_state")
+    def cordon_state(self, brokers: list[int]) -> list[CordonEntry]:
+        """Each broker's cordoned.log.dirs override as it is (None: none), for the uncordon to restore."""
+        before = self.admin.describe_broker_configs(brokers, overrides_only=True)
+        return [CordonEntry(broker=b, before=before.get(b, {}).get(CORDON_CONFIG)) for b in brokers]
 
     @activity.defn(name="uncordon")
     def uncordon(self, entries: list[CordonEntry]) -> None:

@@ -10,6 +10,7 @@ from models.control import AuditEntry
 from models.decommission import (
     BrokerScan,
     CheckResult,
+    FlowCancel,
     FlowKind,
     FlowProgress,
     FlowStep,
@@ -155,3 +156,15 @@ def note(
     view: FlowProgress, action: str, actor: str, reason: str, at: datetime, detail: str = "", refused: str | None = None
 ) -> None:
     view.audit.append(AuditEntry(at=at, action=action, actor=actor, reason=reason, detail=detail, refused=refused))
+
+
+def cancel_refusal(view: FlowProgress, request: FlowCancel) -> str | None:
+    """Why a flow does not take this cancel now, or None."""
+    if view.phase != "running":
+        return f"the flow is {view.phase}: there is nothing to cancel"
+    if request.keep_cordon and request.mode != "stop":
+        return (
+            "Kafka refuses to move replicas back onto cordoned brokers: keep the cordon only with mode stop, "
+            f"not {request.mode}"
+        )
+    return None

@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from activities.decommission import FlowActivities
-    from execution.decommission import mark, new_progress, note, running_step
+    from execution.decommission import cancel_refusal, mark, new_progress, note, running_step
     from models.control import Cancel
     from models.decommission import (
         BrokerScan,
@@ -33,7 +33,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.migration import MigrationWorkflow
-    from workflows.policies import JOIN, QUICK_CALL
+    from workflows.policies import JOIN, QUICK_CALL, WAITED_CALL
 
 # A verify that finds leaders left looks again this often, this many times (elections take a moment).
 VERIFY_EVERY = timedelta(seconds=2)
@@ -128,8 +128,17 @@ class DecommissionWorkflow:
     async def _cordon(self) -> None:
         self._check_cancel()
         self._enter("cordon")
-        entries = await workflow.execute_activity_method(FlowActivities.cordon, self._in.brokers, **QUICK_CALL)
+        entries = await workflow.execute_activity_method(FlowActivities.cordon_state, self._in.brokers, **QUICK_CALL)
+        # Known before the write: a cancel that comes while it runs still sets back what it set.
         self._view.cordoned, self._view.cordoned_at = entries, workflow.now()
+        try:
+            await workflow.execute_activity_method(FlowActivities.cordon, entries, **WAITED_CALL)
+        except ActivityError as e:
+            if isinstance(e.cause, ApplicationError) and e.cause.type == ErrorType.INPUT:
+                self._view.cordoned = []  # refused: it set back what it had cordoned
+            raise
+        if workflow.cancellation_reason() is not None:
+            raise asyncio.CancelledError()  # cancelled from Temporal while it wrote
         mark(self._view, "cordon", "done", "cordoned.log.dirs=* on broker " + ", ".join(map(str, self._in.brokers)))
 
     async def _demote(self) -> None:
@@ -342,41 +351,28 @@ class DecommissionWorkflow:
 
     @cancel_update.validator
     def _validate_cancel(self, request: FlowCancel) -> None:
-        refused = self._refusal(request)
+        refused = cancel_refusal(self._view, request)
         if refused:
             raise ValueError(refused)
 
     @workflow.signal(name="cancel")
     async def cancel(self, request: FlowCancel) -> None:
-        refused = self._refusal(request)
+        refused = cancel_refusal(self._view, request)
         if refused:
             note(self._view, "cancel", request.actor, request.reason, workflow.now(), refused=refused)
             return
         await self._cancel_now(request)
 
-    def _refusal(self, request: FlowCancel) -> str | None:
-        if self._view.phase != "running":
-            return f"the flow is {self._view.phase}: there is nothing to cancel"
-        if request.keep_cordon and request.mode != "stop":
-            return (
-                "Kafka refuses to move replicas back onto cordoned brokers: keep the cordon only with mode stop, "
-                f"not {request.mode}"
-            )
-        return None
-
     async def _cancel_now(self, request: FlowCancel) -> None:
         """The cancel taken up: the cordon lifted first unless kept (the migration in flight may step partitions
         back onto the brokers), then passed on to that migration."""
-        self._take_cancel(request)
-        if not request.keep_cordon:
-            await self._uncordon("the flow was cancelled")
-        await self._pass_cancel()
-
-    def _take_cancel(self, request: FlowCancel) -> None:
         self._cancel = request
         self._view.phase = "cancelling"
         detail = f"mode {request.mode}" + (", keep the cordon" if request.keep_cordon else "")
         note(self._view, "cancel", request.actor, request.reason, workflow.now(), detail=detail)
+        if not request.keep_cordon:
+            await self._uncordon("the flow was cancelled")
+        await self._pass_cancel()
 
     @workflow.query
     def status(self) -> FlowProgress:

@@ -39,6 +39,10 @@ QUICK_CALL = CallOptions(
     ),
 )
 
+# A write that must not be overtaken by the undo a cancel starts (a flow's cordon): QUICK_CALL, waited for to its
+# end even when the workflow is cancelled, so the undo's writes come after its own.
+WAITED_CALL: CallOptions = {**QUICK_CALL, "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED}
+
 # Joining the cluster's coordinator checks the plan's partitions against those of every running migration, reading
 # the moves files of large plans (a few seconds per 100k moves): retried like QUICK_CALL, with room for that.
 JOIN: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(minutes=5)}

@@ -1,6 +1,7 @@
 """DecommissionWorkflow on the real Temporal dev server, with the in-memory Kafka."""
 
 import asyncio
+import threading
 import uuid
 
 import pytest
@@ -170,3 +171,36 @@ async def test_a_cancellation_from_temporal_lifts_the_cordon(local_env, tmp_path
         with pytest.raises(WorkflowFailureError):
             await handle.result()
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
+
+
+async def test_a_cancellation_from_temporal_while_the_cordon_is_written_lifts_it_after_the_write(local_env, tmp_path):
+    fake = cluster(12)
+    writing, cancelled = threading.Event(), threading.Event()
+
+    def slow_cordon(broker: int, set_: dict, delete) -> None:
+        # The cordon's write is held until the cancel has been requested: the undo must not overtake it.
+        if CORDON_CONFIG in set_ and set_[CORDON_CONFIG] == "*":
+            writing.set()
+            cancelled.wait(10)
+
+    fake.hooks["alter_broker_config"] = slow_cordon
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await local_env.client.start_workflow(
+            DecommissionWorkflow.run,
+            flow(fake, [5]),
+            id=f"decommission-{uuid.uuid4().hex[:8]}",
+            task_queue=worker.task_queue,
+        )
+        for _ in range(200):
+            if writing.is_set():
+                break
+            await asyncio.sleep(0.1)
+        assert writing.is_set(), "the cordon was never written"
+        await handle.cancel()
+        await asyncio.sleep(1)
+        cancelled.set()
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        status = await handle.query(DecommissionWorkflow.status)
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
+    assert [a.detail for a in status.audit if a.action == "uncordon"] == ["broker 5"]
