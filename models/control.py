@@ -1,7 +1,7 @@
 """Operator actions on a running migration (who, why, what) and the audit entries that record them."""
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 
 from pydantic import BaseModel, Field, TypeAdapter
 
@@ -86,7 +86,7 @@ class SetThrottle(ThrottleChange):
 
 MigrationAction = Pause | Resume | Cancel | SetLimits | SetThrottle
 MIGRATION_ACTIONS: TypeAdapter[MigrationAction] = TypeAdapter(Annotated[MigrationAction, Field(discriminator="action")])
-ACTION_NAMES: tuple[str, ...] = ("pause", "resume", "cancel", "set_limits", "set_throttle")
+ACTION_NAMES: tuple[str, ...] = tuple(t.model_fields["action"].default for t in get_args(MigrationAction))
 
 
 class AuditEntry(BaseModel):

@@ -32,7 +32,7 @@ def sender(data: object) -> OperatorAction:
 def signal_payload(name: str, raw: RawValue, model: type[A]) -> A | BadSignal:
     """The signal's payload as ``model``, or why it does not validate, with the fields the signal takes."""
     fields = ", ".join(f'"{f}"' for f in model.model_fields)
-    return _payload(raw, model.model_validate, f"{name} takes {{{fields}}}")
+    return _payload(raw, model.model_validate, f"{name} takes {{{fields}}}")[0]
 
 
 # The fields of a migration's operator actions (``models.control.MigrationAction``), as a refusal explains them.
@@ -45,27 +45,20 @@ ACTION_FIELDS = (
 def action_payload(raw: RawValue) -> MigrationAction | BadSignal:
     """An operator action for a migration (the signal ``act`` or the update ``act_update``), or why it does not
     validate."""
-    found = _payload(raw, MIGRATION_ACTIONS.validate_python, ACTION_FIELDS)
+    found, data = _payload(raw, MIGRATION_ACTIONS.validate_python, ACTION_FIELDS)
     if isinstance(found, BadSignal):
-        named = _data(raw).get("action")
+        named = data.get("action") if isinstance(data, dict) else None
         return found._replace(action=named if named in ACTION_NAMES else "")
     return found
 
 
-def _data(raw: RawValue) -> dict:
-    try:
-        data = workflow.payload_converter().from_payload(raw.payload)
-    except (ValueError, TypeError):
-        return {}
-    return data if isinstance(data, dict) else {}
-
-
-def _payload(raw: RawValue, validate: Callable[[object], T], takes: str) -> T | BadSignal:
+def _payload(raw: RawValue, validate: Callable[[object], T], takes: str) -> tuple[T | BadSignal, object]:
+    """The payload validated (or why not), and as it was decoded (None if it could not be)."""
     data = None
     try:
         data = workflow.payload_converter().from_payload(raw.payload)
-        return validate(data)
+        return validate(data), data
     except (ValidationError, ValueError, TypeError) as e:
         detail = e.errors()[0] if isinstance(e, ValidationError) else None
         why = f"{'.'.join(map(str, detail['loc']))}: {detail['msg']}" if detail else str(e)
-        return BadSignal(sender(data), f"invalid payload: {why}; {takes}")
+        return BadSignal(sender(data), f"invalid payload: {why}; {takes}"), data
