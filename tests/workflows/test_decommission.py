@@ -35,6 +35,12 @@ async def run(env, fake, given: FlowInput, tmp_path) -> FlowResult:
         )
 
 
+async def start_flow(client, task_queue: str, fake: FakeKafka):
+    """A decommission of broker 5 on ``task_queue``."""
+    flow_id = f"decommission-{uuid.uuid4().hex[:8]}"
+    return await client.start_workflow(DecommissionWorkflow.run, flow(fake, [5]), id=flow_id, task_queue=task_queue)
+
+
 async def test_a_decommission_empties_the_broker_and_leaves_it_cordoned(local_env, tmp_path):
     fake = cluster()
     original = {k: list(v) for k, v in fake.replicas.items()}
@@ -92,12 +98,7 @@ async def test_a_cancel_with_rollback_puts_everything_back_and_uncordons(local_e
     original = {k: list(v) for k, v in fake.replicas.items()}
     fake.ticks = 6
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
-        handle = await local_env.client.start_workflow(
-            DecommissionWorkflow.run,
-            flow(fake, [5]),
-            id=f"decommission-{uuid.uuid4().hex[:8]}",
-            task_queue=worker.task_queue,
-        )
+        handle = await start_flow(local_env.client, worker.task_queue, fake)
         for _ in range(200):
             status = await handle.query(DecommissionWorkflow.status)
             if status.current_migration and status.current_migration.endswith(":drain-1"):
@@ -156,12 +157,7 @@ async def test_a_cancellation_from_temporal_lifts_the_cordon(local_env, tmp_path
     fake = cluster(12)
     fake.ticks = 6
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
-        handle = await local_env.client.start_workflow(
-            DecommissionWorkflow.run,
-            flow(fake, [5]),
-            id=f"decommission-{uuid.uuid4().hex[:8]}",
-            task_queue=worker.task_queue,
-        )
+        handle = await start_flow(local_env.client, worker.task_queue, fake)
         for _ in range(200):
             if fake.broker_configs.get(5, {}).get(CORDON_CONFIG):
                 break
@@ -185,12 +181,7 @@ async def test_a_cancellation_from_temporal_while_the_cordon_is_written_lifts_it
 
     fake.hooks["alter_broker_config"] = slow_cordon
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
-        handle = await local_env.client.start_workflow(
-            DecommissionWorkflow.run,
-            flow(fake, [5]),
-            id=f"decommission-{uuid.uuid4().hex[:8]}",
-            task_queue=worker.task_queue,
-        )
+        handle = await start_flow(local_env.client, worker.task_queue, fake)
         for _ in range(200):
             if writing.is_set():
                 break
