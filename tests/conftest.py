@@ -7,7 +7,9 @@ The real local stack (Kafka and Temporal) is started once per test session, on p
 import asyncio
 import contextlib
 import os
+import time
 import uuid
+import warnings
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -81,12 +83,41 @@ def admin(real_settings: Settings) -> KafkaAdmin:
 
 
 @pytest.fixture(autouse=True)
-async def no_coordinator_left(request):
-    """After a test on the real stack, no cluster coordinator runs on: every test there shares the sandbox's one
-    Kafka cluster, so one left on a task queue the test's worker polled would refuse the next test's migrations."""
+async def nothing_left_running(request):
+    """After a test on the real stack, no migration, decommission or cluster coordinator runs on: every test there
+    shares the sandbox's one Kafka cluster. A coordinator left on a task queue the test's worker polled would refuse
+    the next test's migrations; a migration left running (its worker gone) would be waited for by the next
+    coordinator's take-over before it grants anything. What a test left is terminated, and named in a warning."""
     yield
     if "real_client" in request.fixturenames:
-        await end_coordinators(request.getfixturevalue("real_client"))
+        client = request.getfixturevalue("real_client")
+        left = await end_flows(client)
+        if left:
+            warnings.warn(f"{request.node.nodeid} left running, terminated: {', '.join(left)}", stacklevel=1)
+        await end_coordinators(client)
+
+
+FLOWS_RUNNING = (
+    "WorkflowType IN ('MigrationWorkflow', 'DecommissionWorkflow', 'PartitionMoveWorkflow') "
+    "AND ExecutionStatus = 'Running'"
+)
+
+
+async def end_flows(client) -> list[str]:
+    """Terminate the migrations, decommissions and moves running on the server; their IDs, once Temporal's
+    visibility lists none of them running (a coordinator's take-over reads it)."""
+    ended: list[str] = []
+    deadline = time.monotonic() + 15
+    while time.monotonic() < deadline:
+        found = [w.id async for w in client.list_workflows(FLOWS_RUNNING)]
+        if not found:
+            break
+        for workflow_id in found:
+            with contextlib.suppress(RPCError):
+                await client.get_workflow_handle(workflow_id).terminate(reason="the test that started it has ended")
+            ended += [] if workflow_id in ended else [workflow_id]
+        await asyncio.sleep(0.5)
+    return ended
 
 
 @pytest.fixture(scope="session")
@@ -151,7 +182,8 @@ async def end_coordinators(client, task_queue: str | None = None) -> None:
     if task_queue is not None:
         query += f" AND TaskQueue = '{task_queue}'"
     async for found in client.list_workflows(query):
-        handle = client.get_workflow_handle(found.id, run_id=found.run_id)
+        # Its latest run: the run listed may have continued as new since.
+        handle = client.get_workflow_handle(found.id)
         try:
             retire = handle.execute_update(ClusterWorkflow.retire, OperatorAction(actor="tests", reason="worker stops"))
             await asyncio.wait_for(retire, RETIRE_WAIT_S)
