@@ -30,7 +30,7 @@ from workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a test's worker waits for its coordinator to retire before terminating it.
-RETIRE_WAIT_S = 10.0
+RETIRE_WAIT_S = 30.0
 
 TEST_SASL_PASSWORD = "drover-test-sasl-7f3c9a1e5b"
 

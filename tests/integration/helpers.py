@@ -1,3 +1,4 @@
+import asyncio
 import threading
 import time
 import uuid
@@ -9,17 +10,14 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from adapters.kafka_admin import client_configs, rdkafka_logger
 from models.coordination import cluster_workflow_id
 from settings import Settings
-from workflows import ClusterWorkflow
+from workflows import ClusterWorkflow, MigrationWorkflow
 
 
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.25, what: str = "condition"):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(interval_s)
-    raise AssertionError(f"{what} not reached within {timeout_s} s")
+    value = _polled(predicate, timeout_s, interval_s)
+    if not value:
+        raise AssertionError(f"{what} not reached within {timeout_s} s")
+    return value
 
 
 def produce(settings: Settings, topic: str, partition: int, count: int, pad: int = 0) -> list[str]:
@@ -259,3 +257,28 @@ class Load(threading.Thread):
                 sent += len(value)
             self.producer.poll(0.01)
         self.producer.flush(30)
+
+
+async def step_under_way(client, admin, handle, tp, timeout_s: float = 60.0) -> None:
+    """Wait (polling every 50 ms) until Kafka carries out a step of the partition ``tp`` of the migration ``handle``.
+    If none is seen in time, the failure tells where the migration and its coordinator stood."""
+    if await asyncio.to_thread(_polled, lambda: admin.list_reassignments([tp]), timeout_s, 0.05):
+        return
+    progress = await handle.query(MigrationWorkflow.progress)
+    coordinator = client.get_workflow_handle(cluster_workflow_id(admin.describe_cluster().cluster_id))
+    status = await asyncio.wait_for(coordinator.query(ClusterWorkflow.status), 15)
+    raise AssertionError(
+        f"no step of {tp.topic}-{tp.partition} within {timeout_s} s: migration {progress.phase}, "
+        f"{progress.waiting} waiting, in flight {[f'{m.topic}-{m.partition}' for m in progress.in_flight]}, "
+        f"its actions {[(a.action, a.detail) for a in progress.actions[-5:]]}; coordinator holders {status.holders}, "
+        f"in flight {status.in_flight}, its last actions {[(a.action, a.detail) for a in status.actions[-5:]]}"
+    )
+
+
+def _polled(predicate, timeout_s: float, interval_s: float):
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if value := predicate():
+            return value
+        time.sleep(interval_s)
+    return None

@@ -23,6 +23,7 @@ from tests.integration.helpers import (
     assert_coordinator_released,
     consume_topic,
     produce_topic,
+    step_under_way,
     wait_until,
 )
 from worker import activities_for
@@ -153,7 +154,7 @@ async def run_with_broker_stopped(real_client, admin, real_settings, stack, topi
     try:
         async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
             handle = await start_migration(real_client, migration, worker.task_queue)
-            await asyncio.to_thread(wait_until, lambda: admin.list_reassignments([tp0]), 60, 0.05, "partition 0's step")
+            await step_under_way(real_client, admin, handle, tp0)
             stack.procs.stop(["broker-4"])
             stopped_at = time.monotonic()
             while True:
