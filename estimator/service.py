@@ -19,6 +19,8 @@ from models.estimate import Estimate, EstimateOptions, EstimateRequest
 
 # How often the sampling window reports it is alive.
 _TICK_S = 1.0
+# A moves file smaller than this (about 10,000 moves) is estimated on the session tuned for small inputs.
+SMALL_MOVES_BYTES = 1_000_000
 
 
 def sample_metrics(
@@ -83,6 +85,15 @@ class SparkPlace(NamedTuple):
         """The process's SparkSession, imported and started on first use: Spark is only for estimates."""
         return spark_module("session").spark(self.master, self.work_dir)
 
+    def session_for(self, moves_ref: str):
+        """The session for an estimate of the moves file ``moves_ref``: one tuned for small inputs when it is a local
+        file under SMALL_MOVES_BYTES."""
+        session = self.session()
+        path = Path(moves_ref)
+        if path.is_file() and path.stat().st_size < SMALL_MOVES_BYTES:
+            return spark_module("session").small_input(session)
+        return session
+
 
 def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
     schema = "topic string, partition int, bytes_in_per_sec double, size_bytes bigint, leader int"
@@ -94,7 +105,7 @@ def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: E
     """The Spark job on the process's session."""
     job = spark_module("job")
     request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
-    return job.estimate_request(place.session(), request)
+    return job.estimate_request(place.session_for(moves_ref), request)
 
 
 def warm_up(place: SparkPlace, folder: Path) -> Estimate:

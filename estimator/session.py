@@ -23,7 +23,11 @@ _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 # The job's SQL settings, wherever it runs. Per-broker aggregates are small: few shuffle partitions keep a run quick.
 _SQL = {"spark.sql.shuffle.partitions": "8", "spark.sql.session.timeZone": "UTC"}
+# For a small estimate (a few thousand moves): one shuffle partition, and no adaptive execution, whose re-planning
+# runs each query stage as a job of its own (twice the jobs, for nothing to adapt to).
+_SMALL = {"spark.sql.shuffle.partitions": "1", "spark.sql.adaptive.enabled": "false"}
 _session: SparkSession | None = None
+_small: SparkSession | None = None
 
 
 def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession:
@@ -55,6 +59,20 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
             _session = SparkSession(SparkContext(conf=conf, gateway=gateway))
             _session.sparkContext.setLogLevel("ERROR")
         return _session
+
+
+def small_input(session: SparkSession) -> SparkSession:
+    """A session for small inputs beside ``session``: the same SparkContext, its own SQL settings (``_SMALL``). A Spark
+    Connect session is its server's, and is used as it is."""
+    global _small
+    if not isinstance(session, SparkSession):
+        return session
+    with _lock:
+        if _small is None or _small.sparkContext is not session.sparkContext:
+            _small = session.newSession()
+            for key, value in _SMALL.items():
+                _small.conf.set(key, value)
+        return _small
 
 
 class SparkUnavailable(RuntimeError):

@@ -6,8 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from estimator import service
 from estimator.job import estimate_request
 from estimator.metrics import MetricsError
+from estimator.service import SparkPlace, run_estimate
 from estimator.session import spark
 from models.admission import Limits, MoveSpec
 from models.estimate import EstimateOptions, EstimateRequest
@@ -197,3 +199,23 @@ def test_the_job_runs_under_spark_submit(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     result = json.loads(out.read_text())
     assert result["duration_s"] == pytest.approx(37.5) and result["bottleneck"] == 104
+
+
+def test_a_small_plan_is_estimated_on_the_session_for_small_inputs_with_the_same_result(tmp_path, monkeypatch):
+    place = SparkPlace("local[2]", tmp_path)
+    moves, metrics = write_moves(tmp_path), example_metrics(tmp_path)
+    default = place.session()
+    small = place.session_for(moves)
+    # The same SparkContext; one shuffle partition and no adaptive execution (half the jobs for a small input).
+    assert small is not default and small.sparkContext is default.sparkContext
+    assert small.conf.get("spark.sql.shuffle.partitions") == "1"
+    assert small.conf.get("spark.sql.adaptive.enabled") == "false"
+    assert default.conf.get("spark.sql.shuffle.partitions") == "8"
+    options = EstimateOptions(limits=ALL_AT_ONCE, throttle=11, floor_bytes_per_s=1, step_overhead_s=0)
+    on_small = run_estimate(place, moves, metrics, options)
+    request = EstimateRequest(moves_ref=moves, metrics_ref=metrics, options=options)
+    assert on_small == estimate_request(default, request) and on_small.moves == 4
+    # A moves file at or above the size is estimated on the process's session, as is one that is not a local file.
+    monkeypatch.setattr(service, "SMALL_MOVES_BYTES", Path(moves).stat().st_size)
+    assert place.session_for(moves) is default
+    assert place.session_for(str(tmp_path / "elsewhere.jsonl")) is default
