@@ -110,17 +110,33 @@ def demote(
 def uncordon(
     ctx: typer.Context,
     brokers: str = typer.Option(..., "--brokers", help="Broker ids, comma-separated: 4,5"),
+    force: bool = typer.Option(
+        False, "--force", help="Lift the cordon even of brokers a running decommission or demote holds"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON"),
 ) -> None:
     """Lift the cordon of brokers (remove their cordoned.log.dirs), after a decommission that left them cordoned
-    and was then called off, say. A broker that is not cordoned is left as it is."""
+    and was then called off, say. A broker that is not cordoned is left as it is.
+
+    A broker that a running decommission or demote of this cluster (DROVER_CLUSTER_NAME) cordons is refused, with
+    the flow's ID: `drover cancel ID` ends it and lifts its cordon. --force lifts it anyway (the flow's drain then
+    catches what Kafka places on the broker meanwhile)."""
     from adapters.kafka_port import open_kafka
     from models.decommission import CORDON_CONFIG
 
+    settings: Settings = ctx.obj
     out, ids = Output(as_json), broker_ids("--brokers", brokers)
     if not ids:
         raise DroverError("--brokers: give at least one broker id", exit_code=2)
-    admin = open_kafka(ctx.obj)
+    if not force:
+        held = asyncio.run(_held_by_flows(settings, ids))
+        if held:
+            flows = "; ".join(f"broker {b} by {flow}" for b, flow in sorted(held.items()))
+            raise DroverError(
+                f"cordoned by a running flow: {flows}; drover cancel ID ends it and lifts its cordon "
+                "(or --force), nothing was changed"
+            )
+    admin = open_kafka(settings)
     try:
         known = set(admin.describe_cluster().broker_ids)
         unknown = [b for b in ids if b not in known]
@@ -139,6 +155,25 @@ def uncordon(
     finally:
         admin.close()
     out.data({"uncordoned": changed})
+
+
+async def _held_by_flows(settings: Settings, ids: list[int]) -> dict[int, str]:
+    """Of the brokers ``ids``, those a running decommission or demote of the settings' cluster cordons, each with
+    the flow's ID (read from the flow's input in its history: no worker needs to answer)."""
+    from adapters.temporal import connect
+    from models.decommission import FlowInput
+
+    client = await connect(settings, identity=default_actor())
+    held: dict[int, str] = {}
+    async for found in client.list_workflows("WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"):
+        handle = client.get_workflow_handle(found.id, run_id=found.run_id)
+        async for event in handle.fetch_history_events(page_size=1):
+            payloads = event.workflow_execution_started_event_attributes.input.payloads
+            (given,) = await client.data_converter.decode(payloads, [FlowInput])
+            if given.cluster == settings.cluster_name and given.cordon and given.kind != "undo-demote":
+                held |= {b: found.id for b in given.brokers if b in ids}
+            break
+    return held
 
 
 def _input(settings: Settings, flow: FlowOptions, kind: str):

@@ -405,6 +405,9 @@ async def test_bad_requests_change_nothing(five):
     try:
         code, out, err = await five.drover("demote", "--brokers", "5", "--reason", "second")
         assert code != 0 and f"broker 5 is already in flow {first}" in err, err
+        # Its cordon is the flow's to lift: drover uncordon refuses it, naming the flow.
+        code, out, err = await five.drover("uncordon", "--brokers", "5")
+        assert code == 1 and f"broker 5 by {first};" in err and "nothing was changed" in err, err
     finally:
         code, out, err = await five.drover("cancel", first, "--mode", "rollback", "--reason", "test over")
         assert code == 0, err

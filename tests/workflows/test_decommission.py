@@ -1,6 +1,7 @@
 """DecommissionWorkflow on the real Temporal dev server, with the in-memory Kafka."""
 
 import asyncio
+import os
 import threading
 import uuid
 
@@ -9,6 +10,7 @@ from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from adapters.kafka_port import KafkaAdminError
 from models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
+from tests.cli.test_cli import drover
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from worker import activities_for
@@ -195,3 +197,40 @@ async def test_a_cancellation_from_temporal_while_the_cordon_is_written_lifts_it
         status = await handle.query(DecommissionWorkflow.status)
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
     assert [a.detail for a in status.audit if a.action == "uncordon"] == ["broker 5"]
+
+
+async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_forced(local_env):
+    # The flows run on a task queue no worker polls: drover uncordon reads their input from their history.
+    client, name = local_env.client, f"held-{uuid.uuid4().hex[:6]}"
+    cordoning = await client.start_workflow(
+        DecommissionWorkflow.run, FlowInput(cluster=name, brokers=[5]), id=f"decommission:{name}", task_queue=name
+    )
+    uncordoned = await client.start_workflow(
+        DecommissionWorkflow.run,
+        FlowInput(cluster=name, brokers=[4], cordon=False),
+        id=f"decommission:{name}-no-cordon",
+        task_queue=name,
+    )
+    elsewhere = await client.start_workflow(
+        DecommissionWorkflow.run,
+        FlowInput(cluster=f"{name}-b", brokers=[3]),
+        id=f"decommission:{name}-b",
+        task_queue=name,
+    )
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "DROVER_CLUSTER_NAME": name,
+        "DROVER_KAFKA_SIMULATED": "brokers=6,racks=2,partitions=12,rf=3",
+    }
+    try:
+        refused = drover("uncordon", "--brokers", "3,4,5", env=env)
+        assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+        assert f"broker 5 by decommission:{name};" in refused.stderr and "broker 4" not in refused.stderr
+        assert "broker 3" not in refused.stderr and "nothing was changed" in refused.stderr
+        # Brokers no running flow of this cluster cordons, and --force: on to Kafka (where none is cordoned).
+        assert "broker 4 is not cordoned" in drover("uncordon", "--brokers", "3,4", env=env).stderr
+        forced = drover("uncordon", "--brokers", "5", "--force", env=env)
+        assert forced.returncode == 0 and "broker 5 is not cordoned" in forced.stderr, forced.stderr
+    finally:
+        for handle in (cordoning, uncordoned, elsewhere):
+            await handle.terminate(reason="test ends")
