@@ -160,10 +160,13 @@ def uncordon(
 async def _held_by_flows(settings: Settings, ids: list[int]) -> dict[int, str]:
     """Of the brokers ``ids``, those a running decommission or demote of the settings' cluster cordons, each with
     the flow's ID (read from the flow's input in its history: no worker needs to answer)."""
-    from adapters.temporal import connect
+    from adapters.temporal import TemporalUnavailable, connect
     from models.decommission import FlowInput
 
-    client = await connect(settings, identity=default_actor())
+    try:
+        client = await connect(settings, identity=default_actor())
+    except TemporalUnavailable as e:
+        raise DroverError(f"{e}; the running flows were not checked (--force lifts the cordon unchecked)") from None
     held: dict[int, str] = {}
     async for found in client.list_workflows("WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"):
         handle = client.get_workflow_handle(found.id, run_id=found.run_id)

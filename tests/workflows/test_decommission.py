@@ -231,6 +231,10 @@ async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_fo
         assert "broker 4 is not cordoned" in drover("uncordon", "--brokers", "3,4", env=env).stderr
         forced = drover("uncordon", "--brokers", "5", "--force", env=env)
         assert forced.returncode == 0 and "broker 5 is not cordoned" in forced.stderr, forced.stderr
+        # Without Temporal the flows cannot be checked: refused, in one line that names --force.
+        unchecked = drover("uncordon", "--brokers", "4", env=env | {"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"})
+        assert unchecked.returncode == 1 and len(unchecked.stderr.strip().splitlines()) == 1, unchecked.stderr
+        assert "cannot reach Temporal" in unchecked.stderr and "--force" in unchecked.stderr
     finally:
         for handle in (cordoning, uncordoned, elsewhere):
             await handle.terminate(reason="test ends")
