@@ -26,6 +26,7 @@ from adapters import ledger
 from adapters.kafka_port import KafkaPort
 from adapters.temporal import coordinators_named, listable
 from execution.registry import overlap_refusal
+from execution.runs import ClusterRun
 from models.admission import MoveSpec
 from models.control import OperatorAction
 from models.coordination import (
@@ -75,7 +76,7 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
     for event in events:
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
-            (given,) = await converter.decode(payloads, [ClusterInput])
+            (given,) = await converter.decode(payloads, [ClusterRun])
             took, carried = _run_start(given, took)
             based = based or carried
         elif event.HasField("activity_task_scheduled_event_attributes"):
@@ -95,21 +96,21 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
     return took, based
 
 
-def _run_start(given: ClusterInput, took: Takeover) -> tuple[Takeover, bool]:
+def _run_start(given: ClusterRun, took: Takeover) -> tuple[Takeover, bool]:
     """Where a run started: its carry when it continued as new (True: a starting point of its own), else ``took``;
     with the name it was started under as an alias."""
     if given.carry is None:
         return _aliased(took, given.name), False
-    state = given.carry["state"]
+    state = given.carry.state
     carried = Takeover(
-        book=ThrottleBook.model_validate(given.carry["book"]),
-        frozen=state.get("frozen", False),
-        limits=state.get("limits"),
-        rate_bytes_per_s=state.get("rate"),
-        disk_max=state.get("disk", {}).get("limits"),
-        windows=state.get("windows"),
-        band=state.get("band", {}).get("settings"),
-        aliases=state.get("aliases", []),
+        book=given.carry.book,
+        frozen=state.frozen,
+        limits=state.limits,
+        rate_bytes_per_s=state.rate,
+        disk_max=state.disk.limits,
+        windows=state.windows,
+        band=state.band.settings,
+        aliases=state.aliases,
     )
     return _aliased(carried, given.name), True
 

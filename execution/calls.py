@@ -4,6 +4,7 @@
 from pydantic import ValidationError
 
 from execution.progress import expected_lists
+from execution.runs import MigrationRun
 from execution.state import MigrationState
 from execution.window import MoveRecord
 from models import MoveInput, TopicPartition
@@ -20,25 +21,15 @@ def problems(e: ValidationError) -> str:
     return "; ".join(f"{'.'.join(str(p) for p in item['loc'])}: {item['msg']}" for item in e.errors())
 
 
-def parse_input(given: dict) -> MigrationInput:
-    """The migration's input, taken as plain JSON (from the temporal CLI or the Web UI, say) and checked here; one
-    that does not validate raises ValueError with one line."""
+def parse_run(given: dict) -> tuple[MigrationRun | None, str | None]:
+    """The run's input, taken as plain JSON (from the temporal CLI or the Web UI, say) and checked here; or, when it
+    does not validate, None and why in one line."""
     try:
-        return MigrationInput.model_validate(given)
+        return MigrationRun.model_validate(given), None
     except ValidationError as e:
-        raise ValueError(f"bad migration input, nothing was changed: {problems(e)}") from None
-
-
-def carried_state(given: dict) -> tuple[MigrationState, str | None]:
-    """The state a continuing run takes over (a new one for a first run), or why the one carried does not
-    validate."""
-    carry = given.get("carry") if isinstance(given, dict) else None
-    if carry is None:
-        return MigrationState(), None
-    try:
-        return MigrationState.model_validate(carry), None
-    except ValidationError as e:
-        return MigrationState(), problems(e)
+        if isinstance(given, dict) and given.get("carry") is not None:
+            return None, f"the state handed over by the previous run does not validate: {problems(e)}"
+        return None, f"bad migration input, nothing was changed: {problems(e)}"
 
 
 def sample_request(given: MigrationInput, migration_id: str) -> SampleRequest | None:

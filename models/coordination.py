@@ -1,7 +1,6 @@
 """What migrations and operators exchange with a cluster's coordinator (``ClusterWorkflow``)."""
 
 from datetime import datetime
-from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -330,5 +329,3 @@ class ClusterInput(BaseModel):
     cluster_id: str = ""
     # The coordinator continues as new after about this many history events (sooner when Temporal suggests it).
     events_per_run: int = Field(5000, ge=100)
-    # Set only by the coordinator itself when it continues as new.
-    carry: dict[str, Any] | None = None

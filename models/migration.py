@@ -1,7 +1,7 @@
 """A migration's input: a set of partition moves on one cluster, run by one MigrationWorkflow under limits, and how it
 estimates before its first step."""
 
-from typing import Any, Literal
+from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
@@ -89,12 +89,10 @@ class MigrationInput(BaseModel):
     # Preflight and the estimate only: the result tells what would happen (order, throttles, ETA, problems), and
     # nothing on the cluster changes (the coordinator is not joined, no throttle is written).
     dry_run: bool = False
-    # Set only by the migration itself when it continues as new: the state the next run takes over
-    # (``execution.MigrationState``); the plan itself is then in that state, not here.
-    carry: dict[str, Any] | None = None
 
     @model_validator(mode="after")
     def _one_plan(self) -> "MigrationInput":
-        if self.carry is None and bool(self.moves) == bool(self.plan_ref):
+        # A run that continues the migration has its plan in the state it takes over (``execution.MigrationRun``).
+        if bool(self.moves) == bool(self.plan_ref):
             raise ValueError("give the plan either inline (moves) or by reference (plan_ref), not both or neither")
         return self

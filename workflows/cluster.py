@@ -14,14 +14,13 @@ from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
     from execution import cluster_gates as gates
-    from execution.cluster import ClusterState
     from execution.cluster_status import cluster_details, cluster_status
+    from execution.runs import ClusterRun
     from execution.takeover import TakeOver
     from models.admission import MoveSpec
     from models.control import AuditEntry, OperatorAction
     from models.coordination import (
         CLUSTER_SETTINGS,
-        ClusterInput,
         ClusterLimitsChange,
         ClusterSetting,
         ClusterStatus,
@@ -66,13 +65,10 @@ class ClusterWorkflow:
     ``freeze``, each with who and why, and their signal twins; query ``status``."""
 
     @workflow.init
-    def __init__(self, given: ClusterInput) -> None:
+    def __init__(self, given: ClusterRun) -> None:
         # Set up before any handler runs: the first join arrives with the start (update-with-start).
-        carry = given.carry or {"state": {"name": given.name, "cluster_id": given.cluster_id or None, "runs": 0}}
-        # This run is one more than the one that handed its state over.
-        state = {"aliases": [given.name], **carry["state"], "runs": carry["state"].get("runs", 0) + 1}
-        self.s = ClusterState.model_validate(state)
-        self._throttle = ThrottleWriter(ThrottleBook.model_validate(carry.get("book", {})))
+        self.s = given.first_state()
+        self._throttle = ThrottleWriter(given.carry.book if given.carry is not None else ThrottleBook())
         # The first pass runs at once: a run that continues takes up the demands it carries without waiting.
         self._wake = True
         self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts
@@ -104,7 +100,7 @@ class ClusterWorkflow:
         return workflow.info().first_execution_run_id
 
     @workflow.run
-    async def run(self, given: ClusterInput) -> None:
+    async def run(self, given: ClusterRun) -> None:
         # General flow: wait for a demand, a release, an action or the next check; then clean up after migrations
         # that ended without leaving, grant what fits, write the throttle for what is in flight, and tell each
         # migration its grants (only then may it start them). Continue as new when the history grows.
@@ -150,8 +146,7 @@ class ClusterWorkflow:
             due = info.is_continue_as_new_suggested() or info.get_current_history_length() > given.events_per_run
             if due and not self._untold_grants:
                 await self._settle()
-                carry = {"state": self.s.model_dump(mode="json"), "book": self._throttle.book.model_dump(mode="json")}
-                workflow.continue_as_new(given.model_copy(update={"carry": carry}))
+                workflow.continue_as_new(given.continued(self.s, self._throttle.book))
 
     async def _wait(self) -> None:
         busy = (

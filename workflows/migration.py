@@ -12,14 +12,13 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from execution import ACTIVE, ENDED, MoveRecord, Phase
+    from execution import ACTIVE, ENDED, MigrationState, MoveRecord, Phase
     from execution import calls as build
     from execution.progress import details, dry_run_result, progress, result
     from models import MoveReport, MoveStepReport, MoveStuck
     from models.control import HANDING_OVER, AuditEntry, MigrationAction, SetThrottle
     from models.coordination import Grant
     from models.errors import ErrorType
-    from models.migration import MigrationInput
     from models.progress import MigrationProgress
     from models.results import MigrationResult, MoveOutcome
     from workflows import migration_calls as calls
@@ -45,9 +44,10 @@ class MigrationWorkflow:
     @workflow.init
     def __init__(self, given: dict) -> None:
         # A run that continues a migration takes its state over here, before any handler runs: a signal (a grant, an
-        # operator's action) delivered with the run's start then acts on the migration's real state.
-        self._s, self._bad_carry = build.carried_state(given)
-        self._input: MigrationInput | None = None
+        # operator's action) delivered with the run's start then acts on the migration's real state. An input that
+        # does not validate fails the run with one line (``_bad_input``), not its workflow task again and again.
+        self._input, self._bad_input = build.parse_run(given)
+        self._s = self._input.carry if self._input is not None and self._input.carry is not None else MigrationState()
         self._id = workflow.info().workflow_id
         # Set by a report or an action: the window looks again. A move ended since the last demand.
         self._wake, self._demand_stale, self._ended_this_run = False, False, 0
@@ -71,17 +71,12 @@ class MigrationWorkflow:
         # 5. ROLLING_BACK (cancel revert-pending or rollback): the window steps partitions back, continuing as new too.
         # 6. CLEANING_UP: preferred leaders elected, the throttle removed, every partition verified; then the end.
         # Whatever interrupts it (a cancel from Temporal, an activity that gives up), steps 4 and 6 still run.
-        migration = self._input = self._parse(given)
-        s = self._s
+        migration, s = self._input, self._s
+        if migration is None:
+            raise ApplicationError(str(self._bad_input), type=ErrorType.INPUT, non_retryable=True)
         if migration.carry is None:
             s.started(migration, workflow.now())
             workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(migration.cluster)])
-        elif self._bad_carry is not None:
-            raise ApplicationError(
-                f"the state handed over by the previous run does not validate: {self._bad_carry}",
-                type=ErrorType.INPUT,
-                non_retryable=True,
-            )
         else:
             s.handed_over()
         self._publish()
@@ -117,14 +112,6 @@ class MigrationWorkflow:
         self._publish()
         return True
 
-    @staticmethod
-    def _parse(given: dict) -> MigrationInput:
-        # An input that does not validate fails the migration with one line, not its workflow task again and again.
-        try:
-            return build.parse_input(given)
-        except ValueError as e:
-            raise ApplicationError(str(e), type=ErrorType.INPUT, non_retryable=True) from None
-
     async def _advance(self, prepare: calls.Preparation) -> None:
         """Drive the state machine from its phase to its end."""
         s, given = self._s, self._input
@@ -157,7 +144,7 @@ class MigrationWorkflow:
 
     # -- the window of moves ----------------------------------------------------------------------------------------
 
-    async def _look(self, given: MigrationInput) -> None:
+    async def _look(self, given: build.MigrationRun) -> None:
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
         s = self._s
         if s.link.rejoin_due:
@@ -196,7 +183,7 @@ class MigrationWorkflow:
             self._demand_stale = False
             await self._ask(given)
 
-    async def _run_child(self, given: MigrationInput, r: MoveRecord) -> None:
+    async def _run_child(self, given: build.MigrationRun, r: MoveRecord) -> None:
         """A move as a child: a run continues as new only once nothing is in flight, so the run that started a move
         hears its end."""
         self._record_end(r, await calls.run_move(given, self._s, r, self._wake_up))
@@ -224,7 +211,7 @@ class MigrationWorkflow:
             self._result = result(s, wrong, elected, not_preferred, workflow.now())
         self._publish()
 
-    async def _continue_as_new(self, given: MigrationInput) -> None:
+    async def _continue_as_new(self, given: build.MigrationRun) -> None:
         """Hand the state to a new run. Nothing is in flight (the window drained first), so no child's report can
         reach this run after its state is taken."""
         s = self._s
@@ -238,15 +225,15 @@ class MigrationWorkflow:
             return
         workflow.logger.info("continuing as new after %d moves, %d waiting", self._ended_this_run, s.waiting_count())
         # The plan is in the state now: the next run's input carries neither the plan nor a second copy of it.
-        workflow.continue_as_new(given.model_copy(update={"moves": [], "carry": s.model_dump(mode="json")}))
+        workflow.continue_as_new(given.continued(s))
 
     # -- the cluster's coordinator: join, ask, hear grants, leave -------------------------------------------------
 
-    async def _join(self, given: MigrationInput) -> None:
+    async def _join(self, given: build.MigrationRun) -> None:
         if await calls.join(given, self._s):
             self._asked = None  # the coordinator may be a new one: it hears the whole demand
 
-    async def _ask(self, given: MigrationInput) -> None:
+    async def _ask(self, given: build.MigrationRun) -> None:
         """The coordinator hears this migration's demand when it has changed since the last one sent."""
         s = self._s
         if not s.link.joined or s.link.rejoin_due:

@@ -172,13 +172,14 @@ def test_paused_for_starvation_the_coordinator_grants_no_move_through_the_broker
 
 def test_a_take_over_keeps_the_band_and_continue_as_new_carries_it():
     from activities.cluster import _run_start
-    from models.coordination import ClusterInput
+    from execution.runs import ClusterRun
 
     s = coordinator()
     settings = BandSettings(ceiling=50 * MB, capacity=100 * MB, capacities={3: 10 * MB}, headroom=20)
     s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
+    # As the next run takes it: the carry in JSON, taken back typed.
     carry = {"state": s.model_dump(mode="json"), "book": {}}
-    took, carried = _run_start(ClusterInput(name="c", cluster_id="k", carry=carry), Takeover())
+    took, carried = _run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
     assert carried and took.band == settings
     again = ClusterState(name="c")
     again.took_over(took)

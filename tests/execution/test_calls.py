@@ -1,6 +1,7 @@
 """What a migration asks of its activities, children and coordinator, built from its input and state; the named
 transitions that take the answers back; and the one throttle value from the operator's rate to the brokers."""
 
+import json
 from datetime import UTC, datetime
 
 import pytest
@@ -156,8 +157,23 @@ def test_leaders_are_elected_for_the_partitions_moved_only():
 
 
 def test_an_input_or_a_carried_state_that_does_not_validate_is_told_in_one_line():
-    with pytest.raises(ValueError, match="bad migration input, nothing was changed: limits.max_partitions"):
-        build.parse_input({"cluster": "c", "moves": [p.model_dump() for p in PLAN], "limits": {"max_partitions": 0}})
-    state, why = build.carried_state({"carry": {"phase": "nowhere"}})
-    assert state == MigrationState() and why is not None and why.startswith("phase:")
-    assert build.carried_state({"carry": MigrationState(runs=3).model_dump(mode="json")})[0].runs == 3
+    moves = [p.model_dump() for p in PLAN]
+    run, why = build.parse_run({"cluster": "c", "moves": moves, "limits": {"max_partitions": 0}})
+    assert run is None and why is not None
+    assert why.startswith("bad migration input, nothing was changed: limits.max_partitions:")
+    run, why = build.parse_run({"cluster": "c"})
+    assert run is None and why is not None and "give the plan either inline (moves) or by reference" in why
+    run, why = build.parse_run({"cluster": "c", "carry": {"phase": "nowhere"}})
+    assert run is None and why is not None
+    assert why.startswith("the state handed over by the previous run does not validate: carry.phase:")
+
+
+def test_continue_as_new_carries_one_typed_input_the_state_in_it_and_not_the_plan():
+    first, why = build.parse_run({"cluster": "c", "moves": [p.model_dump() for p in PLAN], "continue_every": 7})
+    assert first is not None and why is None and first.carry is None and len(first.moves) == len(PLAN)
+    state = MigrationState(runs=3)
+    following = first.continued(state)
+    assert following.moves == [] and following.carry is state and following.continue_every == 7
+    # As Temporal hands it to the next run: JSON, taken back whole, the state typed.
+    again, why = build.parse_run(json.loads(following.model_dump_json()))
+    assert why is None and again == following and isinstance(again.carry, MigrationState) and again.carry.runs == 3

@@ -108,12 +108,14 @@ def test_outside_its_windows_with_a_cap_moves_go_on_under_it():
 
 def test_a_run_that_continued_as_new_hands_its_disk_limit_and_windows_to_a_take_over():
     from activities.cluster import _run_start
-    from models.coordination import ClusterInput, DiskLimits, Takeover
+    from execution.runs import ClusterRun
+    from models.coordination import DiskLimits, Takeover
 
     s = coordinator(Windows(texts=[BERLIN_NIGHTS], outside_rate=10_000_000))
     s.disk.limits = DiskLimits(percent=90, brokers={4: 70})
+    # As the next run takes it: the carry in JSON, taken back typed.
     carry = {"state": s.model_dump(mode="json"), "book": {}}
-    took, carried = _run_start(ClusterInput(name="c", cluster_id="k", carry=carry), Takeover())
+    took, carried = _run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
     assert carried and took.windows == s.windows and took.disk_max == s.disk.limits
     again = ClusterState(name="c")
     again.took_over(took)
