@@ -2,7 +2,7 @@
 run handed over, typed. Temporal starts the first run with the input alone (``models``' input types); each later run
 gets the same input with ``carry`` set."""
 
-from pydantic import BaseModel, model_validator
+from pydantic import BaseModel
 
 from execution.cluster import ClusterState
 from execution.state import MigrationState
@@ -15,11 +15,8 @@ class MigrationRun(MigrationInput):
 
     carry: MigrationState | None = None
 
-    @model_validator(mode="after")
-    def _one_plan(self) -> "MigrationRun":
-        if self.carry is None and bool(self.moves) == bool(self.plan_ref):
-            raise ValueError("give the plan either inline (moves) or by reference (plan_ref), not both or neither")
-        return self
+    def _plan_carried(self) -> bool:
+        return self.carry is not None
 
     def continued(self, state: MigrationState) -> "MigrationRun":
         """The next run's input: this one with the state handed over, and without the plan (it is in the state)."""

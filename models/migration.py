@@ -90,9 +90,12 @@ class MigrationInput(BaseModel):
     # nothing on the cluster changes (the coordinator is not joined, no throttle is written).
     dry_run: bool = False
 
+    def _plan_carried(self) -> bool:
+        """The plan is in the state a continuing run takes over (``execution.runs.MigrationRun``), not here."""
+        return False
+
     @model_validator(mode="after")
     def _one_plan(self) -> "MigrationInput":
-        # A run that continues the migration has its plan in the state it takes over (``execution.MigrationRun``).
-        if bool(self.moves) == bool(self.plan_ref):
+        if not self._plan_carried() and bool(self.moves) == bool(self.plan_ref):
             raise ValueError("give the plan either inline (moves) or by reference (plan_ref), not both or neither")
         return self

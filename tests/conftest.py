@@ -106,7 +106,7 @@ FLOWS_RUNNING = (
 async def end_flows(client) -> list[str]:
     """Terminate the migrations, decommissions and moves running on the server; their IDs, once Temporal's
     visibility lists none of them running (a coordinator's take-over reads it)."""
-    ended: list[str] = []
+    ended: dict[str, None] = {}  # in the order found, each once
     deadline = time.monotonic() + 15
     while time.monotonic() < deadline:
         found = [w.id async for w in client.list_workflows(FLOWS_RUNNING)]
@@ -115,9 +115,9 @@ async def end_flows(client) -> list[str]:
         for workflow_id in found:
             with contextlib.suppress(RPCError):
                 await client.get_workflow_handle(workflow_id).terminate(reason="the test that started it has ended")
-            ended += [] if workflow_id in ended else [workflow_id]
+            ended[workflow_id] = None
         await asyncio.sleep(0.5)
-    return ended
+    return list(ended)
 
 
 @pytest.fixture(scope="session")

@@ -15,6 +15,7 @@ with workflow.unsafe.imports_passed_through():
     from execution import ACTIVE, ENDED, MigrationState, MoveRecord, Phase
     from execution import calls as build
     from execution.progress import details, dry_run_result, progress, result
+    from execution.runs import MigrationRun
     from models import MoveReport, MoveStepReport, MoveStuck
     from models.control import HANDING_OVER, AuditEntry, MigrationAction, SetThrottle
     from models.coordination import Grant
@@ -144,7 +145,7 @@ class MigrationWorkflow:
 
     # -- the window of moves ----------------------------------------------------------------------------------------
 
-    async def _look(self, given: build.MigrationRun) -> None:
+    async def _look(self, given: MigrationRun) -> None:
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
         s = self._s
         if s.link.rejoin_due:
@@ -183,7 +184,7 @@ class MigrationWorkflow:
             self._demand_stale = False
             await self._ask(given)
 
-    async def _run_child(self, given: build.MigrationRun, r: MoveRecord) -> None:
+    async def _run_child(self, given: MigrationRun, r: MoveRecord) -> None:
         """A move as a child: a run continues as new only once nothing is in flight, so the run that started a move
         hears its end."""
         self._record_end(r, await calls.run_move(given, self._s, r, self._wake_up))
@@ -211,7 +212,7 @@ class MigrationWorkflow:
             self._result = result(s, wrong, elected, not_preferred, workflow.now())
         self._publish()
 
-    async def _continue_as_new(self, given: build.MigrationRun) -> None:
+    async def _continue_as_new(self, given: MigrationRun) -> None:
         """Hand the state to a new run. Nothing is in flight (the window drained first), so no child's report can
         reach this run after its state is taken."""
         s = self._s
@@ -229,11 +230,11 @@ class MigrationWorkflow:
 
     # -- the cluster's coordinator: join, ask, hear grants, leave -------------------------------------------------
 
-    async def _join(self, given: build.MigrationRun) -> None:
+    async def _join(self, given: MigrationRun) -> None:
         if await calls.join(given, self._s):
             self._asked = None  # the coordinator may be a new one: it hears the whole demand
 
-    async def _ask(self, given: build.MigrationRun) -> None:
+    async def _ask(self, given: MigrationRun) -> None:
         """The coordinator hears this migration's demand when it has changed since the last one sent."""
         s = self._s
         if not s.link.joined or s.link.rejoin_due:
