@@ -141,7 +141,9 @@ def warm_spark(place: SparkPlace) -> threading.Thread:
         began = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(dir=place.work_dir) as folder:
-                warm_up(place, Path(folder))
+                if warm_up(place, Path(folder)) is None:
+                    log.info("spark_warm_up_gave_way", seconds=round(time.monotonic() - began, 1))
+                    return
         except Exception as e:  # noqa: BLE001 - only the first estimate's speed is at stake
             log.warning("spark_warm_up_failed", error=" ".join(str(e).split()))
             return

@@ -1,6 +1,6 @@
 """The estimate activity: per-partition metrics from Kafka (or the operator's file), then the Spark job
-(``estimator.service``). The metrics are written as Parquet to the migration's folder of the work folder, never into
-the workflow history.
+(``estimator.service``). The metrics are written as JSON lines to the migration's folder of the work folder, never
+into the workflow history.
 
 Failure types a workflow can match on (raised non-retryable):
 - ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
@@ -36,14 +36,15 @@ class EstimateActivities:
 
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         moves_ref = req.moves_ref or str(ledger.write_moves(folder, req.moves))
-        metrics_ref = req.metrics_ref
+        metrics_ref, sampled = req.metrics_ref, req.metrics_sampled
         if metrics_ref is None:
+            sampled = True
             topics = sorted({m.topic for m in self._moves(req)})
             rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
-            metrics_ref = write_metrics(self.spark, rows, folder / "metrics.parquet")
+            metrics_ref = write_metrics(rows, folder / "metrics.jsonl")
         try:
             with heartbeating("estimating"):
-                result = run_estimate(self.spark, moves_ref, metrics_ref, req.options)
+                result = run_estimate(self.spark, moves_ref, metrics_ref, req.options, sampled)
         except MetricsError as e:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))
@@ -61,7 +62,7 @@ class EstimateActivities:
 
         rows = sample_metrics(self.admin, topics, req.sample_s, tick=tick)
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
-        return write_metrics(self.spark, rows, folder / "metrics.parquet")
+        return write_metrics(rows, folder / "metrics.jsonl")
 
     def _moves(self, req: MigrationEstimateInput) -> list[MoveSpec]:
         if req.moves_ref is None:

@@ -145,7 +145,7 @@ def estimate(
                     sampled = True
                     sizes = {(r["topic"], r["partition"]): r["size_bytes"] for r in rows}
                     moves = [m.model_copy(update={"size_bytes": sizes.get((m.topic, m.partition), 0)}) for m in moves]
-                    metrics_ref = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
+                    metrics_ref = write_metrics(rows, Path(tmp) / "metrics.jsonl")
                 else:
                     metrics_ref = str(metrics)
             finally:
@@ -153,7 +153,7 @@ def estimate(
         moves_ref = str(write_moves(Path(tmp), ordered(moves, choices.order)))
         if sampled:
             out.info(f"estimating {len(moves)} moves on Spark ({place.master}) ...")
-        result = _run(place, moves_ref, metrics_ref, options)
+        result = _run(place, moves_ref, metrics_ref, options, sampled)
     show(out, result)
     out.data(result)
     if result.never_catch_up:
@@ -166,12 +166,12 @@ def _start_quietly(place: SparkPlace) -> None:
         place.session()
 
 
-def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
+def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool) -> Estimate:
     from estimator.metrics import MetricsError
     from estimator.session import SparkUnavailable
 
     try:
-        return run_estimate(place, moves_ref, metrics_ref, options)
+        return run_estimate(place, moves_ref, metrics_ref, options, sampled)
     except MetricsError as e:
         raise DroverError(str(e), exit_code=2) from None
     except SparkUnavailable as e:

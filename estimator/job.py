@@ -15,12 +15,13 @@ scheduled move by move under the limits (above SIMULATE_MAX moves, a bound).
 """
 
 import argparse
+import functools
 import json
 import math
 import sys
 from pathlib import Path
 
-from pyspark.sql import DataFrame, SparkSession, Window
+from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
@@ -52,17 +53,11 @@ def read_moves(spark: SparkSession, ref: str) -> DataFrame:
     return spark.read.schema(MOVE_SCHEMA).json(ref).withColumn("seq", F.monotonically_increasing_id())
 
 
-def moving_partitions(moves: DataFrame, metrics: DataFrame, metrics_name: str, replicas_per_step: int) -> DataFrame:
+def moving_partitions(moves: DataFrame, metrics: DataFrame, replicas_per_step: int) -> DataFrame:
     """One row per move that changes a list: write rate ``w``, size ``s``, the replicas added by the first step
-    (``first``, served by ``leader``) and by the later ones (``rest``, served by ``new_leader``)."""
+    (``first``, served by ``leader``) and by the later ones (``rest``, served by ``new_leader``). A move whose
+    partition has no metrics row has a null ``w`` (``_totals`` finds it)."""
     joined = moves.filter(F.col("original") != F.col("target")).join(metrics, ["topic", "partition"], "left")
-    missing = joined.filter(F.col("bytes_in_per_sec").isNull())
-    example = missing.select("topic", "partition").first()
-    if example is not None:
-        raise MetricsError(
-            f"metrics {metrics_name}: columns topic, partition: no row for {missing.count()} moving "
-            f"partition(s), e.g. {example['topic']}-{example['partition']}"
-        )
     leader = F.col("leader") if "leader" in metrics.columns else F.lit(None).cast("int")
     adds = F.array_except("target", "original")
     new_leader = F.element_at("target", 1)
@@ -87,14 +82,35 @@ def moving_partitions(moves: DataFrame, metrics: DataFrame, metrics_name: str, r
 def estimate(moves: DataFrame, metrics: DataFrame, options: EstimateOptions, metrics_name: str = "") -> Estimate:
     R, limits = options.replicas_per_step, options.limits
     k = min(limits.max_per_broker, limits.max_partitions)
-    parts = moving_partitions(moves, metrics, metrics_name, R).cache()
+    parts = moving_partitions(moves, metrics, R).cache()
     try:
-        return _estimate(parts, options, R, k)
+        return _estimate(parts, _totals(parts, metrics_name), options, R, k)
     finally:
         parts.unpersist()
 
 
-def _estimate(parts: DataFrame, options: EstimateOptions, R: int, k: int) -> Estimate:
+def _totals(parts: DataFrame, metrics_name: str) -> Row:
+    """Moves, write rate and bytes to copy, in one pass that also finds moving partitions without metrics (a
+    MetricsError naming how many, and the first)."""
+    unknown = F.col("w").isNull()
+    # An aggregate over no groups is one row: collected in one job (a take would scan in rounds).
+    (totals,) = parts.agg(
+        F.count(F.lit(1)).alias("n"),
+        F.sum("w").alias("w"),
+        F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
+        F.count(F.when(unknown, 1)).alias("missing"),
+        F.min(F.when(unknown, F.struct("topic", "partition"))).alias("example"),
+    ).collect()
+    if totals["missing"]:
+        example = totals["example"]
+        raise MetricsError(
+            f"metrics {metrics_name}: columns topic, partition: no row for {totals['missing']} moving "
+            f"partition(s), e.g. {example['topic']}-{example['partition']}"
+        )
+    return totals
+
+
+def _estimate(parts: DataFrame, totals: Row, options: EstimateOptions, R: int, k: int) -> Estimate:
     # Follower side: each added replica, on the broker receiving it.
     followers = parts.select("topic", "partition", "w", "s", F.explode(F.array_union("first", "rest")).alias("broker"))
     followers = followers.withColumn("c", F.col("w")).withColumn("bytes", F.col("s"))
@@ -128,23 +144,25 @@ def _estimate(parts: DataFrame, options: EstimateOptions, R: int, k: int) -> Est
     roles = {"follower": _ranked(followers.withColumn("at_once", F.lit(1))), "leader": _ranked(leaders)}
     sums = {role: _broker_sums(df, k).cache() for role, df in roles.items()}
     try:
-        return _summarise(parts, roles, sums, options, k)
+        return _summarise(parts, totals, roles, sums, options, k)
     finally:
         for df in sums.values():
             df.unpersist()
 
 
 def _summarise(
-    parts: DataFrame, roles: dict[str, DataFrame], sums: dict[str, DataFrame], options: EstimateOptions, k: int
+    parts: DataFrame,
+    totals: Row,
+    roles: dict[str, DataFrame],
+    sums: dict[str, DataFrame],
+    options: EstimateOptions,
+    k: int,
 ) -> Estimate:
-    per_broker = {role: {r["broker"]: r for r in df.collect()} for role, df in sums.items()}
-    totals = one_row(
-        parts.agg(
-            F.count(F.lit(1)).alias("n"),
-            F.sum("w").alias("w"),
-            F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
-        )
-    )
+    # Both roles' sums in one job.
+    both = _union([df.withColumn("role", F.lit(role)) for role, df in sums.items()])
+    per_broker: dict[str, dict[int, Row]] = {role: {} for role in sums}
+    for r in both.collect():
+        per_broker[r["role"]][r["broker"]] = r
     brokers = sorted(set(per_broker["follower"]) | set(per_broker["leader"]))
     estimates = [_broker(b, per_broker["follower"].get(b), per_broker["leader"].get(b), options, k) for b in brokers]
     flagged = _never_catch_up(roles, sums, estimates, k, parts.sparkSession)
@@ -239,16 +257,22 @@ def _never_catch_up(
 
     The share is max-min fair: with the k-1 largest others in flight beside it, each other takes its own need or,
     if larger, as much as this one; what is left is this row's share. (Replicas in sync leave the throttle, so a
-    partition that is merely slower than others still catches up; these never do while the others move.)"""
+    partition that is merely slower than others still catches up; these never do while the others move.)
+
+    Only brokers whose rate for a role is at most that role's minimum (``top_k``) can have such rows: the others of
+    a row among the k largest take at most ``top_k - c`` (each larger one's own need counts as c), and a row below
+    them has ``k x c <= top_k``. The others are not looked at, and with none left Spark runs nothing."""
     rates = [
         (e.broker, float(e.leader_rate), float(e.follower_rate))
         for e in estimates
-        if e.leader_rate is not None and e.follower_rate is not None
+        if e.leader_rate is not None
+        and e.follower_rate is not None
+        and (_at_most(e.leader_rate, e.min_leader_rate) or _at_most(e.follower_rate, e.min_follower_rate))
     ]
     if not rates:
         return []
     rate_df = spark.createDataFrame(rates, "broker int, leader_rate double, follower_rate double")
-    found: list[NeverCatchesUp] = []
+    flagged = []
     rank, c = F.col("rank"), F.col("c")
     for role, ranked in sorted(roles.items()):
         # Ranked within the k largest: the larger others take c each, the smaller ones (down to rank k) their own.
@@ -263,18 +287,29 @@ def _never_catch_up(
             .orderBy("topic", "partition", "broker")
             .limit(FLAGGED_MAX)
         )
-        found += [
-            NeverCatchesUp(
-                topic=r["topic"],
-                partition=r["partition"],
-                broker=r["broker"],
-                role=role,
-                write_rate=r["w"],
-                share=max(0.0, r["share"]),
-            )
-            for r in rows.collect()
-        ]
-    return found
+        flagged.append(rows.withColumn("role", F.lit(role)))
+    # Both roles in one job, each role's rows in order.
+    found = sorted(_union(flagged).collect(), key=lambda r: (r["role"], r["topic"], r["partition"], r["broker"]))
+    return [
+        NeverCatchesUp(
+            topic=r["topic"],
+            partition=r["partition"],
+            broker=r["broker"],
+            role=r["role"],
+            write_rate=r["w"],
+            share=max(0.0, r["share"]),
+        )
+        for r in found
+    ]
+
+
+def _at_most(rate: float, minimum: float) -> bool:
+    """``rate <= minimum``, with room for the rounding of the sums that make ``minimum``."""
+    return rate <= minimum * (1 + 1e-9) + 1e-6
+
+
+def _union(frames: list[DataFrame]) -> DataFrame:
+    return functools.reduce(DataFrame.unionByName, frames)
 
 
 def _duration(
@@ -287,12 +322,11 @@ def _duration(
     }
     R, overhead = options.replicas_per_step, options.step_overhead_s
     if n <= SIMULATE_MAX:
-        rows = (
-            parts.select("topic", "partition", "original", "target", "w", "s", "leader", "new_leader", "first", "rest")
-            .orderBy("seq")
-            .collect()
-        )
-        moves = [_sim_move(r, R) for r in rows]
+        rows = parts.select(
+            "seq", "topic", "partition", "original", "target", "w", "s", "leader", "new_leader", "first", "rest"
+        ).collect()
+        # In the plan's order, sorted here: the rows are few enough to hold (SIMULATE_MAX), a shuffle would be a stage.
+        moves = [_sim_move(r, R) for r in sorted(rows, key=lambda r: r["seq"])]
         return simulate(moves, options.limits, R, rates, overhead), "simulated"
     steps = one_row(parts.agg(F.sum(1 + F.ceil(F.size("rest") / R)).alias("steps")))["steps"]
     if any(e.transfer_s is None for e in estimates):
@@ -316,7 +350,7 @@ def _sim_move(r, R: int) -> SimMove:
 
 
 def estimate_request(spark: SparkSession, request: EstimateRequest) -> Estimate:
-    metrics = read_metrics(spark, request.metrics_ref)
+    metrics = read_metrics(spark, request.metrics_ref, request.metrics_sampled)
     return estimate(read_moves(spark, request.moves_ref), metrics, request.options, request.metrics_ref)
 
 

@@ -5,11 +5,12 @@ Metrics sampled from Kafka: each moving partition's log size on its leader (Desc
 of a window; the growth over the window is its write rate.
 """
 
+import contextlib
 import importlib
 import json
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
@@ -95,29 +96,73 @@ class SparkPlace(NamedTuple):
         return session
 
 
-def write_metrics(place: SparkPlace, rows: list[dict], path: Path) -> str:
-    schema = "topic string, partition int, bytes_in_per_sec double, size_bytes bigint, leader int"
-    place.session().createDataFrame(rows, schema).coalesce(1).write.mode("overwrite").parquet(str(path))
+def write_metrics(rows: list[dict], path: Path) -> str:
+    """Rows from ``sample_metrics`` as JSON lines at ``path`` (an estimate reads them with ``sampled``). Written here,
+    not by Spark: a sample that ends before the worker's Spark session is up does not wait for it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w") as file:
+        file.writelines(json.dumps(row) + "\n" for row in rows)
     return str(path)
 
 
-def run_estimate(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions) -> Estimate:
-    """The Spark job on the process's session."""
-    job = spark_module("job")
-    request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options)
-    return job.estimate_request(place.session_for(moves_ref), request)
+# The warm-up's Spark jobs run in this job group; an estimate that begins cancels them (``run_estimate``).
+WARM_UP_GROUP = "drover-warm-up"
 
 
-def warm_up(place: SparkPlace, folder: Path) -> Estimate:
+class _Estimates:
+    """The estimates of this process: how many have begun, how many are running (a warm-up gives way to them)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.begun = self.running = 0
+
+    @contextlib.contextmanager
+    def one(self) -> Iterator[None]:
+        with self._lock:
+            self.begun += 1
+            self.running += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self.running -= 1
+
+
+ESTIMATES = _Estimates()
+
+
+def run_estimate(
+    place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool = False
+) -> Estimate:
+    """The Spark job on the process's session; ``sampled``: the metrics are from ``write_metrics``. A warm-up still
+    running gives way: its jobs are cancelled, so this one has the JVM to itself."""
+    with ESTIMATES.one():
+        session = place.session_for(moves_ref)
+        spark_module("session").cancel_group(session, WARM_UP_GROUP)
+        return _run(session, moves_ref, metrics_ref, options, sampled)
+
+
+def _run(session, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool) -> Estimate:
+    request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options, metrics_sampled=sampled)
+    return spark_module("job").estimate_request(session, request)
+
+
+def warm_up(place: SparkPlace, folder: Path) -> Estimate | None:
     """One tiny estimate end to end on the process's session (metrics written as the sampling writes them, the
     moves file read, every stage of the job run once), in ``folder``: the JVM loads and compiles what an estimate
-    runs, so a worker's first real estimate takes what its later ones take rather than several times as long."""
+    runs, so a worker's first real estimate takes what its later ones take rather than several times as long.
+
+    It gives way to a real estimate: None, without a run, while one is running, or when one begins and cancels its
+    jobs (an estimate that comes while the JVM is still cold is quicker alone than beside the warm-up)."""
+    before = ESTIMATES.begun
+    if ESTIMATES.running:
+        return None
     folder.mkdir(parents=True, exist_ok=True)
     rows = [
         {"topic": "warm-up", "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 1000, "leader": 1 + p % 2}
         for p in range(2)
     ]
-    metrics = write_metrics(place, rows, folder / "metrics.parquet")
+    metrics = write_metrics(rows, folder / "metrics.jsonl")
     moves = folder / "moves.jsonl"
     moves.write_text(
         "".join(
@@ -126,4 +171,11 @@ def warm_up(place: SparkPlace, folder: Path) -> Estimate:
             for p in range(2)
         )
     )
-    return run_estimate(place, str(moves), metrics, EstimateOptions())
+    session = place.session_for(str(moves))
+    try:
+        with spark_module("session").job_group(session, WARM_UP_GROUP):
+            return _run(session, str(moves), metrics, EstimateOptions(throttle="auto"), sampled=True)
+    except Exception:
+        if ESTIMATES.begun != before:
+            return None
+        raise

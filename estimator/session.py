@@ -6,11 +6,13 @@ and each of its lines to the ``spark`` logger at level info: an event of the wor
 object a line with DROVER_LOG_FORMAT=json), hidden by the CLI, which logs warnings only.
 """
 
+import contextlib
 import logging
 import os
 import socket
 import subprocess
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 from urllib.parse import urlsplit
@@ -73,6 +75,27 @@ def small_input(session: SparkSession) -> SparkSession:
             for key, value in _SMALL.items():
                 _small.conf.set(key, value)
         return _small
+
+
+@contextlib.contextmanager
+def job_group(session: SparkSession, group: str) -> Iterator[None]:
+    """The jobs this thread runs inside belong to ``group`` (on a classic session; a Spark Connect server's jobs
+    are its own)."""
+    if not isinstance(session, SparkSession):
+        yield
+        return
+    context = session.sparkContext
+    context.setJobGroup(group, group, interruptOnCancel=True)
+    try:
+        yield
+    finally:
+        context._jsc.clearJobGroup()  # pyspark has no clearJobGroup of its own
+
+
+def cancel_group(session: SparkSession, group: str) -> None:
+    """Cancel the running jobs of ``group``, interrupting their tasks."""
+    if isinstance(session, SparkSession):
+        session.sparkContext.cancelJobGroup(group)
 
 
 class SparkUnavailable(RuntimeError):

@@ -77,6 +77,7 @@ def estimate_request(
         moves=s.window.waiting,
         moves_ref=s.window.moves_ref,
         metrics_ref=metrics_ref,
+        metrics_sampled=spec.metrics_ref is None,
         sample_s=spec.sample_s,
         options=options,
     )

@@ -45,6 +45,9 @@ class EstimateRequest(BaseModel):
     moves_ref: str = Field(description="JSON lines of MoveSpec (the migration's moves in run order)")
     metrics_ref: str = Field(description="metrics dataset: a Parquet folder or file, a CSV or a JSON-lines file")
     options: EstimateOptions = EstimateOptions()
+    metrics_sampled: bool = Field(
+        False, description="the metrics are Drover's own sample (written checked): read without checking them again"
+    )
 
 
 class BrokerEstimate(BaseModel):

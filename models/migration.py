@@ -53,6 +53,8 @@ class MigrationEstimateInput(BaseModel):
     moves: list[MoveSpec] = []
     moves_ref: str | None = None
     metrics_ref: str | None = None
+    # The metrics at metrics_ref are Drover's own sample (not an operator's file, which is checked).
+    metrics_sampled: bool = False
     sample_s: float = 30.0
     options: EstimateOptions
 

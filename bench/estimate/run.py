@@ -101,10 +101,10 @@ async def one_run(settings, admin: KafkaAdmin, args) -> tuple[float | None, floa
             ]
         )
         with tempfile.TemporaryDirectory(prefix="drover-bench-") as tmp:
-            metrics = write_metrics(place, rows, Path(tmp) / "metrics.parquet")
+            metrics = write_metrics(rows, Path(tmp) / "metrics.jsonl")
             options = EstimateOptions(limits=LIMITS, replicas_per_step=1, throttle=throttle)
             estimate = await asyncio.to_thread(
-                run_estimate, place, str(write_moves(Path(tmp), moves)), metrics, options
+                run_estimate, place, str(write_moves(Path(tmp), moves)), metrics, options, True
             )
         print(
             f"  estimate: {estimate.moves} moves, {estimate.bytes_to_move / 1e6:.0f} MB to copy, writes "

@@ -128,6 +128,31 @@ def test_a_partition_writing_faster_than_its_share_is_flagged(session, tmp_path)
     assert run(session, tmp_path, metrics, throttle="auto", floor_bytes_per_s=1).never_catch_up == []
 
 
+def test_a_throttle_at_a_brokers_minimum_flags_its_rows_and_one_above_flags_none(session, tmp_path):
+    # Broker 104 receives three replicas whose logs grow 1 B/s each, all in flight together: its minimum is 3.
+    # At 3 each is left exactly its own need (flagged); at 4 every broker is above its minimum and none is looked at.
+    metrics = example_metrics(tmp_path)
+    at = run(session, tmp_path, metrics, throttle=3, floor_bytes_per_s=1)
+    assert {b.broker: b.min_follower_rate for b in at.brokers}[104] == 3.0
+    on_104 = {(f.topic, f.partition) for f in at.never_catch_up if (f.broker, f.role) == (104, "follower")}
+    assert on_104 == {("t0", 1), ("t0", 2), ("t1", 0)}
+    above = run(session, tmp_path, metrics, throttle=4, floor_bytes_per_s=1)
+    assert max(max(b.min_leader_rate, b.min_follower_rate) for b in above.brokers) <= 3.0
+    assert above.never_catch_up == [] and above.duration_s is not None
+
+
+def test_drovers_own_sampled_metrics_are_read_as_written_and_give_the_same_estimate(session, tmp_path):
+    rows = [
+        {"topic": t, "partition": p, "bytes_in_per_sec": 1.0, "size_bytes": 100, "leader": current[0]}
+        for (t, p), current in EXAMPLE_CURRENT.items()
+    ]
+    place = SparkPlace("local[2]", tmp_path)
+    metrics = service.write_metrics(rows, tmp_path / "metrics.jsonl")
+    options = EstimateOptions(limits=ALL_AT_ONCE, throttle=11, step_overhead_s=0)
+    moves = write_moves(tmp_path)
+    assert run_estimate(place, moves, metrics, options, sampled=True) == run_estimate(place, moves, metrics, options)
+
+
 @pytest.mark.parametrize(
     "header, rows, needles",
     [

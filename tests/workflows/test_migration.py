@@ -755,4 +755,4 @@ async def test_the_estimates_sampling_runs_alongside_preflight(local_env, tmp_pa
         completed,
     )
     estimate_input = json.loads(scheduled[first["estimate"]][1].input.payloads[0].data)
-    assert estimate_input["metrics_ref"].endswith("metrics.parquet")
+    assert estimate_input["metrics_ref"].endswith("metrics.jsonl") and estimate_input["metrics_sampled"] is True
