@@ -36,14 +36,14 @@ class EstimateActivities:
 
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         moves_ref = req.moves_ref or str(ledger.write_moves(folder, req.moves))
-        metrics_ref, sampled = req.metrics_ref, req.metrics_sampled
+        metrics_ref = req.metrics_ref
         if metrics_ref is None:
-            sampled = True
             topics = sorted({m.topic for m in self._moves(req)})
             rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
             metrics_ref = write_metrics(rows, folder / "metrics.jsonl")
         try:
             with heartbeating("estimating"):
+                sampled = req.metrics_sampled or req.metrics_ref is None
                 result = run_estimate(self.spark, moves_ref, metrics_ref, req.options, sampled)
         except MetricsError as e:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None

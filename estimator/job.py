@@ -93,14 +93,15 @@ def _totals(parts: DataFrame, metrics_name: str) -> Row:
     """Moves, write rate and bytes to copy, in one pass that also finds moving partitions without metrics (a
     MetricsError naming how many, and the first)."""
     unknown = F.col("w").isNull()
-    # An aggregate over no groups is one row: collected in one job (a take would scan in rounds).
-    (totals,) = parts.agg(
-        F.count(F.lit(1)).alias("n"),
-        F.sum("w").alias("w"),
-        F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
-        F.count(F.when(unknown, 1)).alias("missing"),
-        F.min(F.when(unknown, F.struct("topic", "partition"))).alias("example"),
-    ).collect()
+    totals = one_row(
+        parts.agg(
+            F.count(F.lit(1)).alias("n"),
+            F.sum("w").alias("w"),
+            F.sum(F.col("s") * F.size(F.array_union("first", "rest"))).alias("bytes"),
+            F.count(F.when(unknown, 1)).alias("missing"),
+            F.min(F.when(unknown, F.struct("topic", "partition"))).alias("example"),
+        )
+    )
     if totals["missing"]:
         example = totals["example"]
         raise MetricsError(

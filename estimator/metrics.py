@@ -34,8 +34,14 @@ def metrics_format(path: Path) -> str:
 
 
 def one_row(df: DataFrame) -> Row:
-    """The first row of a query known to have one: an aggregate over no groups (Spark answers it even for no input),
-    or an example of rows a count has found."""
+    """The row of an aggregate over no groups (Spark answers it even for no input), collected in one job: a take
+    would scan the input in rounds, a job each."""
+    (row,) = df.collect()
+    return row
+
+
+def first_row(df: DataFrame) -> Row:
+    """The first row of a query known to have some: an example of the rows a count has found."""
     (row,) = df.take(1)
     return row
 
@@ -99,7 +105,7 @@ def _check_values(path: Path, typed: DataFrame, wanted: list[str]) -> None:
     row = one_row(counts)
     for i, (column, problem, cond) in enumerate(checks):
         if row[f"c{i}"]:
-            example = one_row(typed.filter(cond).select("topic", "partition", f"_raw_{column}"))
+            example = first_row(typed.filter(cond).select("topic", "partition", f"_raw_{column}"))
             where = f"{example['topic']}-{example['partition']}" if example["topic"] is not None else "a row"
             raise MetricsError(
                 f"metrics {path}: column {column} {problem} in {row[f'c{i}']} row(s), "
@@ -108,7 +114,7 @@ def _check_values(path: Path, typed: DataFrame, wanted: list[str]) -> None:
     if row["rows"] == 0:
         raise MetricsError(f"metrics {path}: no rows")
     if row["distinct"] != row["rows"]:
-        twice = one_row(typed.groupBy("topic", "partition").count().filter("count > 1"))
+        twice = first_row(typed.groupBy("topic", "partition").count().filter("count > 1"))
         raise MetricsError(
             f"metrics {path}: columns topic, partition: {twice['topic']}-{twice['partition']} "
             f"appears {twice['count']} times"
