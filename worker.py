@@ -25,7 +25,8 @@ from activities.migration import MigrationActivities
 from activities.traffic import TrafficActivities
 from adapters.kafka_port import KafkaPort, open_kafka
 from adapters.temporal import connect
-from estimator.service import SparkPlace, warm_up
+from estimator import classes
+from estimator.service import ESTIMATES, SparkPlace, warm_up
 from settings import Settings, SettingsError, load_settings
 from settings.logs import configure_logging
 from settings.process import exit_now
@@ -132,26 +133,43 @@ def warm_spark(place: SparkPlace) -> threading.Thread:
 
     def start() -> None:
         began = time.monotonic()
+        mapped = place.local and bool(classes.java_option())
         try:
             place.session()
         except Exception as e:  # the estimate tries again, and fails with the reason, when one is asked for
             log.warning("spark_not_started", master=place.master, error=" ".join(str(e).split()))
             return
-        log.info("spark_ready", master=place.master, seconds=round(time.monotonic() - began, 1))
+        log.info("spark_ready", master=place.master, seconds=round(time.monotonic() - began, 1), class_archive=mapped)
         began = time.monotonic()
         try:
             with tempfile.TemporaryDirectory(dir=place.work_dir) as folder:
                 if warm_up(place, Path(folder)) is None:
                     log.info("spark_warm_up_gave_way", seconds=round(time.monotonic() - began, 1))
-                    return
+                else:
+                    log.info("spark_warmed_up", seconds=round(time.monotonic() - began, 1))
         except Exception as e:  # noqa: BLE001 - only the first estimate's speed is at stake
             log.warning("spark_warm_up_failed", error=" ".join(str(e).split()))
             return
-        log.info("spark_warmed_up", seconds=round(time.monotonic() - began, 1))
+        if place.local and not mapped:
+            archive_later(place.work_dir)
 
     thread = threading.Thread(target=start, name="spark-warm", daemon=True)
     thread.start()
     return thread
+
+
+def archive_later(work_dir: Path) -> None:
+    """With no class archive for the next worker's JVM (``estimator.classes``), build one beside this worker, at the
+    lowest CPU priority, once no estimate is running."""
+    while ESTIMATES.running:
+        time.sleep(1)
+    try:
+        pid = classes.build_later(work_dir)
+    except OSError as e:  # a cache folder it cannot write: sessions start without an archive
+        log.warning("spark_class_archive_not_built", error=" ".join(str(e).split()))
+        return
+    if pid is not None:
+        log.info("spark_class_archive_building", path=str(classes.archive()), pid=pid)
 
 
 def main() -> None:

@@ -86,6 +86,11 @@ class SparkPlace(NamedTuple):
         """The process's SparkSession, imported and started on first use: Spark is only for estimates."""
         return spark_module("session").spark(self.master, self.work_dir)
 
+    @property
+    def local(self) -> bool:
+        """The session's JVM is this process's (not a Spark Connect server's)."""
+        return not self.master.startswith("sc://")
+
     def session_for(self, moves_ref: str):
         """The session for an estimate of the moves file ``moves_ref``: one tuned for small inputs when it is a local
         file under SMALL_MOVES_BYTES."""

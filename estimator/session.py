@@ -21,6 +21,8 @@ from pyspark import SparkConf, SparkContext
 from pyspark.java_gateway import launch_gateway
 from pyspark.sql import SparkSession
 
+from estimator import classes
+
 _LOG_CONFIG = Path(__file__).with_name("log4j2.properties")
 _lock = threading.Lock()
 # The job's SQL settings, wherever it runs. Per-broker aggregates are small: few shuffle partitions keep a run quick.
@@ -32,9 +34,10 @@ _session: SparkSession | None = None
 _small: SparkSession | None = None
 
 
-def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession:
+def spark(master: str = "local[*]", log_dir: Path | None = None, archive_at_exit: Path | None = None) -> SparkSession:
     """The process's session; ``master`` (``local[*]``, ``spark://host:7077``, …) and ``log_dir`` count only for
-    the first call."""
+    the first call. Its JVM maps the class archive (``estimator.classes``) when there is one, or writes one at
+    ``archive_at_exit`` as it exits."""
     global _session
     with _lock:
         if _session is None and master.startswith("sc://"):
@@ -42,13 +45,14 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
         if _session is None:
             # Loopback unless told otherwise: a local session needs no other interface (and warns otherwise).
             os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+            shared = f"-XX:ArchiveClassesAtExit={archive_at_exit}" if archive_at_exit else classes.java_option()
             conf = (
                 SparkConf()
                 .setMaster(master)
                 .setAppName("drover-estimate")
                 .set("spark.ui.enabled", "false")
                 .set("spark.ui.showConsoleProgress", "false")
-                .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG_CONFIG}")
+                .set("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile={_LOG_CONFIG} {shared}".strip())
                 .setAll(list(_SQL.items()))
             )
             folder = log_dir or Path(".drover")
@@ -61,6 +65,19 @@ def spark(master: str = "local[*]", log_dir: Path | None = None) -> SparkSession
             _session = SparkSession(SparkContext(conf=conf, gateway=gateway))
             _session.sparkContext.setLogLevel("ERROR")
         return _session
+
+
+def stop_jvm(session: SparkSession) -> None:
+    """Stop the process's local session and its JVM, and wait for the JVM to exit (a class archive asked for is
+    written as it does)."""
+    global _session, _small
+    with _lock:
+        gateway = session.sparkContext._gateway
+        assert gateway is not None and gateway.proc is not None, "a local session's JVM"
+        session.stop()
+        gateway.proc.stdin.close()
+        gateway.proc.wait(timeout=300)
+        _session = _small = None
 
 
 def small_input(session: SparkSession) -> SparkSession:

@@ -19,6 +19,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import WorkflowFailureError
 
 from adapters.temporal import STEP_GAP_BUCKETS_S
+from estimator import classes
 from models.migration import EstimateSettings, MigrationInput
 from models.plan import PartitionReplicas
 from tests.integration.helpers import produce
@@ -52,6 +53,49 @@ def test_worker_starts_and_stops_gracefully_on_sigterm(real_settings, tmp_path):
     text = log_path.read_text()
     assert '"worker_stopping"' in text and '"worker_stopped"' in text
     assert "Traceback" not in text
+
+
+def events_until(env: dict[str, str], log_path: Path, event: str, timeout_s: float = 120) -> list[dict]:
+    """Run worker.py until its log has ``event``, then stop it with SIGTERM: its log's events."""
+    with log_path.open("w") as log:
+        proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
+    try:
+        deadline = time.monotonic() + timeout_s
+        while f'"{event}"' not in log_path.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, log_path.read_text()
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 0, log_path.read_text()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.mark.integration
+def test_a_worker_with_no_class_archive_builds_one_that_the_next_worker_maps(real_settings, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    archive = classes.archive()
+    env = os.environ | {
+        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+        "DROVER_TASK_QUEUE": f"classes-{os.getpid()}",
+        "DROVER_WORK_DIR": str(tmp_path / "work"),
+        "DROVER_LOG_FORMAT": "json",
+    }
+    first = events_until(env, tmp_path / "first.log", "spark_class_archive_building")
+    ready = [e for e in first if e.get("event") == "spark_ready"]
+    assert [e["class_archive"] for e in ready] == [False]
+    building = [e for e in first if e.get("event") == "spark_class_archive_building"]
+    assert [e["path"] for e in building] == [str(archive)]
+    # The build goes on after the worker that started it stops.
+    deadline = time.monotonic() + 180
+    while not archive.is_file() and time.monotonic() < deadline:
+        time.sleep(1)
+    assert archive.is_file(), (tmp_path / "work" / "spark-classes.log").read_text()
+    second = events_until(env, tmp_path / "second.log", "spark_warmed_up")
+    assert [e["class_archive"] for e in second if e.get("event") == "spark_ready"] == [True]
+    assert not any(e.get("event") == "spark_class_archive_building" for e in second)
 
 
 @pytest.mark.parametrize(

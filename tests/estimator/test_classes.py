@@ -1,0 +1,80 @@
+"""The Spark JVM's class archive (``estimator.classes``): built once, mapped by the sessions that follow, a damaged
+one ignored; a worker starts at most one build at a time."""
+
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from estimator import classes
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# A fresh process's session: does its JVM map the archive (the file is in the JVM's memory map)?
+MAPPED = """
+from pathlib import Path
+import sys
+from estimator import classes, session
+spark = session.spark("local[1]", Path(sys.argv[1]))
+assert spark.range(5).count() == 5
+pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
+print("mapped", str(classes.archive()) in Path(f"/proc/{pid}/maps").read_text())
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    return tmp_path / "cache" / "drover"
+
+
+def run(argv: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done.stdout
+
+
+def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cache: Path, tmp_path: Path) -> None:
+    env = dict(os.environ)
+    work = tmp_path / "work"
+    built = run([sys.executable, "-m", "estimator.classes", str(work)], env)
+    archive = classes.archive()
+    assert archive.parent == cache
+    assert f"class archive {archive} built" in built
+    assert archive.stat().st_size > 10_000_000
+    assert sorted(p.name for p in cache.iterdir()) == [archive.name]  # no partial file, no build marker left
+
+    assert run([sys.executable, "-c", MAPPED, str(work)], env).split() == ["mapped", "True"]
+
+    # Damaged, as a new file in its place (a JVM still mapping the old one keeps it whole).
+    damaged = archive.with_name("damaged")
+    damaged.write_bytes(os.urandom(100_000))
+    damaged.replace(archive)
+    assert run([sys.executable, "-c", MAPPED, str(work)], env).split() == ["mapped", "False"]
+
+
+def test_a_worker_starts_one_build_at_a_time(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    started: list[list[str]] = []
+
+    class Started:
+        def __init__(self, argv: list[str], **_: object) -> None:
+            started.append(argv)
+            self.pid = 4242
+
+    monkeypatch.setattr(classes.subprocess, "Popen", Started)
+    assert classes.java_option() == ""
+    assert classes.build_later(tmp_path / "work") == 4242
+    assert started[0][-3:] == ["-m", "estimator.classes", str(tmp_path / "work")]
+    assert started[0][:3] == ["nice", "-n", "19"]
+    assert classes.build_later(tmp_path / "work") is None  # one under way
+    marker = classes.archive().with_name(classes.archive().name + ".building")
+    old = time.time() - classes.BUILD_STALE_S - 1
+    os.utime(marker, (old, old))
+    assert classes.build_later(tmp_path / "work") == 4242  # that one died: another starts
+    classes.archive().write_bytes(b"archive")
+    assert classes.build_later(tmp_path / "work") is None
+    assert classes.java_option() == f"-XX:SharedArchiveFile={classes.archive()}"
+    assert len(started) == 2
