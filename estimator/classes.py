@@ -88,8 +88,12 @@ def build(work_dir: Path) -> Path:
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
         spark = session.spark("local[*]", work_dir, archive_at_exit=partial)
-        with tempfile.TemporaryDirectory(dir=work_dir) as folder:
-            service.warm_up(service.SparkPlace("local[*]", work_dir), Path(folder))
+        try:
+            with tempfile.TemporaryDirectory(dir=work_dir) as folder:
+                service.warm_up(service.SparkPlace("local[*]", work_dir), Path(folder))
+        except BaseException:
+            session.kill_jvm(spark)  # killed, it writes no archive of a run that failed
+            raise
         session.stop_jvm(spark)
         if not partial.is_file() or partial.stat().st_size == 0:
             raise RuntimeError(f"the JVM wrote no class archive at {partial}")

@@ -80,6 +80,17 @@ def stop_jvm(session: SparkSession) -> None:
         _session = _small = None
 
 
+def kill_jvm(session: SparkSession) -> None:
+    """End the process's local JVM at once: it does nothing more as it goes (no class archive is written)."""
+    global _session, _small
+    with _lock:
+        gateway = session.sparkContext._gateway
+        assert gateway is not None and gateway.proc is not None, "a local session's JVM"
+        gateway.proc.kill()
+        gateway.proc.wait(timeout=60)
+        _session = _small = None
+
+
 def small_input(session: SparkSession) -> SparkSession:
     """A session for small inputs beside ``session``: the same SparkContext, its own SQL settings (``_SMALL``). A Spark
     Connect session is its server's, and is used as it is."""

@@ -56,6 +56,34 @@ def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cac
     assert run([sys.executable, "-c", MAPPED, str(work)], env).split() == ["mapped", "False"]
 
 
+# A build whose estimate fails.
+FAILING_BUILD = """
+from pathlib import Path
+import sys
+from estimator import classes, service
+def fails(place, folder):
+    from pyspark import SparkContext
+    print("jvm", SparkContext._gateway.proc.pid)
+    raise RuntimeError("the estimate failed")
+service.warm_up = fails
+try:
+    classes.build(Path(sys.argv[1]))
+except RuntimeError as e:
+    print(e)
+"""
+
+
+def test_a_build_that_fails_leaves_nothing(cache: Path, tmp_path: Path) -> None:
+    out = run([sys.executable, "-c", FAILING_BUILD, str(tmp_path / "work")], dict(os.environ)).split("\n")
+    assert out[1] == "the estimate failed"
+    jvm = Path(f"/proc/{out[0].split()[1]}")
+    deadline = time.monotonic() + 60
+    while jvm.exists() and time.monotonic() < deadline:  # a JVM that outlived its process writes its archive
+        time.sleep(0.2)
+    assert not jvm.exists()
+    assert list(cache.iterdir()) == []
+
+
 def test_a_worker_starts_one_build_at_a_time(cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     started: list[list[str]] = []
 
