@@ -92,7 +92,7 @@ def build(work_dir: Path) -> Path:
             with tempfile.TemporaryDirectory(dir=work_dir) as folder:
                 service.warm_up(service.SparkPlace("local[*]", work_dir), Path(folder))
         except BaseException:
-            session.kill_jvm(spark)  # killed, it writes no archive of a run that failed
+            session.stop_jvm(spark, kill=True)  # killed, it writes no archive of a run that failed
             raise
         session.stop_jvm(spark)
         if not partial.is_file() or partial.stat().st_size == 0:

@@ -67,27 +67,19 @@ def spark(master: str = "local[*]", log_dir: Path | None = None, archive_at_exit
         return _session
 
 
-def stop_jvm(session: SparkSession) -> None:
-    """Stop the process's local session and its JVM, and wait for the JVM to exit (a class archive asked for is
-    written as it does)."""
+def stop_jvm(session: SparkSession, kill: bool = False) -> None:
+    """End the process's local session and its JVM, and wait for the JVM to exit: stopped, it writes a class archive
+    asked for as it goes; killed (``kill``), it does nothing more."""
     global _session, _small
     with _lock:
         gateway = session.sparkContext._gateway
         assert gateway is not None and gateway.proc is not None, "a local session's JVM"
-        session.stop()
-        gateway.proc.stdin.close()
+        if kill:
+            gateway.proc.kill()
+        else:
+            session.stop()
+            gateway.proc.stdin.close()
         gateway.proc.wait(timeout=300)
-        _session = _small = None
-
-
-def kill_jvm(session: SparkSession) -> None:
-    """End the process's local JVM at once: it does nothing more as it goes (no class archive is written)."""
-    global _session, _small
-    with _lock:
-        gateway = session.sparkContext._gateway
-        assert gateway is not None and gateway.proc is not None, "a local session's JVM"
-        gateway.proc.kill()
-        gateway.proc.wait(timeout=60)
         _session = _small = None
 
 

@@ -28,33 +28,6 @@ from workflows import MigrationWorkflow
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.integration
-def test_worker_starts_and_stops_gracefully_on_sigterm(real_settings, tmp_path):
-    env = os.environ | {
-        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
-        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
-        "DROVER_TASK_QUEUE": f"sigterm-{os.getpid()}",
-        "DROVER_LOG_FORMAT": "json",
-    }
-    log_path = tmp_path / "worker.log"
-    with log_path.open("w") as log:
-        proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
-    try:
-        deadline = time.monotonic() + 60
-        while "worker_started" not in log_path.read_text() and time.monotonic() < deadline:
-            assert proc.poll() is None, log_path.read_text()
-            time.sleep(0.2)
-        assert "worker_started" in log_path.read_text()
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=30) == 0, log_path.read_text()
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    text = log_path.read_text()
-    assert '"worker_stopping"' in text and '"worker_stopped"' in text
-    assert "Traceback" not in text
-
-
 def events_until(env: dict[str, str], log_path: Path, event: str, timeout_s: float = 120) -> list[dict]:
     """Run worker.py until its log has ``event``, then stop it with SIGTERM: its log's events."""
     with log_path.open("w") as log:
@@ -70,6 +43,22 @@ def events_until(env: dict[str, str], log_path: Path, event: str, timeout_s: flo
         if proc.poll() is None:
             proc.kill()
     return [json.loads(line) for line in log_path.read_text().splitlines() if line.startswith("{")]
+
+
+@pytest.mark.integration
+def test_worker_starts_and_stops_gracefully_on_sigterm(real_settings, tmp_path):
+    env = os.environ | {
+        "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
+        "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
+        "DROVER_TASK_QUEUE": f"sigterm-{os.getpid()}",
+        "DROVER_LOG_FORMAT": "json",
+    }
+    log_path = tmp_path / "worker.log"
+    events = [e.get("event") for e in events_until(env, log_path, "worker_started", timeout_s=60)]
+    assert "worker_started" in events
+    text = log_path.read_text()
+    assert '"worker_stopping"' in text and '"worker_stopped"' in text
+    assert "Traceback" not in text
 
 
 @pytest.mark.integration
