@@ -106,9 +106,11 @@ class ThrottleBand(BaseModel):
             self.brokers[b] = now_band
             if not moving:
                 continue
-            # A broker read before its first banded move is told once it has one, against its estimate's rates.
+            # A broker is told once it has a banded move, with the rates in force, against those its first move
+            # started at: its floor, or (read ahead of it) the band's rates then, no lower than the floor.
             if was is None or not was.moving:
-                told.append(self._reason(b, None, now_band, floor))
+                began = floor if was is None else (max(was.rates[0], floor[0]), max(was.rates[1], floor[1]))
+                told.append(self._reason(b, None, now_band, began))
             elif rates != was.rates or starved != was.starved:
                 told.append(self._reason(b, was, now_band, was.rates))
         return told
@@ -165,6 +167,8 @@ class ThrottleBand(BaseModel):
         for i, side in ((1, "follower"), (0, "leader")):
             if now.rates[i] != before[i]:
                 parts.append(f"{side} rate {human_bytes(before[i])}/s → {human_bytes(now.rates[i])}/s")
+            elif was is None:
+                parts.append(f"{side} rate {human_bytes(now.rates[i])}/s")
         text = f"broker {b}: " + "; ".join(parts or ["band unchanged"])
         if now.starved:
             i = 0 if now.room[0] < now.floor[0] else 1

@@ -75,7 +75,8 @@ def test_a_starved_broker_keeps_its_floor_with_a_warning():
     assert b.brokers[3].starved and b.brokers[3].rates == (7 * MB, 3 * MB)
     assert told == (
         "broker 3: client and replication bytes in 6.0 MB/s; client and replication bytes out 0 B/s; "
-        "leader rate 2.0 MB/s → 7.0 MB/s; STARVED: headroom leaves 1.0 MB/s, under the 3.0 MB/s its moves need: "
+        "follower rate 3.0 MB/s; leader rate 2.0 MB/s → 7.0 MB/s; STARVED: headroom leaves 1.0 MB/s, under the "
+        "3.0 MB/s its moves need: "
         "the floor holds"
     )
     m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
@@ -200,5 +201,17 @@ def test_brokers_read_before_their_first_move_start_it_in_the_band_and_are_told_
     m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
     assert not b.holds(m)
     (told,) = b.read({3: traffic(10 * MB)}, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10))
-    assert told.endswith("follower rate 2.0 MB/s → 60.0 MB/s; leader rate 2.0 MB/s → 70.0 MB/s")
+    # Its move started at the band's rates, not at its floor: told as they are, not as a change from the floor.
+    assert told.endswith("follower rate 60.0 MB/s; leader rate 70.0 MB/s")
     assert b.brokers[3].moving
+    # A later reading that changes them is told against them.
+    (told,) = b.read({3: traffic(40 * MB)}, "metrics", {3: FLOOR}, T0 + timedelta(seconds=20))
+    assert told.endswith("follower rate 60.0 MB/s → 30.0 MB/s")
+
+
+def test_a_broker_read_ahead_whose_floor_is_above_the_band_is_told_from_the_floor_its_move_started_at():
+    b = band(capacity=10 * MB)
+    b.read({3: traffic(6 * MB)}, "metrics", {}, T0)
+    assert b.rates_for(3, (2 * MB, 3 * MB)) == (7 * MB, 3 * MB)
+    (told,) = b.read({3: traffic(6 * MB)}, "metrics", {3: (2 * MB, 3 * MB)}, T0 + timedelta(seconds=10))
+    assert "follower rate 3.0 MB/s; leader rate 7.0 MB/s; STARVED" in told
