@@ -282,10 +282,12 @@ class ClusterActivities:
 
     @activity.defn(name="read_disks")
     def read_disks(self, req: DiskRequest) -> list[DiskReading]:
-        """Each broker's log dirs added up, and the bytes so far of each copy in flight onto it (DescribeLogDirs)."""
-        disks = self.admin.describe_disks(req.brokers)
+        """Each broker's log dirs added up, and the bytes so far of each copy in flight onto it (one DescribeLogDirs
+        call; the brokers copied onto are among ``req.brokers``)."""
         wanted = {(b, t, p) for b, keys in req.copies.items() for t, p in keys}
-        sizes = self.admin.describe_log_dirs(sorted(req.copies)) if wanted else []
+        disks, sizes = (
+            self.admin.describe_usage(req.brokers) if wanted else (self.admin.describe_disks(req.brokers), [])
+        )
         copied: dict[int, list[tuple[str, int, int]]] = {}
         for r in sizes:
             if (r.broker, r.topic, r.partition) in wanted and not r.is_future:

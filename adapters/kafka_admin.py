@@ -257,48 +257,22 @@ class KafkaAdmin:
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
         """Size on disk of every partition replica on ``brokers`` (every live broker when None)."""
         # A broker that is down is not asked: it would only fail the call.
-        brokers = self.describe_cluster().broker_ids if brokers is None else brokers
-        with self._kp_lock:
-            try:
-                answer = self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
-            except KpKafkaError as e:
-                raise KafkaAdminError(f"describe log dirs failed: {e}") from e
-        sizes = [
-            ReplicaSize(
-                broker=entry["broker"],
-                topic=topic["name"],
-                partition=p["partition_index"],
-                size_bytes=p["partition_size"],
-                is_future=p["is_future_key"],
-            )
-            for entry in answer
-            for log_dir in entry["log_dirs"]
-            for topic in log_dir["topics"]
-            for p in topic["partitions"]
-        ]
-        return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
+        return _sizes(self._log_dirs(self.describe_cluster().broker_ids if brokers is None else brokers))
 
     def describe_disks(self, brokers: Iterable[int] | None = None) -> list[BrokerDisk]:
         """Total and usable bytes per broker, its log dirs added up (DescribeLogDirs v4+, Kafka 3.3+)."""
+        return _disks(self._log_dirs(brokers))
+
+    def describe_usage(self, brokers: Iterable[int]) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
+        answer = self._log_dirs(brokers)
+        return _disks(answer), _sizes(answer)
+
+    def _log_dirs(self, brokers: Iterable[int] | None) -> list[dict]:
         with self._kp_lock:
             try:
-                answer = self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
+                return self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
             except KpKafkaError as e:
                 raise KafkaAdminError(f"describe log dirs failed: {e}") from e
-        disks = []
-        for entry in answer:
-            dirs = entry["log_dirs"]
-            total = [d.get("total_bytes", -1) for d in dirs]
-            usable = [d.get("usable_bytes", -1) for d in dirs]
-            known = dirs and all(v >= 0 for v in total + usable)
-            disks.append(
-                BrokerDisk(
-                    broker=entry["broker"],
-                    total_bytes=sum(total) if known else None,
-                    usable_bytes=sum(usable) if known else None,
-                )
-            )
-        return sorted(disks, key=lambda d: d.broker)
 
     # -- configs -----------------------------------------------------------------------------------------------
 
@@ -338,3 +312,39 @@ def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
             if partition.get("leader_id", -1) >= 0:
                 return partition["leader_id"]
     return fallback
+
+
+def _sizes(answer: list[dict]) -> list[ReplicaSize]:
+    """Each partition replica's size on disk, from a DescribeLogDirs answer."""
+    sizes = [
+        ReplicaSize(
+            broker=entry["broker"],
+            topic=topic["name"],
+            partition=p["partition_index"],
+            size_bytes=p["partition_size"],
+            is_future=p["is_future_key"],
+        )
+        for entry in answer
+        for log_dir in entry["log_dirs"]
+        for topic in log_dir["topics"]
+        for p in topic["partitions"]
+    ]
+    return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
+
+
+def _disks(answer: list[dict]) -> list[BrokerDisk]:
+    """Each broker's log dirs added up (total and usable bytes; DescribeLogDirs v4+, Kafka 3.3+), from an answer."""
+    disks = []
+    for entry in answer:
+        dirs = entry["log_dirs"]
+        total = [d.get("total_bytes", -1) for d in dirs]
+        usable = [d.get("usable_bytes", -1) for d in dirs]
+        known = dirs and all(v >= 0 for v in total + usable)
+        disks.append(
+            BrokerDisk(
+                broker=entry["broker"],
+                total_bytes=sum(total) if known else None,
+                usable_bytes=sum(usable) if known else None,
+            )
+        )
+    return sorted(disks, key=lambda d: d.broker)

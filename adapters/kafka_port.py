@@ -49,6 +49,10 @@ class KafkaPort(Protocol):
         """Total and usable bytes per broker's log dirs."""
         ...
 
+    def describe_usage(self, brokers: Iterable[int]) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
+        """Both of the above for ``brokers``, from one DescribeLogDirs call."""
+        ...
+
     def describe_broker_configs(
         self, broker_ids: Iterable[int], overrides_only: bool = False
     ) -> dict[int, dict[str, str]]: ...

@@ -134,6 +134,10 @@ class InMemoryKafka:
             if brokers is None or b in brokers
         ]
 
+    def describe_usage(self, brokers) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
+        self._hook("describe_usage", brokers)
+        return self.describe_disks(brokers), self.describe_log_dirs(brokers)
+
     def describe_disks(self, brokers=None) -> list[BrokerDisk]:
         """Each broker's disk as set in ``disks``; a terabyte, nearly empty, otherwise."""
         return [

@@ -16,6 +16,33 @@ def test_describe_cluster_shows_brokers_racks_and_quorum_leader(admin, stack):
     assert cluster.controller_id == 100
 
 
+def test_disks_and_replica_sizes_come_from_one_describe_log_dirs_call(admin, real_settings, topic_name):
+    admin.create_topic(topic_name, [[1, 2]])
+    tp = TopicPartition(topic=topic_name, partition=0)
+    wait_until(lambda: admin.describe_partition(tp).isr == [1, 2], what="topic in sync")
+    produce(real_settings, topic_name, 0, 200)
+    wait_until(
+        lambda: (
+            {s.broker for s in admin.describe_log_dirs([1, 2]) if s.topic == topic_name and s.size_bytes > 0} == {1, 2}
+        ),
+        what="the messages on both replicas",
+    )
+    calls = []
+    call = admin._kp_call
+    admin._kp_call = lambda fn: calls.append(fn) or call(fn)
+    try:
+        disks, sizes = admin.describe_usage([1, 2])
+    finally:
+        del admin._kp_call
+    assert len(calls) == 1
+    assert [d.broker for d in disks] == [1, 2] and all(d.total_bytes and d.usable_bytes for d in disks)
+    # Usable bytes move as Kafka deletes other tests' files; the totals do not.
+    assert [d.total_bytes for d in disks] == [d.total_bytes for d in admin.describe_disks([1, 2])]
+    mine = {(s.broker, s.size_bytes) for s in sizes if s.topic == topic_name}
+    assert mine == {(s.broker, s.size_bytes) for s in admin.describe_log_dirs([1, 2]) if s.topic == topic_name}
+    assert {b for b, _ in mine} == {1, 2}
+
+
 def test_move_a_partition_with_data_to_another_broker(admin, real_settings, topic_name):
     admin.create_topic(topic_name, [[1, 2]])
     tp = TopicPartition(topic=topic_name, partition=0)
