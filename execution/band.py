@@ -103,13 +103,14 @@ class ThrottleBand(BaseModel):
             rates = target if was is None else (_steady(was.rates[0], target[0]), _steady(was.rates[1], target[1]))
             starved = room[0] < floor[0] or room[1] < floor[1]
             now_band = BrokerBand(rates=rates, floor=floor, room=room, traffic=smooth, starved=starved, moving=moving)
+            # What a move through it ran at until now: its floor, or (read ahead of it) the band's rates then.
+            began = self.rates_for(b, floor)
             self.brokers[b] = now_band
             if not moving:
                 continue
             # A broker is told once it has a banded move, with the rates in force, against those its first move
-            # started at: its floor, or (read ahead of it) the band's rates then, no lower than the floor.
+            # started at.
             if was is None or not was.moving:
-                began = floor if was is None else (max(was.rates[0], floor[0]), max(was.rates[1], floor[1]))
                 told.append(self._reason(b, None, now_band, began))
             elif rates != was.rates or starved != was.starved:
                 told.append(self._reason(b, was, now_band, was.rates))
