@@ -34,6 +34,11 @@ class CoordinatorLink(BaseModel):
         self.released = [*self.released, *self.granted]
         self.granted = []
 
+    def rejoin_asked(self, coordinator: str) -> bool:
+        """A coordinator that does not know this migration asks it to join again: it does, unless the asker is the
+        coordinator it has joined since (that signal was late)."""
+        return not (coordinator and self.joined and not self.rejoin_due and coordinator == self.coordinator)
+
     def grant_heard(self, keys: list[PartitionKey], coordinator: str) -> bool:
         """Moves granted by the coordinator this migration joined are taken up; a grant from another (one lost, its
         signal late) or while joining again is void. False if it was not taken."""

@@ -3,7 +3,6 @@
 activities, children and coordinator is built in the core (``execution.calls``) and sent by ``migration_calls``."""
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import cast
 
@@ -26,7 +25,7 @@ with workflow.unsafe.imports_passed_through():
     from workflows.failures import INTERRUPTIONS, failure_message
     from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from workflows.metrics import record_progress
-    from workflows.signals import ACTION_FIELDS, BadSignal, action_payload, sender
+    from workflows.signals import ACTION_FIELDS, BadSignal, action_payload, unknown_signal
 
 
 @workflow.defn
@@ -268,11 +267,9 @@ class MigrationWorkflow:
     def rejoin(self, coordinator: str = "") -> None:
         """From a coordinator that does not know this migration (a new one, after the last was lost): join again.
         Not from the coordinator it has joined since it was asked."""
-        link = self._s.link
-        if coordinator and link.joined and not link.rejoin_due and coordinator == link.coordinator:
-            return
-        self._s.coordinator_lost()
-        self._wake = True
+        if self._s.link.rejoin_asked(coordinator):
+            self._s.coordinator_lost()
+            self._wake = True
 
     @workflow.signal(name="cluster_action")
     def cluster_action(self, entry: AuditEntry) -> None:
@@ -314,9 +311,7 @@ class MigrationWorkflow:
 
     @workflow.update(name="act_update")
     def act_update(self, raw: RawValue) -> MigrationProgress:
-        found = action_payload(raw)
-        assert not isinstance(found, BadSignal)  # the validator let it through
-        self._act(found)
+        self._act(action_payload(raw))
         return self.progress()
 
     @act_update.validator
@@ -331,36 +326,27 @@ class MigrationWorkflow:
     @workflow.signal(name="act")
     def act(self, raw: RawValue) -> None:
         """Checked here, so one whose payload does not validate is recorded as refused, not dropped."""
-        found = action_payload(raw)
-        if isinstance(found, BadSignal):
-            self._refuse(found.action or "act", found.by, found.why)
-        else:
-            self._act(found)
+        self._act(action_payload(raw))
 
     @workflow.signal(dynamic=True)
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
-        data = None
-        if args:
-            # A payload that cannot be read is recorded as unreadable, not applied.
-            with contextlib.suppress(Exception):
-                data = workflow.payload_converter().from_payload(args[0].payload)
-        self._refuse(name, sender(data), f"unknown signal {name!r}; {ACTION_FIELDS}")
+        self._act(unknown_signal(name, args, ACTION_FIELDS))
 
-    def _act(self, request: MigrationAction) -> None:
-        entry = self._s.act(request, workflow.now())
+    def _act(self, found: MigrationAction | BadSignal) -> None:
+        """An operator's action applied, or recorded in the audit as refused with the reason."""
+        if isinstance(found, BadSignal):
+            entry = self._s.refuse(found.action, found.by.actor, found.by.reason, workflow.now(), found.why)
+        else:
+            entry = self._s.act(found, workflow.now())
         if entry.refused is not None:
             workflow.logger.warning("%s by %s refused: %s", entry.action, entry.actor, entry.refused)
             return
         workflow.logger.info("operator action %s by %s (%s) %s", entry.action, entry.actor, entry.reason, entry.detail)
-        self._demand_stale = self._demand_stale or isinstance(request, SetThrottle)
+        self._demand_stale = self._demand_stale or isinstance(found, SetThrottle)
         self._wake = True
         # The phase's search attribute is upserted by the run as it wakes, never from a handler: a handler can run
         # before run() in a run's first activation, where replay may order its command differently.
         self._describe()
-
-    def _refuse(self, name: str, by, why: str) -> None:
-        self._s.refuse(name, by.actor, by.reason, workflow.now(), why)
-        workflow.logger.warning("%s by %s refused: %s", name, by.actor, why)
 
     # -- what it shows ----------------------------------------------------------------------------------------------
 

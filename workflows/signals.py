@@ -1,7 +1,8 @@
 """Operator actions sent as signals: the payload validated, or who sent it and why it is refused. A signal has no
 caller to answer, so a workflow records a refused one in its audit rather than dropping it."""
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Sequence
 from typing import NamedTuple, TypeVar
 
 from temporalio import workflow
@@ -19,7 +20,8 @@ T = TypeVar("T")
 class BadSignal(NamedTuple):
     by: OperatorAction
     why: str
-    # The action it names, if it names one Drover takes (an operator action's "action").
+    # What the audit records it as: the action it names if Drover takes it (an operator action's "action"), else
+    # the signal's name.
     action: str = ""
 
 
@@ -27,6 +29,16 @@ def sender(data: object) -> OperatorAction:
     """Who sent a signal and why, as far as its payload says."""
     given = data if isinstance(data, dict) else {}
     return OperatorAction(actor=str(given.get("actor") or "unknown"), reason=str(given.get("reason") or "none given"))
+
+
+def unknown_signal(name: str, args: Sequence[RawValue], takes: str) -> BadSignal:
+    """A signal the workflow has no handler for, refused with the signals it does take (``takes``); who sent it and
+    why as far as its first argument says (one that cannot be read is recorded as unreadable, not applied)."""
+    data = None
+    if args:
+        with contextlib.suppress(Exception):
+            data = workflow.payload_converter().from_payload(args[0].payload)
+    return BadSignal(sender(data), f"unknown signal {name!r}; {takes}", name)
 
 
 def signal_payload(name: str, raw: RawValue, model: type[A]) -> A | BadSignal:
@@ -48,7 +60,7 @@ def action_payload(raw: RawValue) -> MigrationAction | BadSignal:
     found, data = _payload(raw, MIGRATION_ACTIONS.validate_python, ACTION_FIELDS)
     if isinstance(found, BadSignal):
         named = data.get("action") if isinstance(data, dict) else None
-        return found._replace(action=named if named in ACTION_NAMES else "")
+        return found._replace(action=named if named in ACTION_NAMES else "act")
     return found
 
 

@@ -471,6 +471,18 @@ def test_a_grant_is_taken_only_from_the_coordinator_joined_and_not_while_joining
     assert [r.move.partition for r in s.take_granted()] == [2]
 
 
+def test_a_rejoin_is_taken_unless_it_comes_late_from_the_coordinator_joined_since():
+    s = running(10)
+    # Not joined yet, or joined: a new coordinator (or one that names none) asks it to join again.
+    assert s.link.rejoin_asked("first")
+    s.link.joined_to("first")
+    assert s.link.rejoin_asked("second") and s.link.rejoin_asked("")
+    # The coordinator it joined after being asked: its late signal is not taken.
+    assert not s.link.rejoin_asked("first")
+    s.coordinator_lost()
+    assert s.link.rejoin_asked("first")
+
+
 def test_a_step_from_a_list_led_by_the_targets_leader_frees_the_moves_leader_slot():
     s = MigrationState(phase=Phase.RUNNING, limits=Limits(max_partitions=1, max_per_broker=5, max_leaders=1))
     s.window.waiting = [MoveSpec(topic="t", partition=p, original=[1, 2], target=[3 + p, 4 + p]) for p in range(2)]
