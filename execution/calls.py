@@ -12,7 +12,6 @@ from models.coordination import Demand, JoinStep, LeaveRequest
 from models.estimate import EstimateOptions
 from models.migration import MigrationEstimateInput, MigrationInput, SampleRequest
 from models.requests import LeaderElection, PreflightRequest, RollbackRequest, VerifyRequest
-from models.results import MoveOutcome
 from models.units import human_bytes
 
 
@@ -149,29 +148,6 @@ def move_details(s: MigrationState, r: MoveRecord, replicas_per_step: int) -> tu
     return (
         f"{m.topic}-{m.partition}: {m.original} → {m.target}",
         f"{kind}; {human_bytes(m.size_bytes)} per new replica, {replicas_per_step} replica(s) a step.",
-    )
-
-
-def outcome(
-    r: MoveRecord,
-    final: list[int] | None = None,
-    steps: list[list[int]] | None = None,
-    reverted_when_stuck: bool = False,
-    error: str | None = None,
-    error_type: str | None = None,
-) -> MoveOutcome:
-    m = r.move
-    return MoveOutcome(
-        topic=m.topic,
-        partition=m.partition,
-        original=m.original,
-        target=m.target,
-        final=final,
-        steps=steps or [],
-        reverted_when_stuck=reverted_when_stuck,
-        error=error,
-        error_type=error_type,
-        size_bytes=m.size_bytes,
     )
 
 

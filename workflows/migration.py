@@ -11,7 +11,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from execution import ACTIVE, ENDED, MigrationState, MoveRecord, Phase
+    from execution import ENDED, MigrationState, MoveRecord, Phase, answers
     from execution import calls as build
     from execution.progress import details, dry_run_result, progress, result
     from execution.runs import MigrationRun
@@ -253,14 +253,10 @@ class MigrationWorkflow:
     @workflow.signal(name="granted")
     def granted(self, grant: Grant) -> None:
         """From the cluster's coordinator: moves that may start now, their throttle in place."""
-        s = self._s
-        if grant.error is not None:
-            # The throttle this migration asked for could not be written: it stops, cleans up and fails.
-            if s.phase in ACTIVE:
-                s.fail(grant.error)
-                self._describe()
-        elif not s.link.grant_heard([(k[0], k[1]) for k in grant.keys], grant.coordinator):
+        if not answers.granted(self._s, grant):
             workflow.logger.info("a grant of %d move(s) from a coordinator it has not joined is void", len(grant.keys))
+        elif grant.error is not None:
+            self._describe()
         self._wake = True
 
     @workflow.signal(name="rejoin")
@@ -290,22 +286,15 @@ class MigrationWorkflow:
     @workflow.signal(name="move_stuck")
     def move_stuck(self, report: MoveStuck) -> None:
         """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
-        key = (report.topic, report.partition)
-        if self._s.window.stuck_reported(key, report.token, report.policy):
-            step = f"{report.topic}-{report.partition} step {report.current} -> {report.step}"
-            why = f"no progress for {report.idle_s:.0f} s"
-            self._s.note("stuck", "drover", why, workflow.now(), f"{step}; policy {report.policy}")
+        if answers.stuck(self._s, report, workflow.now()):
             self._wake = True
 
     @workflow.signal(name="move_finished")
     def move_finished(self, report: MoveReport) -> None:
         """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
-        r = self._s.window.record((report.topic, report.partition))
-        if r is not None:
-            ended = build.outcome(
-                r, report.final, report.steps, report.reverted_when_stuck, report.error, report.error_type
-            )
-            self._record_end(r, ended)
+        ended = answers.reported(self._s, report)
+        if ended is not None:
+            self._record_end(*ended)
 
     # -- the operator's actions -------------------------------------------------------------------------------------
 

@@ -22,12 +22,12 @@ with workflow.unsafe.imports_passed_through():
     from activities.cluster import ClusterActivities
     from activities.estimate import EstimateActivities
     from activities.migration import MigrationActivities
-    from execution import MigrationState, MoveRecord, Phase
+    from execution import MigrationState, MoveRecord, Phase, answers
     from execution import calls as call
     from models.errors import ErrorType
     from models.migration import MigrationInput
     from models.requests import MovesPage
-    from models.results import CANCELLED, MoveOutcome, OutcomesBatch
+    from models.results import MoveOutcome, OutcomesBatch
     from steps.admission import ordered
     from workflows.failures import INTERRUPTIONS, failure_message
     from workflows.ids import move_workflow_id
@@ -111,17 +111,11 @@ class Preparation:
 
 
 async def join(given: MigrationInput, s: MigrationState) -> bool:
-    """Register with the cluster's coordinator (started if need be), with the moves in flight when it joins again.
-    Refused (its partitions are another migration's, or its name is bound to another Kafka cluster), the migration
-    fails, with nothing changed at a first join; False then."""
+    """Register with the cluster's coordinator (started if need be), with the moves in flight when it joins again;
+    False when refused (``answers.joined``)."""
     info = workflow.info()
     step = call.join_step(given, s, info.workflow_id, info.first_execution_run_id)
-    joined = await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **JOIN)
-    if joined.refused is not None:
-        s.fail(joined.refused)
-        return False
-    s.link.joined_to(joined.coordinator, joined.coordinator_id)
-    return True
+    return answers.joined(s, await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **JOIN))
 
 
 async def leave(given: MigrationInput, s: MigrationState) -> None:
@@ -222,21 +216,16 @@ async def run_move(given: MigrationInput, s: MigrationState, r: MoveRecord, star
                 await workflow.sleep(1)
                 continue
             error = "refused: another migration is moving this partition"
-            return call.outcome(r, error=error, error_type=ErrorType.REFUSED)
+            return answers.outcome(r, error=error, error_type=ErrorType.REFUSED)
     s.window.child_started(r.key, r.token, handle.first_execution_run_id)
     started()
     try:
         done = await handle
-        return call.outcome(r, final=done.final, steps=done.steps, reverted_when_stuck=done.reverted_when_stuck)
+        return answers.outcome(r, final=done.final, steps=done.steps, reverted_when_stuck=done.reverted_when_stuck)
     except (ChildWorkflowError, asyncio.CancelledError) as e:
         cause = getattr(e, "cause", None) or e
         cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)
-        ended = call.outcome(r, error=CANCELLED if cancelled else str(cause), error_type=getattr(cause, "type", None))
-        # The child's report (sent before it ends) says where it left the partition, but its end can reach the
-        # migration first; then this outcome counts, and the step it last reported lets a rollback find the partition.
-        if r.current is not None and r.step is not None:
-            ended = ended.model_copy(update={"last_step": [r.current, r.step]})
-        return ended
+        return answers.ended_without_report(r, cancelled, str(cause), getattr(cause, "type", None))
 
 
 def cancel_move(cluster: str, r: MoveRecord) -> None:
