@@ -68,6 +68,7 @@ def outcome(
     error: str | None = None,
     error_type: str | None = None,
 ) -> MoveOutcome:
+    """How a move ended, as the migration records it: with the move's lists and size."""
     m = r.move
     return MoveOutcome(
         topic=m.topic,

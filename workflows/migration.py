@@ -1,6 +1,7 @@
 """MigrationWorkflow: one per migration; its moves run as child workflows through the phases of its state machine
 (``execution.MigrationState``), which holds every decision and makes every change to the state. What it asks of its
-activities, children and coordinator is built in the core (``execution.calls``) and sent by ``migration_calls``."""
+activities, children and coordinator is built in the core (``execution.calls``) and sent by ``migration_calls``; what
+they answer goes into the state through ``execution.answers``."""
 
 import asyncio
 from collections.abc import Sequence
