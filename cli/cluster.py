@@ -11,6 +11,7 @@ from cli.errors import DroverError, cluster_name
 from cli.groups import LIMIT_OPTIONS, BandOptions, LimitChanges, grouped
 from cli.output import Output, default_actor
 from cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
+from models.control import OperatorAction
 from models.coordination import (
     ClusterBandChange,
     ClusterDiskChange,
@@ -90,8 +91,7 @@ def throttle(
     except ValueError as e:
         raise DroverError(f"rate: {e}", exit_code=2) from None
     change = ClusterThrottleChange(rate_bytes_per_s=value, actor=actor or default_actor(), reason=reason)
-    name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, "set_throttle", change, Output(as_json)))
+    _send(ctx, cluster, "set_throttle", change, as_json)
 
 
 @app.command("disk-max")
@@ -110,8 +110,7 @@ def disk_max(
     onto it, this copy, and the broker's own growth at its measured write rate while they copy. A move that would
     pass the limit waits, with a warning naming the broker; the others go on. Raising the limit lets it go."""
     change = ClusterDiskChange(disk_max=parse_disk_max(limits), actor=actor or default_actor(), reason=reason)
-    name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, "set_disk_max", change, Output(as_json)))
+    _send(ctx, cluster, "set_disk_max", change, as_json)
 
 
 @app.command("band")
@@ -135,8 +134,7 @@ def band(
         raise DroverError(f"{off!r}: give `off`, or the band options (--throttle-max, --broker-capacity)", exit_code=2)
     chosen = None if off is not None else options.settings()
     change = ClusterBandChange(band=chosen, actor=actor or default_actor(), reason=reason)
-    name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, "set_band", change, Output(as_json)))
+    _send(ctx, cluster, "set_band", change, as_json)
 
 
 @app.command("windows")
@@ -168,8 +166,12 @@ def windows(
     if none and cap is not None:
         raise DroverError("--outside-throttle needs windows; `none` leaves the cluster always open", exit_code=2)
     change = ClusterWindowsChange(windows=chosen, actor=actor or default_actor(), reason=reason)
-    name = cluster_name(cluster or ctx.obj.cluster_name)
-    asyncio.run(send_change(ctx.obj, name, "set_windows", change, Output(as_json)))
+    _send(ctx, cluster, "set_windows", change, as_json)
+
+
+def _send(ctx: typer.Context, cluster: str, signal: str, change: OperatorAction, as_json: bool) -> None:
+    """A change to the coordinator of the cluster named (by --cluster, else the settings), audited there."""
+    asyncio.run(send_change(ctx.obj, cluster_name(cluster or ctx.obj.cluster_name), signal, change, Output(as_json)))
 
 
 def _first_error(e: ValueError) -> str:
@@ -186,15 +188,7 @@ def freeze(
     """Stop new steps in every migration on the cluster; steps in flight finish. Returns once every move in flight
     has been told (30 s at most), so no step starts after it. `drover cluster unfreeze` lets them go on."""
     request = FreezeRequest(frozen=True, actor=actor or default_actor(), reason=reason)
-    asyncio.run(
-        send_change(
-            ctx.obj,
-            cluster_name(cluster or ctx.obj.cluster_name),
-            "freeze",
-            request,
-            Output(as_json),
-        )
-    )
+    _send(ctx, cluster, "freeze", request, as_json)
 
 
 @app.command("unfreeze")
@@ -203,15 +197,7 @@ def unfreeze(
 ) -> None:
     """Let the migrations on the cluster take new steps again after `drover cluster freeze`."""
     request = FreezeRequest(frozen=False, actor=actor or default_actor(), reason=reason)
-    asyncio.run(
-        send_change(
-            ctx.obj,
-            cluster_name(cluster or ctx.obj.cluster_name),
-            "freeze",
-            request,
-            Output(as_json),
-        )
-    )
+    _send(ctx, cluster, "freeze", request, as_json)
 
 
 @app.command("retire")
