@@ -11,6 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
+# How long a process sent SIGKILL may take to exit (a JVM unmapping its heap on a busy machine).
+KILLED_EXIT_S = 30.0
+
 
 def _start_time(pid: int) -> str | None:
     try:
@@ -66,15 +69,21 @@ class ProcessTable:
         running = {name: pid for name in names if (pid := self.pid(name)) is not None}
         for pid in running.values():
             os.kill(pid, signal.SIGTERM)
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and any(self.pid(n) for n in running):
-            time.sleep(0.2)
+        self._wait_gone(list(running), timeout_s)
         for name in running:
             if (pid := self.pid(name)) is not None:
                 os.kill(pid, signal.SIGKILL)
+        # A killed process holds its ports until the kernel has torn it down: a start right after (a broker
+        # restarted, `drover sandbox down` then `up`) would find them in use.
+        self._wait_gone(list(running), KILLED_EXIT_S)
         for name in names:
             (self.pid_dir / f"{name}.pid").unlink(missing_ok=True)
         return sorted(running)
+
+    def _wait_gone(self, names: list[str], timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and any(self.pid(n) for n in names):
+            time.sleep(0.05)
 
     def tail(self, name: str, lines: int = 1) -> str:
         try:

@@ -1,0 +1,42 @@
+"""The sandbox's process table: a process it stops is gone when ``stop`` returns, so its ports are free for a start
+right after (a broker restarted by a test, `drover sandbox down` then `up`)."""
+
+import socket
+import sys
+import time
+
+from sandbox.processes import ProcessTable
+
+# A process that ignores SIGTERM (as a JVM still in its shutdown hooks does), holds a listening port and enough memory
+# that the kernel takes a moment to tear it down once killed.
+STUBBORN = """
+import signal, socket, sys, time
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
+ballast = bytearray(300 * 1024 * 1024)
+for i in range(0, len(ballast), 4096):
+    ballast[i] = 1
+server = socket.socket()
+server.bind(("127.0.0.1", 0))
+server.listen()
+print(server.getsockname()[1], flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_process_killed_after_its_grace_is_gone_and_its_port_free_when_stop_returns(tmp_path):
+    table = ProcessTable(tmp_path / "pids", tmp_path / "logs")
+    table.start("stubborn", [sys.executable, "-c", STUBBORN])
+    log = table.log_path("stubborn")
+    port = None
+    for _ in range(300):
+        text = log.read_text().strip() if log.exists() else ""
+        if text:
+            port = int(text)
+            break
+        time.sleep(0.1)
+    assert port is not None, "the process never told its port"
+    assert table.stop(["stubborn"], timeout_s=0.5) == ["stubborn"]
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        probe.bind(("127.0.0.1", port))
+    assert table.pid("stubborn") is None
