@@ -20,8 +20,8 @@ T = TypeVar("T")
 class BadSignal(NamedTuple):
     by: OperatorAction
     why: str
-    # What the audit records it as: the action it names if Drover takes it (an operator action's "action"), else
-    # the signal's name.
+    # What a migration's audit records it as: the action it names if Drover takes it (an operator action's
+    # "action"), else "act"; an unknown signal's name. Empty from ``signal_payload``, whose caller names the signal.
     action: str = ""
 
 

@@ -3,9 +3,9 @@ right after (a broker restarted by a test, `drover sandbox down` then `up`)."""
 
 import socket
 import sys
-import time
 
 from sandbox.processes import ProcessTable
+from tests.integration.helpers import wait_until
 
 # A process that ignores SIGTERM (as a JVM still in its shutdown hooks does), holds a listening port and enough memory
 # that the kernel takes a moment to tear it down once killed.
@@ -27,14 +27,8 @@ def test_a_process_killed_after_its_grace_is_gone_and_its_port_free_when_stop_re
     table = ProcessTable(tmp_path / "pids", tmp_path / "logs")
     table.start("stubborn", [sys.executable, "-c", STUBBORN])
     log = table.log_path("stubborn")
-    port = None
-    for _ in range(300):
-        text = log.read_text().strip() if log.exists() else ""
-        if text:
-            port = int(text)
-            break
-        time.sleep(0.1)
-    assert port is not None, "the process never told its port"
+    told = wait_until(lambda: log.exists() and log.read_text().strip(), 30, 0.1, "the process telling its port")
+    port = int(told)
     assert table.stop(["stubborn"], timeout_s=0.5) == ["stubborn"]
     with socket.socket() as probe:
         probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
