@@ -17,20 +17,20 @@ from pathlib import Path
 import structlog
 from temporalio.worker import Worker
 
-from activities import KafkaActivities
-from activities.cluster import ClusterActivities
-from activities.decommission import FlowActivities
-from activities.estimate import EstimateActivities
-from activities.migration import MigrationActivities
-from activities.traffic import TrafficActivities
-from adapters.kafka_port import KafkaPort, open_kafka
-from adapters.temporal import connect
-from estimator import classes
-from estimator.service import ESTIMATES, SparkPlace, warm_up
-from settings import Settings, SettingsError, load_settings
-from settings.logs import configure_logging
-from settings.process import exit_now
-from workflows import WORKFLOWS
+from drover.activities import KafkaActivities
+from drover.activities.cluster import ClusterActivities
+from drover.activities.decommission import FlowActivities
+from drover.activities.estimate import EstimateActivities
+from drover.activities.migration import MigrationActivities
+from drover.activities.traffic import TrafficActivities
+from drover.adapters.kafka_port import KafkaPort, open_kafka
+from drover.adapters.temporal import connect
+from drover.estimator import classes
+from drover.estimator.service import ESTIMATES, SparkPlace, warm_up
+from drover.settings import Settings, SettingsError, load_settings
+from drover.settings.logs import configure_logging
+from drover.settings.process import exit_now
+from drover.workflows import WORKFLOWS
 
 log = structlog.get_logger("drover.worker")
 
@@ -128,8 +128,8 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
 
 def warm_spark(place: SparkPlace) -> threading.Thread:
     """Start the process's Spark session in a thread of its own, beside the polling, and run one tiny estimate on
-    it (``estimator.service.warm_up``): an estimate that comes meanwhile waits for this session rather than starting
-    another, and the first real one does not pay for the JVM's first run of the job."""
+    it (``drover.estimator.service.warm_up``): an estimate that comes meanwhile waits for this session rather than
+    starting another, and the first real one does not pay for the JVM's first run of the job."""
 
     def start() -> None:
         began = time.monotonic()
@@ -159,7 +159,8 @@ def warm_spark(place: SparkPlace) -> threading.Thread:
 
 
 def archive_later(work_dir: Path) -> None:
-    """With no class archive for the next worker's JVM (``estimator.classes``), build one beside this worker, at the
+    """With no class archive for the next worker's JVM (``drover.estimator.classes``), build one beside this worker, at
+    the
     lowest CPU priority, once no estimate is running."""
     while ESTIMATES.running:
         time.sleep(1)

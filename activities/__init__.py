@@ -2,6 +2,6 @@
 the migration's work folder (``ledger``) and Temporal's own client (``cluster``). Built in worker.py with their
 clients."""
 
-from activities.kafka import KafkaActivities
+from drover.activities.kafka import KafkaActivities
 
 __all__ = ["KafkaActivities"]

@@ -22,14 +22,14 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters import ledger
-from adapters.kafka_port import KafkaPort
-from adapters.temporal import coordinators_named, listable
-from execution.registry import overlap_refusal
-from execution.runs import ClusterRun
-from models.admission import MoveSpec
-from models.control import OperatorAction
-from models.coordination import (
+from drover.adapters import ledger
+from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.temporal import coordinators_named, listable
+from drover.core.coordinator.registry import overlap_refusal
+from drover.core.migration.runs import ClusterRun
+from drover.models.admission import MoveSpec
+from drover.models.control import OperatorAction
+from drover.models.coordination import (
     CLUSTER_SETTINGS,
     ClusterBandChange,
     ClusterDiskChange,
@@ -52,7 +52,7 @@ from models.coordination import (
     cluster_id_of,
     cluster_workflow_id,
 )
-from steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to_save, with_saved
+from drover.steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to_save, with_saved
 
 # The activities whose result is the coordinator's throttle book.
 BOOK_WRITERS = ("save_throttle_configs", "write_throttle")

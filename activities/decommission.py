@@ -1,7 +1,7 @@
 """A decommission's activities: ``check_flow`` (can the brokers go; the live cluster read once), ``cordon`` and
 ``uncordon`` (KIP-1066's ``cordoned.log.dirs``, the operator's own value kept and restored), ``plan_flow`` (the
 demote's leader-only order, or the drain's plan from the live cluster, written to the flow's folder) and
-``scan_brokers`` (what the brokers still hold and lead). The decisions are ``execution.decommission``'s."""
+``scan_brokers`` (what the brokers still hold and lead). The decisions are ``drover.core.decommission.flow``'s."""
 
 import asyncio
 from pathlib import Path
@@ -9,11 +9,11 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from adapters import ledger
-from adapters.kafka_port import KafkaAdminError, KafkaPort
-from adapters.live_cluster import read_for_plan
-from execution import decommission
-from models.decommission import (
+from drover.adapters import ledger
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.adapters.live_cluster import read_for_plan
+from drover.core.decommission import flow as decommission
+from drover.models.decommission import (
     CORDON_ALL,
     CORDON_CONFIG,
     BrokerScan,
@@ -23,10 +23,10 @@ from models.decommission import (
     FlowPlan,
     FlowPlanRequest,
 )
-from models.errors import ErrorType
-from models.migration import INLINE_MOVES
-from models.plan import PlanRequest
-from planner import PlanError, make_plan
+from drover.models.errors import ErrorType
+from drover.models.migration import INLINE_MOVES
+from drover.models.plan import PlanRequest
+from drover.planner import PlanError, make_plan
 
 # Partitions elected in one call.
 ELECTION_BATCH = 500

@@ -1,6 +1,6 @@
 """The estimate activity: per-partition metrics from Kafka (or the operator's file), then the Spark job
-(``estimator.service``). The metrics are written as JSON lines to the migration's folder of the work folder, never
-into the workflow history.
+(``drover.estimator.service``). The metrics are written as JSON lines to the migration's folder of the work folder,
+never into the workflow history.
 
 Failure types a workflow can match on (raised non-retryable):
 - ``Metrics``: the metrics dataset cannot be used; the message names the file and the column.
@@ -12,14 +12,14 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from adapters import ledger
-from adapters.kafka_port import KafkaPort
-from estimator.service import SparkPlace, run_estimate, sample_metrics, spark_module, write_metrics
-from models.admission import MoveSpec
-from models.errors import ErrorType
-from models.estimate import Estimate
-from models.migration import MigrationEstimateInput, SampleRequest
+from drover.activities.heartbeat import heartbeating
+from drover.adapters import ledger
+from drover.adapters.kafka_port import KafkaPort
+from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, spark_module, write_metrics
+from drover.models.admission import MoveSpec
+from drover.models.errors import ErrorType
+from drover.models.estimate import Estimate
+from drover.models.migration import MigrationEstimateInput, SampleRequest
 
 
 class EstimateActivities:

@@ -11,11 +11,11 @@ import time
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.observer import KafkaObserver
-from activities.writes import ReassignmentWriter
-from adapters.kafka_port import KafkaAdminError, KafkaPort
-from models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
-from models.errors import ErrorType
+from drover.activities.observer import KafkaObserver
+from drover.activities.writes import ReassignmentWriter
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
+from drover.models.errors import ErrorType
 
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.

@@ -13,16 +13,16 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from activities.heartbeat import heartbeating
-from adapters import ledger
-from adapters.kafka_port import KafkaPort
-from execution import preflight, rollback
-from models import TopicPartition
-from models.admission import MoveSpec
-from models.errors import ErrorType
-from models.migration import INLINE_MOVES
-from models.plan import PartitionReplicas
-from models.requests import (
+from drover.activities.heartbeat import heartbeating
+from drover.adapters import ledger
+from drover.adapters.kafka_port import KafkaPort
+from drover.core.migration import preflight, rollback
+from drover.models import TopicPartition
+from drover.models.admission import MoveSpec
+from drover.models.errors import ErrorType
+from drover.models.migration import INLINE_MOVES
+from drover.models.plan import PartitionReplicas
+from drover.models.requests import (
     LeaderElection,
     LeaderElectionResult,
     MovesPage,
@@ -32,8 +32,8 @@ from models.requests import (
     RollbackRequest,
     VerifyRequest,
 )
-from models.results import MoveOutcome, OutcomesBatch
-from steps.admission import ordered
+from drover.models.results import MoveOutcome, OutcomesBatch
+from drover.steps.admission import ordered
 
 
 def _preflight_error(problems: list[str]) -> ApplicationError:

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
-from adapters.kafka_port import KafkaAdminError, KafkaPort
-from models import OngoingReassignment, PartitionState, TopicPartition
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.models import OngoingReassignment, PartitionState, TopicPartition
 
 Key = tuple[str, int]
 

@@ -1,12 +1,13 @@
-"""The brokers' live traffic, read for the coordinator's throttle band (``execution.band``): from each broker's
+"""The brokers' live traffic, read for the coordinator's throttle band (``drover.core.coordinator.band``): from each
+broker's
 Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or when a
 page does not answer) from the growth of the partitions' logs through the Admin API."""
 
 from temporalio import activity
 
-from adapters.broker_metrics import BrokerMetricsError, traffic_from
-from adapters.kafka_port import KafkaPort
-from models.band import TrafficReading, TrafficRequest
+from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
+from drover.adapters.kafka_port import KafkaPort
+from drover.models.band import TrafficReading, TrafficRequest
 
 LOG_GROWTH = "log growth (the Admin API)"
 SOURCES = {"metrics": "the brokers' metrics", "prometheus": "a Prometheus server"}

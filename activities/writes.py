@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Generic, TypeVar
 
-from adapters.kafka_port import KafkaAdminError, KafkaPort
-from models import TopicPartition
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.models import TopicPartition
 
 # How long the first write of a batch waits for others to join it.
 BATCH_WINDOW_S = 0.02

@@ -4,11 +4,11 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.kafka_admin import KafkaAdmin
-from models import TopicPartition
-from models.plan import PartitionReplicas, ReassignmentFile
-from sandbox.tools import reassign_partitions
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.models import TopicPartition
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.sandbox.tools import reassign_partitions
+from drover.settings import Settings
 
 # How the benchmarks name this side.
 KAFKA_TOOL = "Kafka's tool"

@@ -19,13 +19,13 @@ from pathlib import Path
 from temporalio.client import Client
 from temporalio.testing import WorkflowEnvironment
 
-from adapters.temporal import connect
-from models.migration import MigrationInput
-from models.results import MigrationResult
-from sandbox.devserver import start_dev_server
-from settings import Settings
+from drover.adapters.temporal import connect
+from drover.models.migration import MigrationInput
+from drover.models.results import MigrationResult
+from drover.sandbox.devserver import start_dev_server
+from drover.settings import Settings
+from drover.workflows import MigrationWorkflow
 from tests.conftest import end_coordinators
-from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[1]
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -39,11 +39,11 @@ from concurrent.futures import ThreadPoolExecutor
 from temporalio.client import Client
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Worker
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
 from tests.fakes import FakeKafka
-from worker import activities_for
-from workflows import WORKFLOWS, MigrationWorkflow
+from drover.worker import activities_for
+from drover.workflows import WORKFLOWS, MigrationWorkflow
 
 async def migration(address, moves):
     client = await Client.connect(address, data_converter=pydantic_data_converter)

@@ -21,12 +21,12 @@ from pathlib import Path
 
 from confluent_kafka import Producer
 
-from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from models.plan import PartitionReplicas, ReassignmentFile
-from settings import load_settings
+from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.settings import load_settings
 
 ROOT = Path(__file__).resolve().parent.parent
-DROVER = [sys.executable, "-m", "cli.app"]
+DROVER = [sys.executable, "-m", "drover.cli.app"]
 UI = "http://127.0.0.1:8233"
 # Chromium's flags for this machine's closed network (no background connections, no sandbox as root).
 CHROMIUM_ARGS = [

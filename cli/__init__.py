@@ -1,1 +1,1 @@
-"""The drover command line: one module per command group, output through cli.output.Output."""
+"""The drover command line: one module per command group, output through drover.cli.output.Output."""

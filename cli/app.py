@@ -11,34 +11,38 @@ import click
 import typer
 from typer.core import TyperGroup
 
-from cli.errors import DroverError
-from cli.output import Output
+from drover.cli.errors import DroverError
+from drover.cli.output import Output
 
 if TYPE_CHECKING:
-    from settings import Settings
+    from drover.settings import Settings
 
 # Every command, with the module that defines it, loaded only when the command runs (or shows its own help), so
 # `drover --help` and `--version` load none of the Temporal, Kafka, Spark or plotting libraries. Each line also
 # says what `drover --help` lists for it; tests/cli checks it against the command's own help.
 COMMANDS: dict[str, tuple[str, str, str]] = {
-    "plan": ("cli.plan", "plan", "Plan where every replica should live."),
-    "estimate": ("cli.estimate", "estimate", "Estimate a plan before running it: throttles and duration."),
-    "start": ("cli.start", "start", "Start a migration: preflight checks every move first."),
-    "status": ("cli.status", "status", "Show a migration's state, or its result once it ended."),
-    "watch": ("cli.watch", "watch", "Follow a migration live until it ends."),
-    "pause": ("cli.control", "pause", "Stop starting new moves; moves in flight finish."),
-    "resume": ("cli.control", "resume", "Start admitting moves again after `drover pause`."),
-    "cancel": ("cli.control", "cancel", "Cancel a migration: stop, revert-pending or rollback."),
-    "limits": ("cli.control", "limits", "Change the limits of a running migration."),
-    "throttle": ("cli.control", "throttle", "Change the replication throttle of a running migration."),
-    "decommission": ("cli.flows", "decommission", "Empty brokers as one durable flow: cordon, demote, drain, verify."),
-    "demote": ("cli.flows", "demote", "Move leadership off brokers; --undo puts it back."),
-    "uncordon": ("cli.flows", "uncordon", "Lift the cordon a decommission left on brokers."),
-    "list": ("cli.listing", "list_", "List migrations, newest first, with their state."),
-    "report": ("cli.report", "report", "Draw a migration from its history on one HTML page."),
-    "demo": ("cli.demo", "demo", "Plan and run a real migration on the local stack."),
-    "sandbox": ("cli.sandbox", "app", "Run a local stack: KRaft Kafka, Temporal and a worker."),
-    "cluster": ("cli.cluster", "app", "The cluster's coordinator: limits, throttle and freeze."),
+    "plan": ("drover.cli.plan", "plan", "Plan where every replica should live."),
+    "estimate": ("drover.cli.estimate", "estimate", "Estimate a plan before running it: throttles and duration."),
+    "start": ("drover.cli.start", "start", "Start a migration: preflight checks every move first."),
+    "status": ("drover.cli.status", "status", "Show a migration's state, or its result once it ended."),
+    "watch": ("drover.cli.watch", "watch", "Follow a migration live until it ends."),
+    "pause": ("drover.cli.control", "pause", "Stop starting new moves; moves in flight finish."),
+    "resume": ("drover.cli.control", "resume", "Start admitting moves again after `drover pause`."),
+    "cancel": ("drover.cli.control", "cancel", "Cancel a migration: stop, revert-pending or rollback."),
+    "limits": ("drover.cli.control", "limits", "Change the limits of a running migration."),
+    "throttle": ("drover.cli.control", "throttle", "Change the replication throttle of a running migration."),
+    "decommission": (
+        "drover.cli.flows",
+        "decommission",
+        "Empty brokers as one durable flow: cordon, demote, drain, verify.",
+    ),
+    "demote": ("drover.cli.flows", "demote", "Move leadership off brokers; --undo puts it back."),
+    "uncordon": ("drover.cli.flows", "uncordon", "Lift the cordon a decommission left on brokers."),
+    "list": ("drover.cli.listing", "list_", "List migrations, newest first, with their state."),
+    "report": ("drover.cli.report", "report", "Draw a migration from its history on one HTML page."),
+    "demo": ("drover.cli.demo", "demo", "Plan and run a real migration on the local stack."),
+    "sandbox": ("drover.cli.sandbox", "app", "Run a local stack: KRaft Kafka, Temporal and a worker."),
+    "cluster": ("drover.cli.cluster", "app", "The cluster's coordinator: limits, throttle and freeze."),
 }
 HELP = {"help_option_names": ["-h", "--help"]}
 # Where the root command keeps --command-config for the command that runs.
@@ -79,8 +83,8 @@ class LazyCommands(TyperGroup):
 
 def settings_help() -> str:
     """Every DROVER_* setting with its default, for the end of `drover --help` (built only when it is shown)."""
-    from sandbox import SandboxSettings
-    from settings import env_help
+    from drover.sandbox import SandboxSettings
+    from drover.settings import env_help
 
     sandbox = "\n".join(
         f"DROVER_SANDBOX_{name.upper()}: {field.description} (default: {field.default})"
@@ -131,7 +135,7 @@ def root(
 def load_into(ctx: click.Context) -> None:
     """The settings (DROVER_*, and --command-config's client properties) into ``ctx.obj`` and ``Loaded``, with
     logging set up from them; a setting that does not load is one line and exit 2."""
-    from settings import SettingsError, load_settings
+    from drover.settings import SettingsError, load_settings
 
     command_config = ctx.meta.get(CONFIG_KEY)
     try:
@@ -139,7 +143,7 @@ def load_into(ctx: click.Context) -> None:
     except SettingsError as e:
         message = str(e).replace("DROVER_KAFKA_PROPERTIES", "--command-config") if command_config else str(e)
         raise DroverError(message, exit_code=2) from None
-    from settings.logs import configure_logging
+    from drover.settings.logs import configure_logging
 
     configure_logging(settings.log_format, "warning" if settings.log_level == "info" else settings.log_level)
     ctx.obj = settings
@@ -185,9 +189,9 @@ def known_error(e: Exception) -> str | None:
     """The one line an expected error says (Kafka or Temporal unreachable, Temporal's refusal), or None for a bug.
     Each class is looked up among the modules loaded: an error of a module never loaded cannot have been raised."""
     for module, name in (
-        ("sandbox.settings", "SandboxError"),
-        ("adapters.kafka_port", "KafkaAdminError"),
-        ("adapters.temporal", "TemporalUnavailable"),
+        ("drover.sandbox.settings", "SandboxError"),
+        ("drover.adapters.kafka_port", "KafkaAdminError"),
+        ("drover.adapters.temporal", "TemporalUnavailable"),
     ):
         loaded = sys.modules.get(module)
         if loaded is not None and isinstance(e, getattr(loaded, name)):
@@ -231,9 +235,9 @@ def main() -> None:
 
 def leave(code: int) -> None:
     """Exit with ``code``: past CPython's finalization once the Temporal SDK's runtime has loaded (its native
-    threads can crash it, settings.process), plainly otherwise (help and version load no SDK)."""
+    threads can crash it, drover.settings.process), plainly otherwise (help and version load no SDK)."""
     if "temporalio.bridge" in sys.modules:
-        from settings.process import exit_now
+        from drover.settings.process import exit_now
 
         exit_now(code)
     sys.exit(code)

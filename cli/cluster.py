@@ -5,22 +5,22 @@ import asyncio
 import typer
 from pydantic import ValidationError
 
-from adapters.kafka_port import open_kafka
-from cli.coordinator import change_limits, retire_coordinator, send_change, show_status
-from cli.errors import DroverError, cluster_name
-from cli.groups import LIMIT_OPTIONS, BandOptions, LimitChanges, grouped
-from cli.output import Output, default_actor
-from cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
-from models.control import OperatorAction
-from models.coordination import (
+from drover.adapters.kafka_port import open_kafka
+from drover.cli.coordinator import change_limits, retire_coordinator, send_change, show_status
+from drover.cli.errors import DroverError, cluster_name
+from drover.cli.groups import LIMIT_OPTIONS, BandOptions, LimitChanges, grouped
+from drover.cli.output import Output, default_actor
+from drover.cli.rates import human_bytes, parse_disk_max, parse_duration, parse_rate
+from drover.models.control import OperatorAction
+from drover.models.coordination import (
     ClusterBandChange,
     ClusterDiskChange,
     ClusterThrottleChange,
     ClusterWindowsChange,
     FreezeRequest,
 )
-from models.windows import Windows
-from settings import Settings
+from drover.models.windows import Windows
+from drover.settings import Settings
 
 app = typer.Typer(
     help="The cluster's coordinator: limits, throttle, throttle band, disk limit, time windows and freeze shared by "
@@ -225,7 +225,7 @@ def traffic(
     the sandbox's brokers run, or a Prometheus server scraping them, whose latest rates are shown whatever the
     window), else from the growth of every partition's log through the Admin API (which cannot tell bytes out to
     consumers)."""
-    from adapters.broker_metrics import BrokerMetricsError, traffic_from
+    from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
 
     settings: Settings = ctx.obj
     out = Output(as_json)

@@ -6,11 +6,11 @@ from datetime import UTC, datetime
 
 from temporalio.service import RPCError
 
-from adapters.temporal import coordinators_named
-from cli.rates import human_bytes
-from models.coordination import ClusterStatus, InFlightMove
-from workflows import ClusterWorkflow, PartitionMoveWorkflow
-from workflows.ids import move_workflow_id
+from drover.adapters.temporal import coordinators_named
+from drover.cli.rates import human_bytes
+from drover.models.coordination import ClusterStatus, InFlightMove
+from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
+from drover.workflows.ids import move_workflow_id
 
 # How long `drover cluster status` waits for each move in flight to say its step.
 STEP_ANSWER_S = 5.0

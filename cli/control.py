@@ -12,20 +12,20 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
-from cli.errors import DroverError
-from cli.groups import LimitChanges, grouped
-from cli.migration_view import describe, phase, require_worker
-from cli.options import (
+from drover.adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
+from drover.cli.errors import DroverError
+from drover.cli.groups import LimitChanges, grouped
+from drover.cli.migration_view import describe, phase, require_worker
+from drover.cli.options import (
     ACTOR,
     MIGRATION_ID,
     PROGRESS_JSON,
     REASON,
     is_flow,
 )
-from cli.output import Output, default_actor
-from cli.rates import parse_rate
-from models.control import (
+from drover.cli.output import Output, default_actor
+from drover.cli.rates import parse_rate
+from drover.models.control import (
     CANCEL_MODES,
     HANDING_OVER,
     Cancel,
@@ -35,9 +35,9 @@ from models.control import (
     SetLimits,
     SetThrottle,
 )
-from models.progress import MigrationProgress
-from workflows import MigrationWorkflow
-from workflows.failures import failure_message
+from drover.models.progress import MigrationProgress
+from drover.workflows import MigrationWorkflow
+from drover.workflows.failures import failure_message
 
 
 def _who_and_why(name: str, action: type[Pause | Resume], doc: str):
@@ -238,9 +238,9 @@ def cancel(
 
 async def _cancel_flow(settings, flow_id: str, mode, keep_cordon: bool, actor, reason: str, out: Output) -> None:
     """A decommission's or a demote's cancel, as its update (answered with the flow's steps)."""
-    from cli.flows import show_flow
-    from models.decommission import FlowCancel
-    from workflows import DecommissionWorkflow
+    from drover.cli.flows import show_flow
+    from drover.models.decommission import FlowCancel
+    from drover.workflows import DecommissionWorkflow
 
     client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(flow_id)

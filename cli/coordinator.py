@@ -13,17 +13,23 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.kafka_port import KafkaAdminError, open_kafka
-from adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
-from cli.cluster_status import render_status, step_of
-from cli.errors import DroverError
-from cli.output import Output, default_actor
-from models.admission import Limits
-from models.control import OperatorAction
-from models.coordination import ClusterInput, ClusterLimitsChange, ClusterStatus, cluster_id_of, cluster_workflow_id
-from settings import Settings
-from workflows import ClusterWorkflow
-from workflows.failures import failure_message
+from drover.adapters.kafka_port import KafkaAdminError, open_kafka
+from drover.adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
+from drover.cli.cluster_status import render_status, step_of
+from drover.cli.errors import DroverError
+from drover.cli.output import Output, default_actor
+from drover.models.admission import Limits
+from drover.models.control import OperatorAction
+from drover.models.coordination import (
+    ClusterInput,
+    ClusterLimitsChange,
+    ClusterStatus,
+    cluster_id_of,
+    cluster_workflow_id,
+)
+from drover.settings import Settings
+from drover.workflows import ClusterWorkflow
+from drover.workflows.failures import failure_message
 
 # How long an operator's change waits for the coordinator (a worker must be running to answer).
 ANSWER_S = 30.0

@@ -17,23 +17,23 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 from pydantic import BaseModel
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from adapters.temporal import connect
-from cli.errors import DroverError
-from cli.output import Output, default_actor
-from cli.rates import human_bytes
-from cli.start import details_of, summary_of
-from cli.watch import watch_migration
-from models import ClusterDescription, TopicPartition
-from models.admission import Limits
-from models.estimate import Estimate
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import BrokerSpec, PartitionReplicas, Plan, PlanRequest
-from models.results import MigrationResult
-from planner import make_plan
-from settings import Settings
-from workflows import MigrationWorkflow
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from drover.adapters.temporal import connect
+from drover.cli.errors import DroverError
+from drover.cli.output import Output, default_actor
+from drover.cli.rates import human_bytes
+from drover.cli.start import details_of, summary_of
+from drover.cli.watch import watch_migration
+from drover.models import ClusterDescription, TopicPartition
+from drover.models.admission import Limits
+from drover.models.estimate import Estimate
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import BrokerSpec, PartitionReplicas, Plan, PlanRequest
+from drover.models.results import MigrationResult
+from drover.planner import make_plan
+from drover.settings import Settings
+from drover.workflows import MigrationWorkflow
+from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 DEMO_TOPIC = "drover-demo-orders"
 PARTITIONS = 8

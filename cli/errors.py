@@ -32,7 +32,7 @@ def failure_message(e: BaseException) -> str:
     """A workflow's or an update's failure, as the client raises it, in one line: its cause's own message."""
     from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-    from workflows.failures import failure_message as told
+    from drover.workflows.failures import failure_message as told
 
     while isinstance(e, WorkflowFailureError | WorkflowUpdateFailedError) and e.cause is not None:
         e = e.cause

@@ -9,20 +9,20 @@ from pathlib import Path
 import click
 import typer
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.ledger import write_moves
-from cli.errors import DroverError
-from cli.groups import EstimateInputs, LimitOptions, grouped
-from cli.options import ORDERS
-from cli.output import Output
-from cli.plan_files import load_model, partition_label, rollback_file
-from cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
-from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
-from models.admission import MoveSpec
-from models.estimate import Estimate, EstimateOptions
-from models.plan import PartitionReplicas, ReassignmentFile
-from settings import Settings
-from steps.admission import ordered
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.ledger import write_moves
+from drover.cli.errors import DroverError
+from drover.cli.groups import EstimateInputs, LimitOptions, grouped
+from drover.cli.options import ORDERS
+from drover.cli.output import Output
+from drover.cli.plan_files import load_model, partition_label, rollback_file
+from drover.cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
+from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
+from drover.models.admission import MoveSpec
+from drover.models.estimate import Estimate, EstimateOptions
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.settings import Settings
+from drover.steps.admission import ordered
 
 
 def rate_option(name: str, text: str | None) -> int | None:
@@ -167,8 +167,8 @@ def _start_quietly(place: SparkPlace) -> None:
 
 
 def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool) -> Estimate:
-    from estimator.metrics import MetricsError
-    from estimator.session import SparkUnavailable
+    from drover.estimator.metrics import MetricsError
+    from drover.estimator.session import SparkUnavailable
 
     try:
         return run_estimate(place, moves_ref, metrics_ref, options, sampled)

@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 
 import typer
 
-from cli.errors import DroverError, broker_ids, cluster_name
-from cli.groups import LimitOptions, grouped
-from cli.output import Output, default_actor
-from settings import Settings
+from drover.cli.errors import DroverError, broker_ids, cluster_name
+from drover.cli.groups import LimitOptions, grouped
+from drover.cli.output import Output, default_actor
+from drover.settings import Settings
 
 # How often the CLI looks at a flow's check while it waits for it.
 CHECK_POLL_S = 0.5
@@ -68,8 +68,8 @@ def decommission(
     \b
       drover decommission --brokers 4 --throttle 50MB/s --reason "host retired" --wait
     """
-    from cli.estimate import rate_option
-    from cli.rates import share_option
+    from drover.cli.estimate import rate_option
+    from drover.cli.rates import share_option
 
     rate = rate_option("--throttle", throttle) if throttle else None
     margin = share_option("--disk-margin", disk_margin)
@@ -121,8 +121,8 @@ def uncordon(
     A broker that a running decommission or demote of this cluster (DROVER_CLUSTER_NAME) cordons is refused, with
     the flow's ID: `drover cancel ID` ends it and lifts its cordon. --force lifts it anyway (the flow's drain then
     catches what Kafka places on the broker meanwhile)."""
-    from adapters.kafka_port import open_kafka
-    from models.decommission import CORDON_CONFIG
+    from drover.adapters.kafka_port import open_kafka
+    from drover.models.decommission import CORDON_CONFIG
 
     settings: Settings = ctx.obj
     out, ids = Output(as_json), broker_ids("--brokers", brokers)
@@ -160,8 +160,8 @@ def uncordon(
 async def _held_by_flows(settings: Settings, ids: list[int]) -> dict[int, str]:
     """Of the brokers ``ids``, those a running decommission or demote of the settings' cluster cordons, each with
     the flow's ID (read from the flow's input in its history: no worker needs to answer)."""
-    from adapters.temporal import TemporalUnavailable, connect
-    from models.decommission import FlowInput
+    from drover.adapters.temporal import TemporalUnavailable, connect
+    from drover.models.decommission import FlowInput
 
     try:
         client = await connect(settings, identity=default_actor())
@@ -180,7 +180,7 @@ async def _held_by_flows(settings: Settings, ids: list[int]) -> dict[int, str]:
 
 
 def _input(settings: Settings, flow: FlowOptions, kind: str):
-    from models.decommission import FlowInput
+    from drover.models.decommission import FlowInput
 
     ids = broker_ids("--brokers", flow.brokers)
     if not ids:
@@ -200,10 +200,10 @@ async def _start(settings: Settings, given, out: Output, wait: bool) -> None:
     from temporalio.client import WorkflowFailureError
     from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-    from adapters.temporal import connect, no_worker, patiently, worker_polls
-    from cli.errors import failure_message
-    from workflows import DecommissionWorkflow
-    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from drover.adapters.temporal import connect, no_worker, patiently, worker_polls
+    from drover.cli.errors import failure_message
+    from drover.workflows import DecommissionWorkflow
+    from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
     client = await connect(settings, identity=default_actor())
     if not await patiently(lambda: worker_polls(client, settings.task_queue), settings.temporal_address, out.warning):
@@ -239,8 +239,8 @@ async def _checked(handle, settings: Settings, out: Output) -> None:
     """Return once the flow's check passed; one that fails it is one error listing every problem."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from adapters.temporal import patiently
-    from workflows import DecommissionWorkflow
+    from drover.adapters.temporal import patiently
+    from drover.workflows import DecommissionWorkflow
 
     out.info("waiting for the check of the brokers against the cluster ...")
     while True:
@@ -261,8 +261,8 @@ async def _undo(settings: Settings, given, out: Output, wait: bool) -> None:
     """Start the undo of the last completed demote of exactly these brokers on the cluster."""
     from temporalio.client import WorkflowExecutionStatus
 
-    from adapters.temporal import connect
-    from models.decommission import FlowResult
+    from drover.adapters.temporal import connect
+    from drover.models.decommission import FlowResult
 
     client = await connect(settings, identity=default_actor())
     query = f"WorkflowType = 'DecommissionWorkflow' AND DroverCluster = '{given.cluster}'"
@@ -289,11 +289,11 @@ async def show_flow_status(settings: Settings, flow_id: str, out: Output) -> Non
     """`drover status` of a flow: its steps as they are, or its result once it ended."""
     from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
-    from adapters.temporal import connect, patiently
-    from cli.errors import failure_message
-    from cli.migration_view import describe, require_worker
-    from models.decommission import FlowResult
-    from workflows import DecommissionWorkflow
+    from drover.adapters.temporal import connect, patiently
+    from drover.cli.errors import failure_message
+    from drover.cli.migration_view import describe, require_worker
+    from drover.models.decommission import FlowResult
+    from drover.workflows import DecommissionWorkflow
 
     client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(flow_id, result_type=FlowResult)
@@ -313,8 +313,8 @@ async def show_flow_status(settings: Settings, flow_id: str, out: Output) -> Non
 
 
 def show_flow(out: Output, flow_id: str, view, ended: bool) -> None:
-    from cli.migration_view import show_actions
-    from models.units import human_bytes
+    from drover.cli.migration_view import show_actions
+    from drover.models.units import human_bytes
 
     head = f"{view.kind} of broker {', '.join(map(str, view.brokers))}: {view.phase}"
     if ended and getattr(view, "safe_to_stop", False):

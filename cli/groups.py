@@ -18,9 +18,9 @@ from pathlib import Path
 
 import typer
 
-from cli.errors import DroverError
-from models.admission import Limits
-from models.band import DEFAULT_HEADROOM, BandSettings
+from drover.cli.errors import DroverError
+from drover.models.admission import Limits
+from drover.models.band import DEFAULT_HEADROOM, BandSettings
 
 _DEFAULTS = Limits()
 LIMIT_OPTIONS = "--max-partitions, --max-per-broker, --max-replicas, --max-leaders"
@@ -163,6 +163,6 @@ class BandOptions:
     )
 
     def settings(self) -> BandSettings:
-        from cli.rates import band_settings
+        from drover.cli.rates import band_settings
 
         return band_settings(self.throttle_max, self.capacities or [], self.headroom, self.when_starved)

@@ -4,11 +4,11 @@ import asyncio
 
 import typer
 
-from adapters.temporal import connect
-from cli.errors import cluster_name
-from cli.output import Output, default_actor
-from settings import Settings
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+from drover.adapters.temporal import connect
+from drover.cli.errors import cluster_name
+from drover.cli.output import Output, default_actor
+from drover.settings import Settings
+from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 
 def list_(

@@ -9,21 +9,21 @@ from datetime import UTC, datetime
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
-from cli.cluster_status import freeze_notice
-from cli.errors import DroverError, failure_message
-from cli.estimate import summary as estimate_summary
-from cli.output import Output, default_actor
-from cli.progress import CopyMeter
-from cli.rates import human_bytes, human_seconds
-from execution import ENDED, Phase
-from models.control import AuditEntry
-from models.progress import MigrationProgress
-from models.results import MigrationResult
-from settings import Settings
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE
-from workflows import MigrationWorkflow
-from workflows.ids import STATUS_ATTR
+from drover.adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
+from drover.cli.cluster_status import freeze_notice
+from drover.cli.errors import DroverError, failure_message
+from drover.cli.estimate import summary as estimate_summary
+from drover.cli.output import Output, default_actor
+from drover.cli.progress import CopyMeter
+from drover.cli.rates import human_bytes, human_seconds
+from drover.core.migration import ENDED, Phase
+from drover.models.control import AuditEntry
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult
+from drover.settings import Settings
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from drover.workflows import MigrationWorkflow
+from drover.workflows.ids import STATUS_ATTR
 
 
 async def describe(handle, migration_id: str):

@@ -30,8 +30,8 @@ MIGRATION_ID = typer.Argument(..., help="The migration ID", callback=migration_i
 PROGRESS_JSON = typer.Option(False, "--json", help="Print the progress as JSON")
 ACTOR = typer.Option(None, "--actor", help="Who asks [default: user@host]; recorded in the migration's history")
 REASON = typer.Option(..., "--reason", help="Why; recorded in the migration's history")
-# The choices of the options that take one, as --help lists them: steps.admission.Order, models.moves.StuckPolicy,
-# models.migration.OfflinePolicy.
+# The choices of the options that take one, as --help lists them: drover.steps.admission.Order,
+# drover.models.moves.StuckPolicy, drover.models.migration.OfflinePolicy.
 ORDERS = ["small-first", "large-first"]
 STUCK_POLICIES = ["wait", "rollback", "fail"]
 OFFLINE_POLICIES = ["skip", "wait"]

@@ -8,11 +8,11 @@ from pathlib import Path
 import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from adapters.kafka_port import open_kafka
-from cli.errors import DroverError, broker_ids
-from cli.groups import grouped
-from cli.output import Output
-from cli.plan_files import (
+from drover.adapters.kafka_port import open_kafka
+from drover.cli.errors import DroverError, broker_ids
+from drover.cli.groups import grouped
+from drover.cli.output import Output
+from drover.cli.plan_files import (
     collector_paused,
     load_model,
     partition_label,
@@ -21,11 +21,11 @@ from cli.plan_files import (
     validate,
     write_reassignment,
 )
-from cli.rates import parse_duration
-from models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
-from models.units import human_bytes
-from planner import PlanError, make_plan
-from settings import Settings
+from drover.cli.rates import parse_duration
+from drover.models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
+from drover.models.units import human_bytes
+from drover.planner import PlanError, make_plan
+from drover.settings import Settings
 
 
 @dataclasses.dataclass
@@ -193,8 +193,8 @@ def _window(sample: str | None, bootstrap: str | None, metrics: Path | None) -> 
 
 def _read_metrics(settings: Settings, path: Path) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], int]]:
     """Write rates and sizes from a metrics dataset, read and checked as `drover estimate` reads it (Spark)."""
-    from estimator.metrics import MetricsError, read_metrics
-    from estimator.service import SparkPlace
+    from drover.estimator.metrics import MetricsError, read_metrics
+    from drover.estimator.service import SparkPlace
 
     place = SparkPlace(settings.spark_master, settings.work_dir)
     try:
@@ -261,8 +261,8 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
 
 
 def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
-    """Assignment, brokers, sizes and, with a sampling window, write rates (see ``adapters.live_cluster``)."""
-    from adapters.live_cluster import read_for_plan
+    """Assignment, brokers, sizes and, with a sampling window, write rates (see ``drover.adapters.live_cluster``)."""
+    from drover.adapters.live_cluster import read_for_plan
 
     admin = open_kafka(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from pydantic import TypeAdapter, ValidationError
 
-from adapters.ledger import write_plan
-from cli.errors import DroverError
-from models.plan import PartitionReplicas
+from drover.adapters.ledger import write_plan
+from drover.cli.errors import DroverError
+from drover.models.plan import PartitionReplicas
 
 
 def rollback_file(out: Path) -> Path:

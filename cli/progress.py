@@ -2,10 +2,10 @@
 copied so far, read from Kafka. The workflow counts a move's bytes as its steps finish; while a step copies, the new
 replicas' size on disk (DescribeLogDirs on their brokers) says how far it got."""
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import KafkaAdminError, KafkaPort
-from models.progress import MigrationProgress
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.models.progress import MigrationProgress
+from drover.settings import Settings
 
 # A status line waits this long at most for Kafka.
 METER_TIMEOUT_S = 5.0

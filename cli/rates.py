@@ -4,10 +4,10 @@ import re
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
-from cli.errors import DroverError
-from models.band import BandSettings
-from models.coordination import DEFAULT_DISK_MAX, DiskLimits
-from models.units import human_bytes
+from drover.cli.errors import DroverError
+from drover.models.band import BandSettings
+from drover.models.coordination import DEFAULT_DISK_MAX, DiskLimits
+from drover.models.units import human_bytes
 
 # A number, a unit, and "/s" optionally. One convention throughout: B is a byte, b a bit (networking's Mb/s, Gb/s);
 # k, M, G, T are powers of 1000 and Ki, Mi, Gi, Ti powers of 1024.

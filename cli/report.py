@@ -15,16 +15,16 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import connect, patiently
-from cli.errors import DroverError
-from cli.options import migration_id_checked
-from cli.output import Output, default_actor
-from execution.timeline import Timeline, rate_text, throttle_mark
-from models.admission import Limits
-from models.control import MIGRATION_ACTIONS, AuditEntry, MigrationAction
-from models.moves import MoveInput, MoveReport, MoveStepReport
-from models.results import MigrationResult
-from settings import Settings
+from drover.adapters.temporal import connect, patiently
+from drover.cli.errors import DroverError
+from drover.cli.options import migration_id_checked
+from drover.cli.output import Output, default_actor
+from drover.core.migration.timeline import Timeline, rate_text, throttle_mark
+from drover.models.admission import Limits
+from drover.models.control import MIGRATION_ACTIONS, AuditEntry, MigrationAction
+from drover.models.moves import MoveInput, MoveReport, MoveStepReport
+from drover.models.results import MigrationResult
+from drover.settings import Settings
 
 # A child's close, when its report did not come first: how it ended.
 CHILD_CLOSED = {

@@ -7,11 +7,11 @@ import typing
 import typer
 from pydantic import ValidationError
 
-from cli.errors import DroverError
-from cli.output import Output
-from sandbox import Sandbox, SandboxSettings
-from sandbox.stack import SandboxStatus
-from settings import describe_validation_error
+from drover.cli.errors import DroverError
+from drover.cli.output import Output
+from drover.sandbox import Sandbox, SandboxSettings
+from drover.sandbox.stack import SandboxStatus
+from drover.settings import describe_validation_error
 
 app = typer.Typer(
     help="Run a local stack on this machine: a KRaft Kafka cluster (one controller, brokers with racks), the "

@@ -11,22 +11,22 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
-from adapters.temporal import connect, no_worker, patiently, worker_polls
-from cli.errors import DroverError, cluster_name, failure_message
-from cli.estimate import capacity_option, rate_option, sample_option
-from cli.groups import EstimateInputs, LimitOptions, grouped
-from cli.migration_view import retrying, show_result
-from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
-from cli.output import Output, default_actor
-from cli.plan_files import load_model, partition_label
-from cli.rates import human_bytes, parse_duration, share_option
-from execution import Phase
-from models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
-from models.plan import ReassignmentFile
-from models.results import MigrationResult
-from settings import Settings
-from workflows import MigrationWorkflow
-from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+from drover.adapters.temporal import connect, no_worker, patiently, worker_polls
+from drover.cli.errors import DroverError, cluster_name, failure_message
+from drover.cli.estimate import capacity_option, rate_option, sample_option
+from drover.cli.groups import EstimateInputs, LimitOptions, grouped
+from drover.cli.migration_view import retrying, show_result
+from drover.cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
+from drover.cli.output import Output, default_actor
+from drover.cli.plan_files import load_model, partition_label
+from drover.cli.rates import human_bytes, parse_duration, share_option
+from drover.core.migration import Phase
+from drover.models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
+from drover.models.plan import ReassignmentFile
+from drover.models.results import MigrationResult
+from drover.settings import Settings
+from drover.workflows import MigrationWorkflow
+from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
 
 # How often plain `drover start` looks whether preflight has passed.
 PREFLIGHT_POLL_S = 0.5

@@ -1,9 +1,10 @@
 """drover status: a migration's progress, or its result once it ended. Only typer is loaded to declare the command
-(`drover status --help` answers at once); showing a migration loads the Temporal client with ``cli.migration_view``."""
+(`drover status --help` answers at once); showing a migration loads the Temporal client with
+``drover.cli.migration_view``."""
 
 import typer
 
-from cli.options import PROGRESS_JSON, is_flow, migration_id_checked
+from drover.cli.options import PROGRESS_JSON, is_flow, migration_id_checked
 
 
 def status(
@@ -17,13 +18,13 @@ def status(
     Given a decommission's or a demote's ID: each step of the flow with its state, and its migration in flight."""
     import asyncio
 
-    from cli.output import Output
+    from drover.cli.output import Output
 
     if is_flow(migration_id):
-        from cli.flows import show_flow_status
+        from drover.cli.flows import show_flow_status
 
         asyncio.run(show_flow_status(ctx.obj, migration_id, Output(as_json)))
         return
-    from cli.migration_view import show_status
+    from drover.cli.migration_view import show_status
 
     asyncio.run(show_status(ctx.obj, migration_id, Output(as_json)))

@@ -12,17 +12,17 @@ from rich.text import Text
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from adapters.temporal import connect, patiently
-from cli.cluster_status import freeze_notice
-from cli.errors import DroverError
-from cli.migration_view import as_of_now, current_batch, describe, require_worker, show_status, summary
-from cli.options import migration_id_checked
-from cli.output import Output, default_actor
-from cli.progress import CopyMeter
-from models.progress import MigrationProgress
-from models.results import MigrationResult
-from settings import Settings
-from workflows import MigrationWorkflow
+from drover.adapters.temporal import connect, patiently
+from drover.cli.cluster_status import freeze_notice
+from drover.cli.errors import DroverError
+from drover.cli.migration_view import as_of_now, current_batch, describe, require_worker, show_status, summary
+from drover.cli.options import migration_id_checked
+from drover.cli.output import Output, default_actor
+from drover.cli.progress import CopyMeter
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult
+from drover.settings import Settings
+from drover.workflows import MigrationWorkflow
 
 BAR_WIDTH = 30
 

@@ -18,15 +18,15 @@ from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, Workflo
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.temporal import connect
-from models.control import OperatorAction
-from models.migration import MigrationInput
-from sandbox import Sandbox, SandboxSettings
-from sandbox.devserver import start_dev_server
-from settings import Settings
-from settings.process import exit_now
-from workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.models.control import OperatorAction
+from drover.models.migration import MigrationInput
+from drover.sandbox import Sandbox, SandboxSettings
+from drover.sandbox.devserver import start_dev_server
+from drover.settings import Settings
+from drover.settings.process import exit_now
+from drover.workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a test's worker waits for its coordinator to retire before terminating it.
@@ -214,7 +214,7 @@ def pytest_sessionfinish(session, exitstatus):
 @pytest.hookimpl(trylast=True)
 def pytest_unconfigure(config):
     # The session is over and reported; leave without CPython's finalization, which the Temporal SDK's native
-    # threads can crash (settings/process.py), so the exit status is pytest's own.
+    # threads can crash (drover/settings/process.py), so the exit status is pytest's own.
     exit_now(_exit_status)
 
 

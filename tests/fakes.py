@@ -1,5 +1,5 @@
-"""The in-memory Kafka the workflow tests run on (adapters/memory_kafka.py), under the name the tests use."""
+"""The in-memory Kafka the workflow tests run on (drover/adapters/memory_kafka.py), under the name the tests use."""
 
-from adapters.memory_kafka import InMemoryKafka as FakeKafka
+from drover.adapters.memory_kafka import InMemoryKafka as FakeKafka
 
 __all__ = ["FakeKafka"]

@@ -1,9 +1,9 @@
 """Checked by mypy (make lint), never run: the real adapter, the in-memory and the simulated Kafka implement the
 Kafka port, so a method that changes on one side and not the other fails the type check."""
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import KafkaPort
-from adapters.simulated_kafka import SimulatedKafka
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.simulated_kafka import SimulatedKafka
 from tests.fakes import FakeKafka
 
 

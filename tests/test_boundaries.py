@@ -1,13 +1,23 @@
-"""The module boundaries, checked over the source: ``models/`` imports no other Drover package, and the pure core
-(planner, step calculator, admission, throttle lists, the migration's and the coordinator's state, the schedule)
-imports nothing that does I/O, from Drover or outside it."""
+"""The module boundaries, checked over the source of the ``drover`` package: ``drover.models`` imports no other
+Drover package, and the pure core (planner, step calculator, admission, throttle lists, the state machines of
+``drover.core``, the schedule) imports nothing that does I/O, from Drover or outside it.
+
+Paths here are relative to the package folder ``drover/`` (whose ``workflows``, ``activities``, ``cli`` and
+``worker.py`` are the repository's top-level ones, linked in); an import of ``drover.X...`` counts as one of ``X``."""
 
 import ast
 from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parent.parent / "drover"
+
+
+def part(module: str) -> str:
+    """What an import names: the Drover part (``drover.core.move.state`` -> ``core``) or the outside top level."""
+    names = module.split(".")
+    return names[1] if names[0] == "drover" and len(names) > 1 else names[0]
+
 
 # What the pure core may import: the standard library's pure modules (and gc, which only tunes the collector),
 # pydantic, and the pure packages themselves.
@@ -28,9 +38,9 @@ PURE_ALLOWED = {
     "models",
     "planner",
     "steps",
-    "execution",
+    "core",
 }
-PURE = ["planner", "steps", "execution", "estimator/schedule.py"]
+PURE = ["planner", "steps", "core", "estimator/schedule.py"]
 
 
 def imports_of(target: str, root: Path = ROOT) -> dict[str, set[str]]:
@@ -42,9 +52,9 @@ def imports_of(target: str, root: Path = ROOT) -> dict[str, set[str]]:
         names = set()
         for node in ast.walk(ast.parse(f.read_text())):
             if isinstance(node, ast.Import):
-                names |= {a.name.split(".")[0] for a in node.names}
+                names |= {part(a.name) for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names.add(node.module.split(".")[0])
+                names.add(part(node.module))
         found[str(f.relative_to(root))] = names
     return found
 
@@ -70,7 +80,7 @@ def test_the_check_sees_a_forbidden_import(tmp_path):
     assert found["steps/bad.py"] - PURE_ALLOWED == {"confluent_kafka", "os"}
 
 
-PRODUCT = ["models", "planner", "steps", "execution", "estimator", "adapters", "activities", "workflows", "cli"]
+PRODUCT = ["models", "planner", "steps", "core", "estimator", "adapters", "activities", "workflows", "cli"]
 
 
 def names_imported_from(module: str, root: Path = ROOT) -> dict[str, set[str]]:
@@ -118,7 +128,7 @@ def modules_imported(target: str, root: Path = ROOT) -> dict[str, set[str]]:
 
 
 def test_the_cli_imports_no_activity():
-    # The CLI calls the core and the services the activities also use (estimator.service), not the activities.
+    # The CLI calls the core and the services the activities also use (drover.estimator.service), not the activities.
     wrong = {f: sorted(n & {"activities"}) for f, n in imports_of("cli").items() if "activities" in n}
     assert wrong == {}
 
@@ -131,22 +141,24 @@ def test_settings_import_no_adapter():
 
 def test_kafka_errors_are_caught_as_the_ports_type():
     # The port owns its error type: no caller names the concrete adapter's.
-    wrong = {f: n for f, n in names_imported_from("adapters.kafka_admin").items() if "KafkaAdminError" in n}
+    wrong = {f: n for f, n in names_imported_from("drover.adapters.kafka_admin").items() if "KafkaAdminError" in n}
     assert wrong == {}
 
 
 def test_the_import_checks_see_what_they_forbid(tmp_path):
     (tmp_path / "workflows").mkdir()
-    (tmp_path / "workflows" / "bad.py").write_text("from adapters.temporal import connect\n")
+    (tmp_path / "workflows" / "bad.py").write_text("from drover.adapters.temporal import connect\n")
     (tmp_path / "cli").mkdir()
-    (tmp_path / "cli" / "bad.py").write_text("from adapters.kafka_admin import KafkaAdmin, KafkaAdminError\n")
+    (tmp_path / "cli" / "bad.py").write_text("from drover.adapters.kafka_admin import KafkaAdmin, KafkaAdminError\n")
     (tmp_path / "settings").mkdir()
-    (tmp_path / "settings" / "bad.py").write_text("def check():\n    from adapters.simulated_kafka import Spec\n")
+    (tmp_path / "settings" / "bad.py").write_text(
+        "def check():\n    from drover.adapters.simulated_kafka import Spec\n"
+    )
     assert imports_of("workflows", root=tmp_path) == {"workflows/bad.py": {"adapters"}}
     assert imports_of("settings", root=tmp_path) == {"settings/bad.py": {"adapters"}}
-    (tmp_path / "cli" / "worse.py").write_text("import activities.estimate\n")
+    (tmp_path / "cli" / "worse.py").write_text("import drover.activities.estimate\n")
     assert imports_of("cli", root=tmp_path)["cli/worse.py"] == {"activities"}
-    assert names_imported_from("adapters.kafka_admin", root=tmp_path) == {
+    assert names_imported_from("drover.adapters.kafka_admin", root=tmp_path) == {
         "cli/bad.py": {"KafkaAdmin", "KafkaAdminError"}
     }
 
@@ -164,8 +176,8 @@ def broad_handlers(package: str, root: Path = ROOT) -> list[str]:
 
 
 def test_workflow_code_never_handles_base_exceptions(tmp_path):
-    # A workflow's clean-up handles failures and cancellations (workflows.failures.INTERRUPTIONS) only: a run that
-    # caught GeneratorExit as Python closed its coroutine would go on, on another workflow's thread.
+    # A workflow's clean-up handles failures and cancellations (drover.workflows.failures.INTERRUPTIONS) only: a run
+    # that caught GeneratorExit as Python closed its coroutine would go on, on another workflow's thread.
     assert broad_handlers("workflows") == []
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "bad.py").write_text("try:\n    pass\nexcept BaseException:\n    pass\n")

@@ -2,10 +2,10 @@
 
 import json
 
-from models.admission import Limits
-from models.moves import MoveReport, MoveResult
-from models.progress import MigrationProgress
-from models.results import MigrationResult, MoveOutcome
+from drover.models.admission import Limits
+from drover.models.moves import MoveReport, MoveResult
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult, MoveOutcome
 
 
 def outcome(**fields) -> dict:

@@ -6,10 +6,10 @@ it starts (every partition move), and a package that imported all of them would 
 import importlib
 
 _HOMES = {
-    "ClusterWorkflow": "workflows.cluster",
-    "DecommissionWorkflow": "workflows.decommission",
-    "MigrationWorkflow": "workflows.migration",
-    "PartitionMoveWorkflow": "workflows.partition_move",
+    "ClusterWorkflow": "drover.workflows.cluster",
+    "DecommissionWorkflow": "drover.workflows.decommission",
+    "MigrationWorkflow": "drover.workflows.migration",
+    "PartitionMoveWorkflow": "drover.workflows.partition_move",
 }
 
 __all__ = ["WORKFLOWS", "ClusterWorkflow", "DecommissionWorkflow", "MigrationWorkflow", "PartitionMoveWorkflow"]

@@ -1,5 +1,5 @@
 """ClusterWorkflow: one per Kafka cluster ID (workflow ID ``cluster:<Kafka cluster ID>``), the owner of what the
-migrations on that cluster share (``execution.cluster.ClusterState``): the names used for it, the partition
+migrations on that cluster share (``drover.core.coordinator.state.ClusterState``): the names used for it, the partition
 registry, the cluster-wide limits and shares, the freeze switch and the throttle configs. It is started by the first
 migration that joins it, runs until terminated, and continues as new with its state."""
 
@@ -13,13 +13,13 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError
 
 with workflow.unsafe.imports_passed_through():
-    from execution import cluster_gates as gates
-    from execution.cluster_status import cluster_details, cluster_status
-    from execution.runs import ClusterRun
-    from execution.takeover import TakeOver
-    from models.admission import MoveSpec
-    from models.control import AuditEntry, OperatorAction
-    from models.coordination import (
+    from drover.core.coordinator import gates
+    from drover.core.coordinator.status import cluster_details, cluster_status
+    from drover.core.coordinator.takeover import TakeOver
+    from drover.core.migration.runs import ClusterRun
+    from drover.models.admission import MoveSpec
+    from drover.models.control import AuditEntry, OperatorAction
+    from drover.models.coordination import (
         CLUSTER_SETTINGS,
         ClusterLimitsChange,
         ClusterSetting,
@@ -35,13 +35,13 @@ with workflow.unsafe.imports_passed_through():
         ThrottleBook,
         ThrottleWanted,
     )
-    from models.errors import ErrorType
-    from steps.throttle import throttle_union
-    from workflows import cluster_messages as messages
-    from workflows import cluster_reads as reads
-    from workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR
-    from workflows.metrics import record_cluster, record_gates, record_throttle
-    from workflows.policies import (
+    from drover.models.errors import ErrorType
+    from drover.steps.throttle import throttle_union
+    from drover.workflows import cluster_messages as messages
+    from drover.workflows import cluster_reads as reads
+    from drover.workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR
+    from drover.workflows.metrics import record_cluster, record_gates, record_throttle
+    from drover.workflows.policies import (
         CHECK_EVERY,
         CLEAR_RETRY,
         CLEAR_WAIT,
@@ -51,8 +51,8 @@ with workflow.unsafe.imports_passed_through():
         REJOIN_WAIT,
         RESEND_EVERY,
     )
-    from workflows.signals import BadSignal, signal_payload
-    from workflows.throttle_writer import ThrottleWriter
+    from drover.workflows.signals import BadSignal, signal_payload
+    from drover.workflows.throttle_writer import ThrottleWriter
 
 _Action = TypeVar("_Action", bound=OperatorAction)
 

@@ -8,13 +8,13 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster import ClusterActivities
-    from execution.cluster import ClusterState
-    from models.admission import MoveSpec
-    from models.control import AuditEntry
-    from models.coordination import Grant, PartitionKey
-    from workflows.ids import move_workflow_id
-    from workflows.policies import QUICK_CALL
+    from drover.activities.cluster import ClusterActivities
+    from drover.core.coordinator.state import ClusterState
+    from drover.models.admission import MoveSpec
+    from drover.models.control import AuditEntry
+    from drover.models.coordination import Grant, PartitionKey
+    from drover.workflows.ids import move_workflow_id
+    from drover.workflows.policies import QUICK_CALL
 
 
 async def quietly(call) -> bool:

@@ -9,15 +9,15 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster import ClusterActivities
-    from activities.traffic import TrafficActivities
-    from execution import cluster_gates as gates
-    from execution.band import floors
-    from execution.cluster import ClusterState
-    from execution.takeover import TakeOver
-    from models.band import TrafficReading, TrafficRequest
-    from models.control import AuditEntry
-    from workflows.policies import (
+    from drover.activities.cluster import ClusterActivities
+    from drover.activities.traffic import TrafficActivities
+    from drover.core.coordinator import gates
+    from drover.core.coordinator.band import floors
+    from drover.core.coordinator.state import ClusterState
+    from drover.core.coordinator.takeover import TakeOver
+    from drover.models.band import TrafficReading, TrafficRequest
+    from drover.models.control import AuditEntry
+    from drover.workflows.policies import (
         BAND_READ_EVERY,
         BAND_WINDOW,
         DISK_CALL,
@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
         TAKE_OVER_WAIT,
         TRAFFIC_CALL,
     )
-    from workflows.throttle_writer import ThrottleWriter
+    from drover.workflows.throttle_writer import ThrottleWriter
 
 
 async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeOver) -> set[str]:

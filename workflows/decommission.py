@@ -3,7 +3,7 @@
 arrivals, verify. The demote and each drain run as a migration of this flow (a child
 MigrationWorkflow), so the cluster's coordinator, its limits, throttles and freeze apply to them. A cancel cancels
 the migration in flight in the mode asked, reverts the finished ones with rollback, and uncordons the brokers unless
-told to keep the cordon. The decisions are ``execution.decommission``'s; this module only carries them out."""
+told to keep the cordon. The decisions are ``drover.core.decommission.flow``'s; this module only carries them out."""
 
 import asyncio
 from datetime import timedelta
@@ -12,10 +12,10 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.decommission import FlowActivities
-    from execution.decommission import cancel_refusal, mark, new_progress, note, running_step
-    from models.control import Cancel
-    from models.decommission import (
+    from drover.activities.decommission import FlowActivities
+    from drover.core.decommission.flow import cancel_refusal, mark, new_progress, note, running_step
+    from drover.models.control import Cancel
+    from drover.models.decommission import (
         BrokerScan,
         CheckRequest,
         CordonEntry,
@@ -26,14 +26,14 @@ with workflow.unsafe.imports_passed_through():
         FlowProgress,
         FlowResult,
     )
-    from models.errors import ErrorType
-    from models.migration import MigrationInput
-    from models.results import MigrationResult
-    from models.units import human_bytes
-    from workflows.failures import failure_message
-    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
-    from workflows.migration import MigrationWorkflow
-    from workflows.policies import JOIN, QUICK_CALL, WAITED_CALL
+    from drover.models.errors import ErrorType
+    from drover.models.migration import MigrationInput
+    from drover.models.results import MigrationResult
+    from drover.models.units import human_bytes
+    from drover.workflows.failures import failure_message
+    from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from drover.workflows.migration import MigrationWorkflow
+    from drover.workflows.policies import JOIN, QUICK_CALL, WAITED_CALL
 
 # A verify that finds leaders left looks again this often, this many times (elections take a moment).
 VERIFY_EVERY = timedelta(seconds=2)

@@ -17,20 +17,20 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
   bound's live side, beside ``drover_throttle_bytes_per_second``) and 1 while new copies onto it wait for its disk;
 - ``drover_cluster_outside_windows``: per cluster, 1 while outside its time windows;
 - ``drover_step_gap_seconds``: a histogram of the time from a step done on Kafka to the move's next step issued,
-  with buckets in seconds (``adapters.temporal.STEP_GAP_BUCKETS_S``).
+  with buckets in seconds (``drover.adapters.temporal.STEP_GAP_BUCKETS_S``).
 """
 
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
-    from execution.disk import DiskGate
-    from models.admission import Limits
-    from models.progress import MigrationProgress
+    from drover.core.coordinator.disk import DiskGate
+    from drover.models.admission import Limits
+    from drover.models.progress import MigrationProgress
 
 
 def record_progress(cluster: str, p: MigrationProgress, running: bool = True) -> None:
     """The migration's progress; once it has ended (``running`` false), its series are removed from the endpoint
-    (``adapters.metrics``): ``drover_migration_running`` 0 is their last value."""
+    (``drover.adapters.metrics``): ``drover_migration_running`` 0 is their last value."""
     meter = workflow.metric_meter()
     where = {"cluster": cluster, "migration": workflow.info().workflow_id}
     values = {

@@ -1,7 +1,7 @@
 """MigrationWorkflow: one per migration; its moves run as child workflows through the phases of its state machine
-(``execution.MigrationState``), which holds every decision and makes every change to the state. What it asks of its
-activities, children and coordinator is built in the core (``execution.calls``) and sent by ``migration_calls``; what
-they answer goes into the state through ``execution.answers``."""
+(``drover.core.migration.MigrationState``), which holds every decision and makes every change to the state. What it asks
+of its activities, children and coordinator is built in the core (``drover.core.migration.calls``) and sent by
+``migration_calls``; what they answer goes into the state through ``drover.core.migration.answers``."""
 
 import asyncio
 from collections.abc import Sequence
@@ -12,28 +12,28 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from execution import ENDED, MigrationState, MoveRecord, Phase, answers
-    from execution import calls as build
-    from execution.progress import details, dry_run_result, progress, result
-    from execution.runs import MigrationRun
-    from models import MoveReport, MoveStepReport, MoveStuck
-    from models.control import HANDING_OVER, AuditEntry, MigrationAction, SetThrottle
-    from models.coordination import Grant
-    from models.errors import ErrorType
-    from models.progress import MigrationProgress
-    from models.results import MigrationResult, MoveOutcome
-    from workflows import migration_calls as calls
-    from workflows.failures import INTERRUPTIONS, failure_message
-    from workflows.ids import CLUSTER_ATTR, STATUS_ATTR
-    from workflows.metrics import record_progress
-    from workflows.signals import ACTION_FIELDS, BadSignal, action_payload, unknown_signal
+    from drover.core.migration import ENDED, MigrationState, MoveRecord, Phase, answers
+    from drover.core.migration import calls as build
+    from drover.core.migration.progress import details, dry_run_result, progress, result
+    from drover.core.migration.runs import MigrationRun
+    from drover.models import MoveReport, MoveStepReport, MoveStuck
+    from drover.models.control import HANDING_OVER, AuditEntry, MigrationAction, SetThrottle
+    from drover.models.coordination import Grant
+    from drover.models.errors import ErrorType
+    from drover.models.progress import MigrationProgress
+    from drover.models.results import MigrationResult, MoveOutcome
+    from drover.workflows import migration_calls as calls
+    from drover.workflows.failures import INTERRUPTIONS, failure_message
+    from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
+    from drover.workflows.metrics import record_progress
+    from drover.workflows.signals import ACTION_FIELDS, BadSignal, action_payload, unknown_signal
 
 
 @workflow.defn
 class MigrationWorkflow:
-    """Runs a plan on one cluster; see ``run`` for the general flow and ``execution.state`` for the phases.
+    """Runs a plan on one cluster; see ``run`` for the general flow and ``drover.core.migration.state`` for the phases.
 
-    Operator actions (``models.control.MigrationAction``: pause, resume, cancel with a mode, set_limits,
+    Operator actions (``drover.models.control.MigrationAction``: pause, resume, cancel with a mode, set_limits,
     set_throttle), each with who and why: the update ``act_update`` (the CLI; validated and answered with the
     progress) or its twin, the signal ``act`` (the Web UI, ``temporal workflow signal``); a signal the phase does not
     allow, whose payload does not validate or whose name is unknown is recorded in the audit as refused, with the

@@ -1,7 +1,7 @@
 """What MigrationWorkflow runs, each a function of the migration's input and state: the activities before anything
 moves (preflight, with the estimate's sampling beside it, and the estimate), joining and leaving the cluster's
 coordinator, its moves as child workflows, and the clean-up's leader election. What each asks is built in the core
-(``execution.calls``); what each answers goes back into the state through its named transitions."""
+(``drover.core.migration.calls``); what each answers goes back into the state through its named transitions."""
 
 import asyncio
 import contextlib
@@ -19,20 +19,20 @@ from temporalio.exceptions import (
 from temporalio.workflow import ParentClosePolicy
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster import ClusterActivities
-    from activities.estimate import EstimateActivities
-    from activities.migration import MigrationActivities
-    from execution import MigrationState, MoveRecord, Phase, answers
-    from execution import calls as call
-    from models.errors import ErrorType
-    from models.migration import MigrationInput
-    from models.requests import MovesPage
-    from models.results import MoveOutcome, OutcomesBatch
-    from steps.admission import ordered
-    from workflows.failures import INTERRUPTIONS, failure_message
-    from workflows.ids import move_workflow_id
-    from workflows.partition_move import PartitionMoveWorkflow
-    from workflows.policies import ESTIMATE, JOIN, LEAVE_CALL, PREFLIGHT, QUICK_CALL, STEP_WAIT
+    from drover.activities.cluster import ClusterActivities
+    from drover.activities.estimate import EstimateActivities
+    from drover.activities.migration import MigrationActivities
+    from drover.core.migration import MigrationState, MoveRecord, Phase, answers
+    from drover.core.migration import calls as call
+    from drover.models.errors import ErrorType
+    from drover.models.migration import MigrationInput
+    from drover.models.requests import MovesPage
+    from drover.models.results import MoveOutcome, OutcomesBatch
+    from drover.steps.admission import ordered
+    from drover.workflows.failures import INTERRUPTIONS, failure_message
+    from drover.workflows.ids import move_workflow_id
+    from drover.workflows.partition_move import PartitionMoveWorkflow
+    from drover.workflows.policies import ESTIMATE, JOIN, LEAVE_CALL, PREFLIGHT, QUICK_CALL, STEP_WAIT
 
 T = TypeVar("T")
 

@@ -7,16 +7,16 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from activities.kafka import KafkaActivities
-    from execution import move as machine
-    from execution import move_events as ev
-    from execution.move import step_request
-    from models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, TopicPartition
-    from models.results import CANCELLED
-    from steps import surplus_drop
-    from workflows.failures import INTERRUPTIONS
-    from workflows.metrics import record_step_gap
-    from workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
+    from drover.activities.kafka import KafkaActivities
+    from drover.core.move import events as ev
+    from drover.core.move import state as machine
+    from drover.core.move.state import step_request
+    from drover.models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, TopicPartition
+    from drover.models.results import CANCELLED
+    from drover.steps import surplus_drop
+    from drover.workflows.failures import INTERRUPTIONS
+    from drover.workflows.metrics import record_step_gap
+    from drover.workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
 
 
 @workflow.defn
@@ -44,7 +44,7 @@ class PartitionMoveWorkflow:
 
     @workflow.init
     def __init__(self, move: MoveInput) -> None:
-        # The move's state machine (execution.move): ``_move`` carries out what it decides.
+        # The move's state machine (drover.core.move.state): ``_move`` carries out what it decides.
         self._m, self._first = machine.begin(move, _settle_s(move.stuck_after_s))
 
     @workflow.run

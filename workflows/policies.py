@@ -7,7 +7,7 @@ from typing import TypedDict
 from temporalio.common import RetryPolicy
 from temporalio.workflow import ActivityCancellationType
 
-from models.errors import ErrorType
+from drover.models.errors import ErrorType
 
 
 class CallOptions(TypedDict, total=False):

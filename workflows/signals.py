@@ -11,7 +11,7 @@ from temporalio.common import RawValue
 with workflow.unsafe.imports_passed_through():
     from pydantic import ValidationError
 
-    from models.control import ACTION_NAMES, MIGRATION_ACTIONS, MigrationAction, OperatorAction
+    from drover.models.control import ACTION_NAMES, MIGRATION_ACTIONS, MigrationAction, OperatorAction
 
 A = TypeVar("A", bound=OperatorAction)
 T = TypeVar("T")
@@ -47,7 +47,7 @@ def signal_payload(name: str, raw: RawValue, model: type[A]) -> A | BadSignal:
     return _payload(raw, model.model_validate, f"{name} takes {{{fields}}}")[0]
 
 
-# The fields of a migration's operator actions (``models.control.MigrationAction``), as a refusal explains them.
+# The fields of a migration's operator actions (``drover.models.control.MigrationAction``), as a refusal explains them.
 ACTION_FIELDS = (
     f'act takes {{"action", "actor", "reason"}}, the action one of {", ".join(ACTION_NAMES)}; cancel takes "mode" '
     '(stop, revert-pending or rollback), set_limits "limits", set_throttle "rate_bytes_per_s" (null: none)'

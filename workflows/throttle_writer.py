@@ -6,11 +6,11 @@ from temporalio import workflow
 from temporalio.exceptions import ActivityError
 
 with workflow.unsafe.imports_passed_through():
-    from activities.cluster import ClusterActivities
-    from models.coordination import ThrottleBook, ThrottleWanted, ThrottleWrite
-    from steps.throttle import throttle_union, writable
-    from workflows.failures import failure_message
-    from workflows.policies import QUICK_CALL
+    from drover.activities.cluster import ClusterActivities
+    from drover.models.coordination import ThrottleBook, ThrottleWanted, ThrottleWrite
+    from drover.steps.throttle import throttle_union, writable
+    from drover.workflows.failures import failure_message
+    from drover.workflows.policies import QUICK_CALL
 
 
 class ThrottleWriter:

@@ -35,18 +35,18 @@ from confluent_kafka import Producer
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from adapters.temporal import connect
 from bench.makespan.run import fill
-from cli.rates import parse_rate, share_option
-from models.admission import Limits
-from models.band import BandSettings
-from models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from settings import Settings, load_settings
-from workflows import ClusterWorkflow, MigrationWorkflow
+from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from drover.adapters.temporal import connect
+from drover.cli.rates import parse_rate, share_option
+from drover.models.admission import Limits
+from drover.models.band import BandSettings
+from drover.models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.settings import Settings, load_settings
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
 
 PARTITIONS = 8
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)

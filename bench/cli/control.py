@@ -5,14 +5,13 @@ to the action recorded in the migration's history, and the whole command's wall 
 
 A topic of 4 partitions at RF 2 on brokers 1 and 2, each filled with a few megabytes, moves to brokers 3 and 4 under a
 throttle of 10 KB/s, so its moves stay in flight for the whole benchmark. ROUNDS times, `drover pause` and then
-`drover resume` run as whole processes (`python -m cli.app`, the same Python and libraries). Per command: the median
-seconds from the process's start to the event Temporal recorded (the update accepted, or the signal received), and
-the median wall time of the process. With ``--baseline REF``, migrations also run on a worker of a git worktree of
+`drover resume` run as whole processes (`python -m drover.cli.app`, the same Python and libraries). Per command: the
+median seconds from the process's start to the event Temporal recorded (the update accepted, or the signal received),
+and the median wall time of the process. With ``--baseline REF``, migrations also run on a worker of a git worktree of
 REF, steered by that tree's own CLI; a Kafka cluster has one coordinator, so the sides take turns (TURNS migrations
 each, alternating): each side's figures and this tree's ratio to the baseline. Each migration is then cancelled as
 `drover cancel --mode stop` does (its throttle removed), its coordinator ended and its topic deleted. Asserts nothing
-about time.
-"""
+about time."""
 
 import argparse
 import asyncio
@@ -30,16 +29,16 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import WorkflowFailureError
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.temporal import connect
 from bench.makespan.run import fill
 from bench.trees import ROOT, baseline_tree_on_sandbox
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from settings import Settings, load_settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.settings import Settings, load_settings
+from drover.workflows import MigrationWorkflow
 from tests.conftest import end_coordinators
-from workflows import MigrationWorkflow
 
 PARTITIONS = 4
 MB = 4
@@ -87,7 +86,7 @@ async def recorded_at(settings: Settings, migration_id: str, after: float) -> fl
 def command(settings: Settings, tree: Path, name: str, migration_id: str) -> tuple[float, float | None]:
     """``drover NAME MIGRATION`` of ``tree`` as a whole process: its wall seconds, and the seconds from its start to
     the action in the history."""
-    argv = [sys.executable, "-m", "cli.app", name, migration_id, "--reason", "bench.cli.control"]
+    argv = [sys.executable, "-m", "drover.cli.app", name, migration_id, "--reason", "bench.cli.control"]
     began = time.time()
     done = subprocess.run(argv, cwd=tree, capture_output=True, text=True, check=False)
     wall = time.time() - began

@@ -5,7 +5,7 @@ run an estimate.
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.cli.first_step [--runs 2] [--sample 5] [--baseline REF]
 
 Each run starts a worker of its own (`worker.py` as a process, on a task queue of its own) and, as soon as it polls,
-runs `drover start` as a whole process (`python -m cli.app start PLAN --sample SAMPLEs`, the default estimate and
+runs `drover start` as a whole process (`python -m drover.cli.app start PLAN --sample SAMPLEs`, the default estimate and
 throttle) with 4 small moves: a topic of 4 partitions with about 1 MB each, from brokers 1 and 2 to 3 and 4. That
 migration is the fresh worker's; a second one on the same worker is the warm worker's. The first step is read from
 the migration's history (the timeline `drover report` draws). With ``--baseline REF``, each run is made twice,
@@ -28,12 +28,12 @@ from pathlib import Path
 
 from temporalio.client import WorkflowFailureError
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.temporal import connect
 from bench.makespan.run import fill
 from bench.trees import ROOT, resolved, start_worker, stop_worker, wait_for_poller, worktree
-from cli.report import timeline_of
-from settings import Settings, load_settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.cli.report import timeline_of
+from drover.settings import Settings, load_settings
 from tests.conftest import end_coordinators
 
 PARTITIONS = 4
@@ -49,7 +49,7 @@ def plan_file(folder: Path, topic: str) -> Path:
 
 def drover_start(tree: Path, env: dict[str, str], plan: Path, cluster: str, sample_s: int) -> tuple[str, float]:
     """`drover start` of ``tree`` as a whole process: the migration ID it printed, and when it was typed."""
-    argv = [sys.executable, "-m", "cli.app", "start", str(plan), "--cluster", cluster]
+    argv = [sys.executable, "-m", "drover.cli.app", "start", str(plan), "--cluster", cluster]
     argv += ["--sample", f"{sample_s}s", "--reason", "bench.cli.first_step", "--json"]
     began = time.time()
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)

@@ -6,7 +6,7 @@ side by side, against the tree of a baseline commit (by default the one before t
 For each command (`--version`, `--help`, `status --help`): the median wall time of RUNS runs on this tree and on
 the baseline, interleaved (this tree, baseline, the bare import, in turn, so a machine getting slower or faster
 counts against all three alike), each tree's ratio to the bare import, and this tree's ratio to the baseline. The
-command runs as `python -m cli.app` in the tree's folder, with the same Python and installed libraries.
+command runs as `python -m drover.cli.app` in the tree's folder, with the same Python and installed libraries.
 """
 
 import argparse
@@ -40,7 +40,7 @@ def main() -> None:
         heads = ("this tree", "baseline", "bare", "this/bare", "base/bare", "this/base")
         print(f"{'command':<16}" + "".join(f"{h:>11}" for h in heads))
         for command in COMMANDS:
-            argv = [sys.executable, "-m", "cli.app", *command]
+            argv = [sys.executable, "-m", "drover.cli.app", *command]
             wall_s(argv, ROOT), wall_s(argv, base), wall_s(BARE, ROOT)  # warm-up: the file cache
             mine, theirs, bare = [], [], []
             for _ in range(args.runs):

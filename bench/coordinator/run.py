@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from bench.trees import MIGRATION, ROOT, address_of, dev_server, run_in, side_by_side_args, worktree
-from settings.process import exit_now
+from drover.settings.process import exit_now
 
 # Run in the tree under test: prints one JSON line.
 WORKLOAD = (

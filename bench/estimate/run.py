@@ -21,20 +21,20 @@ from pathlib import Path
 from confluent_kafka import Producer
 from temporalio.worker import Worker
 
-from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from adapters.ledger import write_moves
-from adapters.temporal import connect
-from cli.rates import parse_rate
-from estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
-from models.admission import Limits, MoveSpec
-from models.estimate import EstimateOptions
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from settings import load_settings
-from steps.admission import ordered
-from worker import activities_for
-from workflows import WORKFLOWS, MigrationWorkflow
+from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from drover.adapters.ledger import write_moves
+from drover.adapters.temporal import connect
+from drover.cli.rates import parse_rate
+from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
+from drover.models.admission import Limits, MoveSpec
+from drover.models.estimate import EstimateOptions
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.settings import load_settings
+from drover.steps.admission import ordered
+from drover.worker import activities_for
+from drover.workflows import WORKFLOWS, MigrationWorkflow
 
 PARTITIONS = 20
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)

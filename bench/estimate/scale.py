@@ -14,10 +14,10 @@ from pathlib import Path
 
 from pyspark.sql import functions as F
 
-from estimator.job import estimate_request
-from estimator.session import spark
-from models.admission import Limits
-from models.estimate import EstimateOptions, EstimateRequest
+from drover.estimator.job import estimate_request
+from drover.estimator.session import spark
+from drover.models.admission import Limits
+from drover.models.estimate import EstimateOptions, EstimateRequest
 
 
 def write_inputs(folder: Path, rows: int, brokers: int, moving: float) -> tuple[str, str]:

@@ -33,15 +33,15 @@ from datetime import datetime
 
 from confluent_kafka import Producer
 
-from adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from adapters.temporal import connect
 from bench.kafka_tool import KAFKA_TOOL, plan_of, reassign_with_kafka_tool
 from bench.trees import migrate_under_own_name, sides_on_sandbox
-from cli.report import timeline_of
-from execution.timeline import Timeline
-from models.admission import Limits
-from models.migration import MigrationInput
-from settings import Settings, load_settings
+from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
+from drover.adapters.temporal import connect
+from drover.cli.report import timeline_of
+from drover.core.migration.timeline import Timeline
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.settings import Settings, load_settings
 
 THROTTLE = 10_000_000
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)

@@ -36,20 +36,20 @@ from contextlib import ExitStack
 
 from temporalio.worker import Worker
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.memory_kafka import InMemoryKafka
-from adapters.temporal import connect
 from bench.kafka_tool import KAFKA_TOOL, plan_of, reassign_with_kafka_tool
 from bench.orchestration.run import Cost, empty_children
 from bench.trees import baseline_on_sandbox, children_cpu_s, cpu_s_of, migrate, migrate_under_own_name
-from models.admission import Limits
-from models.migration import MigrationInput
-from sandbox.stack import Sandbox
-from settings import Settings, load_settings
-from settings.process import exit_now
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.memory_kafka import InMemoryKafka
+from drover.adapters.temporal import connect
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.sandbox.stack import Sandbox
+from drover.settings import Settings, load_settings
+from drover.settings.process import exit_now
+from drover.worker import ACTIVITY_SLOTS, LOCAL_ACTIVITY_SLOTS, activities_for
+from drover.workflows import WORKFLOWS
 from tests.conftest import end_coordinators
-from worker import ACTIVITY_SLOTS, LOCAL_ACTIVITY_SLOTS, activities_for
-from workflows import WORKFLOWS
 
 REAL, IN_MEMORY, BASELINE = "Drover, real cluster", "Drover, in-memory Kafka", "Drover, real cluster, baseline"
 LIMITS = Limits(max_partitions=50, max_per_broker=50, max_replicas=50, max_leaders=50)

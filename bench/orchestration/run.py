@@ -43,7 +43,7 @@ from bench.trees import (
     side_by_side_args,
     worktree,
 )
-from settings.process import exit_now
+from drover.settings.process import exit_now
 
 WINDOW = 50
 
@@ -52,8 +52,8 @@ WORKLOAD = (
     MIGRATION
     + r"""
 from temporalio.testing import ActivityEnvironment
-from activities.kafka import KafkaActivities
-from models import StepRequest, TopicPartition
+from drover.activities.kafka import KafkaActivities
+from drover.models import StepRequest, TopicPartition
 
 REQUESTS = {"list_reassignments", "describe_partition", "describe_topics"}
 

@@ -20,10 +20,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from adapters.ledger import reassignment_lines
 from bench.planner import scenarios
 from bench.trees import ROOT, introduced, resolved, worktree
-from planner import make_plan
+from drover.adapters.ledger import reassignment_lines
+from drover.planner import make_plan
 
 
 def whole_command(tree: Path, folder: Path, label: str, sizes: bool = False) -> tuple[float, float]:
@@ -34,7 +34,7 @@ def whole_command(tree: Path, folder: Path, label: str, sizes: bool = False) -> 
         "%e %M",
         sys.executable,
         "-m",
-        "cli.app",
+        "drover.cli.app",
         "plan",
         "--current",
         str(folder / "current.json"),

@@ -21,8 +21,8 @@ import time
 import uuid
 
 from bench.planner import scenarios
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
-from sandbox.tools import TOOLS_VERSION, reassign_partitions
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from drover.sandbox.tools import TOOLS_VERSION, reassign_partitions
 
 EXACT_LIMIT = 5_000  # replicas; beyond this the min-cost flow takes minutes
 
@@ -53,7 +53,7 @@ SIZED = {
 
 def measure(name: str) -> dict:
     """Plan one scenario in this (fresh) process; the peak RSS is this process's own."""
-    from planner import make_plan
+    from drover.planner import make_plan
     from tests.planner.optimum import fewest_moves
 
     # The count table plans without sizes (with them, bytes come first: see the sizes table).
@@ -89,7 +89,7 @@ def measure(name: str) -> dict:
 
 def measure_sized(name: str) -> dict:
     """Plan one sized scenario in this (fresh) process."""
-    from planner import make_plan
+    from drover.planner import make_plan
 
     request = SIZED[name]()
     started = time.perf_counter()
@@ -208,10 +208,10 @@ def kafka_scenarios() -> list[tuple[str, list[list[int]], list[int]]]:
 
 
 def against_kafka(bootstrap: str) -> None:
-    from adapters.kafka_admin import KafkaAdmin
-    from adapters.kafka_port import KafkaAdminError
-    from planner import make_plan
-    from settings import Settings
+    from drover.adapters.kafka_admin import KafkaAdmin
+    from drover.adapters.kafka_port import KafkaAdminError
+    from drover.planner import make_plan
+    from drover.settings import Settings
 
     admin = KafkaAdmin(Settings(kafka_bootstrap=bootstrap))
     try:
@@ -267,7 +267,7 @@ def _bytes_against_kafka(name, current, brokers, remove, kafka, keep) -> dict:
     """Bytes per kept broker (min-max, fractions of the mean) and bytes moved, for Kafka's proposal and Drover's."""
     import random
 
-    from planner import make_plan
+    from drover.planner import make_plan
 
     rnd = random.Random(name)
     sizes = {(p.topic, p.partition): int(1e9 * rnd.lognormvariate(0, 1)) for p in current}

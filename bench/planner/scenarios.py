@@ -2,7 +2,7 @@
 
 import random
 
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest
 
 
 def _cluster(brokers: int, racks: int) -> list[BrokerSpec]:

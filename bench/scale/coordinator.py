@@ -32,14 +32,14 @@ from temporalio.client import Client, WithStartWorkflowOperation, WorkflowQueryF
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError
 
-from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
 from bench.scale.run import histories, peak_rss_mib, worker_env
 from bench.trees import ROOT, address_of, dev_server, start_worker, stop_worker, wait_for_poller
-from models.admission import Limits
-from models.coordination import ClusterInput, ClusterLimitsChange, JoinRequest, cluster_workflow_id
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas, ReassignmentFile
-from workflows import ClusterWorkflow, MigrationWorkflow
+from drover.adapters.simulated_kafka import SimulatedKafka, SimulationSpec
+from drover.models.admission import Limits
+from drover.models.coordination import ClusterInput, ClusterLimitsChange, JoinRequest, cluster_workflow_id
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
 
 LIMIT = 50
 PAYLOAD_GOAL = 256 * 1024

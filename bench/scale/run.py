@@ -33,11 +33,11 @@ from pathlib import Path
 from temporalio.api.enums.v1 import EventType
 from temporalio.client import Client
 
-from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
 from bench.trees import ROOT, address_of, dev_server, migrate, start_worker, stop_worker, wait_for_poller
-from models.migration import MigrationInput
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest, ReassignmentFile
-from planner import make_plan
+from drover.adapters.simulated_kafka import SimulatedKafka, SimulationSpec
+from drover.models.migration import MigrationInput
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest, ReassignmentFile
+from drover.planner import make_plan
 
 LIMIT = 50
 

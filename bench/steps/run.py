@@ -19,14 +19,14 @@ import statistics
 import uuid
 from contextlib import ExitStack
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.temporal import connect
 from bench.trees import migrate_under_own_name, sides_on_sandbox
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from settings import load_settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.settings import load_settings
 from tests.integration.helpers import StepObserver, produce_topic
 
 LIMITS = Limits(max_partitions=4, max_per_broker=2, max_replicas=4, max_leaders=4)

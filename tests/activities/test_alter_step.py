@@ -3,8 +3,8 @@ partition's step is one activity; None when it is still going, and then wait_ste
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.kafka import KafkaActivities
-from models import StepRequest
+from drover.activities.kafka import KafkaActivities
+from drover.models import StepRequest
 from tests.fakes import FakeKafka
 
 

@@ -3,8 +3,8 @@ after the reassignment is cancelled, and a move must not report that as where it
 
 from temporalio.testing import ActivityEnvironment
 
-from activities.kafka import KafkaActivities
-from models import StepRequest, TopicPartition
+from drover.activities.kafka import KafkaActivities
+from drover.models import StepRequest, TopicPartition
 from tests.fakes import FakeKafka
 
 TP = TopicPartition(topic="orders", partition=0)

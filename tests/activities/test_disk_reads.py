@@ -1,8 +1,8 @@
 """The coordinator's disk reading: each broker's disk and the bytes so far of the copies in flight onto it come
 from one DescribeLogDirs call, not one for the disks and another for the copies."""
 
-from activities.cluster import ClusterActivities
-from models.coordination import DiskReading, DiskRequest
+from drover.activities.cluster import ClusterActivities
+from drover.models.coordination import DiskReading, DiskRequest
 from tests.fakes import FakeKafka
 
 

@@ -6,11 +6,11 @@ import time
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-import activities.heartbeat
-from activities.migration import MigrationActivities
-from models import TopicPartition
-from models.admission import MoveSpec
-from models.requests import LeaderElection, VerifyRequest
+from drover.activities import heartbeat
+from drover.activities.migration import MigrationActivities
+from drover.models import TopicPartition
+from drover.models.admission import MoveSpec
+from drover.models.requests import LeaderElection, VerifyRequest
 from tests.fakes import FakeKafka
 
 SLOW_S = 0.5
@@ -18,7 +18,7 @@ SLOW_S = 0.5
 
 @pytest.fixture
 def slow_kafka(monkeypatch, tmp_path) -> tuple[FakeKafka, MigrationActivities]:
-    monkeypatch.setattr(activities.heartbeat, "BEAT_EVERY_S", 0.05)
+    monkeypatch.setattr(heartbeat, "BEAT_EVERY_S", 0.05)
     fake = FakeKafka({b: None for b in range(1, 4)}, {("orders", 0): [1, 2], ("orders", 1): [2, 1]})
     fake.hooks["describe_topics"] = lambda _topics: time.sleep(SLOW_S)
     return fake, MigrationActivities(fake, tmp_path)
@@ -45,12 +45,12 @@ def test_leader_elections_heartbeat_while_their_describe_runs(slow_kafka):
 
 
 def test_a_call_that_hangs_past_the_limit_stops_beating_so_the_attempt_is_abandoned(monkeypatch):
-    monkeypatch.setattr(activities.heartbeat, "BEAT_EVERY_S", 0.02)
+    monkeypatch.setattr(heartbeat, "BEAT_EVERY_S", 0.02)
     env, beats = ActivityEnvironment(), []
     env.on_heartbeat = lambda *details: beats.append(time.monotonic())
 
     def hung() -> None:
-        with activities.heartbeat.heartbeating("describe", for_s=0.2):
+        with heartbeat.heartbeating("describe", for_s=0.2):
             time.sleep(1.5)
 
     started = time.monotonic()

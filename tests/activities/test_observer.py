@@ -8,11 +8,11 @@ import pytest
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.kafka import KafkaActivities
-from activities.observer import LOOK_GAP_S
-from adapters.kafka_port import KafkaAdminError
-from models import StepRequest, TopicPartition
-from models.errors import ErrorType
+from drover.activities.kafka import KafkaActivities
+from drover.activities.observer import LOOK_GAP_S
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models import StepRequest, TopicPartition
+from drover.models.errors import ErrorType
 from tests.fakes import FakeKafka
 
 

@@ -7,10 +7,10 @@ import threading
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.cluster import ClusterActivities
-from adapters.kafka_port import KafkaAdminError
-from models.coordination import ThrottleBook, ThrottleWanted, ThrottleWrite
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.activities.cluster import ClusterActivities
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models.coordination import ThrottleBook, ThrottleWanted, ThrottleWrite
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
 from tests.fakes import FakeKafka
 
 BROKERS = [1, 2, 3, 4]

@@ -8,9 +8,9 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from activities.writes import ReassignmentWriter
-from adapters.kafka_port import KafkaAdminError
-from models import TopicPartition
+from drover.activities.writes import ReassignmentWriter
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models import TopicPartition
 from tests.fakes import FakeKafka
 
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from adapters.broker_metrics import COUNTERS, BrokerMetricsError, TrafficSample, parse, rates, scrape
+from drover.adapters.broker_metrics import COUNTERS, BrokerMetricsError, TrafficSample, parse, rates, scrape
 
 PAGE = """# HELP kafka_server_brokertopicmetrics_bytesinpersec_total Attribute exposed for management
 # TYPE kafka_server_brokertopicmetrics_bytesinpersec_total counter
@@ -35,7 +35,7 @@ def test_a_page_that_cannot_be_read_names_its_url():
 
 
 def test_the_brokers_metrics_urls_come_from_a_template_or_a_list():
-    from settings import broker_metrics_urls
+    from drover.settings import broker_metrics_urls
 
     assert broker_metrics_urls("http://kafka-{broker}:7071/metrics", [1, 3]) == {
         1: "http://kafka-1:7071/metrics",
@@ -62,7 +62,7 @@ def test_a_page_that_is_not_prometheus_text_or_lacks_the_counters_is_one_error(t
 
 
 def test_a_prometheus_server_is_named_by_its_url_and_the_label_that_holds_the_broker_id():
-    from settings import PrometheusServer, Settings, SettingsError, load_settings, prometheus_server
+    from drover.settings import PrometheusServer, Settings, SettingsError, load_settings, prometheus_server
 
     assert prometheus_server("http://kafka-{broker}:7071/metrics") is None
     assert prometheus_server(" prometheus:http://prom:9090/ ") == PrometheusServer("http://prom:9090", "broker")
@@ -82,8 +82,8 @@ def test_a_prometheus_server_is_named_by_its_url_and_the_label_that_holds_the_br
 
 
 def test_a_prometheus_server_that_does_not_answer_names_its_url():
-    from adapters.broker_metrics import query
-    from settings import PrometheusServer
+    from drover.adapters.broker_metrics import query
+    from drover.settings import PrometheusServer
 
     with pytest.raises(BrokerMetricsError, match=r"Prometheus at http://127.0.0.1:9: cannot be read"):
         query(PrometheusServer("http://127.0.0.1:9"), [1], timeout_s=1)

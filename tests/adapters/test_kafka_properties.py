@@ -10,9 +10,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from adapters.kafka_admin import client_configs
-from adapters.kafka_properties import ClientCredentials, KafkaPropertiesError, client_properties, read_properties
-from settings import Settings, SettingsError, load_settings
+from drover.adapters.kafka_admin import client_configs
+from drover.adapters.kafka_properties import ClientCredentials, KafkaPropertiesError, client_properties, read_properties
+from drover.settings import Settings, SettingsError, load_settings
 
 
 def props(tmp_path, text: str):
@@ -185,7 +185,7 @@ def test_a_bad_file_is_a_one_line_settings_error(tmp_path, monkeypatch):
 def test_command_config_on_the_command_line(tmp_path):
     bad = props(tmp_path, "sasl.mechanism=GSSAPI\n")
     result = subprocess.run(
-        [sys.executable, "-m", "cli.app", "--command-config", str(bad), "list"], capture_output=True, text=True
+        [sys.executable, "-m", "drover.cli.app", "--command-config", str(bad), "list"], capture_output=True, text=True
     )
     assert result.returncode == 2 and result.stdout == ""
     assert result.stderr.strip().splitlines() == [

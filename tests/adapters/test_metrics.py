@@ -7,7 +7,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.runtime import BUFFERED_METRIC_KIND_COUNTER, BUFFERED_METRIC_KIND_GAUGE, BUFFERED_METRIC_KIND_HISTOGRAM
 
-from adapters.metrics import DEFAULT_BUCKETS_S, BufferedMetrics
+from drover.adapters.metrics import DEFAULT_BUCKETS_S, BufferedMetrics
 
 
 def metric(name, kind, unit=None):

@@ -3,11 +3,11 @@ take at the bandwidth or throttle in force, shared by the copies through each br
 
 import pytest
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import open_kafka
-from adapters.simulated_kafka import SimulatedKafka, SimulationSpec
-from models import TopicPartition
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_port import open_kafka
+from drover.adapters.simulated_kafka import SimulatedKafka, SimulationSpec
+from drover.models import TopicPartition
+from drover.settings import Settings
 
 MB = 1_000_000
 

@@ -3,7 +3,7 @@
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from adapters.temporal import TemporalUnavailable, connect_options, patiently
+from drover.adapters.temporal import TemporalUnavailable, connect_options, patiently
 
 
 def down() -> RPCError:
@@ -46,7 +46,7 @@ def test_a_refused_update_or_a_failed_workflow_is_told_by_its_cause():
     from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
     from temporalio.exceptions import ApplicationError
 
-    from cli.errors import failure_message
+    from drover.cli.errors import failure_message
 
     refused = WorkflowUpdateFailedError(ApplicationError("the cluster is already frozen", type="ValueError"))
     assert failure_message(refused) == "the cluster is already frozen"
@@ -55,7 +55,7 @@ def test_a_refused_update_or_a_failed_workflow_is_told_by_its_cause():
 
 
 def settings_from(monkeypatch, **drover: str):
-    from settings import Settings
+    from drover.settings import Settings
 
     for name in ("DROVER_TEMPORAL_ADDRESS", "DROVER_TEMPORAL_NAMESPACE"):
         monkeypatch.delenv(name, raising=False)

@@ -13,13 +13,13 @@ import click
 import pytest
 import typer
 
-from cli.rates import parse_disk_max, parse_duration, parse_rate
-from models.coordination import DiskLimits
-from sandbox.kafka_nodes import new_cluster_id
-from settings import Settings
+from drover.cli.rates import parse_disk_max, parse_duration, parse_rate
+from drover.models.coordination import DiskLimits
+from drover.sandbox.kafka_nodes import new_cluster_id
+from drover.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-DROVER = [sys.executable, "-c", "from cli.app import main; main()"]
+DROVER = [sys.executable, "-c", "from drover.cli.app import main; main()"]
 
 
 def drover(*args: str, env: dict[str, str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -434,7 +434,7 @@ LOADED = """
 import sys
 import click
 import typer
-from cli.app import app
+from drover.cli.app import app
 command = typer.main.get_command(app)
 try:
     command.main(prog_name="drover", args=sys.argv[1:], standalone_mode=False)
@@ -457,7 +457,7 @@ def test_the_cli_app_its_help_and_version_load_no_heavy_library(args):
 
 
 def test_each_command_is_listed_with_its_own_help_and_takes_h():
-    from cli.app import COMMANDS, app
+    from drover.cli.app import COMMANDS, app
 
     group = typer.main.get_command(app)
     ctx = click.Context(group)
@@ -487,10 +487,10 @@ def test_a_light_commands_help_loads_no_heavy_library_nor_the_settings(args):
 def test_the_option_choices_are_the_models_own():
     from typing import get_args
 
-    from cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
-    from models.migration import OfflinePolicy
-    from models.moves import StuckPolicy
-    from steps.admission import Order
+    from drover.cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
+    from drover.models.migration import OfflinePolicy
+    from drover.models.moves import StuckPolicy
+    from drover.steps.admission import Order
 
     assert list(get_args(Order)) == ORDERS
     assert list(get_args(StuckPolicy)) == STUCK_POLICIES

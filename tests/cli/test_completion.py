@@ -15,7 +15,7 @@ def complete(words: str) -> list[str]:
         "COMP_CWORD": str(len(words.split(" ")) - 1),
         "_DROVER_COMPLETE": "complete_bash",
     }
-    done = subprocess.run([sys.executable, "-m", "cli.app"], env=env, capture_output=True, text=True, timeout=60)
+    done = subprocess.run([sys.executable, "-m", "drover.cli.app"], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return done.stdout.split()
 

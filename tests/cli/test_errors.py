@@ -7,15 +7,15 @@ import pytest
 
 SCRIPT = """
 import sys
-import cli.migration_view
+from drover.cli import migration_view
 from temporalio.service import RPCError, RPCStatusCode
 
 async def refused(*args, **kwargs):
     raise RPCError({message!r}, RPCStatusCode.{status}, b"")
 
-cli.migration_view.show_status = refused
+migration_view.show_status = refused
 sys.argv = ["drover", "status", "migration-1"]
-from cli.app import main
+from drover.cli.app import main
 main()
 """
 
@@ -42,7 +42,7 @@ def test_an_rpc_error_is_one_line_naming_it(message, status, says):
 
 def test_ids_print_as_they_are_never_as_emoji(capsys):
     # Rich reads ":five:" as an emoji code: a flow on cluster "five" would print with a keycap in its ID.
-    from cli.output import Output
+    from drover.cli.output import Output
 
     Output().info("decommission:five:20261126-1 started")
     Output(as_json=True).data({"flow_id": "demote:fire:x"})

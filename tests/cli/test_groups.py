@@ -6,7 +6,7 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from cli.groups import LimitChanges, LimitOptions, grouped
+from drover.cli.groups import LimitChanges, LimitOptions, grouped
 
 
 @dataclasses.dataclass

@@ -2,12 +2,12 @@
 
 from datetime import UTC, datetime, timedelta
 
-from adapters.kafka_port import KafkaAdminError
-from cli.migration_view import as_of_now, summary
-from cli.progress import CopyMeter
-from models.admission import Limits
-from models.progress import BatchEntry, MigrationProgress
-from settings import Settings
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.cli.migration_view import as_of_now, summary
+from drover.cli.progress import CopyMeter
+from drover.models.admission import Limits
+from drover.models.progress import BatchEntry, MigrationProgress
+from drover.settings import Settings
 from tests.fakes import FakeKafka
 
 START = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -118,7 +118,7 @@ def test_status_says_what_the_estimate_is_doing_from_its_heartbeats():
     from temporalio.api.workflow.v1 import PendingActivityInfo
     from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
-    from cli.migration_view import preparing
+    from drover.cli.migration_view import preparing
 
     def pending(name: str, *details: bytes) -> PendingActivityInfo:
         info = PendingActivityInfo(heartbeat_details=Payloads(payloads=[Payload(data=d) for d in details]))

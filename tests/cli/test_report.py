@@ -10,19 +10,19 @@ from datetime import timedelta
 
 import pytest
 
-from cli.report import render, timeline_of
-from models.admission import Limits
-from models.control import (
+from drover.cli.report import render, timeline_of
+from drover.models.admission import Limits
+from drover.models.control import (
     Pause,
     Resume,
     SetLimits,
     SetThrottle,
 )
-from models.migration import MigrationInput
+from drover.models.migration import MigrationInput
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, spread_plan, wait_for
-from worker import activities_for
-from workflows import MigrationWorkflow
 
 CHROMIUM = shutil.which("chromium")
 
@@ -123,7 +123,7 @@ def test_a_step_still_on_kafka_runs_to_the_end_of_the_picture():
     # The pure timeline: a step issued and not ended counts in flight until the report's "now".
     from datetime import UTC, datetime
 
-    from execution.timeline import Timeline
+    from drover.core.migration.timeline import Timeline
 
     t0 = datetime(2026, 1, 1, tzinfo=UTC)
     t = Timeline("m", started=t0)
@@ -148,7 +148,7 @@ def test_a_step_still_on_kafka_runs_to_the_end_of_the_picture():
 def test_a_move_or_coordinator_id_is_refused(given):
     from typer.testing import CliRunner
 
-    from cli.app import app
+    from drover.cli.app import app
 
     result = CliRunner().invoke(app, ["report", given])
     assert result.exit_code == 2 and "not a migration" in result.output.replace("\n", " ")

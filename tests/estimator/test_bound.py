@@ -1,6 +1,6 @@
 """The estimate's bandwidth lower bound on a migration's makespan (``Estimate.bound_s``)."""
 
-from models.estimate import BrokerEstimate, Estimate
+from drover.models.estimate import BrokerEstimate, Estimate
 
 
 def broker(b: int, transfer_s: float | None) -> BrokerEstimate:

@@ -1,4 +1,5 @@
-"""The Spark JVM's class archive (``estimator.classes``): built once, mapped by the sessions that follow, a damaged
+"""The Spark JVM's class archive (``drover.estimator.classes``): built once, mapped by the sessions that follow, a
+damaged
 one ignored; a worker starts at most one build at a time."""
 
 import os
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from estimator import classes
+from drover.estimator import classes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -17,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 MAPPED = """
 from pathlib import Path
 import sys
-from estimator import classes, session
+from drover.estimator import classes, session
 spark = session.spark("local[1]", Path(sys.argv[1]))
 assert spark.range(5).count() == 5
 pid = spark.sparkContext._jvm.java.lang.ProcessHandle.current().pid()
@@ -40,7 +41,7 @@ def run(argv: list[str], env: dict[str, str]) -> str:
 def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cache: Path, tmp_path: Path) -> None:
     env = dict(os.environ)
     work = tmp_path / "work"
-    built = run([sys.executable, "-m", "estimator.classes", str(work)], env)
+    built = run([sys.executable, "-m", "drover.estimator.classes", str(work)], env)
     archive = classes.archive()
     assert archive.parent == cache
     assert f"class archive {archive} built" in built
@@ -60,7 +61,7 @@ def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cac
 FAILING_BUILD = """
 from pathlib import Path
 import sys
-from estimator import classes, service
+from drover.estimator import classes, service
 def fails(place, folder):
     from pyspark import SparkContext
     print("jvm", SparkContext._gateway.proc.pid)
@@ -95,7 +96,7 @@ def test_a_worker_starts_one_build_at_a_time(cache: Path, tmp_path: Path, monkey
     monkeypatch.setattr(classes.subprocess, "Popen", Started)
     assert classes.java_option() == ""
     assert classes.build_later(tmp_path / "work") == 4242
-    assert started[0][-3:] == ["-m", "estimator.classes", str(tmp_path / "work")]
+    assert started[0][-3:] == ["-m", "drover.estimator.classes", str(tmp_path / "work")]
     assert started[0][:3] == ["nice", "-n", "19"]
     assert classes.build_later(tmp_path / "work") is None  # one under way
     marker = classes.archive().with_name(classes.archive().name + ".building")

@@ -1,12 +1,12 @@
 """The worker's first Spark use comes from two threads at once (its warm-up, and an estimate asked for meanwhile).
 Importing pyspark.sql from both raced on a loaded machine: "cannot import name 'SQLContext' from partially
 initialized module 'pyspark.sql'" failed the estimate's first attempt. Spark's modules are therefore imported
-through ``estimator.service.spark_module``, one thread at a time, and nowhere else in the worker's code."""
+through ``drover.estimator.service.spark_module``, one thread at a time, and nowhere else in the worker's code."""
 
 import re
 import threading
 
-from estimator import service
+from drover.estimator import service
 from tests.cli.test_cli import ROOT
 
 
@@ -22,14 +22,20 @@ def test_a_spark_module_is_imported_only_once_no_other_thread_is_importing():
     finally:
         service._IMPORTING.release()
     thread.join(timeout=60)
-    assert got and got[0].__name__ == "estimator.metrics" and hasattr(got[0], "MetricsError")
+    assert got and got[0].__name__ == "drover.estimator.metrics" and hasattr(got[0], "MetricsError")
 
 
 def test_the_workers_code_reaches_spark_modules_only_through_spark_module():
-    direct = re.compile(r"^\s*(from estimator\.(session|job|metrics) import|import estimator\.(session|job|metrics))")
+    direct = re.compile(
+        r"^\s*(from drover\.estimator\.(session|job|metrics) import|import drover\.estimator\.(session|job|metrics))"
+    )
     found = [
         f"{path.relative_to(ROOT)}:{n}"
-        for path in [ROOT / "worker.py", ROOT / "estimator" / "service.py", *sorted((ROOT / "activities").glob("*.py"))]
+        for path in [
+            ROOT / "worker.py",
+            ROOT / "drover" / "estimator" / "service.py",
+            *sorted((ROOT / "activities").glob("*.py")),
+        ]
         for n, line in enumerate(path.read_text().splitlines(), 1)
         if direct.match(line)
     ]

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from estimator import service
-from estimator.job import estimate_request
-from estimator.metrics import MetricsError
-from estimator.service import SparkPlace, run_estimate
-from estimator.session import spark
-from models.admission import Limits, MoveSpec
-from models.estimate import EstimateOptions, EstimateRequest
-from steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, throttled_replicas
+from drover.estimator import service
+from drover.estimator.job import estimate_request
+from drover.estimator.metrics import MetricsError
+from drover.estimator.service import SparkPlace, run_estimate
+from drover.estimator.session import spark
+from drover.models.admission import Limits, MoveSpec
+from drover.models.estimate import EstimateOptions, EstimateRequest
+from drover.steps.throttle import FOLLOWER_REPLICAS, LEADER_REPLICAS, throttled_replicas
 
 # A worked example of throttle sizing: partitions of t0 and t1 moving over brokers 101-104.
 EXAMPLE_CURRENT = {("t0", 0): [101, 102], ("t0", 1): [102, 103], ("t0", 2): [103, 101], ("t1", 0): [101, 102, 103]}

@@ -1,7 +1,7 @@
 """Write rates sampled from Kafka: log growth over a window, and offsets where retention shrank the log."""
 
-from estimator.service import sample_metrics
-from models import ReplicaSize
+from drover.estimator.service import sample_metrics
+from drover.models import ReplicaSize
 from tests.fakes import FakeKafka
 
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from estimator.schedule import SimMove, Stage, simulate
-from models.admission import Limits, MoveSpec
+from drover.estimator.schedule import SimMove, Stage, simulate
+from drover.models.admission import Limits, MoveSpec
 
 
 def move(partition: int, original: list[int], target: list[int], size: float, rate: float = 0.0) -> SimMove:

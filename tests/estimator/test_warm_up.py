@@ -5,9 +5,9 @@ import json
 import threading
 import time
 
-from estimator import service
-from estimator.service import SparkPlace, warm_up
-from models.estimate import EstimateOptions
+from drover.estimator import service
+from drover.estimator.service import SparkPlace, warm_up
+from drover.models.estimate import EstimateOptions
 
 
 def test_the_warm_up_runs_a_whole_estimate_in_its_folder(tmp_path):

@@ -7,10 +7,10 @@ from collections import Counter
 from confluent_kafka import Consumer, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 
-from adapters.kafka_admin import client_configs, rdkafka_logger
-from models.coordination import cluster_workflow_id
-from settings import Settings
-from workflows import ClusterWorkflow, MigrationWorkflow
+from drover.adapters.kafka_admin import client_configs, rdkafka_logger
+from drover.models.coordination import cluster_workflow_id
+from drover.settings import Settings
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
 
 
 def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.25, what: str = "condition"):

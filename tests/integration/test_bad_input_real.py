@@ -9,22 +9,22 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from models import TopicPartition
-from models.admission import Limits
-from models.control import (
+from drover.models import TopicPartition
+from drover.models.admission import Limits
+from drover.models.control import (
     OperatorAction,
     Pause,
     Resume,
 )
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from sandbox.tools import reassign_partitions
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.sandbox.tools import reassign_partitions
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
-from worker import activities_for
-from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

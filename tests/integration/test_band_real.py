@@ -11,17 +11,17 @@ import time
 
 import pytest
 
-from models import TopicPartition
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
-from sandbox import Sandbox
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from drover.models import TopicPartition
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.sandbox import Sandbox
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
+from drover.workflows.policies import BAND_READ_EVERY, BAND_WINDOW
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import Load, fill, wait_until
 from tests.integration.test_migration_real import cli_against
-from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
-from workflows.policies import BAND_READ_EVERY, BAND_WINDOW
 
 pytestmark = pytest.mark.integration
 

@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from activities.traffic import TrafficActivities
-from adapters.broker_metrics import rates, scrape
-from models.band import TrafficReading, TrafficRequest
-from sandbox import Sandbox
-from sandbox.prometheus import Prometheus
-from settings import Settings
+from drover.activities.traffic import TrafficActivities
+from drover.adapters.broker_metrics import rates, scrape
+from drover.models.band import TrafficReading, TrafficRequest
+from drover.sandbox import Sandbox
+from drover.sandbox.prometheus import Prometheus
+from drover.settings import Settings
 from tests.integration.helpers import produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -71,7 +71,16 @@ def drover_traffic(stack: Sandbox, spec: str | None) -> dict:
     env |= {"DROVER_KAFKA_BOOTSTRAP": stack.s.bootstrap}
     if spec:
         env["DROVER_BROKER_METRICS"] = spec
-    argv = [sys.executable, "-c", "from cli.app import main; main()", "cluster", "traffic", "--window", "4s", "--json"]
+    argv = [
+        sys.executable,
+        "-c",
+        "from drover.cli.app import main; main()",
+        "cluster",
+        "traffic",
+        "--window",
+        "4s",
+        "--json",
+    ]
     done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout)

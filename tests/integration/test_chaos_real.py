@@ -11,9 +11,10 @@ import uuid
 
 import pytest
 
-from models.admission import Limits
-from models.coordination import cluster_workflow_id
-from models.migration import MigrationInput
+from drover.models.admission import Limits
+from drover.models.coordination import cluster_workflow_id
+from drover.models.migration import MigrationInput
+from drover.workflows import ClusterWorkflow
 from tests.conftest import end_coordinators, start_migration
 from tests.integration.helpers import consume_topic, wait_until
 from tests.integration.test_cluster_real import (
@@ -26,7 +27,6 @@ from tests.integration.test_cluster_real import (
 )
 from tests.integration.test_faults_real import start_worker
 from tests.integration.test_system_real import SteadyProducer
-from workflows import ClusterWorkflow
 
 pytestmark = pytest.mark.integration
 

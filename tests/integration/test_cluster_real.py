@@ -16,18 +16,18 @@ import pytest
 from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
-from models.admission import Limits
-from models.coordination import FreezeRequest, cluster_workflow_id
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.models.admission import Limits
+from drover.models.coordination import FreezeRequest, cluster_workflow_id
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow
 from tests.cli.test_cli import drover
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce, wait_until
 from tests.integration.test_migration_real import cli_against
 from tests.workflows.test_cluster import freeze_answered_at
-from worker import activities_for
-from workflows import ClusterWorkflow
 
 pytestmark = pytest.mark.integration
 

@@ -15,19 +15,19 @@ from datetime import UTC, datetime
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_clients import client_configs
-from adapters.temporal import connect
-from models.decommission import CORDON_CONFIG, FlowResult
-from sandbox import Sandbox, SandboxSettings
-from settings import Settings
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_clients import client_configs
+from drover.adapters.temporal import connect
+from drover.models.decommission import CORDON_CONFIG, FlowResult
+from drover.sandbox import Sandbox, SandboxSettings
+from drover.settings import Settings
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.workflows import DecommissionWorkflow
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import end_coordinators
 from tests.integration.helpers import consume_topic, produce, wait_until
 from tests.integration.test_faults_real import start_worker
 from tests.integration.test_system_real import SteadyProducer
-from workflows import DecommissionWorkflow
 
 pytestmark = pytest.mark.integration
 

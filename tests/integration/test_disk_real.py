@@ -5,22 +5,22 @@ the limit lets them go, and every message is still there.
 The sandbox's brokers share one filesystem, so the limit is broker 4's own; and its use moves by a hundred MB and
 more as Kafka deletes the files of topics other tests deleted, so a limit a copy's size above the use would hold
 the copy only until the next deletion. The projection (the copy, the copies in flight, the growth) is shown by
-tests/execution/test_disk.py and tests/workflows/test_disk_gate.py."""
+tests/core/coordinator/test_disk.py and tests/workflows/test_disk_gate.py."""
 
 import asyncio
 import json
 
 import pytest
 
-from models import TopicPartition
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from drover.models import TopicPartition
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.worker import activities_for
+from drover.workflows.policies import DISK_READ_EVERY
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_all, produce, wait_until
 from tests.integration.test_migration_real import cli_against
-from worker import activities_for
-from workflows.policies import DISK_READ_EVERY
 
 pytestmark = pytest.mark.integration
 

@@ -9,17 +9,17 @@ import pytest
 from confluent_kafka import Producer
 from temporalio.client import WorkflowFailureError
 
-from adapters.kafka_admin import client_configs, rdkafka_logger
-from models.admission import Limits
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
-from models.progress import MigrationProgress
-from models.results import MigrationResult
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.adapters.kafka_admin import client_configs, rdkafka_logger
+from drover.models.admission import Limits
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import produce
-from worker import activities_for
-from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

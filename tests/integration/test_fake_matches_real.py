@@ -13,10 +13,10 @@ from dataclasses import dataclass
 
 import pytest
 
-from adapters.kafka_port import KafkaPort
-from adapters.simulated_kafka import SimulatedKafka
-from models import TopicPartition
-from sandbox import Sandbox
+from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.simulated_kafka import SimulatedKafka
+from drover.models import TopicPartition
+from drover.sandbox import Sandbox
 from tests.fakes import FakeKafka
 
 pytestmark = pytest.mark.integration

@@ -12,11 +12,13 @@ import uuid
 
 import pytest
 
-from models import TopicPartition
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
+from drover.models import TopicPartition
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
 from tests.conftest import ROOT, end_coordinators, start_migration, worker_for
 from tests.integration.helpers import (
     StepObserver,
@@ -27,8 +29,6 @@ from tests.integration.helpers import (
     step_under_way,
     wait_until,
 )
-from worker import activities_for
-from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

@@ -2,8 +2,8 @@
 
 import pytest
 
-from adapters.kafka_port import KafkaAdminError
-from models import TopicPartition
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models import TopicPartition
 from tests.integration.helpers import consume_all, produce, wait_until
 
 pytestmark = pytest.mark.integration

@@ -8,9 +8,9 @@ import time
 import pytest
 from confluent_kafka.admin import AdminClient, ScramCredentialInfo, ScramMechanism, UserScramCredentialUpsertion
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import KafkaAdminError
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.settings import Settings
 from tests.conftest import TEST_SANDBOX, TEST_SASL_PASSWORD
 
 pytestmark = pytest.mark.integration

@@ -11,19 +11,19 @@ import uuid
 
 import pytest
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.temporal import connect
-from models import PartitionState, TopicPartition
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from sandbox import Sandbox, SandboxSettings
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.models import PartitionState, TopicPartition
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.sandbox import Sandbox, SandboxSettings
+from drover.settings import Settings
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
 from tests.conftest import ROOT, worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce, wait_until
-from worker import activities_for
-from workflows import MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

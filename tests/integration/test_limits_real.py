@@ -7,12 +7,12 @@ import uuid
 
 import pytest
 
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.worker import activities_for
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce
-from worker import activities_for
 
 pytestmark = pytest.mark.integration
 

@@ -12,11 +12,11 @@ import pytest
 from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
-from adapters.kafka_admin import KafkaAdmin
-from cli.output import default_actor
-from models import MoveInput, TopicPartition
-from models.admission import Limits
-from models.control import (
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.cli.output import default_actor
+from drover.models import MoveInput, TopicPartition
+from drover.models.admission import Limits
+from drover.models.control import (
     Cancel,
     OperatorAction,
     Pause,
@@ -24,12 +24,15 @@ from models.control import (
     SetLimits,
     SetThrottle,
 )
-from models.migration import MigrationInput
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
-from models.progress import MigrationProgress
-from models.results import MigrationResult
-from planner import make_plan
-from sandbox.stack import find_temporal
+from drover.models.migration import MigrationInput
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult
+from drover.planner import make_plan
+from drover.sandbox.stack import find_temporal
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow, PartitionMoveWorkflow
+from drover.workflows.ids import move_workflow_id
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import (
@@ -41,9 +44,6 @@ from tests.integration.helpers import (
     wait_until,
 )
 from tests.workflows.test_migration import wait_for_progress
-from worker import activities_for
-from workflows import MigrationWorkflow, PartitionMoveWorkflow
-from workflows.ids import move_workflow_id
 
 pytestmark = pytest.mark.integration
 

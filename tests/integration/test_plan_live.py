@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from sandbox.tools import reassign_partitions
+from drover.sandbox.tools import reassign_partitions
 from tests.cli.test_cli import drover
 from tests.integration.helpers import produce, wait_until
 

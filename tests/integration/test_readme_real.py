@@ -9,10 +9,10 @@ from asyncio.subprocess import PIPE, STDOUT
 
 import pytest
 
+from drover.worker import activities_for
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import TEST_SANDBOX, worker_for
 from tests.integration.helpers import wait_until
-from worker import activities_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,22 +11,22 @@ from asyncio.subprocess import PIPE
 import pytest
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 
-from models import TopicPartition
-from models.admission import Limits
-from models.control import (
+from drover.models import TopicPartition
+from drover.models.admission import Limits
+from drover.models.control import (
     Cancel,
 )
-from models.coordination import FreezeRequest, cluster_workflow_id
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.models.coordination import FreezeRequest, cluster_workflow_id
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_topic, produce, produce_topic, wait_until
 from tests.integration.test_migration_real import cli_against
 from tests.workflows.test_migration import wait_for_progress
-from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

@@ -10,16 +10,16 @@ import uuid
 
 import pytest
 
-from adapters.kafka_admin import KafkaAdmin
-from adapters.kafka_port import KafkaAdminError
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
-from models.results import MigrationResult
-from settings import Settings
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
+from drover.settings import Settings
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
+from drover.workflows.ids import move_workflow_id
 from tests.conftest import TEST_SANDBOX, TEST_SASL_PASSWORD, worker_for
-from worker import activities_for
-from workflows import MigrationWorkflow
-from workflows.ids import move_workflow_id
 
 pytestmark = pytest.mark.integration
 

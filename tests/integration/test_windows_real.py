@@ -12,16 +12,16 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from temporalio.worker import Worker
 
-from models.admission import Limits
-from models.coordination import cluster_workflow_id
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from drover.models.admission import Limits
+from drover.models.coordination import cluster_workflow_id
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.worker import activities_for
+from drover.workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
 from tests.conftest import start_migration, worker_for
 from tests.integration.helpers import consume_topic, produce
 from tests.integration.test_cluster_real import ThrottleSampler, loaded_topics
 from tests.integration.test_migration_real import cli_against
-from worker import activities_for
-from workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
 
 pytestmark = pytest.mark.integration
 

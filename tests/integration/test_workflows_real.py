@@ -2,12 +2,12 @@
 
 import pytest
 
-from models import MoveInput, TopicPartition
+from drover.models import MoveInput, TopicPartition
+from drover.worker import activities_for
+from drover.workflows import PartitionMoveWorkflow
+from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.integration.helpers import consume_all, produce, wait_until
-from worker import activities_for
-from workflows import PartitionMoveWorkflow
-from workflows.ids import move_workflow_id
 
 pytestmark = pytest.mark.integration
 

@@ -6,8 +6,8 @@ now) -> sink: every kept broker takes floor(R / B), and R mod B of them one more
 
 import networkx as nx
 
-from models.plan import PlanRequest
-from planner.quotas import rack_limit
+from drover.models.plan import PlanRequest
+from drover.planner.quotas import rack_limit
 
 
 def fewest_moves(request: PlanRequest) -> int | None:

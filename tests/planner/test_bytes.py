@@ -9,9 +9,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from bench.planner import scenarios
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
-from planner import make_plan
-from planner.quotas import rack_limit
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from drover.planner import make_plan
+from drover.planner.quotas import rack_limit
 from tests.planner.test_properties import FAST, apply, shuffled
 
 
@@ -192,7 +192,7 @@ def test_write_rates_balance_the_leaders_traffic_not_their_counts():
 def test_a_partition_writing_more_than_the_band_is_wide_still_moves_off_the_busiest_broker():
     """Two partitions written at 100 B/s, both led by broker 1, on four brokers with a 50% band: no hand-over keeps
     the receiver inside the band, yet one lowers the total excess, and the plan makes it."""
-    from planner.leaders import balance_leader_traffic
+    from drover.planner.leaders import balance_leader_traffic
 
     leaders = balance_leader_traffic([[1, 2], [1, 4], [1, 2], [1, 4]], [1, 2, 3, 4], [100.0, 100.0, 1.0, 1.0], 0.5)
     assert leaders[:2].count(1) == 1, leaders

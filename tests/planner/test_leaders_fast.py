@@ -5,7 +5,7 @@ import random
 
 import pytest
 
-from planner.leaders import _hand_over, balance_leaders
+from drover.planner.leaders import _hand_over, balance_leaders
 
 
 def by_search(replicas: list[list[int]], brokers: list[int]) -> list[int]:

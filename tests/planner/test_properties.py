@@ -6,9 +6,9 @@ from collections import Counter
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from models.plan import BrokerSpec, PartitionReplicas, PlanRequest
-from planner import make_plan
-from planner.quotas import rack_limit
+from drover.models.plan import BrokerSpec, PartitionReplicas, PlanRequest
+from drover.planner import make_plan
+from drover.planner.quotas import rack_limit
 from tests.planner.optimum import fewest_moves
 
 UNKNOWN_BROKER = 99

@@ -3,8 +3,8 @@
 import heapq
 import random
 
-from planner.placement import Placement
-from planner.ranking import LoadRanking
+from drover.planner.placement import Placement
+from drover.planner.ranking import LoadRanking
 
 
 def brute_force(p: Placement, target: dict[int, float], broker: int, over: bool, n: int, rack: bool) -> list[int]:

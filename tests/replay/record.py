@@ -15,31 +15,31 @@ from pathlib import Path
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
-from models.admission import Limits
-from models.band import BandSettings
-from models.control import (
+from drover.models.admission import Limits
+from drover.models.band import BandSettings
+from drover.models.control import (
     Cancel,
     Pause,
     Resume,
     SetLimits,
     SetThrottle,
 )
-from models.coordination import (
+from drover.models.coordination import (
     ClusterBandChange,
     ClusterInput,
     ClusterLimitsChange,
     FreezeRequest,
     cluster_workflow_id,
 )
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
-from sandbox.devserver import start_dev_server
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.sandbox.devserver import start_dev_server
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
+from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import cluster, metrics_file, spread_plan
-from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
-from workflows.ids import move_workflow_id
 
 HERE = Path(__file__).parent / "histories"
 

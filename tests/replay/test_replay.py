@@ -9,7 +9,7 @@ from temporalio.client import WorkflowHistory
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.worker import Replayer
 
-from workflows import WORKFLOWS
+from drover.workflows import WORKFLOWS
 
 HISTORIES = sorted((Path(__file__).parent / "histories").glob("*.json"))
 

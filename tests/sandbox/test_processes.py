@@ -4,7 +4,7 @@ right after (a broker restarted by a test, `drover sandbox down` then `up`)."""
 import socket
 import sys
 
-from sandbox.processes import ProcessTable
+from drover.sandbox.processes import ProcessTable
 from tests.integration.helpers import wait_until
 
 # A process that ignores SIGTERM (as a JVM still in its shutdown hooks does), holds a listening port and enough memory

@@ -3,9 +3,9 @@ until its leader movement is done."""
 
 from collections import Counter
 
-from models.admission import Limits, MoveSpec
-from steps.admission import admit, copying, least_busy, ordered
-from steps.calculator import next_step
+from drover.models.admission import Limits, MoveSpec
+from drover.steps.admission import admit, copying, least_busy, ordered
+from drover.steps.calculator import next_step
 
 ONE_LEADER = Limits(max_partitions=4, max_per_broker=10, max_replicas=10, max_leaders=1)
 

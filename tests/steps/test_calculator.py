@@ -1,8 +1,8 @@
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from steps import next_step
-from steps.calculator import steps_left, surplus_drop
+from drover.steps import next_step
+from drover.steps.calculator import steps_left, surplus_drop
 
 
 def walk(current, target, replicas_per_step, min_insync=1):

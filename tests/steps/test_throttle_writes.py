@@ -1,8 +1,8 @@
 """What a throttle write changes on Kafka: the operator's values saved first, merged in, and restored."""
 
-from models.coordination import ThrottleBook, ThrottleWanted
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from steps.throttle_writes import throttle_writes, to_save, with_saved
+from drover.models.coordination import ThrottleBook, ThrottleWanted
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.steps.throttle_writes import throttle_writes, to_save, with_saved
 
 LISTS = {LEADER_REPLICAS: ["0:1", "0:2"], FOLLOWER_REPLICAS: ["0:3"]}
 WANTED = ThrottleWanted(topics={"orders": LISTS}, brokers={1: (100, 100), 3: (100, 100)})

@@ -18,12 +18,12 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from temporalio.client import WorkflowFailureError
 
-from adapters.temporal import STEP_GAP_BUCKETS_S
-from estimator import classes
-from models.migration import EstimateSettings, MigrationInput
-from models.plan import PartitionReplicas
+from drover.adapters.temporal import STEP_GAP_BUCKETS_S
+from drover.estimator import classes
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.workflows import MigrationWorkflow
 from tests.integration.helpers import produce
-from workflows import MigrationWorkflow
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,18 +8,18 @@ import uuid
 
 from temporalio import activity
 
-from models.admission import Limits
-from models.band import BandSettings
-from models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
-from models.estimate import BrokerEstimate, Estimate
-from models.migration import EstimateSettings, MigrationEstimateInput, MigrationInput
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from drover.models.admission import Limits
+from drover.models.band import BandSettings
+from drover.models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
+from drover.models.estimate import BrokerEstimate, Estimate
+from drover.models.migration import EstimateSettings, MigrationEstimateInput, MigrationInput
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow
+from drover.workflows.policies import BAND_READ_EVERY, BAND_WINDOW
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, wait_for_status
 from tests.workflows.test_migration import wait_for
-from worker import activities_for
-from workflows import ClusterWorkflow
-from workflows.policies import BAND_READ_EVERY, BAND_WINDOW
 
 FLOOR = 2_000
 

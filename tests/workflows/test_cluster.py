@@ -20,9 +20,9 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from models.admission import Limits
-from models.control import OperatorAction
-from models.coordination import (
+from drover.models.admission import Limits
+from drover.models.control import OperatorAction
+from drover.models.coordination import (
     CLUSTER_SETTINGS,
     ClusterDiskChange,
     ClusterInput,
@@ -32,15 +32,15 @@ from models.coordination import (
     FreezeRequest,
     cluster_workflow_id,
 )
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow, MigrationWorkflow
+from drover.workflows.policies import TAKE_OVER_WAIT
 from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import plan_file, wait_for
-from worker import activities_for
-from workflows import ClusterWorkflow, MigrationWorkflow
-from workflows.policies import TAKE_OVER_WAIT
 
 TOPICS = ("a", "b", "c")
 

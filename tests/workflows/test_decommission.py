@@ -8,13 +8,13 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
-from adapters.kafka_port import KafkaAdminError
-from models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
+from drover.worker import activities_for
+from drover.workflows import DecommissionWorkflow
 from tests.cli.test_cli import drover
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
-from worker import activities_for
-from workflows import DecommissionWorkflow
 
 
 def cluster(partitions: int = 8) -> FakeKafka:

@@ -7,12 +7,12 @@ import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
-from models.admission import Limits
-from models.migration import MigrationInput
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.worker import activities_for
+from drover.workflows import WORKFLOWS, MigrationWorkflow
 from tests.conftest import TestWorker
 from tests.workflows.test_migration import cluster, spread_plan
-from worker import activities_for
-from workflows import WORKFLOWS, MigrationWorkflow
 
 
 async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local_env, monkeypatch):

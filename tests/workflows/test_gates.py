@@ -5,21 +5,21 @@ until an operator's higher limit lets them go; and outside the time windows noth
 import uuid
 from datetime import UTC, datetime, timedelta
 
-from models.admission import Limits
-from models.coordination import (
+from drover.models.admission import Limits
+from drover.models.coordination import (
     ClusterDiskChange,
     ClusterInput,
     ClusterWindowsChange,
     DiskLimits,
     cluster_workflow_id,
 )
-from models.plan import PartitionReplicas
-from models.windows import Windows
+from drover.models.plan import PartitionReplicas
+from drover.models.windows import Windows
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow
 from tests.conftest import worker_for
 from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, start, wait_for_status
 from tests.workflows.test_migration import wait_for, wait_for_progress
-from worker import activities_for
-from workflows import ClusterWorkflow
 
 
 async def set_disk_max(env, queue: str, coordinator: ClusterInput, limits: DiskLimits, reason: str) -> None:

@@ -10,13 +10,13 @@ from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
-from cli.control import execute_update
-from cli.migration_view import show_result
-from cli.output import Output
-from cli.start import details_of, summary_of
-from models import MoveInput
-from models.admission import Limits
-from models.control import (
+from drover.cli.control import execute_update
+from drover.cli.migration_view import show_result
+from drover.cli.output import Output
+from drover.cli.start import details_of, summary_of
+from drover.models import MoveInput
+from drover.models.admission import Limits
+from drover.models.control import (
     Cancel,
     LimitsChange,
     OperatorAction,
@@ -26,16 +26,16 @@ from models.control import (
     SetThrottle,
     ThrottleChange,
 )
-from models.coordination import cluster_workflow_id
-from models.migration import EstimateSettings, MigrationInput
-from models.moves import StuckPolicy
-from models.plan import PartitionReplicas, ReassignmentFile
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.models.coordination import cluster_workflow_id
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.moves import StuckPolicy
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow, PartitionMoveWorkflow
+from drover.workflows.ids import STATUS_ATTR, move_workflow_id
 from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
-from worker import activities_for
-from workflows import MigrationWorkflow, PartitionMoveWorkflow
-from workflows.ids import STATUS_ATTR, move_workflow_id
 
 
 def cluster(partitions: int) -> FakeKafka:

@@ -8,11 +8,11 @@ from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
 
-from models import MoveInput, TopicPartition
+from drover.models import MoveInput, TopicPartition
+from drover.worker import activities_for
+from drover.workflows import PartitionMoveWorkflow
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
-from worker import activities_for
-from workflows import PartitionMoveWorkflow
 
 TP = TopicPartition(topic="orders", partition=0)
 

@@ -7,12 +7,12 @@ import uuid
 import pytest
 from temporalio.client import WorkflowFailureError
 
-from models.admission import Limits
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
+from drover.models.admission import Limits
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.worker import activities_for
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, run, spread_plan, wait_for_progress
-from worker import activities_for
 
 
 def name() -> str:

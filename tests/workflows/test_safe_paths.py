@@ -15,29 +15,29 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.exceptions import ApplicationError
 from temporalio.testing import ActivityEnvironment
 
-from activities.kafka import KafkaActivities
-from activities.migration import MigrationActivities
-from cli.control import execute_update
-from models import MoveInput, ReplicaSize, StepRequest, TopicPartition
-from models.admission import Limits, MoveSpec
-from models.control import (
+from drover.activities.kafka import KafkaActivities
+from drover.activities.migration import MigrationActivities
+from drover.cli.control import execute_update
+from drover.models import MoveInput, ReplicaSize, StepRequest, TopicPartition
+from drover.models.admission import Limits, MoveSpec
+from drover.models.control import (
     Cancel,
     Pause,
     Resume,
     SetThrottle,
 )
-from models.migration import MigrationInput
-from models.plan import PartitionReplicas
-from models.requests import RollbackRequest, VerifyRequest
-from models.results import MoveOutcome
-from sandbox.devserver import start_dev_server
-from steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.models.requests import RollbackRequest, VerifyRequest
+from drover.models.results import MoveOutcome
+from drover.sandbox.devserver import start_dev_server
+from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow, PartitionMoveWorkflow
+from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_migration import cluster, plan_file, spread_plan, wait_for, wait_for_progress
-from worker import activities_for
-from workflows import MigrationWorkflow, PartitionMoveWorkflow
-from workflows.ids import move_workflow_id
 
 
 def name() -> str:

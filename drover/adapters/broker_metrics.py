@@ -1,0 +1,204 @@
+"""Live broker traffic. From Prometheus' JMX exporter (the Java agent on each broker): the broker-wide byte counters,
+scraped from a broker's ``/metrics`` page, and their rates between two scrapes (clients' bytes in and out,
+replication bytes in and out, and the part of replication that is reassignment); or the same counters' latest rates
+from a Prometheus server that scrapes those pages, through its query API. Without either, from the growth of each
+partition's log through the Admin API: a leader takes in what its log grows by, and its followers replicate it."""
+
+import json
+import time
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from drover.adapters.kafka_port import KafkaPort
+from drover.settings import PrometheusServer, broker_metrics_urls, prometheus_server
+
+# Over how far back a Prometheus server's latest two samples are looked for: scrapes at least every 30 s.
+PROMETHEUS_RANGE = "1m"
+
+# Kafka's BrokerTopicMetrics (all topics), as the exporter names their counts.
+COUNTERS = {
+    "bytes_in": "kafka_server_brokertopicmetrics_bytesinpersec",
+    "bytes_out": "kafka_server_brokertopicmetrics_bytesoutpersec",
+    "replication_in": "kafka_server_brokertopicmetrics_replicationbytesinpersec",
+    "replication_out": "kafka_server_brokertopicmetrics_replicationbytesoutpersec",
+    "reassignment_in": "kafka_server_brokertopicmetrics_reassignmentbytesinpersec",
+    "reassignment_out": "kafka_server_brokertopicmetrics_reassignmentbytesoutpersec",
+}
+
+
+class BrokerMetricsError(Exception):
+    """A broker's metrics page could not be read, or lacks the traffic counters; the message names the URL."""
+
+
+@dataclass(frozen=True)
+class TrafficSample:
+    """A broker's byte counters (COUNTERS' keys) at a moment (``at``, time.monotonic())."""
+
+    at: float
+    counters: dict[str, float]
+
+
+def parse(text: str) -> dict[str, float]:
+    """The traffic counters in a Prometheus exposition; a counter the page lacks is left out."""
+    wanted = {name: key for key, name in COUNTERS.items()}
+    found = {}
+    for family in text_string_to_metric_families(text):
+        key = wanted.get(family.name)
+        if key is not None:
+            found[key] = sum(s.value for s in family.samples if s.name.endswith("_total"))
+    return found
+
+
+def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
+    """One scrape of a broker's metrics page."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            text = answer.read().decode()
+    except OSError as e:
+        raise BrokerMetricsError(f"broker metrics at {url}: cannot be read: {getattr(e, 'reason', e)}") from None
+    try:
+        counters = parse(text)
+    except ValueError as e:
+        raise BrokerMetricsError(f"broker metrics at {url}: not a Prometheus page: {e}") from None
+    if not counters:
+        raise BrokerMetricsError(f"broker metrics at {url}: no Kafka BrokerTopicMetrics byte counters on the page")
+    return TrafficSample(at=time.monotonic(), counters=counters)
+
+
+def rates(before: TrafficSample, after: TrafficSample) -> dict[str, float]:
+    """Bytes per second of each counter between two scrapes. A counter that went down (the broker restarted) counts
+    from zero, as Prometheus' rate() does."""
+    seconds = after.at - before.at
+    if seconds <= 0:
+        raise ValueError("the second scrape must come after the first")
+    out = {}
+    for key, now in after.counters.items():
+        then = before.counters.get(key, 0.0)
+        out[key] = (now - then if now >= then else now) / seconds
+    return out
+
+
+def query(server: PrometheusServer, brokers: Sequence[int] = (), timeout_s: float = 5.0) -> dict[int, dict[str, float]]:
+    """Each broker's latest rates (COUNTERS' keys) from a Prometheus server: the broker-wide series (no ``topic``
+    label) summed by the label holding the broker ID. Every broker it has when ``brokers`` is empty; a broker asked
+    for that it lacks is an error."""
+    found: dict[int, dict[str, float]] = {}
+    for key, name in COUNTERS.items():
+        promql = f'sum by ({server.label}) (irate({name}_total{{topic=""}}[{PROMETHEUS_RANGE}]))'
+        for series in _ask(server, promql, timeout_s):
+            broker = series.get("metric", {}).get(server.label, "")
+            if broker.isdigit() and (not brokers or int(broker) in brokers):
+                found.setdefault(int(broker), {})[key] = float(series["value"][1])
+    where = f"Prometheus at {server.url}"
+    if not found:
+        raise BrokerMetricsError(
+            f"{where}: no Kafka BrokerTopicMetrics byte counters with a {server.label!r} label holding a broker ID"
+        )
+    if missing := sorted(set(brokers) - set(found)):
+        raise BrokerMetricsError(f"{where}: no series labelled {server.label}= broker {', '.join(map(str, missing))}")
+    return found
+
+
+def _ask(server: PrometheusServer, promql: str, timeout_s: float) -> list[dict]:
+    """The result of an instant query (a vector)."""
+    url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:
+            body = json.loads(answer.read())
+    except OSError as e:
+        raise BrokerMetricsError(f"Prometheus at {server.url}: cannot be read: {getattr(e, 'reason', e)}") from None
+    except ValueError:
+        raise BrokerMetricsError(f"Prometheus at {server.url}: the query API did not answer in JSON") from None
+    if not isinstance(body, dict) or body.get("status") != "success":
+        error = body.get("error", body) if isinstance(body, dict) else body
+        raise BrokerMetricsError(f"Prometheus at {server.url}: the query failed: {error}")
+    return body["data"]["result"]
+
+
+@dataclass(frozen=True)
+class Traffic:
+    """Each broker's bytes per second over a window (COUNTERS' keys; one a source cannot tell is missing), and the
+    source: "metrics" (the brokers' JMX exporter pages), "prometheus" (a Prometheus server's latest rates) or "log
+    growth" (the Admin API)."""
+
+    source: str
+    brokers: dict[int, dict[str, float]]
+
+
+def traffic_from(
+    admin: KafkaPort,
+    spec: str | None,
+    window_s: float,
+    brokers: Sequence[int] = (),
+    tick: Callable[[], None] = lambda: None,
+) -> Traffic:
+    """The traffic of ``brokers`` (every broker when none is named) from where DROVER_BROKER_METRICS ``spec`` says:
+    a Prometheus server, the brokers' pages (scraped ``window_s`` apart), or log growth over ``window_s`` when it is
+    unset. Raises BrokerMetricsError when the source named cannot tell."""
+    if not spec:
+        found = traffic_of(admin, {}, window_s, tick)
+        return Traffic(found.source, {b: r for b, r in found.brokers.items() if not brokers or b in brokers})
+    server = prometheus_server(spec)
+    if server is not None:
+        return Traffic("prometheus", query(server, brokers))
+    # A URL template needs the broker IDs; a list names its own.
+    if not brokers and "{broker}" in spec:
+        brokers = admin.describe_cluster().broker_ids
+    urls = {b: url for b, url in broker_metrics_urls(spec, brokers).items() if not brokers or b in brokers}
+    if not urls:
+        raise BrokerMetricsError(f"DROVER_BROKER_METRICS names no page of broker {', '.join(map(str, brokers))}")
+    return traffic_of(admin, urls, window_s, tick)
+
+
+def traffic_of(
+    admin: KafkaPort, urls: dict[int, str], window_s: float, tick: Callable[[], None] = lambda: None
+) -> Traffic:
+    """The brokers' traffic over ``window_s``: from each broker's metrics page when ``urls`` name them, else from
+    the growth of every partition's log (what a leader takes in is what its followers replicate)."""
+    if urls:
+        before = {b: scrape(url) for b, url in sorted(urls.items())}
+        _wait(window_s, tick)
+        return Traffic("metrics", {b: rates(before[b], scrape(url)) for b, url in sorted(urls.items())})
+    return Traffic("log growth", _from_log_growth(admin, window_s, tick))
+
+
+def _from_log_growth(admin: KafkaPort, window_s: float, tick: Callable[[], None]) -> dict[int, dict[str, float]]:
+    states = {(s.topic, s.partition): s for s in admin.describe_topics()}
+    led = {key: s.leader for key, s in states.items()}
+
+    def sizes() -> dict[tuple[str, int], int]:
+        return {
+            (r.topic, r.partition): r.size_bytes
+            for r in admin.describe_log_dirs()
+            if not r.is_future and led.get((r.topic, r.partition)) == r.broker
+        }
+
+    before, began = sizes(), time.monotonic()
+    _wait(window_s, tick)
+    after, seconds = sizes(), max(time.monotonic() - began, 1e-3)
+    brokers = admin.describe_cluster().broker_ids
+    out: dict[int, dict[str, float]] = {
+        b: {"bytes_in": 0.0, "replication_in": 0.0, "replication_out": 0.0} for b in brokers
+    }
+    for key, state in states.items():
+        grew = after.get(key, 0) - before.get(key, 0)
+        if grew <= 0 or state.leader not in out:
+            continue
+        rate = grew / seconds
+        followers = [b for b in state.replicas if b != state.leader and b in out]
+        out[state.leader]["bytes_in"] += rate
+        out[state.leader]["replication_out"] += rate * len(followers)
+        for b in followers:
+            out[b]["replication_in"] += rate
+    return out
+
+
+def _wait(seconds: float, tick: Callable[[], None]) -> None:
+    deadline = time.monotonic() + seconds
+    while (left := deadline - time.monotonic()) > 0:
+        tick()
+        time.sleep(min(1.0, left))

@@ -1,0 +1,350 @@
+"""KafkaAdmin: the one port Drover uses to read and change a Kafka cluster.
+
+confluent-kafka serves every call its AdminClient has; kafka-python 3.x serves AlterPartitionReassignments,
+ListPartitionReassignments, DescribeLogDirs and DescribeQuorum, which librdkafka lacks. Callers never see which.
+All methods block; activities run them on a thread pool.
+"""
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+
+import structlog
+from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
+from confluent_kafka import TopicPartition as CkTopicPartition
+from confluent_kafka.admin import (
+    AdminClient,
+    NewTopic,
+    OffsetSpec,
+    ResourceType,
+)
+from kafka import TopicPartition as KpTopicPartition
+from kafka.admin import KafkaAdminClient
+from kafka.errors import KafkaConnectionError as KpConnectionError
+from kafka.errors import KafkaError as KpKafkaError
+from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
+from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
+
+from drover.adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
+from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
+from drover.adapters.kafka_port import KafkaAdminError
+from drover.models import (
+    BrokerDisk,
+    BrokerInfo,
+    ClusterDescription,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaSize,
+    TopicPartition,
+)
+from drover.settings import Settings
+
+log = structlog.get_logger(__name__)
+
+
+class KafkaAdmin:
+    def __init__(self, settings: Settings):
+        self._ck_config, self._kp_config = client_configs(settings)
+        self._timeout = settings.kafka_request_timeout_s
+        # librdkafka's own log lines go through structlog instead of raw stderr. Its admin requests go to the
+        # broker the last metadata named as controller (in KRaft, any live broker): refreshed every 2 s, a broker
+        # that stops is not waited for until the request times out.
+        self._ck = AdminClient(
+            self._ck_config | {"topic.metadata.refresh.interval.ms": METADATA_REFRESH_MS}, logger=rdkafka_logger()
+        )
+        self._kp: KafkaAdminClient | None = None
+        self._reached = False
+        # kafka-python's client is not thread-safe; activities call in from a thread pool.
+        self._kp_lock = threading.Lock()
+        self._configs = ConfigClient(self._ck, self._timeout, self._wait)
+
+    def _reach(self) -> None:
+        """Once per client: a broker answers a metadata request within REACH_TIMEOUT_S, or a KafkaAdminError that
+        names the bootstrap address (with librdkafka's reason: a timeout, a refused connection, failed credentials)."""
+        if self._reached:
+            return
+        try:
+            self._ck.list_topics(timeout=min(REACH_TIMEOUT_S, self._timeout))
+        except KafkaException as e:
+            why = e.args[0].str() if e.args else str(e)
+            raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {why}") from e
+        self._reached = True
+
+    def _kafka_python(self) -> KafkaAdminClient:
+        self._reach()
+        if self._kp is None:
+            try:
+                self._kp = KafkaAdminClient(**self._kp_config)
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {e}") from e
+        return self._kp
+
+    def _kp_call(self, call):
+        """A kafka-python call (the lock held); once more on a fresh client if the broker it took for the controller
+        is gone (kafka-python keeps that broker until the client is made again)."""
+        try:
+            return call(self._kafka_python())
+        except (KpUnknownBrokerIdError, KpNodeNotReadyError, KpConnectionError):
+            if self._kp is not None:
+                self._kp.close()
+            self._kp = None
+            return call(self._kafka_python())
+
+    def close(self) -> None:
+        with self._kp_lock:
+            if self._kp is not None:
+                self._kp.close()
+                self._kp = None
+
+    # -- cluster and topics ------------------------------------------------------------------------------------
+
+    def describe_cluster(self) -> ClusterDescription:
+        result = self._wait(self._ck.describe_cluster(request_timeout=self._timeout), "describe cluster")
+        brokers = sorted(
+            (BrokerInfo(id=n.id, rack=n.rack, host=n.host, port=n.port) for n in result.nodes), key=lambda b: b.id
+        )
+        controller = result.controller.id if result.controller else None
+        with self._kp_lock:
+            try:
+                quorum = self._kp_call(lambda kp: kp.describe_metadata_quorum())
+                controller = _quorum_leader(quorum, controller)
+            except (KpKafkaError, KafkaAdminError) as e:
+                log.debug("describe_quorum_unavailable", error=str(e))
+        return ClusterDescription(cluster_id=result.cluster_id, controller_id=controller, brokers=brokers)
+
+    def list_topics(self, include_internal: bool = False) -> list[str]:
+        self._reach()
+        metadata = self._ck.list_topics(timeout=self._timeout)
+        return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
+        """Replicas, ISR and leader of every partition of ``topics`` (all non-internal topics when None: a topic
+        deleted between the listing and its description is left out)."""
+        names = sorted(set(topics)) if topics is not None else self.list_topics()
+        if not names:
+            return []
+        futures = self._ck.describe_topics(TopicCollection(names), request_timeout=self._timeout)
+        states = []
+        for name in names:
+            try:
+                description = self._describe_topic(name, futures[name])
+            except KafkaAdminError as e:
+                if topics is None and unknown_topic(e):
+                    continue
+                raise
+            for p in description.partitions:
+                states.append(
+                    PartitionState(
+                        topic=name,
+                        partition=p.id,
+                        replicas=[n.id for n in p.replicas],
+                        isr=[n.id for n in p.isr],
+                        leader=p.leader.id if p.leader else None,
+                    )
+                )
+        return sorted(states, key=lambda s: (s.topic, s.partition))
+
+    def _describe_topic(self, name: str, future):
+        # Any broker may answer; one that has not yet learnt of a topic created a moment ago says it is unknown.
+        deadline = time.monotonic() + NEW_TOPIC_GRACE_S
+        while True:
+            try:
+                return self._wait(future, f"describe topic {name}")
+            except KafkaAdminError as e:
+                if not unknown_topic(e) or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.2)
+            future = self._ck.describe_topics(TopicCollection([name]), request_timeout=self._timeout)[name]
+
+    def describe_partition(self, tp: TopicPartition) -> PartitionState:
+        for state in self.describe_topics([tp.topic]):
+            if state.partition == tp.partition:
+                return state
+        raise KafkaAdminError(f"partition {tp} does not exist")
+
+    def create_topic(self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None) -> None:
+        """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader."""
+        topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))
+        futures = self._ck.create_topics([topic], request_timeout=self._timeout)
+        self._wait(futures[name], f"create topic {name}")
+        # The controller has accepted the topic; brokers learn of it a moment later.
+        deadline = time.monotonic() + self._timeout
+        while True:
+            try:
+                states = self.describe_topics([name])
+                if len(states) == len(assignment) and all(s.leader is not None for s in states):
+                    return
+            except KafkaAdminError:
+                pass
+            if time.monotonic() > deadline:
+                raise KafkaAdminError(
+                    f"topic {name} was created but has no leader on every partition after {self._timeout:.0f} s"
+                )
+            time.sleep(0.2)
+
+    def delete_topics(self, names: list[str]) -> None:
+        if not names:
+            return
+        futures = self._ck.delete_topics(sorted(names), request_timeout=self._timeout)
+        for name, future in sorted(futures.items()):
+            self._wait(future, f"delete topic {name}")
+
+    # -- reassignments -----------------------------------------------------------------------------------------
+
+    def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> list[OngoingReassignment]:
+        wanted = None if partitions is None else [KpTopicPartition(p.topic, p.partition) for p in partitions]
+        with self._kp_lock:
+            try:
+                ongoing = self._kp_call(lambda kp: kp.list_partition_reassignments(wanted))
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"list partition reassignments failed: {e}") from e
+        found = [
+            OngoingReassignment(
+                topic=tp.topic,
+                partition=tp.partition,
+                replicas=list(r["replicas"]),
+                adding=list(r["adding_replicas"]),
+                removing=list(r["removing_replicas"]),
+            )
+            for tp, r in ongoing.items()
+        ]
+        return sorted(found, key=lambda r: (r.topic, r.partition))
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]) -> None:
+        """Start (a list) or cancel (None) the reassignment of each partition; raises on any partition's error."""
+        request = {KpTopicPartition(tp.topic, tp.partition): replicas for tp, replicas in targets.items()}
+        with self._kp_lock:
+            try:
+                errors = self._kp_call(lambda kp: kp.alter_partition_reassignments(request))
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"alter partition reassignments failed: {e}") from e
+        failed = sorted(f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in errors.items() if err is not None)
+        if failed:
+            raise KafkaAdminError("alter partition reassignments refused: " + "; ".join(failed))
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
+        """Elect each partition's preferred leader; a partition already led by it is not an error."""
+        tps = [CkTopicPartition(p.topic, p.partition) for p in sorted(partitions, key=lambda p: (p.topic, p.partition))]
+        if not tps:
+            return
+        # No timeout keyword: confluent-kafka 2.16 fails on it (SystemError); socket.timeout.ms bounds the call.
+        future = self._ck.elect_leaders(ElectionType.PREFERRED, tps)
+        results = self._wait(future, "elect preferred leaders")
+        failed = sorted(
+            f"{tp.topic}-{tp.partition}: {err.str()}"
+            for tp, err in results.items()
+            if err is not None and err.code() != KafkaError.ELECTION_NOT_NEEDED
+        )
+        if failed:
+            raise KafkaAdminError("preferred leader election failed: " + "; ".join(failed))
+
+    def log_offsets(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, log end offset) of each partition, as its leader reports them (ListOffsets)."""
+        tps = [CkTopicPartition(p.topic, p.partition) for p in sorted(partitions, key=lambda p: (p.topic, p.partition))]
+        if not tps:
+            return {}
+        ends: dict[str, dict[tuple[str, int], int]] = {}
+        for name, spec in (("start", OffsetSpec.earliest()), ("end", OffsetSpec.latest())):
+            futures = self._ck.list_offsets({tp: spec for tp in tps})
+            ends[name] = {
+                (tp.topic, tp.partition): self._wait(f, f"list offsets of {tp.topic}-{tp.partition}").offset
+                for tp, f in futures.items()
+            }
+        return {key: (ends["start"][key], ends["end"][key]) for key in sorted(ends["end"])}
+
+    # -- log dirs ----------------------------------------------------------------------------------------------
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
+        """Size on disk of every partition replica on ``brokers`` (every live broker when None)."""
+        # A broker that is down is not asked: it would only fail the call.
+        return _sizes(self._log_dirs(self.describe_cluster().broker_ids if brokers is None else brokers))
+
+    def describe_disks(self, brokers: Iterable[int] | None = None) -> list[BrokerDisk]:
+        """Total and usable bytes per broker, its log dirs added up (DescribeLogDirs v4+, Kafka 3.3+)."""
+        return _disks(self._log_dirs(brokers))
+
+    def describe_usage(self, brokers: Iterable[int]) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
+        answer = self._log_dirs(brokers)
+        return _disks(answer), _sizes(answer)
+
+    def _log_dirs(self, brokers: Iterable[int] | None) -> list[dict]:
+        with self._kp_lock:
+            try:
+                return self._kp_call(lambda kp: kp.describe_log_dirs(brokers=sorted(brokers) if brokers else None))
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"describe log dirs failed: {e}") from e
+
+    # -- configs -----------------------------------------------------------------------------------------------
+
+    def describe_broker_configs(
+        self, broker_ids: Iterable[int], overrides_only: bool = False
+    ) -> dict[int, dict[str, str]]:
+        """Effective configs per broker; with ``overrides_only``, just those set on that broker (as throttles are)."""
+        described = self._configs.describe(ResourceType.BROKER, [str(b) for b in broker_ids], overrides_only)
+        return {int(name): values for name, values in described.items()}
+
+    def describe_topic_configs(self, topics: Iterable[str], overrides_only: bool = False) -> dict[str, dict[str, str]]:
+        """Effective configs per topic; with ``overrides_only``, just those set on the topic itself."""
+        return self._configs.describe(ResourceType.TOPIC, list(topics), overrides_only)
+
+    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        self._configs.alter(ResourceType.BROKER, str(broker_id), set_, delete)
+
+    def validate_broker_config(self, broker_id: int, set_: Mapping[str, str]) -> None:
+        self._configs.validate(ResourceType.BROKER, str(broker_id), set_)
+
+    def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
+        self._configs.alter(ResourceType.TOPIC, topic, set_, delete)
+
+    def _wait(self, future, what: str):
+        self._reach()
+        try:
+            return future.result(timeout=self._timeout + 5)
+        except KafkaException as e:
+            raise KafkaAdminError(f"{what} failed: {e.args[0].str() if e.args else e}") from e
+        except TimeoutError as e:
+            raise KafkaAdminError(f"{what} timed out after {self._timeout:.0f} s") from e
+
+
+def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
+    for topic in quorum.get("topics", []):
+        for partition in topic.get("partitions", []):
+            if partition.get("leader_id", -1) >= 0:
+                return partition["leader_id"]
+    return fallback
+
+
+def _sizes(answer: list[dict]) -> list[ReplicaSize]:
+    """Each partition replica's size on disk, from a DescribeLogDirs answer."""
+    sizes = [
+        ReplicaSize(
+            broker=entry["broker"],
+            topic=topic["name"],
+            partition=p["partition_index"],
+            size_bytes=p["partition_size"],
+            is_future=p["is_future_key"],
+        )
+        for entry in answer
+        for log_dir in entry["log_dirs"]
+        for topic in log_dir["topics"]
+        for p in topic["partitions"]
+    ]
+    return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
+
+
+def _disks(answer: list[dict]) -> list[BrokerDisk]:
+    """Each broker's log dirs added up (total and usable bytes; DescribeLogDirs v4+, Kafka 3.3+), from an answer."""
+    disks = []
+    for entry in answer:
+        dirs = entry["log_dirs"]
+        total = [d.get("total_bytes", -1) for d in dirs]
+        usable = [d.get("usable_bytes", -1) for d in dirs]
+        known = dirs and all(v >= 0 for v in total + usable)
+        disks.append(
+            BrokerDisk(
+                broker=entry["broker"],
+                total_bytes=sum(total) if known else None,
+                usable_bytes=sum(usable) if known else None,
+            )
+        )
+    return sorted(disks, key=lambda d: d.broker)

@@ -1,0 +1,97 @@
+"""The Kafka port: every Kafka call Drover's activities make. ``KafkaAdmin`` implements it against a real cluster;
+the tests' in-memory Kafka implements it too, and mypy checks both against this declaration (tests/port_check.py)."""
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Protocol
+
+from drover.models import (
+    BrokerDisk,
+    ClusterDescription,
+    OngoingReassignment,
+    PartitionState,
+    ReplicaSize,
+    TopicPartition,
+)
+
+
+class KafkaAdminError(Exception):
+    """A Kafka call through the port failed; the message names the call and what Kafka said. Every adapter of the
+    port raises it, and callers catch it here, never an adapter's own type."""
+
+
+class KafkaPort(Protocol):
+    def describe_cluster(self) -> ClusterDescription:
+        """Brokers (with racks), the cluster ID and the controller."""
+        ...
+
+    def list_topics(self) -> list[str]:
+        """Every topic but Kafka's internal ones."""
+        ...
+
+    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
+        """Replicas, in-sync replicas and leader of every partition of those topics (all topics by default)."""
+        ...
+
+    def describe_partition(self, tp: TopicPartition) -> PartitionState: ...
+
+    def list_reassignments(self, partitions: Iterable[TopicPartition] | None = None) -> list[OngoingReassignment]:
+        """The reassignments Kafka is carrying out (ListPartitionReassignments)."""
+        ...
+
+    def alter_reassignments(self, targets: Mapping[TopicPartition, list[int] | None]) -> None:
+        """Start (a list) or cancel (None) reassignments (AlterPartitionReassignments)."""
+        ...
+
+    def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None: ...
+
+    def log_offsets(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], tuple[int, int]]:
+        """(log start offset, log end offset) of each partition, as its leader reports them."""
+        ...
+
+    def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
+        """Bytes held per replica (DescribeLogDirs)."""
+        ...
+
+    def describe_disks(self, brokers: Iterable[int] | None = None) -> list[BrokerDisk]:
+        """Total and usable bytes per broker's log dirs."""
+        ...
+
+    def describe_usage(self, brokers: Iterable[int]) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
+        """Both of the above for ``brokers``, from one DescribeLogDirs call."""
+        ...
+
+    def describe_broker_configs(
+        self, broker_ids: Iterable[int], overrides_only: bool = False
+    ) -> dict[int, dict[str, str]]: ...
+
+    def describe_topic_configs(
+        self, topics: Iterable[str], overrides_only: bool = False
+    ) -> dict[str, dict[str, str]]: ...
+
+    def alter_broker_config(self, broker_id: int, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
+
+    def validate_broker_config(self, broker_id: int, set_: Mapping[str, str]) -> None:
+        """Whether Kafka would take these broker configs (validate-only: nothing changes); KafkaAdminError says
+        why not."""
+        ...
+
+    def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
+
+    def close(self) -> None:
+        """Release the clients' connections."""
+        ...
+
+
+if TYPE_CHECKING:
+    from drover.settings import Settings
+
+
+def open_kafka(settings: "Settings") -> KafkaPort:
+    """The Kafka the settings name: the simulated one with DROVER_KAFKA_SIMULATED, else the bootstrap servers."""
+    if settings.kafka_simulated:
+        from drover.adapters.simulated_kafka import simulated_kafka
+
+        return simulated_kafka(settings.kafka_simulated)
+    from drover.adapters.kafka_admin import KafkaAdmin
+
+    return KafkaAdmin(settings)

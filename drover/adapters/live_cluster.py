@@ -1,0 +1,43 @@
+"""The live cluster as the planner takes it: every partition's replicas, the brokers (with racks and, when every one
+reports them, their log dirs' total bytes), each partition's size and, when asked, its write rate."""
+
+import re
+
+from drover.adapters.kafka_port import KafkaPort
+from drover.models import PartitionState
+from drover.models.plan import BrokerSpec, PartitionReplicas
+
+
+def partition_sizes(admin: KafkaPort, states: list[PartitionState]) -> dict[tuple[str, int], int]:
+    """Bytes per partition: the leader's replica (the complete one); without a leader, the largest copy."""
+    leader_of = {(s.topic, s.partition): s.leader for s in states}
+    sizes: dict[tuple[str, int], int] = {}
+    for r in admin.describe_log_dirs():
+        key = (r.topic, r.partition)
+        if r.broker == leader_of.get(key) or key not in sizes:
+            sizes[key] = r.size_bytes if r.broker == leader_of.get(key) else max(sizes.get(key, 0), r.size_bytes)
+    return sizes
+
+
+def read_for_plan(
+    admin: KafkaPort, window: float | None = None, pattern: re.Pattern | None = None
+) -> tuple[list[PartitionReplicas], list[BrokerSpec], dict[tuple[str, int], int], dict[tuple[str, int], float]]:
+    """Assignment, brokers, sizes and, with a sampling window (seconds), the write rates of the topics ``pattern``
+    matches (all by default)."""
+    cluster = admin.describe_cluster()
+    states = admin.describe_topics()
+    sizes = partition_sizes(admin, states)
+    disks = {d.broker: d.total_bytes for d in admin.describe_disks()}
+    rates: dict[tuple[str, int], float] = {}
+    if window is not None:
+        from drover.estimator.service import sample_metrics
+
+        topics = sorted({s.topic for s in states if pattern is None or pattern.fullmatch(s.topic)})
+        rows = sample_metrics(admin, topics, window) if topics else []
+        rates = {(r["topic"], r["partition"]): r["bytes_in_per_sec"] for r in rows}
+    partitions = [PartitionReplicas(topic=s.topic, partition=s.partition, replicas=s.replicas) for s in states]
+    every_disk = all(disks.get(b.id) for b in cluster.brokers)
+    brokers = [
+        BrokerSpec(id=b.id, rack=b.rack, disk_bytes=disks[b.id] if every_disk else None) for b in cluster.brokers
+    ]
+    return partitions, brokers, sizes, rates

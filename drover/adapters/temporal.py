@@ -1,0 +1,173 @@
+"""The Temporal client, always with the pydantic data converter, and patience while Temporal restarts."""
+
+import asyncio
+import logging
+import re
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar
+
+from temporalio.api.enums.v1 import TaskQueueType
+from temporalio.api.taskqueue.v1 import TaskQueue
+from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
+from temporalio.client import Client
+from temporalio.contrib.pydantic import pydantic_data_converter
+from temporalio.envconfig import ClientConfigProfile
+from temporalio.runtime import (
+    LogForwardingConfig,
+    LoggingConfig,
+    MetricBuffer,
+    MetricBufferDurationFormat,
+    Runtime,
+    TelemetryConfig,
+    TelemetryFilter,
+)
+from temporalio.service import RPCError, RPCStatusCode
+
+from drover.settings import Settings
+
+T = TypeVar("T")
+
+# How long a command waits for Temporal to answer again: a restart takes seconds; a server still away after
+# this is reported, in one line.
+RECONNECT_S = 300.0
+
+
+class TemporalUnavailable(Exception):
+    pass
+
+
+_runtime: Runtime | None = None
+
+
+# The time from a step done on Kafka to the next step issued, in seconds: a fraction of a second when the worker
+# keeps up, minutes when a freeze or the limits hold the move.
+STEP_GAP_BUCKETS_S = [0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0]
+
+
+def runtime(metrics_port: int | None = None) -> Runtime:
+    """The process's Temporal runtime, made on first use: the SDK core's own log lines (warnings and errors) are
+    forwarded to the ``temporalio.core`` logger, so they are rendered like every other line (JSON included); with
+    ``metrics_port``, the SDK's metrics and Drover's own (``drover.workflows.metrics``) are served for Prometheus there
+    (``drover.adapters.metrics``)."""
+    global _runtime
+    if _runtime is None:
+        forwarding = LogForwardingConfig(logger=logging.getLogger("temporalio.core"))
+        core_logs = LoggingConfig(filter=TelemetryFilter(core_level="WARN", other_level="ERROR"), forwarding=forwarding)
+        buffer = None
+        if metrics_port:
+            from drover.adapters.metrics import BUFFER_SIZE, serve  # only the worker serves metrics
+
+            # Served by Drover (drover.adapters.metrics), so a migration's series can be removed when it ends.
+            buffer = MetricBuffer(BUFFER_SIZE, MetricBufferDurationFormat.SECONDS)
+        _runtime = Runtime(telemetry=TelemetryConfig(logging=core_logs, metrics=buffer, attach_service_name=False))
+        if buffer is not None and metrics_port:
+            serve(buffer, metrics_port, {"drover_step_gap_seconds": STEP_GAP_BUCKETS_S})
+    return _runtime
+
+
+def connect_options(settings: Settings, environ: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Where and how to connect, as the ``temporal`` CLI does it (``temporalio.envconfig``): its profile from the
+    config file (TEMPORAL_CONFIG_FILE, or ~/.config/temporalio/temporal.toml; TEMPORAL_PROFILE names one) and its
+    TEMPORAL_* variables (address, namespace, TLS client certificate and key, CA, server name, API key). Drover's
+    own DROVER_TEMPORAL_ADDRESS and DROVER_TEMPORAL_NAMESPACE win when set; the sandbox's defaults apply last."""
+    try:
+        profile = ClientConfigProfile.load(override_env_vars=environ)
+    except Exception as e:  # the profile's file or values do not parse: say which, in one line
+        why = " ".join(str(e).split())
+        raise TemporalUnavailable(f"the Temporal client configuration does not load: {why}") from None
+    options: dict[str, Any] = dict(profile.to_client_connect_config())
+    for field, key in (("temporal_address", "target_host"), ("temporal_namespace", "namespace")):
+        if field in settings.model_fields_set or not options.get(key):
+            options[key] = getattr(settings, field)
+    return options
+
+
+async def connect(settings: Settings, identity: str | None = None, serve_metrics: bool = False) -> Client:
+    """A client of Temporal at the settings' address; ``identity`` names who acts in the histories it writes
+    (the CLI passes user@host; the SDK's default is the process ID and host). The worker asks to serve metrics
+    (on the settings' metrics port, when one is set)."""
+    options = connect_options(settings)
+    address = options.pop("target_host")
+    try:
+        return await Client.connect(
+            address,
+            **options,
+            data_converter=pydantic_data_converter,
+            runtime=runtime(settings.metrics_port if serve_metrics else None),
+            identity=identity or None,
+        )
+    except RuntimeError as e:
+        raise TemporalUnavailable(
+            f"cannot reach Temporal at {address} ({e}); start it with 'drover sandbox up' "
+            f"or set DROVER_TEMPORAL_ADDRESS (or TEMPORAL_ADDRESS, as for the temporal CLI)"
+        ) from e
+
+
+def unreachable(e: BaseException) -> bool:
+    """Temporal did not answer at all (down or restarting), as opposed to answering with an error."""
+    return isinstance(e, RPCError) and (e.status == RPCStatusCode.UNAVAILABLE or "connect error" in str(e))
+
+
+async def patiently(
+    call: Callable[[], Awaitable[T]], address: str, say: Callable[[str], None], limit_s: float = RECONNECT_S
+) -> T:
+    """``call()``, tried again with backoff while Temporal is unreachable (a restart), saying once that it waits and
+    once that Temporal is back; after ``limit_s`` without an answer, TemporalUnavailable."""
+    delay, deadline, waiting = 0.5, time.monotonic() + limit_s, False
+    while True:
+        try:
+            found = await call()
+        except RPCError as e:
+            if not unreachable(e):
+                raise
+            if time.monotonic() >= deadline:
+                raise TemporalUnavailable(f"Temporal at {address} has not answered for {limit_s:.0f} s ({e})") from None
+            if not waiting:
+                say(f"waiting for Temporal at {address} (it does not answer: {e}); trying again")
+                waiting = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if waiting:
+            say(f"Temporal at {address} answers again")
+        return found
+
+
+# A worker long-polls its task queue at least once a minute; one not seen for longer is gone.
+POLLER_SEEN_S = 75.0
+# A command that asks a workflow's worker answers within this long, or says that none answered.
+ANSWER_WITHIN_S = 8.0
+
+
+async def worker_polls(client: Client, task_queue: str) -> bool:
+    """Whether a worker has polled ``task_queue`` for workflow tasks in the last ``POLLER_SEEN_S`` seconds: without
+    one, a query or an update would wait for nobody."""
+    request = DescribeTaskQueueRequest(
+        namespace=client.namespace,
+        task_queue=TaskQueue(name=task_queue),
+        task_queue_type=TaskQueueType.TASK_QUEUE_TYPE_WORKFLOW,
+    )
+    answer = await client.workflow_service.describe_task_queue(request)
+    now = time.time()
+    return any(now - p.last_access_time.ToSeconds() <= POLLER_SEEN_S for p in answer.pollers)
+
+
+def no_worker(task_queue: str) -> str:
+    return (
+        f"no worker polls the task queue {task_queue}: start one (drover sandbox up, or python worker.py with the "
+        f"same DROVER_TASK_QUEUE and Temporal settings)"
+    )
+
+
+def listable(name: str) -> bool:
+    """A name that can be quoted in a visibility query as it is (a cluster name given by hand may not be)."""
+    return re.fullmatch(r"[A-Za-z0-9._:-]+", name) is not None
+
+
+async def coordinators_named(client: Client, name: str) -> list[str]:
+    """The workflow IDs of the running cluster coordinators that have the name among their aliases."""
+    if not listable(name):
+        return []
+    query = f"WorkflowType = 'ClusterWorkflow' AND DroverAliases = '{name}' AND ExecutionStatus = 'Running'"
+    return sorted({w.id async for w in client.list_workflows(query)})

@@ -1,0 +1,86 @@
+"""Who holds what on a cluster, as its coordinator keeps it: each running migration (a holder) with its partitions,
+its demand and its moves in flight; the moves of migrations that ended without releasing them (orphans); and the
+rule that a partition belongs to at most one running migration."""
+
+from collections.abc import Collection, Mapping
+
+from pydantic import BaseModel
+
+from drover.models.admission import MoveSpec
+from drover.models.coordination import Demand, PartitionKey, Registration
+from drover.models.throttle import Throttle
+
+
+class Holder(BaseModel):
+    """A running migration: its registered partitions, its standing demand and the moves granted to it."""
+
+    migration_id: str
+    # Its first run: another migration under the same ID (started after this one was terminated) is another holder.
+    run: str = ""
+    # The name it uses for the cluster (one of the aliases): its moves' workflow IDs carry it.
+    cluster: str = ""
+    priority: int = 0
+    # Its partitions: listed (a plan passed inline), or its moves file (a plan by reference).
+    partitions: dict[str, list[int]] = {}
+    partitions_ref: str | None = None
+    partition_count: int = 0
+    demand: Demand | None = None
+    in_flight: list[MoveSpec] = []
+    granted_total: int = 0
+    # The grant counter's value at this holder's last grant: ties between equal shares go to the one served least
+    # recently.
+    last_grant: int = 0
+
+    @property
+    def waiting(self) -> list[MoveSpec]:
+        return self.demand.candidates if self.demand is not None else []
+
+    def holds(self, key: PartitionKey) -> bool:
+        # A plan by reference: its candidates come from its own moves file.
+        return self.partitions_ref is not None or key[1] in self.partitions.get(key[0], ())
+
+    def registration(self) -> Registration:
+        return Registration(migration_id=self.migration_id, partitions=self.partitions, ref=self.partitions_ref)
+
+
+class Orphan(BaseModel):
+    """A move of a migration that ended without releasing it: cancelled, and held until its workflow has ended."""
+
+    migration_id: str
+    move: MoveSpec
+    cluster: str = ""
+    # The throttle its migration asked for, kept until the move ends.
+    throttle: Throttle = Throttle()
+    cancel_sent: bool = False
+
+
+def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Registration]) -> str | None:
+    """Why a migration with these partitions cannot join beside the registered ones (listed partitions), or None."""
+    taken: list[str] = []
+    for other in others:
+        for topic, parts in partitions.items():
+            both = sorted(set(parts) & set(other.partitions.get(topic, ())))
+            taken += [f"{topic}-{p} ({other.migration_id})" for p in both]
+    if not taken:
+        return None
+    shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
+    return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
+
+
+class FreezeNotices(BaseModel):
+    """The moves in flight told to hold before their next step (the cluster frozen, or outside its time windows with
+    no cap): each is told once, and told again when the hold ends."""
+
+    told: list[PartitionKey] = []
+
+    def due(self, in_flight: set[PartitionKey], holding: bool) -> list[PartitionKey]:
+        """While holding, the moves in flight not told yet; once not, those told."""
+        told = {(k[0], k[1]) for k in self.told} & in_flight
+        return sorted(in_flight - told) if holding else sorted(told)
+
+    def forget_ended(self, in_flight: set[PartitionKey]) -> None:
+        self.told = [k for k in self.told if tuple(k) in in_flight]
+
+    def told_one(self, key: PartitionKey, holding: bool) -> None:
+        told = [k for k in self.told if tuple(k) != key]
+        self.told = [*told, key] if holding else told

@@ -1,0 +1,1 @@
+"""A decommission's and a demote's decisions (``flow``). Pure."""

@@ -1,0 +1,145 @@
+"""What a partition move's state machine (``drover.core.move.state``) takes and gives: the events that come of the
+actions the
+workflow carries out, and the actions it decides."""
+
+from dataclasses import dataclass
+
+from drover.models.cluster import PartitionState
+from drover.models.moves import MoveResult, MoveStuck, StepRequest, StepStatus
+
+# -- events: what came of an action ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Described:
+    """The list Kafka shows as the move starts."""
+
+    state: PartitionState
+
+
+@dataclass(frozen=True)
+class MinInsyncRead:
+    min_insync: int
+
+
+@dataclass(frozen=True)
+class Online:
+    """A replica is in sync again."""
+
+    state: PartitionState
+
+
+@dataclass(frozen=True)
+class Thawed:
+    """The cluster is no longer frozen."""
+
+
+@dataclass(frozen=True)
+class Issued:
+    """The step is on Kafka; its status when Kafka finished it within the settle time, else None."""
+
+    status: StepStatus | None
+
+
+@dataclass(frozen=True)
+class Waited:
+    """Waiting for the step ended: Kafka finished it, or it showed no progress (``status.stuck``)."""
+
+    status: StepStatus
+
+
+@dataclass(frozen=True)
+class Undone:
+    """The step was cancelled on Kafka: the list it shows now."""
+
+    state: PartitionState
+
+
+@dataclass(frozen=True)
+class Elected:
+    state: PartitionState
+
+
+@dataclass(frozen=True)
+class Cancelled:
+    """The move was cancelled while its action ran."""
+
+
+Event = Described | MinInsyncRead | Online | Thawed | Issued | Waited | Undone | Elected | Cancelled
+
+
+# -- actions: what the workflow does next; ``summary`` names the activity in the history ------------------------
+
+
+@dataclass(frozen=True)
+class ReadPartition:
+    pass
+
+
+@dataclass(frozen=True)
+class ReadMinInsync:
+    pass
+
+
+@dataclass(frozen=True)
+class WaitOnline:
+    pass
+
+
+@dataclass(frozen=True)
+class WaitThaw:
+    pass
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Tell the migration the step, then issue it (and wait up to its settle time). ``gap_s``: the time since the
+    move's last step finished, for the step-gap metric (None for a first step)."""
+
+    request: StepRequest
+    summary: str
+    gap_s: float | None
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Wait for the step; with ``stuck`` set, the migration hears of it first and the wait has no stuck check."""
+
+    request: StepRequest
+    summary: str
+    stuck: MoveStuck | None = None
+
+
+@dataclass(frozen=True)
+class Undo:
+    """Cancel the step on Kafka: after a cancel of the move (``cancelled``), even while being cancelled. With
+    ``stuck`` set, the migration hears of it first."""
+
+    request: StepRequest
+    summary: str
+    cancelled: bool = False
+    stuck: MoveStuck | None = None
+
+
+@dataclass(frozen=True)
+class Elect:
+    leader: int
+
+
+@dataclass(frozen=True)
+class Finish:
+    result: MoveResult
+
+
+@dataclass(frozen=True)
+class Fail:
+    message: str
+    error_type: str
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Cancelled: the move ends as cancelled, the list it left the partition on in the state."""
+
+
+Action = ReadPartition | ReadMinInsync | WaitOnline | WaitThaw | Issue | Wait | Undo | Elect | Finish | Fail | Stop

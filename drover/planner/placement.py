@@ -1,0 +1,139 @@
+"""The replicas of every partition while the planner moves them: per broker, its count, its quota and the
+partitions it holds; per rack, its replicas of each partition; and the holes left by evicted replicas."""
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+HOLE = -1
+
+
+@dataclass
+class Hole:
+    partition: int  # index into Placement.replicas
+    slot: int
+    source: int  # the broker the replica left
+    mandatory: bool  # removed/unknown broker or rack limit: may not go back
+
+
+@dataclass
+class Placement:
+    replicas: list[list[int]]
+    topics: list[str]
+    sizes: list[int]
+    rack_of: dict[int, str | None]  # kept brokers only
+    limits: list[int]  # rack limit per partition
+    quota: dict[int, int]
+    racked: bool
+    group: dict[int, str | None]  # brokers whose quotas may trade: one rack when balancing per rack, else all
+    load: dict[int, int] = field(default_factory=dict)
+    hosted: dict[int, set[int]] = field(default_factory=dict)
+    topic_load: dict[int, Counter] = field(default_factory=dict)  # per broker, its replicas of each topic
+    bytes_load: Counter = field(default_factory=Counter)
+    open: set[int] = field(default_factory=set)  # brokers below their quota
+    by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
+    bytes_changed: set[int] = field(default_factory=set)  # brokers whose bytes changed (for drover.planner.ranking)
+
+    def __post_init__(self) -> None:
+        # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
+        hosted: dict[int, set[int]] = {b: set() for b in self.rack_of}
+        self.hosted = hosted
+        for i, replicas in enumerate(self.replicas):
+            for b in replicas:
+                if (on := hosted.get(b)) is not None:
+                    on.add(i)
+        topics, sizes = self.topics, self.sizes
+        self.topic_load = {b: Counter(map(topics.__getitem__, on)) for b, on in hosted.items()}
+        if any(sizes):
+            for b, on in hosted.items():
+                self.bytes_load[b] = sum(map(sizes.__getitem__, on))
+        self.load = {b: len(on) for b, on in hosted.items()}
+        self.open = set()
+        for b in self.rack_of:
+            self._reopen(b, 0)
+
+    # -- bookkeeping ---------------------------------------------------------------------------------------------
+
+    def _count(self, i: int, b: int, sign: int) -> None:
+        room = self.quota[b] - self.load[b]
+        self.load[b] += sign
+        self.topic_load[b][self.topics[i]] += sign
+        self.bytes_load[b] += sign * self.sizes[i]
+        self.bytes_changed.add(b)
+        if sign > 0:
+            self.hosted[b].add(i)
+        else:
+            self.hosted[b].discard(i)
+        self._reopen(b, room)
+
+    def _reopen(self, b: int, room_before: int) -> None:
+        """Keep ``open`` (brokers below their quota) and ``by_room`` (open brokers by their room) up to date."""
+        if room_before > 0:
+            bucket = self.by_room[room_before]
+            bucket.discard(b)
+            if not bucket:
+                del self.by_room[room_before]
+        room = self.quota[b] - self.load[b]
+        if room > 0:
+            self.by_room.setdefault(room, set()).add(b)
+            self.open.add(b)
+        else:
+            self.open.discard(b)
+
+    def take_out(self, i: int, slot: int) -> int:
+        b = self.replicas[i][slot]
+        self.replicas[i][slot] = HOLE
+        if b in self.load:
+            self._count(i, b, -1)
+        return b
+
+    def put_in(self, i: int, slot: int, b: int) -> None:
+        assert self.replicas[i][slot] == HOLE
+        self.replicas[i][slot] = b
+        self._count(i, b, +1)
+
+    def reset_quotas(self, quota: dict[int, int], group: dict[int, str | None]) -> None:
+        self.group = group
+        for b, q in quota.items():
+            self.set_quota(b, q)
+
+    def set_quota(self, b: int, quota: int) -> None:
+        room = self.quota[b] - self.load[b]
+        self.quota[b] = quota
+        self._reopen(b, room)
+
+    def best_open(self, i: int) -> int | None:
+        """The open broker that fits partition ``i`` and comes first by ``preference`` (most room first), or None;
+        looked for among the brokers with the most room first, so a hole costs a few brokers, not every open one."""
+        for room in sorted(self.by_room, reverse=True):
+            fitting = self.fitting(i, self.by_room[room])
+            if fitting:
+                return min(fitting, key=self.preference(i))
+        return None
+
+    def room(self, b: int) -> int:
+        return self.quota[b] - self.load[b]
+
+    def fits(self, i: int, b: int) -> bool:
+        """Broker ``b`` may hold a replica of partition ``i``: not there yet, and its rack is under the limit."""
+        return bool(self.fitting(i, (b,)))
+
+    def fitting(self, i: int, brokers) -> list[int]:
+        """The brokers of ``brokers`` that may hold a replica of partition ``i``."""
+        replicas = self.replicas[i]
+        if not self.racked:
+            return [b for b in brokers if b not in replicas]
+        in_rack = Counter(self.rack_of[b] for b in replicas if b != HOLE)
+        limit = self.limits[i]
+        return [b for b in brokers if b not in replicas and in_rack[self.rack_of[b]] < limit]
+
+    def preference(self, i: int):
+        """The sort key among fitting brokers for partition ``i``: most room, then fewest replicas of its topic,
+        fewest bytes, lowest id."""
+        topic, load, quota, topic_load, bytes_load = (
+            self.topics[i],
+            self.load,
+            self.quota,
+            self.topic_load,
+            self.bytes_load,
+        )
+        return lambda b: (load[b] - quota[b], topic_load[b][topic], bytes_load[b], b)
