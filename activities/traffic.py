@@ -1,7 +1,6 @@
 """The brokers' live traffic, read for the coordinator's throttle band (``drover.core.coordinator.band``): from each
-broker's
-Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or when a
-page does not answer) from the growth of the partitions' logs through the Admin API."""
+broker's Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or
+when a page does not answer) from the growth of the partitions' logs through the Admin API."""
 
 from temporalio import activity
 

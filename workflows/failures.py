@@ -1,6 +1,5 @@
 """A Temporal failure told in one line (the CLI's ``drover.cli.errors.failure_message`` unwraps the client's errors
-first);
-what a workflow may handle when it is interrupted."""
+first); what a workflow may handle when it is interrupted."""
 
 import asyncio
 

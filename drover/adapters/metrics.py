@@ -1,6 +1,5 @@
 """The worker's Prometheus endpoint: the Temporal SDK's metrics and Drover's own (``drover.workflows.metrics``), taken
-from
-the SDK's metric buffer and served by prometheus-client, so that a migration's series can be removed when it ends.
+from the SDK's metric buffer and served by prometheus-client, so that a migration's series can be removed when it ends.
 
 Prometheus' conventions hold: counters end in ``_total``, durations are in seconds, histograms have buckets in
 their unit, and no series carries the SDK's ``service_name`` label. A migration sets ``drover_migration_running``

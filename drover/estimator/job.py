@@ -11,8 +11,8 @@ Then (driver): the rates the migration uses, each broker's transfer time, the pa
 (write rate at or above what the throttle leaves them after the others in flight with them), and the duration,
 scheduled move by move under the limits (above SIMULATE_MAX moves, a bound).
 
-    spark-submit drover/estimator/job.py --moves moves.jsonl --metrics metrics.parquet [--options options.json] --out
-    e.json"""
+    spark-submit drover/estimator/job.py --moves moves.jsonl --metrics metrics.parquet \
+        [--options options.json] --out e.json"""
 
 import argparse
 import functools
@@ -25,8 +25,8 @@ from pyspark.sql import DataFrame, Row, SparkSession, Window
 from pyspark.sql import functions as F
 from pyspark.sql import types as T
 
-if __package__ in (None, ""):  # run as a file by spark-submit
-    sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+if __package__ in (None, ""):  # run as a file by spark-submit: the folder that holds the drover package
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from drover.estimator.metrics import MetricsError, one_row, read_metrics  # noqa: E402
 from drover.estimator.schedule import SimMove, Stage, simulate  # noqa: E402

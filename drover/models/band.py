@@ -71,8 +71,7 @@ class TrafficRequest(BaseModel):
 
 class TrafficReading(BaseModel):
     """Each broker's bytes per second by counter (``drover.adapters.broker_metrics.COUNTERS``' keys), and where they
-    were
-    read: the brokers' metrics pages, or log growth (saying why, when the pages failed)."""
+    were read: the brokers' metrics pages, or log growth (saying why, when the pages failed)."""
 
     source: str
     brokers: dict[int, dict[str, float]]

@@ -67,8 +67,7 @@ class FlowInput(BaseModel):
 
 class FlowCancel(OperatorAction):
     """Cancel the flow: its migration in flight is cancelled in this mode (see ``drover.models.control.CancelMode``);
-    with
-    rollback, the migrations it finished are reverted too. The brokers are uncordoned unless ``keep_cordon``."""
+    with rollback, the migrations it finished are reverted too. The brokers are uncordoned unless ``keep_cordon``."""
 
     mode: CancelMode = "stop"
     keep_cordon: bool = False

@@ -205,7 +205,7 @@ def test_the_job_runs_under_spark_submit(tmp_path):
             str(Path(sys.executable).parent / "spark-submit"),
             "--master",
             "local[1]",
-            str(root / "estimator" / "job.py"),
+            str(root / "drover" / "estimator" / "job.py"),
             "--moves",
             write_moves(tmp_path),
             "--metrics",

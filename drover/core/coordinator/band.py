@@ -76,11 +76,10 @@ class ThrottleBand(BaseModel):
         self, traffic: dict[int, dict[str, float]], source: str, wanted: dict[int, Rates], now: datetime
     ) -> list[str]:
         """A reading of the brokers' traffic (bytes per second by counter, ``drover.adapters.broker_metrics``) taken
-        from
-        ``source``; ``wanted``: the brokers of banded moves with their floors. The band worked out again for every
+        from ``source``; ``wanted``: the brokers of banded moves with their floors. The band worked out again for every
         broker read (one with no banded move as if its floor were nothing: ready for the first). The changes on the
-        brokers of banded moves, each with its reason (a change of source too). A broker the reading lacks keeps
-        its floor. A reading that ends after the band was turned off changes nothing."""
+        brokers of banded moves, each with its reason (a change of source too). A broker the reading lacks keeps its
+        floor. A reading that ends after the band was turned off changes nothing."""
         if self.settings is None:
             return []
         told = [f"traffic read from {source}"] if source != self.source else []

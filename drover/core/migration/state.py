@@ -1,8 +1,8 @@
 """A migration's state: its phase (``drover.core.migration.phases``), its window of moves
-(``drover.core.migration.window``), the moves in
-flight, its coordinator and the operator actions applied as transitions (or refused with the reason). Pure: no
-Temporal, Kafka, files, clock or environment; the time is passed in. ``MigrationWorkflow`` runs activities and
-children around it, and hands this state whole to its next run when it continues as new.
+(``drover.core.migration.window``), the moves in flight, its coordinator and the operator actions applied as transitions
+(or refused with the reason). Pure: no Temporal, Kafka, files, clock or environment; the time is passed in.
+``MigrationWorkflow`` runs activities and children around it, and hands this state whole to its next run when it
+continues as new.
 """
 
 from datetime import datetime

@@ -1,6 +1,5 @@
 """What a partition move's state machine (``drover.core.move.state``) takes and gives: the events that come of the
-actions the
-workflow carries out, and the actions it decides."""
+actions the workflow carries out, and the actions it decides."""
 
 from dataclasses import dataclass
 

@@ -1,6 +1,5 @@
 """The coordinator's throttle band (drover.core.coordinator.band), pure: the rate between floor and ceiling that leaves
-the headroom
-free, smoothing, starvation, the reasons told, and the band inside the coordinator's throttle."""
+the headroom free, smoothing, starvation, the reasons told, and the band inside the coordinator's throttle."""
 
 from datetime import UTC, datetime, timedelta
 

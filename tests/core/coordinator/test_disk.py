@@ -1,6 +1,5 @@
 """The coordinator's disk gate (drover.core.coordinator.disk), pure: the projection at a broker's peak, the write rate
-measured
-between readings, what the operator is told, and the gate inside the coordinator's allocation."""
+measured between readings, what the operator is told, and the gate inside the coordinator's allocation."""
 
 from datetime import UTC, datetime, timedelta
 
