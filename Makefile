@@ -1,7 +1,8 @@
 # Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the lint, format and
-# type checks (`make lint`) and then the test suite. They install what they need first: a virtual environment in
-# .venv (pip), Kafka jars from Maven Central on first use (into .cache/), and for the tests the docker-compose checker,
-# Chromium and Prometheus (Debian packages).
+# type checks (`make lint`), the wheel as a user installs it (`make package`) and then the test suite. They install
+# what they need first: a virtual environment in .venv (pip, the exact versions of requirements.lock), Kafka jars from
+# Maven Central on first use (into .cache/), and for the tests the docker-compose checker, Chromium and Prometheus
+# (Debian packages).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -9,14 +10,14 @@ STAMP := $(VENV)/.installed
 DROVER := $(VENV)/bin/drover
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install docker-compose chromium prometheus stack-down clean
+.PHONY: demo test lint install lock package docker-compose chromium prometheus stack-down clean
 
 demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
 # The tests on the real stack and the rest run side by side (tests/run); PYTEST_ARGS runs one pytest with them.
-test: lint docker-compose chromium prometheus
+test: lint package docker-compose chromium prometheus
 	tests/run $(PYTEST_ARGS)
 
 # Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
@@ -27,11 +28,27 @@ lint: $(STAMP)
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The exact versions of requirements.lock (checked against its hashes), then Drover itself, editable, on top of them.
+$(STAMP): pyproject.toml requirements.lock
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e ".[test]"
+	$(VENV)/bin/pip install --quiet --require-hashes -r requirements.lock
+	$(VENV)/bin/pip install --quiet --no-deps -e .
 	touch $(STAMP)
+
+# requirements.lock anew from pyproject.toml's ranges: the newest versions within them, every file's hash (pip-tools,
+# in a virtual environment of its own under .cache/).
+LOCK_VENV := .cache/lock-venv
+lock:
+	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
+		$(LOCK_VENV)/bin/pip install --quiet "pip-tools>=7.6,<8"; }
+	$(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --extra test --extra connect \
+		--no-emit-find-links --custom-compile-command "make lock" \
+		--unsafe-package drover --output-file requirements.lock pyproject.toml
+
+# The wheel as a user installs it, into a fresh virtual environment outside the source tree (tests/package/check).
+package: $(STAMP)
+	tests/package/check
 
 docker-compose:
 	@command -v docker-compose >/dev/null || { \

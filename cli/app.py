@@ -43,6 +43,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
     "demo": ("drover.cli.demo", "demo", "Plan and run a real migration on the local stack."),
     "sandbox": ("drover.cli.sandbox", "app", "Run a local stack: KRaft Kafka, Temporal and a worker."),
     "cluster": ("drover.cli.cluster", "app", "The cluster's coordinator: limits, throttle and freeze."),
+    "worker": ("drover.cli.worker", "worker", "Run the Drover worker on the task queue, until SIGTERM."),
 }
 HELP = {"help_option_names": ["-h", "--help"]}
 # Where the root command keeps --command-config for the command that runs.

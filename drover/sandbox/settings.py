@@ -1,11 +1,23 @@
 """The local sandbox's settings (DROVER_SANDBOX_*) and its error: what the CLI needs without starting anything."""
 
+import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-ROOT = Path(__file__).resolve().parents[2]
+
+def _home() -> Path:
+    """The folder that holds the sandbox's ``.drover/`` (state) and ``.cache/`` (jars), and where its worker runs: the
+    source checkout when Drover runs from one, else ``$XDG_DATA_HOME/drover`` (``~/.local/share/drover``) for an
+    installed Drover, whose package folder is no place for data."""
+    checkout = Path(__file__).resolve().parents[2]
+    if (checkout / "pyproject.toml").is_file():
+        return checkout
+    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "drover"
+
+
+HOME = _home()
 
 
 class SandboxError(Exception):
@@ -15,8 +27,8 @@ class SandboxError(Exception):
 class SandboxSettings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="DROVER_SANDBOX_", extra="ignore")
 
-    state_dir: Path = Field(ROOT / ".drover" / "sandbox", description="Data, configs, logs and PID files")
-    cache_dir: Path = Field(ROOT / ".cache", description="Maven repository and Kafka jars")
+    state_dir: Path = Field(HOME / ".drover" / "sandbox", description="Data, configs, logs and PID files")
+    cache_dir: Path = Field(HOME / ".cache", description="Maven repository and Kafka jars")
     kafka_version: str = Field("4.4.0", description="Apache Kafka version, resolved from Maven Central")
     brokers: int = Field(4, ge=1, le=20, description="Number of brokers")
     racks: int = Field(2, ge=1, le=20, description="Number of racks the brokers are spread over")

@@ -23,7 +23,7 @@ from drover.sandbox.kafka_nodes import (
     node_configs,
 )
 from drover.sandbox.processes import ProcessTable
-from drover.sandbox.settings import ROOT, SandboxError, SandboxSettings
+from drover.sandbox.settings import HOME, SandboxError, SandboxSettings
 
 # The dev server's SQLite file in write-ahead-log mode, synced at checkpoints rather than at every commit: it survives
 # the server's restart (what the sandbox needs) and starts child workflows about 3.4 times as fast (empty children in
@@ -31,6 +31,8 @@ from drover.sandbox.settings import ROOT, SandboxError, SandboxSettings
 TEMPORAL_SQLITE = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "synchronous=normal"]
 
 
+# The worker as the installed package runs it (``drover worker`` runs the same), in this Python.
+WORKER_ARGV = [sys.executable, "-m", "drover.worker"]
 SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
 
 
@@ -115,7 +117,7 @@ class Sandbox:
             status = self.wait_ready()
             if worker and not self.procs.pid("worker"):
                 self.procs.log_path("worker").unlink(missing_ok=True)
-                self.procs.start("worker", [sys.executable, str(ROOT / "worker.py")], env=self.worker_env(), cwd=ROOT)
+                self.procs.start("worker", WORKER_ARGV, env=self.worker_env(), cwd=HOME)
                 launched.append("worker")
                 self._wait_worker()
                 status = self.status()

@@ -9,14 +9,14 @@ import subprocess
 from pathlib import Path
 
 from drover.sandbox.kafka_nodes import maven_libs
-from drover.sandbox.settings import ROOT, SandboxError
+from drover.sandbox.settings import HOME, SandboxError
 
 TOOLS_VERSION = "4.3.1"
 POM = Path(__file__).resolve().parent / "kafka-tools-pom.xml"
 REASSIGN = "org.apache.kafka.tools.reassign.ReassignPartitionsCommand"
 
 
-def tools_classpath(cache_dir: Path = ROOT / ".cache") -> str:
+def tools_classpath(cache_dir: Path = HOME / ".cache") -> str:
     libs = cache_dir.resolve() / "kafka-tools" / TOOLS_VERSION / "libs"
     return f"{maven_libs(POM, libs, cache_dir, f'kafka-tools {TOOLS_VERSION}')}/*"
 
