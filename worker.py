@@ -23,7 +23,8 @@ from drover.activities.decommission import FlowActivities
 from drover.activities.estimate import EstimateActivities
 from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
-from drover.adapters.kafka_port import KafkaPort, open_kafka
+from drover.adapters.kafka_factory import open_kafka
+from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.temporal import connect
 from drover.estimator import classes
 from drover.estimator.service import ESTIMATES, SparkPlace, warm_up
@@ -160,8 +161,7 @@ def warm_spark(place: SparkPlace) -> threading.Thread:
 
 def archive_later(work_dir: Path) -> None:
     """With no class archive for the next worker's JVM (``drover.estimator.classes``), build one beside this worker, at
-    the
-    lowest CPU priority, once no estimate is running."""
+    the lowest CPU priority, once no estimate is running."""
     while ESTIMATES.running:
         time.sleep(1)
     try:

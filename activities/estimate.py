@@ -15,7 +15,8 @@ from temporalio.exceptions import ApplicationError
 from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
-from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, spark_module, write_metrics
+from drover.adapters.write_rates import sample_metrics
+from drover.estimator.service import SparkPlace, run_estimate, spark_module, write_metrics
 from drover.models.admission import MoveSpec
 from drover.models.errors import ErrorType
 from drover.models.estimate import Estimate

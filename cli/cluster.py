@@ -5,7 +5,7 @@ import asyncio
 import typer
 from pydantic import ValidationError
 
-from drover.adapters.kafka_port import open_kafka
+from drover.adapters.kafka_factory import open_kafka
 from drover.cli.coordinator import change_limits, retire_coordinator, send_change, show_status
 from drover.cli.errors import DroverError, cluster_name
 from drover.cli.groups import LIMIT_OPTIONS, BandOptions, LimitChanges, grouped

@@ -13,7 +13,8 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.adapters.kafka_port import KafkaAdminError, open_kafka
+from drover.adapters.kafka_factory import open_kafka
+from drover.adapters.kafka_port import KafkaAdminError
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
 from drover.cli.cluster_status import render_status, step_of
 from drover.cli.errors import DroverError

@@ -11,13 +11,14 @@ import typer
 
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.ledger import write_moves
+from drover.adapters.write_rates import sample_metrics
 from drover.cli.errors import DroverError
 from drover.cli.groups import EstimateInputs, LimitOptions, grouped
 from drover.cli.options import ORDERS
 from drover.cli.output import Output
 from drover.cli.plan_files import load_model, partition_label, rollback_file
 from drover.cli.rates import human_bytes, human_seconds, parse_duration, parse_rate
-from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
+from drover.estimator.service import SparkPlace, run_estimate, write_metrics
 from drover.models.admission import MoveSpec
 from drover.models.estimate import Estimate, EstimateOptions
 from drover.models.plan import PartitionReplicas, ReassignmentFile

@@ -121,7 +121,7 @@ def uncordon(
     A broker that a running decommission or demote of this cluster (DROVER_CLUSTER_NAME) cordons is refused, with
     the flow's ID: `drover cancel ID` ends it and lifts its cordon. --force lifts it anyway (the flow's drain then
     catches what Kafka places on the broker meanwhile)."""
-    from drover.adapters.kafka_port import open_kafka
+    from drover.adapters.kafka_factory import open_kafka
     from drover.models.decommission import CORDON_CONFIG
 
     settings: Settings = ctx.obj

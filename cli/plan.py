@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 from pydantic import BaseModel, TypeAdapter, ValidationError
 
-from drover.adapters.kafka_port import open_kafka
+from drover.adapters.kafka_factory import open_kafka
 from drover.cli.errors import DroverError, broker_ids
 from drover.cli.groups import grouped
 from drover.cli.output import Output

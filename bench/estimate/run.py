@@ -24,8 +24,9 @@ from temporalio.worker import Worker
 from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
 from drover.adapters.ledger import write_moves
 from drover.adapters.temporal import connect
+from drover.adapters.write_rates import sample_metrics
 from drover.cli.rates import parse_rate
-from drover.estimator.service import SparkPlace, run_estimate, sample_metrics, write_metrics
+from drover.estimator.service import SparkPlace, run_estimate, write_metrics
 from drover.models.admission import Limits, MoveSpec
 from drover.models.estimate import EstimateOptions
 from drover.models.migration import MigrationInput

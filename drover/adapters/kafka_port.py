@@ -2,7 +2,7 @@
 the tests' in-memory Kafka implements it too, and mypy checks both against this declaration (tests/port_check.py)."""
 
 from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from drover.models import (
     BrokerDisk,
@@ -80,18 +80,3 @@ class KafkaPort(Protocol):
     def close(self) -> None:
         """Release the clients' connections."""
         ...
-
-
-if TYPE_CHECKING:
-    from drover.settings import Settings
-
-
-def open_kafka(settings: "Settings") -> KafkaPort:
-    """The Kafka the settings name: the simulated one with DROVER_KAFKA_SIMULATED, else the bootstrap servers."""
-    if settings.kafka_simulated:
-        from drover.adapters.simulated_kafka import simulated_kafka
-
-        return simulated_kafka(settings.kafka_simulated)
-    from drover.adapters.kafka_admin import KafkaAdmin
-
-    return KafkaAdmin(settings)

@@ -4,6 +4,7 @@ reports them, their log dirs' total bytes), each partition's size and, when aske
 import re
 
 from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.write_rates import sample_metrics
 from drover.models import PartitionState
 from drover.models.plan import BrokerSpec, PartitionReplicas
 
@@ -30,8 +31,6 @@ def read_for_plan(
     disks = {d.broker: d.total_bytes for d in admin.describe_disks()}
     rates: dict[tuple[str, int], float] = {}
     if window is not None:
-        from drover.estimator.service import sample_metrics
-
         topics = sorted({s.topic for s in states if pattern is None or pattern.fullmatch(s.topic)})
         rows = sample_metrics(admin, topics, window) if topics else []
         rates = {(r["topic"], r["partition"]): r["bytes_in_per_sec"] for r in rows}

@@ -4,7 +4,7 @@ worker's session and its first estimate take seconds less.
 
 One archive per Java and pyspark install, kept in the user's cache folder (``$XDG_CACHE_HOME/drover``, else
 ``~/.cache/drover``) and shared by every Drover process of that user. It is built by ``python -m
-drover.estimator.classes``, which runs one tiny estimate on a JVM that writes the classes it loaded as it exits; a
+drover.estimator.classes_build``, which runs one tiny estimate on a JVM that writes the classes it loaded as it exits; a
 worker that finds none starts that build at the lowest CPU priority once its own session is idle. Until it exists,
 sessions start as before. The JVM refuses an archive that does not match it (it loads the classes from the jars then);
 deleting the file builds it anew."""
@@ -15,7 +15,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -51,7 +50,8 @@ def java_option() -> str:
         return ""
 
 
-def _marker(target: Path) -> Path:
+def marker(target: Path) -> Path:
+    """The file that says a build of ``target`` is under way."""
     return target.with_name(target.name + ".building")
 
 
@@ -61,50 +61,18 @@ def build_later(work_dir: Path) -> int | None:
     target = archive()
     if target.is_file():
         return None
-    marker = _marker(target)
+    building = marker(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     try:
-        if time.time() - marker.stat().st_mtime < BUILD_STALE_S:
+        if time.time() - building.stat().st_mtime < BUILD_STALE_S:
             return None
     except FileNotFoundError:
         pass
-    marker.touch()
+    building.touch()
     work_dir.mkdir(parents=True, exist_ok=True)
     with (work_dir / "spark-classes.log").open("ab") as log:
-        argv = [sys.executable, "-m", "drover.estimator.classes", str(work_dir)]
+        argv = [sys.executable, "-m", "drover.estimator.classes_build", str(work_dir)]
         if shutil.which("nice"):
             argv = ["nice", "-n", "19", *argv]
         done = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
     return done.pid
-
-
-def build(work_dir: Path) -> Path:
-    """Build the archive in this process: a local session that writes it when its JVM exits, one tiny estimate
-    (``service.warm_up``), then the JVM stopped and the archive moved into place whole."""
-    from drover.estimator import service, session
-
-    target = archive()
-    partial = target.with_name(f"{target.name}.{os.getpid()}.partial")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    try:
-        spark = session.spark("local[*]", work_dir, archive_at_exit=partial)
-        try:
-            with tempfile.TemporaryDirectory(dir=work_dir) as folder:
-                service.warm_up(service.SparkPlace("local[*]", work_dir), Path(folder))
-        except BaseException:
-            session.stop_jvm(spark, kill=True)  # killed, it writes no archive of a run that failed
-            raise
-        session.stop_jvm(spark)
-        if not partial.is_file() or partial.stat().st_size == 0:
-            raise RuntimeError(f"the JVM wrote no class archive at {partial}")
-        os.replace(partial, target)
-        return target
-    finally:
-        partial.unlink(missing_ok=True)
-        _marker(target).unlink(missing_ok=True)
-
-
-if __name__ == "__main__":
-    folder = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(".drover")
-    began = time.monotonic()
-    print(f"class archive {build(folder)} built in {time.monotonic() - began:.1f} s", flush=True)

@@ -1,67 +1,19 @@
 """The estimate's work outside Temporal, shared by the ``estimate`` activity, ``drover estimate`` and ``drover plan``:
-per-partition metrics sampled from Kafka, written as Parquet, and the Spark job on the process's session.
-
-Metrics sampled from Kafka: each moving partition's log size on its leader (DescribeLogDirs) at the start and the end
-of a window; the growth over the window is its write rate.
-"""
+per-partition metrics sampled from Kafka (``drover.adapters.write_rates``) written for the job, and the Spark job on
+the process's session."""
 
 import contextlib
 import importlib
 import json
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
-from drover.adapters.kafka_port import KafkaPort
-from drover.models import TopicPartition
 from drover.models.estimate import Estimate, EstimateOptions, EstimateRequest
 
-# How often the sampling window reports it is alive.
-_TICK_S = 1.0
 # A moves file smaller than this (about 10,000 moves) is estimated on the session tuned for small inputs.
 SMALL_MOVES_BYTES = 1_000_000
-
-
-def sample_metrics(
-    admin: KafkaPort, topics: list[str], window_s: float, tick: Callable[[], None] = lambda: None
-) -> list[dict]:
-    """Rows {topic, partition, bytes_in_per_sec, size_bytes, leader} for every partition of ``topics``.
-
-    A partition's write rate is its log's growth over the window. A log that shrank meanwhile (retention deleted a
-    segment) did not stop being written: its rate is then the log-end offset's advance times the average record
-    size (the log's bytes over the offsets it holds)."""
-    wanted = set(topics)
-    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(wanted))}
-    partitions = [TopicPartition(topic=t, partition=p) for t, p in sorted(leaders)]
-
-    def sizes() -> dict[tuple[str, int], int]:
-        return {
-            (r.topic, r.partition): r.size_bytes
-            for r in admin.describe_log_dirs()
-            if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
-        }
-
-    before, offsets_before, t0 = sizes(), admin.log_offsets(partitions), time.monotonic()
-    while time.monotonic() - t0 < window_s:
-        tick()
-        time.sleep(min(_TICK_S, max(0.0, window_s - (time.monotonic() - t0))))
-    after, offsets_after, elapsed = sizes(), admin.log_offsets(partitions), max(time.monotonic() - t0, 1e-3)
-    rows = []
-    for key in sorted(leaders):
-        size = after.get(key, before.get(key, 0))
-        rate = 0.0
-        if key in before and after.get(key, 0) >= before[key]:
-            rate = (after.get(key, 0) - before[key]) / elapsed
-        elif key in before and key in offsets_before and key in offsets_after:
-            (_, end0), (start1, end1) = offsets_before[key], offsets_after[key]
-            record = size / (end1 - start1) if end1 > start1 else 0.0
-            rate = max(0, end1 - end0) * record / elapsed
-        rows.append(
-            {"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size, "leader": leaders[key]}
-        )
-    return rows
 
 
 # Spark's modules are imported by the first estimate or the worker's warm-up, whichever comes first, in threads of

@@ -4,7 +4,7 @@ take at the bandwidth or throttle in force, shared by the copies through each br
 import pytest
 
 from drover.adapters.kafka_admin import KafkaAdmin
-from drover.adapters.kafka_port import open_kafka
+from drover.adapters.kafka_factory import open_kafka
 from drover.adapters.simulated_kafka import SimulatedKafka, SimulationSpec
 from drover.models import TopicPartition
 from drover.settings import Settings

@@ -1,6 +1,5 @@
 """The Spark JVM's class archive (``drover.estimator.classes``): built once, mapped by the sessions that follow, a
-damaged
-one ignored; a worker starts at most one build at a time."""
+damaged one ignored; a worker starts at most one build at a time."""
 
 import os
 import subprocess
@@ -41,7 +40,7 @@ def run(argv: list[str], env: dict[str, str]) -> str:
 def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cache: Path, tmp_path: Path) -> None:
     env = dict(os.environ)
     work = tmp_path / "work"
-    built = run([sys.executable, "-m", "drover.estimator.classes", str(work)], env)
+    built = run([sys.executable, "-m", "drover.estimator.classes_build", str(work)], env)
     archive = classes.archive()
     assert archive.parent == cache
     assert f"class archive {archive} built" in built
@@ -61,14 +60,14 @@ def test_built_once_then_mapped_by_a_fresh_session_and_a_damaged_one_ignored(cac
 FAILING_BUILD = """
 from pathlib import Path
 import sys
-from drover.estimator import classes, service
+from drover.estimator import classes_build, service
 def fails(place, folder):
     from pyspark import SparkContext
     print("jvm", SparkContext._gateway.proc.pid)
     raise RuntimeError("the estimate failed")
 service.warm_up = fails
 try:
-    classes.build(Path(sys.argv[1]))
+    classes_build.build(Path(sys.argv[1]))
 except RuntimeError as e:
     print(e)
 """
@@ -96,7 +95,7 @@ def test_a_worker_starts_one_build_at_a_time(cache: Path, tmp_path: Path, monkey
     monkeypatch.setattr(classes.subprocess, "Popen", Started)
     assert classes.java_option() == ""
     assert classes.build_later(tmp_path / "work") == 4242
-    assert started[0][-3:] == ["-m", "drover.estimator.classes", str(tmp_path / "work")]
+    assert started[0][-3:] == ["-m", "drover.estimator.classes_build", str(tmp_path / "work")]
     assert started[0][:3] == ["nice", "-n", "19"]
     assert classes.build_later(tmp_path / "work") is None  # one under way
     marker = classes.archive().with_name(classes.archive().name + ".building")

@@ -1,6 +1,6 @@
 """Write rates sampled from Kafka: log growth over a window, and offsets where retention shrank the log."""
 
-from drover.estimator.service import sample_metrics
+from drover.adapters.write_rates import sample_metrics
 from drover.models import ReplicaSize
 from tests.fakes import FakeKafka
 
