@@ -165,29 +165,8 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     if not result.verified or result.status != "completed":
         raise DroverError(f"{migration_id} ended {result.status}, verified {result.verified}")
 
-    # Brokers learn the final lists from the controller moments apart; give a lagging one a few seconds.
-    wanted = {p.partition: p.replicas for p in moving}
-    deadline = time.monotonic() + 10
-    while True:
-        wrong = [
-            s
-            for s in admin.describe_topics([DEMO_TOPIC])
-            if s.partition in wanted and s.replicas != wanted[s.partition]
-        ]
-        if not wrong or time.monotonic() > deadline:
-            break
-        await asyncio.sleep(0.5)
-    if wrong:
-        raise DroverError(
-            f"{DEMO_TOPIC}-{wrong[0].partition} ended at {wrong[0].replicas}, not at {wanted[wrong[0].partition]}"
-        )
-    throttled = {
-        b: c
-        for b, c in admin.describe_broker_configs(cluster.broker_ids, overrides_only=True).items()
-        if any("replication.throttled" in key for key in c)
-    }
-    if throttled:
-        raise DroverError(f"broker {min(throttled)} still has a replication throttle after the migration")
+    await _check_final_lists(admin, moving)
+    _check_no_throttle_left(admin, cluster)
     consumed = {p: _consume(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
     short = [p for p in range(PARTITIONS) if consumed[p] < produced[p]]
     if short:
@@ -206,6 +185,37 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
         seconds=seconds,
         estimate=estimate,
     )
+
+
+async def _check_final_lists(admin: KafkaAdmin, moving: list[PartitionReplicas]) -> None:
+    """Every moved partition on its target list, as Kafka shows it."""
+    # Brokers learn the final lists from the controller moments apart; give a lagging one a few seconds.
+    wanted = {p.partition: p.replicas for p in moving}
+    deadline = time.monotonic() + 10
+    while True:
+        wrong = [
+            s
+            for s in admin.describe_topics([DEMO_TOPIC])
+            if s.partition in wanted and s.replicas != wanted[s.partition]
+        ]
+        if not wrong or time.monotonic() > deadline:
+            break
+        await asyncio.sleep(0.5)
+    if wrong:
+        raise DroverError(
+            f"{DEMO_TOPIC}-{wrong[0].partition} ended at {wrong[0].replicas}, not at {wanted[wrong[0].partition]}"
+        )
+
+
+def _check_no_throttle_left(admin: KafkaAdmin, cluster: ClusterDescription) -> None:
+    """No broker keeps a replication throttle after the migration."""
+    throttled = {
+        b: c
+        for b, c in admin.describe_broker_configs(cluster.broker_ids, overrides_only=True).items()
+        if any("replication.throttled" in key for key in c)
+    }
+    if throttled:
+        raise DroverError(f"broker {min(throttled)} still has a replication throttle after the migration")
 
 
 def _two_racks(cluster: ClusterDescription) -> list[int]:

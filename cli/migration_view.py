@@ -320,6 +320,25 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
         out.table("Rolled back", ["partition", "from", "to", "outcome"], rows)
     for line in result.skipped:
         out.warning(f"not rolled back: {line}")
+    _show_figures_and_warnings(out, result)
+    show_actions(out, result.actions)
+    out.data(result)
+    if not result.verified:
+        raise DroverError(
+            f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
+            f"should; see above"
+        )
+    ends = {
+        "completed": "its target list",
+        "stopped": "its target (finished moves) or a list it had",
+        "reverted": "its original list (its move was in flight at the cancel) or its target (finished before it)",
+        "rolled_back": "its original list",
+    }
+    out.success(f"migration {result.status}: every partition shows {ends[result.status]}")
+
+
+def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
+    """An ended migration's figures (runs, peaks, time against the bound) and what it left for the operator to see."""
     if result.runs > 1 or result.unchanged:
         out.info(
             f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
@@ -347,17 +366,3 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
             f"over-replicated: {line}; drop the surplus with a plan that moves it to its target or original list "
             f"(`drover start PLAN`, or kafka-reassign-partitions --execute)"
         )
-    show_actions(out, result.actions)
-    out.data(result)
-    if not result.verified:
-        raise DroverError(
-            f"migration {migration_id} ended {result.status}, but not every partition shows the list it "
-            f"should; see above"
-        )
-    ends = {
-        "completed": "its target list",
-        "stopped": "its target (finished moves) or a list it had",
-        "reverted": "its original list (its move was in flight at the cancel) or its target (finished before it)",
-        "rolled_back": "its original list",
-    }
-    out.success(f"migration {result.status}: every partition shows {ends[result.status]}")

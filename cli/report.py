@@ -105,10 +105,7 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
                 signal = event.workflow_execution_signaled_event_attributes
                 await on_signal(client, timeline, signalled, at, signal.signal_name, signal.input.payloads)
             elif kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_UPDATE_ACCEPTED:
-                request = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-                if request.name == "act_update" and request.args.payloads:
-                    [data] = await client.data_converter.decode(request.args.payloads, [dict])
-                    signalled.append(requested(at, MIGRATION_ACTIONS.validate_python(data)))
+                signalled.extend(await _action_accepted(client, event, at))
             elif kind in RUN_CLOSED and number == len(runs) - 1:
                 timeline.ended, timeline.status = at, RUN_CLOSED[kind]
                 if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
@@ -121,6 +118,15 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
     else:
         timeline.operator_actions(signalled)
     return timeline
+
+
+async def _action_accepted(client: Client, event, at: datetime) -> list[AuditEntry]:
+    """An operator's action the migration accepted as an update (``act_update``), as its audit entry."""
+    request = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
+    if request.name != "act_update" or not request.args.payloads:
+        return []
+    [data] = await client.data_converter.decode(request.args.payloads, [dict])
+    return [requested(at, MIGRATION_ACTIONS.validate_python(data))]
 
 
 async def _child_event(client: Client, timeline: Timeline, initiated: dict[int, str], event) -> None:

@@ -78,17 +78,7 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
             if meter.off and not said_off:
                 out.warning(f"bytes of the steps in progress not read: {meter.off}")
                 said_off = True
-            if out.as_json:
-                sys.stdout.write(progress.model_dump_json() + "\n")
-                sys.stdout.flush()
-            elif live:
-                batch = current_batch(progress)
-                live.update(_render(migration_id, progress, batch, frozen), refresh=True)
-            else:
-                line = summary("running", progress, frozen=frozen)
-                if line != last_line:
-                    out.info(line)
-                    last_line = line
+            last_line = _show_look(out, live, migration_id, progress, frozen, last_line)
             await asyncio.sleep(interval)
     finally:
         meter.close()
@@ -98,6 +88,23 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
     await show_status(settings, migration_id, Output(False) if out.as_json else out)
     if out.as_json:
         sys.stdout.write(json.dumps({"migration_id": migration_id, "ended": True}) + "\n")
+
+
+def _show_look(
+    out: Output, live: Live | None, migration_id: str, progress: MigrationProgress, frozen: bool, last_line: str | None
+) -> str | None:
+    """One look shown: a JSON line, the live panel, or the summary line when it changed; the summary line last shown."""
+    if out.as_json:
+        sys.stdout.write(progress.model_dump_json() + "\n")
+        sys.stdout.flush()
+    elif live:
+        live.update(_render(migration_id, progress, current_batch(progress), frozen), refresh=True)
+    else:
+        line = summary("running", progress, frozen=frozen)
+        if line != last_line:
+            out.info(line)
+        return line
+    return last_line
 
 
 def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]], frozen: bool) -> Group:

@@ -167,13 +167,7 @@ class MigrationWorkflow:
         await self._ask(given)
         self._publish()
         if s.window_empty():
-            if s.rollback_wanted():
-                await calls.plan_rollback(given, s)
-                if s.phase == Phase.STOPPING:
-                    s.clean_up()
-            else:
-                s.clean_up()
-            self._publish()
+            await self._window_emptied(given)
             return
         # Children report as they end, and the window slides; an operator action wakes it too.
         await workflow.wait_condition(lambda: self._wake)
@@ -183,6 +177,18 @@ class MigrationWorkflow:
             # the throttle stays as it is until the migration leaves.
             self._demand_stale = False
             await self._ask(given)
+
+    async def _window_emptied(self, given: MigrationRun) -> None:
+        """Nothing waits and nothing is in flight: a rollback planned when one is wanted, else the clean-up (which
+        a stop's rollback plan leads to as well)."""
+        s = self._s
+        if s.rollback_wanted():
+            await calls.plan_rollback(given, s)
+            if s.phase == Phase.STOPPING:
+                s.clean_up()
+        else:
+            s.clean_up()
+        self._publish()
 
     async def _run_child(self, given: MigrationRun, r: MoveRecord) -> None:
         """A move as a child: a run continues as new only once nothing is in flight, so the run that started a move

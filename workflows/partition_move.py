@@ -138,26 +138,34 @@ class PartitionMoveWorkflow:
                 return ev.Thawed()
             case ev.Issue():
                 return await self._issue(move, action)
-            case ev.Wait(stuck=stuck):
-                if stuck is not None:
-                    await self._report_stuck(stuck)
-                status = await workflow.execute_activity_method(
-                    KafkaActivities.wait_step, action.request, summary=action.summary, **STEP_WAIT
-                )
-                return ev.Waited(status)
-            case ev.Undo(stuck=stuck):
-                if stuck is not None:
-                    await self._report_stuck(stuck)
-                state = await workflow.execute_activity_method(
-                    KafkaActivities.cancel_step, action.request, summary=action.summary, **STEP_WAIT
-                )
-                return ev.Undone(state)
+            case ev.Wait():
+                return await self._wait(action)
+            case ev.Undo():
+                return await self._undo(action)
             case ev.Elect(leader=leader):
                 state = await quick(
                     KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {leader} leader", **QUICK_CALL
                 )
                 return ev.Elected(state)
         raise AssertionError(f"not an action to carry out: {action!r}")
+
+    async def _wait(self, action: ev.Wait) -> ev.Event:
+        """Wait for the step in flight to end; a move stuck past its limit reports it first."""
+        if action.stuck is not None:
+            await self._report_stuck(action.stuck)
+        status = await workflow.execute_activity_method(
+            KafkaActivities.wait_step, action.request, summary=action.summary, **STEP_WAIT
+        )
+        return ev.Waited(status)
+
+    async def _undo(self, action: ev.Undo) -> ev.Event:
+        """Cancel the step in flight (Kafka puts the list back); a move stuck past its limit reports it first."""
+        if action.stuck is not None:
+            await self._report_stuck(action.stuck)
+        state = await workflow.execute_activity_method(
+            KafkaActivities.cancel_step, action.request, summary=action.summary, **STEP_WAIT
+        )
+        return ev.Undone(state)
 
     async def _issue(self, move: MoveInput, action: ev.Issue) -> ev.Event:
         request = action.request

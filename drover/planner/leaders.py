@@ -41,7 +41,12 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
     for b in sorted(led):
         while over(b) and _hand_over({b}, under_ceil, replicas, leader, led):
             pass
-    targets = {b for b in led if under_floor(b)}
+    _raise_to_floor(replicas, leader, led, {b for b in led if under_floor(b)}, under_floor, above_floor)
+    return leader
+
+
+def _raise_to_floor(replicas: list[list[int]], leader: list[int], led, targets: set[int], under_floor, above_floor):
+    """Hand each of ``targets`` leaderships until it leads its floor, from leaders above theirs."""
     held = _held(replicas, targets)
     for b in sorted(targets):
         # Most hand-overs are one hop: from the lowest above-floor leader of a partition b holds, the lowest such
@@ -54,7 +59,6 @@ def balance_leaders(replicas: list[list[int]], brokers: list[int]) -> list[int]:
             if not _hand_over({c for c in sorted(led) if above_floor(c)}, lambda c, b=b: c == b, replicas, leader, led):
                 break
             heap = _one_hop(held[b], leader, b)
-    return leader
 
 
 def _pop_valid(heap: list[tuple[int, int]], leader: list[int], above_floor, led, b: int) -> bool:

@@ -1,3 +1,4 @@
+# Over 400 lines: the coordinator's one state and every transition on it; its parts are the modules beside it.
 """A Kafka cluster's coordinator state: the one owner of what every migration on that cluster shares. Pure: no
 Temporal, Kafka or clock; ``ClusterWorkflow`` runs activities and signals around it and carries it over
 continue-as-new.
@@ -255,30 +256,8 @@ class ClusterState(BaseModel):
                 own[h.migration_id].add(m, rps[h.migration_id])
         granted: dict[str, list[MoveSpec]] = {}
         moving = [m for _, m in self.in_flight()]
-        while True:
-            best: tuple[tuple[int, int, int], Holder, MoveSpec] | None = None
-            for h in self.holders.values():
-                if h.demand is None:
-                    continue
-                r = rps[h.migration_id]
-                first = cluster.partitions == 0
-                mine = own[h.migration_id]
-                fitting = [
-                    m
-                    for m in h.demand.candidates
-                    if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
-                    and self.disk.refusal(m, moving, rates_into(m, self.rate, h.demand)) is None
-                    and not self.band.holds(m)
-                ]
-                if not fitting:
-                    continue
-                move = least_busy(fitting, cluster.receiving, cluster.serving)
-                rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
-                if best is None or rank < best[0]:
-                    best = (rank, h, move)
-            if best is None:
-                break
-            _, h, move = best
+        while (best := self._best_candidate(limits, rps, cluster, own, moving)) is not None:
+            h, move = best
             r = rps[h.migration_id]
             cluster.add(move, r)
             own[h.migration_id].add(move, r)
@@ -294,6 +273,34 @@ class ClusterState(BaseModel):
             self.peak_in_flight = max(self.peak_in_flight, cluster.partitions)
             self.peak_per_broker = max([self.peak_per_broker, *cluster.per_broker.values()])
         return granted
+
+    def _best_candidate(
+        self, limits: Limits, rps: dict[str, int], cluster: InFlight, own: dict[str, InFlight], moving: list[MoveSpec]
+    ) -> tuple[Holder, MoveSpec] | None:
+        """The next move to grant and its migration: of each migration's candidates that fit under the limits, the
+        disk gate and the band, the one with the least busy throttles; between migrations, the highest priority,
+        then the fewest moves in flight, then the longest since its last grant."""
+        best: tuple[tuple[int, int, int], Holder, MoveSpec] | None = None
+        for h in self.holders.values():
+            if h.demand is None:
+                continue
+            r = rps[h.migration_id]
+            first = cluster.partitions == 0
+            mine = own[h.migration_id]
+            fitting = [
+                m
+                for m in h.demand.candidates
+                if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
+                and self.disk.refusal(m, moving, rates_into(m, self.rate, h.demand)) is None
+                and not self.band.holds(m)
+            ]
+            if not fitting:
+                continue
+            move = least_busy(fitting, cluster.receiving, cluster.serving)
+            rank = (-h.priority, own[h.migration_id].partitions, h.last_grant)
+            if best is None or rank < best[0]:
+                best = (rank, h, move)
+        return None if best is None else (best[1], best[2])
 
     @property
     def holding(self) -> bool:

@@ -193,20 +193,22 @@ def decide(s: MoveState, event: Event, now: datetime) -> Action:
             s.shown = state
             return _next_step(s, now)
         case Thawed():
-            if s.step_done_at is not None:
-                # The step gap is the move's own time between two steps, not the operator's freeze.
-                s.step_done_at = now
-            return _issue(s, now)
-        case Issued(status=None):
-            return Wait(_request(s), f"waiting for {s.what}")
-        case Issued(status=StepStatus() as status) | Waited(status=status):
-            return _stepped(s, status, now)
+            return _thawed(s, now)
+        case Issued(status=status) | Waited(status=status):
+            return Wait(_request(s), f"waiting for {s.what}") if status is None else _stepped(s, status, now)
         case Undone(state=state):
             return _undone(s, state, now)
         case Elected(state=state):
             s.shown = state
             return _loop_head(s, now)
     raise InvalidMoveEvent(f"unknown event {event!r}")
+
+
+def _thawed(s: MoveState, now: datetime) -> Action:
+    if s.step_done_at is not None:
+        # The step gap is the move's own time between two steps, not the operator's freeze.
+        s.step_done_at = now
+    return _issue(s, now)
 
 
 def _described(s: MoveState, state: PartitionState, now: datetime) -> Action:
