@@ -26,16 +26,13 @@ from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.temporal import coordinators_named, listable
 from drover.core.coordinator.registry import overlap_refusal
+from drover.core.coordinator.takeover import run_start
 from drover.core.migration.runs import ClusterRun
 from drover.models.admission import MoveSpec
 from drover.models.control import OperatorAction
 from drover.models.coordination import (
     CLUSTER_SETTINGS,
-    ClusterBandChange,
-    ClusterDiskChange,
     ClusterInput,
-    ClusterLimitsChange,
-    ClusterWindowsChange,
     DiskReading,
     DiskRequest,
     FreezeRequest,
@@ -77,7 +74,7 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
             (given,) = await converter.decode(payloads, [ClusterRun])
-            took, carried = _run_start(given, took)
+            took, carried = run_start(given, took)
             based = based or carried
         elif event.HasField("activity_task_scheduled_event_attributes"):
             kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
@@ -96,25 +93,6 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
     return took, based
 
 
-def _run_start(given: ClusterRun, took: Takeover) -> tuple[Takeover, bool]:
-    """Where a run started: its carry when it continued as new (True: a starting point of its own), else ``took``;
-    with the name it was started under as an alias."""
-    if given.carry is None:
-        return _aliased(took, given.name), False
-    state = given.carry.state
-    carried = Takeover(
-        book=given.carry.book,
-        frozen=state.frozen,
-        limits=state.limits,
-        rate_bytes_per_s=state.rate,
-        disk_max=state.disk.limits,
-        windows=state.windows,
-        band=state.band.settings,
-        aliases=state.aliases,
-    )
-    return _aliased(carried, given.name), True
-
-
 async def _operator_setting(event, converter, took: Takeover) -> Takeover:
     """``took`` changed by an operator's signal or accepted update, or by a join under a name not seen yet."""
     if event.HasField("workflow_execution_signaled_event_attributes"):
@@ -123,34 +101,16 @@ async def _operator_setting(event, converter, took: Takeover) -> Takeover:
             # One that does not validate was refused by the coordinator as well.
             with contextlib.suppress(ValueError, TypeError):
                 (change,) = await converter.decode(signal.input.payloads, [OPERATOR_SIGNALS[signal.signal_name]])
-                return took.model_copy(update=_setting(change))
+                return took.apply(change)
     elif event.HasField("workflow_execution_update_accepted_event_attributes"):
         update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
         if update.name in OPERATOR_UPDATES:
             (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
-            return took.model_copy(update=_setting(change))
+            return took.apply(change)
         if update.name == "join":
             (req,) = await converter.decode(update.args.payloads, [JoinRequest])
-            return _aliased(took, req.cluster)
+            return took.aliased(req.cluster)
     return took
-
-
-def _aliased(took: Takeover, name: str) -> Takeover:
-    return took if not name or name in took.aliases else took.model_copy(update={"aliases": [*took.aliases, name]})
-
-
-def _setting(change) -> dict:
-    if isinstance(change, FreezeRequest):
-        return {"frozen": change.frozen}
-    if isinstance(change, ClusterLimitsChange):
-        return {"limits": change.limits}
-    if isinstance(change, ClusterDiskChange):
-        return {"disk_max": change.disk_max}
-    if isinstance(change, ClusterWindowsChange):
-        return {"windows": change.windows}
-    if isinstance(change, ClusterBandChange):
-        return {"band": change.band}
-    return {"rate_bytes_per_s": change.rate_bytes_per_s}
 
 
 class ClusterActivities:

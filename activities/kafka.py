@@ -1,5 +1,5 @@
-"""Kafka activities: model in, a call on the Kafka port (``KafkaAdmin``), model out. They block, so the worker runs
-them on a thread pool.
+"""Kafka activities: model in, a call on the Kafka port (``KafkaPort``; ``KafkaAdmin`` on a real cluster), model out.
+They block, so the worker runs them on a thread pool.
 
 Failure types a workflow can match on (raised non-retryable):
 - ``ErrorType.STALE_STATE``: Kafka shows a replica list the step did not expect; someone else changed the partition.

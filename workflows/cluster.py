@@ -15,7 +15,7 @@ from temporalio.exceptions import ApplicationError
 with workflow.unsafe.imports_passed_through():
     from drover.core.coordinator import gates
     from drover.core.coordinator.status import cluster_details, cluster_status
-    from drover.core.coordinator.takeover import TakeOver
+    from drover.core.coordinator.takeover import TakeoverWait
     from drover.core.migration.runs import ClusterRun
     from drover.models.admission import MoveSpec
     from drover.models.control import AuditEntry, OperatorAction
@@ -84,7 +84,7 @@ class ClusterWorkflow:
         # Operator actions on the cluster that its migrations have not been told of yet.
         self._cluster_news: list[AuditEntry] = []
         # After the loss of the last run: the migrations it waits for to join again.
-        self._takeover = TakeOver()
+        self._takeover = TakeoverWait()
         # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
         self._retire: OperatorAction | None = None
         self._retired = False

@@ -14,7 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.core.coordinator import gates
     from drover.core.coordinator.band import floors
     from drover.core.coordinator.state import ClusterState
-    from drover.core.coordinator.takeover import TakeOver
+    from drover.core.coordinator.takeover import TakeoverWait
     from drover.models.band import TrafficReading, TrafficRequest
     from drover.models.control import AuditEntry
     from drover.workflows.policies import (
@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.throttle_writer import ThrottleWriter
 
 
-async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeOver) -> set[str]:
+async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeoverWait) -> set[str]:
     """A coordinator started anew (the first, or after the last was lost) takes over what the last run held: its
     throttle book, so its entries count as Drover's, and the operator's freeze, limits, rate and disk limit. The
     migrations of this cluster still running are to be asked to join again with their moves in flight (returned);

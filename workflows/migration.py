@@ -1,6 +1,6 @@
 """MigrationWorkflow: one per migration; its moves run as child workflows through the phases of its state machine
 (``drover.core.migration.MigrationState``), which holds every decision and makes every change to the state. What it asks
-of its activities, children and coordinator is built in the core (``drover.core.migration.calls``) and sent by
+of its activities, children and coordinator is built in the core (``drover.core.migration.asks``) and sent by
 ``migration_calls``; what they answer goes into the state through ``drover.core.migration.answers``."""
 
 import asyncio
@@ -12,8 +12,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from drover.core.migration import ENDED, MigrationState, MoveRecord, Phase, answers
-    from drover.core.migration import calls as build
+    from drover.core.migration import ENDED, MigrationState, MoveRecord, Phase, answers, asks
     from drover.core.migration.progress import details, dry_run_result, progress, result
     from drover.core.migration.runs import MigrationRun
     from drover.models import MoveReport, MoveStepReport, MoveStuck
@@ -47,7 +46,7 @@ class MigrationWorkflow:
         # A run that continues a migration takes its state over here, before any handler runs: a signal (a grant, an
         # operator's action) delivered with the run's start then acts on the migration's real state. An input that
         # does not validate fails the run with one line (``_bad_input``), not its workflow task again and again.
-        self._input, self._bad_input = build.parse_run(given)
+        self._input, self._bad_input = asks.parse_run(given)
         self._s = self._input.carry if self._input is not None and self._input.carry is not None else MigrationState()
         self._id = workflow.info().workflow_id
         # Set by a report or an action: the window looks again. A move ended since the last demand.
@@ -245,7 +244,7 @@ class MigrationWorkflow:
         s = self._s
         if not s.link.joined or s.link.rejoin_due:
             return
-        asking = build.asking(s)
+        asking = asks.asking(s)
         if asking == self._asked and not s.link.released:
             return
         if await calls.send_demand(given, s):

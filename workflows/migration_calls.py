@@ -1,7 +1,7 @@
 """What MigrationWorkflow runs, each a function of the migration's input and state: the activities before anything
 moves (preflight, with the estimate's sampling beside it, and the estimate), joining and leaving the cluster's
 coordinator, its moves as child workflows, and the clean-up's leader election. What each asks is built in the core
-(``drover.core.migration.calls``); what each answers goes back into the state through its named transitions."""
+(``drover.core.migration.asks``); what each answers goes back into the state through its named transitions."""
 
 import asyncio
 import contextlib
@@ -22,8 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.activities.cluster import ClusterActivities
     from drover.activities.estimate import EstimateActivities
     from drover.activities.migration import MigrationActivities
-    from drover.core.migration import MigrationState, MoveRecord, Phase, answers
-    from drover.core.migration import calls as call
+    from drover.core.migration import MigrationState, MoveRecord, Phase, answers, asks
     from drover.models.errors import ErrorType
     from drover.models.migration import MigrationInput
     from drover.models.requests import MovesPage
@@ -51,12 +50,12 @@ class Preparation:
         self.sampling: asyncio.Task[str] | None = None
 
     async def preflight(self) -> None:
-        sample = call.sample_request(self.given, self.id)
+        sample = asks.sample_request(self.given, self.id)
         if sample is not None:
             summary = f"sample write rates for {sample.sample_s:.0f} s"
             running = workflow.execute_activity_method(EstimateActivities.sample, sample, summary=summary, **ESTIMATE)
             self.sampling = asyncio.ensure_future(running)
-        request = call.preflight_request(self.given, self.id)
+        request = asks.preflight_request(self.given, self.id)
         try:
             found = await self._or_fail(
                 workflow.execute_activity_method(MigrationActivities.preflight, request, **PREFLIGHT),
@@ -86,7 +85,7 @@ class Preparation:
         metrics_ref = self.given.estimate.metrics_ref
         if self.sampling is not None:
             metrics_ref = await self._or_fail(self.sampling, ErrorType.ESTIMATE)
-        step = call.estimate_request(self.given, self.s, self.id, metrics_ref)
+        step = asks.estimate_request(self.given, self.s, self.id, metrics_ref)
         estimate = await self._or_fail(
             workflow.execute_activity_method(EstimateActivities.estimate, step, **ESTIMATE), ErrorType.ESTIMATE
         )
@@ -114,7 +113,7 @@ async def join(given: MigrationInput, s: MigrationState) -> bool:
     """Register with the cluster's coordinator (started if need be), with the moves in flight when it joins again;
     False when refused (``answers.joined``)."""
     info = workflow.info()
-    step = call.join_step(given, s, info.workflow_id, info.first_execution_run_id)
+    step = asks.join_step(given, s, info.workflow_id, info.first_execution_run_id)
     return answers.joined(s, await workflow.execute_activity_method(ClusterActivities.join_cluster, step, **JOIN))
 
 
@@ -123,7 +122,7 @@ async def leave(given: MigrationInput, s: MigrationState) -> None:
     throttle."""
     if not s.link.joined:
         return
-    request = call.leave_request(given, s, workflow.info().workflow_id)
+    request = asks.leave_request(given, s, workflow.info().workflow_id)
     left = await workflow.execute_activity_method(ClusterActivities.leave_cluster, request, **LEAVE_CALL)
     s.left_coordinator(left, workflow.now())
 
@@ -133,7 +132,7 @@ async def send_demand(given: MigrationInput, s: MigrationState) -> bool:
     limits and throttle). False when the coordinator is gone (terminated, or at its history limit): the migration
     joins the next one, which that starts."""
     info = workflow.info()
-    demand = call.demand(s, info.workflow_id, info.first_execution_run_id, given.replicas_per_step)
+    demand = asks.demand(s, info.workflow_id, info.first_execution_run_id, given.replicas_per_step)
     try:
         await workflow.get_external_workflow_handle(s.link.coordinator_id).signal("demand", demand)
         return True
@@ -155,7 +154,7 @@ async def page_in(given: MigrationInput, s: MigrationState) -> None:
 
 async def plan_rollback(given: MigrationInput, s: MigrationState) -> None:
     """The moves that step back what the cancel's mode asks, in the plan's order."""
-    request = call.rollback_request(s, workflow.info().workflow_id)
+    request = asks.rollback_request(s, workflow.info().workflow_id)
     plan = await workflow.execute_activity_method(MigrationActivities.plan_rollback, request, **QUICK_CALL)
     s.rollback_planned(ordered(plan.moves, given.order), plan.moves_ref, plan.count, plan.skipped)
 
@@ -173,13 +172,13 @@ async def save_outcomes(s: MigrationState) -> None:
 
 async def verify(s: MigrationState) -> list[str]:
     """Every partition it touched checked on Kafka: those not on the list they should have."""
-    request = call.verify_request(s, workflow.info().workflow_id)
+    request = asks.verify_request(s, workflow.info().workflow_id)
     return await workflow.execute_activity_method(MigrationActivities.verify, request, **STEP_WAIT)
 
 
 async def elect_leaders(s: MigrationState) -> tuple[int, list[str]]:
     """The partitions moved get their preferred leaders: how many were elected, and those left on another."""
-    election = call.leader_election(s, workflow.info().workflow_id)
+    election = asks.leader_election(s, workflow.info().workflow_id)
     if election is None:
         return 0, []
     try:
@@ -199,12 +198,12 @@ async def run_move(given: MigrationInput, s: MigrationState, r: MoveRecord, star
     comes first counts. Its parent close policy asks it to cancel (undoing its step in flight) if the migration ends
     without it, terminated included."""
     m = r.move
-    summary, details = call.move_details(s, r, given.replicas_per_step)
+    summary, details = asks.move_details(s, r, given.replicas_per_step)
     for attempt in range(RESTART_TRIES):
         try:
             handle = await workflow.start_child_workflow(
                 PartitionMoveWorkflow.run,
-                call.move_input(given, s, r),
+                asks.move_input(given, s, r),
                 id=move_workflow_id(given.cluster, m.topic, m.partition),
                 parent_close_policy=ParentClosePolicy.REQUEST_CANCEL,
                 static_summary=summary,

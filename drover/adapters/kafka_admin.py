@@ -1,4 +1,4 @@
-"""KafkaAdmin: the one port Drover uses to read and change a Kafka cluster.
+"""KafkaAdmin: the Kafka port (``KafkaPort``) on a real cluster, what Drover reads and changes a Kafka cluster with.
 
 confluent-kafka serves every call its AdminClient has; kafka-python 3.x serves AlterPartitionReassignments,
 ListPartitionReassignments, DescribeLogDirs and DescribeQuorum, which librdkafka lacks. Callers never see which.

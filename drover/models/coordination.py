@@ -1,6 +1,7 @@
 """What migrations and operators exchange with a cluster's coordinator (``ClusterWorkflow``)."""
 
 from datetime import datetime
+from typing import Self
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -196,6 +197,51 @@ CLUSTER_SETTINGS: dict[str, type[ClusterSetting]] = {
 }
 
 
+class ClusterSettings(BaseModel):
+    """An operator's cluster-wide settings (``drover cluster freeze|limits|throttle|disk-max|windows|band``): what the
+    coordinator holds and what a coordinator takes over from a lost run. ``apply`` is the one meaning of each change:
+    a new setting is a field here, its case in ``apply`` and ``told``, and its command."""
+
+    frozen: bool = False
+    limits: Limits | None = None
+    rate_bytes_per_s: int | None = None
+    disk_max: DiskLimits | None = None
+    windows: Windows | None = None
+    band: BandSettings | None = None
+
+    def apply(self, change: "ClusterSetting | FreezeRequest") -> Self:
+        """These settings with ``change`` made (None in a change: back to the default)."""
+        match change:
+            case FreezeRequest(frozen=frozen):
+                update: dict[str, object] = {"frozen": frozen}
+            case ClusterLimitsChange(limits=limits):
+                update = {"limits": limits}
+            case ClusterThrottleChange(rate_bytes_per_s=rate):
+                update = {"rate_bytes_per_s": rate}
+            case ClusterDiskChange(disk_max=disk_max):
+                update = {"disk_max": disk_max}
+            case ClusterWindowsChange(windows=windows):
+                update = {"windows": windows}
+            case ClusterBandChange(band=band):
+                update = {"band": band}
+        return self.model_copy(update=update)
+
+    def told(self, change: "ClusterSetting") -> tuple[str, str]:
+        """The audit's name for ``change`` and the setting it changed, as it now is, in words."""
+        match change:
+            case ClusterLimitsChange():
+                return "limits", self.limits.text() if self.limits else "the highest any running migration asks for"
+            case ClusterThrottleChange():
+                rate = self.rate_bytes_per_s
+                return "throttle", f"{rate} B/s on every broker moving" if rate else "each migration's own"
+            case ClusterDiskChange():
+                return "disk-max", (self.disk_max or DiskLimits()).text()
+            case ClusterWindowsChange():
+                return "windows", (self.windows or Windows()).text()
+            case ClusterBandChange():
+                return "band", self.band.text() if self.band else "off: the estimated migrations run at their estimate"
+
+
 class DiskRequest(BaseModel):
     """The brokers whose disks the coordinator reads, and the copies in flight onto each (their bytes there so far)."""
 
@@ -308,18 +354,16 @@ class ThrottleWrite(BaseModel):
     book: ThrottleBook
 
 
-class Takeover(BaseModel):
-    """What a coordinator takes over from its lost last run, read from that run's history: the throttle book (what
-    Drover wrote, and the operator's values it saved) and the operator's cluster-wide settings."""
+class Takeover(ClusterSettings):
+    """What a coordinator takes over from its lost last run, read from that run's history: the operator's cluster-wide
+    settings, the throttle book (what Drover wrote, and the operator's values it saved) and the cluster's aliases."""
 
     book: ThrottleBook = ThrottleBook()
-    frozen: bool = False
-    limits: Limits | None = None
-    rate_bytes_per_s: int | None = None
-    disk_max: DiskLimits | None = None
-    windows: Windows | None = None
-    band: BandSettings | None = None
     aliases: list[str] = []
+
+    def aliased(self, name: str) -> "Takeover":
+        """With ``name`` among the aliases (a name a migration or the run was started under)."""
+        return self if not name or name in self.aliases else self.model_copy(update={"aliases": [*self.aliases, name]})
 
 
 class ClusterInput(BaseModel):

@@ -30,12 +30,8 @@ from drover.core.coordinator.registry import FreezeNotices, Holder, Orphan, over
 from drover.models.admission import Limits, MoveSpec
 from drover.models.control import AuditEntry, OperatorAction
 from drover.models.coordination import (
-    ClusterBandChange,
-    ClusterDiskChange,
-    ClusterLimitsChange,
     ClusterSetting,
-    ClusterThrottleChange,
-    ClusterWindowsChange,
+    ClusterSettings,
     Demand,
     DiskLimits,
     JoinRequest,
@@ -329,31 +325,34 @@ class ClusterState(BaseModel):
 
     # -- operator actions -------------------------------------------------------------------------------------
 
+    @property
+    def settings(self) -> ClusterSettings:
+        """The operator's cluster-wide settings, as this state holds them."""
+        return ClusterSettings(
+            frozen=self.frozen,
+            limits=self.limits,
+            rate_bytes_per_s=self.rate,
+            disk_max=self.disk.limits,
+            windows=self.windows,
+            band=self.band.settings,
+        )
+
+    def adopt(self, settings: ClusterSettings) -> None:
+        """Hold ``settings`` (the disk gate's readings kept, and the band's while it stays on)."""
+        self.frozen, self.limits, self.rate = settings.frozen, settings.limits, settings.rate_bytes_per_s
+        self.disk.limits, self.windows = settings.disk_max or DiskLimits(), settings.windows or Windows()
+        self.band = ThrottleBand(settings=settings.band, brokers=self.band.brokers if settings.band else {})
+
     def setting(self, change: ClusterSetting, now: datetime) -> None:
         """An operator's cluster-wide setting, audited with what it is now."""
-        match change:
-            case ClusterLimitsChange(limits=limits):
-                self.limits = limits
-                action, shown = "limits", limits.text() if limits else "the highest any running migration asks for"
-            case ClusterThrottleChange(rate_bytes_per_s=rate):
-                self.rate = rate
-                action, shown = "throttle", f"{rate} B/s on every broker moving" if rate else "each migration's own"
-            case ClusterDiskChange(disk_max=limits):
-                self.disk.limits = limits or DiskLimits()
-                action, shown = "disk-max", self.disk.limits.text()
-            case ClusterWindowsChange(windows=windows):
-                self.windows = windows or Windows()
-                action, shown = "windows", self.windows.text()
-            case ClusterBandChange(band=band):
-                self.band = ThrottleBand(settings=band, brokers=self.band.brokers if band else {})
-                action, shown = "band", band.text() if band else "off: the estimated migrations run at their estimate"
+        settings = self.settings.apply(change)
+        self.adopt(settings)
+        action, shown = settings.told(change)
         self._audit(action, change, now, shown)
 
     def took_over(self, took: Takeover) -> None:
         """The operator's settings and the cluster's aliases as the lost last run held them."""
-        self.frozen, self.limits, self.rate = took.frozen, took.limits, took.rate_bytes_per_s
-        self.disk.limits, self.windows = took.disk_max or DiskLimits(), took.windows or Windows()
-        self.band = ThrottleBand(settings=took.band)
+        self.adopt(took)
         self.aliases = [*took.aliases, *(a for a in self.aliases if a not in took.aliases)]
 
     def alias(self, name: str, now: datetime) -> None:

@@ -6,11 +6,14 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from drover.models.coordination import ThrottleWanted
+from drover.core.migration.runs import ClusterRun
+from drover.models.coordination import Takeover, ThrottleWanted
 
 
 @dataclass
-class TakeOver:
+class TakeoverWait:
+    """A take-over under way: the migrations it waits for, until when, and what the lost run had written."""
+
     # The last run's settings taken over (or there was none to take).
     done: bool = False
     awaiting: set[str] = field(default_factory=set)
@@ -44,3 +47,14 @@ class TakeOver:
         """The lost run's throttle entries stay until the migrations that need them have joined, and for the whole
         wait in any case: one that Temporal's visibility did not list yet joins late."""
         return self.waiting(now) or now < self.until
+
+
+def run_start(given: ClusterRun, took: Takeover) -> tuple[Takeover, bool]:
+    """Where a coordinator's run started, as its history's first event tells it: its carry when it continued as new
+    (True: a starting point of its own), else ``took``; with the name it was started under as an alias. The reading of
+    a lost run's history folds each operator change it accepted into the result with ``Takeover.apply``."""
+    if given.carry is None:
+        return took.aliased(given.name), False
+    state = given.carry.state
+    carried = Takeover(**dict(state.settings), book=given.carry.book, aliases=state.aliases)
+    return carried.aliased(given.name), True

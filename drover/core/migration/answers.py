@@ -1,5 +1,5 @@
 """What a migration hears from its cluster's coordinator and its moves, taken into its state: the answer to a join,
-a grant, a move's stuck report and how each move ended. The counterpart of ``drover.core.migration.calls`` (what it
+a grant, a move's stuck report and how each move ended. The counterpart of ``drover.core.migration.asks`` (what it
 asks); the workflow (``drover.workflows.migration``) hands each answer here as it comes. Pure: the time is passed in."""
 
 from datetime import datetime

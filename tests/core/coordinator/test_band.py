@@ -172,7 +172,7 @@ def test_paused_for_starvation_the_coordinator_grants_no_move_through_the_broker
 
 
 def test_a_take_over_keeps_the_band_and_continue_as_new_carries_it():
-    from drover.activities.cluster import _run_start
+    from drover.core.coordinator.takeover import run_start
     from drover.core.migration.runs import ClusterRun
 
     s = coordinator()
@@ -180,7 +180,7 @@ def test_a_take_over_keeps_the_band_and_continue_as_new_carries_it():
     s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
     # As the next run takes it: the carry in JSON, taken back typed.
     carry = {"state": s.model_dump(mode="json"), "book": {}}
-    took, carried = _run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
+    took, carried = run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
     assert carried and took.band == settings
     again = ClusterState(name="c")
     again.took_over(took)

@@ -108,7 +108,7 @@ def test_outside_its_windows_with_a_cap_moves_go_on_under_it():
 
 
 def test_a_run_that_continued_as_new_hands_its_disk_limit_and_windows_to_a_take_over():
-    from drover.activities.cluster import _run_start
+    from drover.core.coordinator.takeover import run_start
     from drover.core.migration.runs import ClusterRun
     from drover.models.coordination import DiskLimits, Takeover
 
@@ -116,7 +116,7 @@ def test_a_run_that_continued_as_new_hands_its_disk_limit_and_windows_to_a_take_
     s.disk.limits = DiskLimits(percent=90, brokers={4: 70})
     # As the next run takes it: the carry in JSON, taken back typed.
     carry = {"state": s.model_dump(mode="json"), "book": {}}
-    took, carried = _run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
+    took, carried = run_start(ClusterRun.model_validate({"name": "c", "cluster_id": "k", "carry": carry}), Takeover())
     assert carried and took.windows == s.windows and took.disk_max == s.disk.limits
     again = ClusterState(name="c")
     again.took_over(took)

@@ -6,8 +6,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from drover.core.migration import MigrationState, Phase
-from drover.core.migration import calls as build
+from drover.core.migration import MigrationState, Phase, asks
 from drover.models.admission import Limits, MoveSpec
 from drover.models.control import MIGRATION_ACTIONS, Cancel, Pause, SetLimits, SetThrottle
 from drover.models.coordination import LeaveResult
@@ -130,13 +129,13 @@ def test_a_demand_is_numbered_releases_what_ended_and_carries_the_throttle():
     s.window.waiting = [spec(p) for p in range(4)]
     s.link.joined_to("first-run", "cluster:k")
     s.link.release([("t", 7)])
-    asked = build.asking(s)
-    first = build.demand(s, "m", "run", 2)
+    asked = asks.asking(s)
+    first = asks.demand(s, "m", "run", 2)
     assert (first.seq, first.released, first.throttle, first.replicas_per_step) == (1, [("t", 7)], Throttle(rate=9), 2)
-    assert [m.partition for m in first.candidates] == [0, 1] and build.asking(s) == asked
+    assert [m.partition for m in first.candidates] == [0, 1] and asks.asking(s) == asked
     # A demand that did not reach the coordinator: the next one releases its moves.
     s.link.demand_lost(first.released)
-    assert build.demand(s, "m", "run", 2).released == [("t", 7)] and s.link.demand_seq == 2
+    assert asks.demand(s, "m", "run", 2).released == [("t", 7)] and s.link.demand_seq == 2
 
 
 def test_leaving_keeps_the_brokers_whose_throttle_stayed_and_notes_a_failed_write():
@@ -148,32 +147,32 @@ def test_leaving_keeps_the_brokers_whose_throttle_stayed_and_notes_a_failed_writ
 
 def test_leaders_are_elected_for_the_partitions_moved_only():
     s = MigrationState(phase=Phase.CLEANING_UP)
-    assert build.leader_election(s, "m") is None
+    assert asks.leader_election(s, "m") is None
     moved = MoveOutcome(topic="t", partition=0, original=[1, 2], target=[1, 3], final=[1, 3], size_bytes=1)
     kept = MoveOutcome(topic="t", partition=1, original=[1, 2], target=[1, 3], final=[1, 2], size_bytes=1)
     s.window.outcomes = [moved, kept]
-    election = build.leader_election(s, "m")
+    election = asks.leader_election(s, "m")
     assert election is not None and [(p.topic, p.partition) for p in election.partitions] == [("t", 0)]
 
 
 def test_an_input_or_a_carried_state_that_does_not_validate_is_told_in_one_line():
     moves = [p.model_dump() for p in PLAN]
-    run, why = build.parse_run({"cluster": "c", "moves": moves, "limits": {"max_partitions": 0}})
+    run, why = asks.parse_run({"cluster": "c", "moves": moves, "limits": {"max_partitions": 0}})
     assert run is None and why is not None
     assert why.startswith("bad migration input, nothing was changed: limits.max_partitions:")
-    run, why = build.parse_run({"cluster": "c"})
+    run, why = asks.parse_run({"cluster": "c"})
     assert run is None and why is not None and "give the plan either inline (moves) or by reference" in why
-    run, why = build.parse_run({"cluster": "c", "carry": {"phase": "nowhere"}})
+    run, why = asks.parse_run({"cluster": "c", "carry": {"phase": "nowhere"}})
     assert run is None and why is not None
     assert why.startswith("the state handed over by the previous run does not validate: carry.phase:")
 
 
 def test_continue_as_new_carries_one_typed_input_the_state_in_it_and_not_the_plan():
-    first, why = build.parse_run({"cluster": "c", "moves": [p.model_dump() for p in PLAN], "continue_every": 7})
+    first, why = asks.parse_run({"cluster": "c", "moves": [p.model_dump() for p in PLAN], "continue_every": 7})
     assert first is not None and why is None and first.carry is None and len(first.moves) == len(PLAN)
     state = MigrationState(runs=3)
     following = first.continued(state)
     assert following.moves == [] and following.carry is state and following.continue_every == 7
     # As Temporal hands it to the next run: JSON, taken back whole, the state typed.
-    again, why = build.parse_run(json.loads(following.model_dump_json()))
+    again, why = asks.parse_run(json.loads(following.model_dump_json()))
     assert why is None and again == following and isinstance(again.carry, MigrationState) and again.carry.runs == 3
