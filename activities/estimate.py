@@ -33,7 +33,7 @@ class EstimateActivities:
     def estimate(self, req: MigrationEstimateInput) -> Estimate:
         """Metrics (sampled over ``req.sample_s``, or the file given), then the Spark job; the metrics and the
         estimate are kept in the migration's folder."""
-        MetricsError = spark_module("metrics").MetricsError  # noqa: N806 - a class
+        MetricsError = spark_module("metrics_file").MetricsError  # noqa: N806 - a class
 
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         moves_ref = req.moves_ref or str(ledger.write_moves(folder, req.moves))

@@ -168,7 +168,7 @@ def _start_quietly(place: SparkPlace) -> None:
 
 
 def _run(place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool) -> Estimate:
-    from drover.estimator.metrics import MetricsError
+    from drover.estimator.metrics_file import MetricsError
     from drover.estimator.session import SparkUnavailable
 
     try:

@@ -193,7 +193,7 @@ def _window(sample: str | None, bootstrap: str | None, metrics: Path | None) -> 
 
 def _read_metrics(settings: Settings, path: Path) -> tuple[dict[tuple[str, int], float], dict[tuple[str, int], int]]:
     """Write rates and sizes from a metrics dataset, read and checked as `drover estimate` reads it (Spark)."""
-    from drover.estimator.metrics import MetricsError, read_metrics
+    from drover.estimator.metrics_file import MetricsError, read_metrics
     from drover.estimator.service import SparkPlace
 
     place = SparkPlace(settings.spark_master, settings.work_dir)

@@ -28,7 +28,7 @@ from pyspark.sql import types as T
 if __package__ in (None, ""):  # run as a file by spark-submit: the folder that holds the drover package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from drover.estimator.metrics import MetricsError, one_row, read_metrics  # noqa: E402
+from drover.estimator.metrics_file import MetricsError, one_row, read_metrics  # noqa: E402
 from drover.estimator.schedule import SimMove, Stage, simulate  # noqa: E402
 from drover.models.estimate import BrokerEstimate, Estimate, EstimateOptions, EstimateRequest, NeverCatchesUp  # noqa: E402
 from drover.steps.admission import MoveSpec  # noqa: E402

@@ -23,7 +23,7 @@ _IMPORTING = threading.Lock()
 
 
 def spark_module(name: str):
-    """One of Drover's Spark modules (``session``, ``job``, ``metrics``), imported one thread at a time."""
+    """One of Drover's Spark modules (``session``, ``job``, ``metrics_file``), imported one thread at a time."""
     with _IMPORTING:
         return importlib.import_module(f"drover.estimator.{name}")
 

@@ -8,7 +8,7 @@ import pytest
 
 from drover.estimator import service
 from drover.estimator.job import estimate_request
-from drover.estimator.metrics import MetricsError
+from drover.estimator.metrics_file import MetricsError
 from drover.estimator.service import SparkPlace, run_estimate
 from drover.estimator.session import spark
 from drover.models.admission import Limits, MoveSpec
