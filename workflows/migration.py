@@ -47,7 +47,7 @@ class MigrationWorkflow:
         # operator's action) delivered with the run's start then acts on the migration's real state. An input that
         # does not validate fails the run with one line (``_bad_input``), not its workflow task again and again.
         self._input, self._bad_input = asks.parse_run(given)
-        self._s = self._input.carry if self._input is not None and self._input.carry is not None else MigrationState()
+        self.s = self._input.carry if self._input is not None and self._input.carry is not None else MigrationState()
         self._id = workflow.info().workflow_id
         # Set by a report or an action: the window looks again. A move ended since the last demand.
         self._wake, self._demand_stale, self._ended_this_run = False, False, 0
@@ -71,7 +71,7 @@ class MigrationWorkflow:
         # 5. ROLLING_BACK (cancel revert-pending or rollback): the window steps partitions back, continuing as new too.
         # 6. CLEANING_UP: preferred leaders elected, the throttle removed, every partition verified; then the end.
         # Whatever interrupts it (a cancel from Temporal, an activity that gives up), steps 4 and 6 still run.
-        migration, s = self._input, self._s
+        migration, s = self._input, self.s
         if migration is None:
             raise ApplicationError(str(self._bad_input), type=ErrorType.INPUT, non_retryable=True)
         if migration.carry is None:
@@ -99,7 +99,7 @@ class MigrationWorkflow:
 
     def _take_up(self, e: BaseException) -> bool:
         """A cancellation from Temporal (once) becomes a stop; a first failure stops the migration and fails it."""
-        s = self._s
+        s = self.s
         if is_cancelled_exception(e) and workflow.cancellation_reason() is not None:
             if self._cancel_taken:
                 return False
@@ -114,7 +114,7 @@ class MigrationWorkflow:
 
     async def _advance(self, prepare: calls.Preparation) -> None:
         """Drive the state machine from its phase to its end."""
-        s, given = self._s, self._input
+        s, given = self.s, self._input
         assert given is not None
         if s.phase == Phase.PREFLIGHT:
             await prepare.preflight()
@@ -146,7 +146,7 @@ class MigrationWorkflow:
 
     async def _look(self, given: MigrationRun) -> None:
         """One look at the window: page in, cancel, admit, then wait for a report or an action."""
-        s = self._s
+        s = self.s
         if s.link.rejoin_due:
             await self._join(given)
         if s.more_to_page() and len(s.window.waiting) < given.page_moves // 2:
@@ -180,7 +180,7 @@ class MigrationWorkflow:
     async def _window_emptied(self, given: MigrationRun) -> None:
         """Nothing waits and nothing is in flight: a rollback planned when one is wanted, else the clean-up (which
         a stop's rollback plan leads to as well)."""
-        s = self._s
+        s = self.s
         if s.rollback_wanted():
             await calls.plan_rollback(given, s)
             if s.phase == Phase.STOPPING:
@@ -192,14 +192,14 @@ class MigrationWorkflow:
     async def _run_child(self, given: MigrationRun, r: MoveRecord) -> None:
         """A move as a child: a run continues as new only once nothing is in flight, so the run that started a move
         hears its end."""
-        self._record_end(r, await calls.run_move(given, self._s, r, self._wake_up))
+        self._record_end(r, await calls.run_move(given, self.s, r, self._wake_up))
 
     def _wake_up(self) -> None:
         self._wake = True
 
     def _record_end(self, r: MoveRecord, outcome: MoveOutcome) -> None:
         """A move ended (its report, or its child without one): its outcome into the state, once per token."""
-        if self._s.finish(r.key, r.token, outcome):
+        if self.s.finish(r.key, r.token, outcome):
             self._ended_this_run += 1
             self._demand_stale = self._wake = True
             self._describe()
@@ -208,7 +208,7 @@ class MigrationWorkflow:
 
     async def _clean_up(self) -> None:
         """Preferred leaders, the throttle removed, every partition checked; then the end state and the result."""
-        s = self._s
+        s = self.s
         elected, not_preferred = await calls.elect_leaders(s)
         # Leaving the coordinator releases this migration's throttle entries; it answers once Kafka shows it.
         await self._leave()
@@ -220,7 +220,7 @@ class MigrationWorkflow:
     async def _continue_as_new(self, given: MigrationRun) -> None:
         """Hand the state to a new run. Nothing is in flight (the window drained first), so no child's report can
         reach this run after its state is taken."""
-        s = self._s
+        s = self.s
         self._handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
         if s.large:
@@ -236,12 +236,12 @@ class MigrationWorkflow:
     # -- the cluster's coordinator: join, ask, hear grants, leave -------------------------------------------------
 
     async def _join(self, given: MigrationRun) -> None:
-        if await calls.join(given, self._s):
+        if await calls.join(given, self.s):
             self._asked = None  # the coordinator may be a new one: it hears the whole demand
 
     async def _ask(self, given: MigrationRun) -> None:
         """The coordinator hears this migration's demand when it has changed since the last one sent."""
-        s = self._s
+        s = self.s
         if not s.link.joined or s.link.rejoin_due:
             return
         asking = asks.asking(s)
@@ -254,12 +254,12 @@ class MigrationWorkflow:
 
     async def _leave(self) -> None:
         if self._input is not None:
-            await calls.leave(self._input, self._s)
+            await calls.leave(self._input, self.s)
 
     @workflow.signal(name="granted")
     def granted(self, grant: Grant) -> None:
         """From the cluster's coordinator: moves that may start now, their throttle in place."""
-        if not answers.granted(self._s, grant):
+        if not answers.granted(self.s, grant):
             workflow.logger.info("a grant of %d move(s) from a coordinator it has not joined is void", len(grant.keys))
         elif grant.error is not None:
             self._describe()
@@ -269,15 +269,15 @@ class MigrationWorkflow:
     def rejoin(self, coordinator: str = "") -> None:
         """From a coordinator that does not know this migration (a new one, after the last was lost): join again.
         Not from the coordinator it has joined since it was asked."""
-        if self._s.link.rejoin_asked(coordinator):
-            self._s.coordinator_lost()
+        if self.s.link.rejoin_asked(coordinator):
+            self.s.coordinator_lost()
             self._wake = True
 
     @workflow.signal(name="cluster_action")
     def cluster_action(self, entry: AuditEntry) -> None:
         """From the cluster's coordinator: an operator froze or unfroze the cluster (who, why): in this
         migration's audit too."""
-        self._s.note(entry.action, entry.actor, entry.reason, entry.at, "on the cluster (drover cluster)")
+        self.s.note(entry.action, entry.actor, entry.reason, entry.at, "on the cluster (drover cluster)")
         self._wake = True
 
     # -- from its moves ---------------------------------------------------------------------------------------------
@@ -286,19 +286,19 @@ class MigrationWorkflow:
     def move_step(self, report: MoveStepReport) -> None:
         """From a PartitionMoveWorkflow as it issues a step: for the current batch. One that shows its leader
         movement done frees a leader slot: the window looks again."""
-        if self._s.window.step_reported((report.topic, report.partition), report.token, report.current, report.step):
+        if self.s.window.step_reported((report.topic, report.partition), report.token, report.current, report.step):
             self._wake = True
 
     @workflow.signal(name="move_stuck")
     def move_stuck(self, report: MoveStuck) -> None:
         """From a PartitionMoveWorkflow whose step shows no progress; recorded, and shown by progress."""
-        if answers.stuck(self._s, report, workflow.now()):
+        if answers.stuck(self.s, report, workflow.now()):
             self._wake = True
 
     @workflow.signal(name="move_finished")
     def move_finished(self, report: MoveReport) -> None:
         """From a PartitionMoveWorkflow as it ends, whichever run of this migration started it."""
-        ended = answers.reported(self._s, report)
+        ended = answers.reported(self.s, report)
         if ended is not None:
             self._record_end(*ended)
 
@@ -314,7 +314,7 @@ class MigrationWorkflow:
         if self._handing_over:
             raise ValueError(HANDING_OVER)
         found = action_payload(raw)
-        why = found.why if isinstance(found, BadSignal) else self._s.refusal(found)
+        why = found.why if isinstance(found, BadSignal) else self.s.refusal(found)
         if why is not None:
             raise ValueError(why)
 
@@ -330,9 +330,9 @@ class MigrationWorkflow:
     def _act(self, found: MigrationAction | BadSignal) -> None:
         """An operator's action applied, or recorded in the audit as refused with the reason."""
         if isinstance(found, BadSignal):
-            entry = self._s.refuse(found.action, found.by.actor, found.by.reason, workflow.now(), found.why)
+            entry = self.s.refuse(found.action, found.by.actor, found.by.reason, workflow.now(), found.why)
         else:
-            entry = self._s.act(found, workflow.now())
+            entry = self.s.act(found, workflow.now())
         if entry.refused is not None:
             workflow.logger.warning("%s by %s refused: %s", entry.action, entry.actor, entry.refused)
             return
@@ -349,8 +349,8 @@ class MigrationWorkflow:
         """The phase as the DroverStatus search attribute (the Web UI, `drover list`), when it changes, and the
         current details the Web UI shows. Called by the run only: handlers describe, the run publishes as it
         wakes."""
-        if self._s.phase.value != self._published:
-            self._published = self._s.phase.value
+        if self.s.phase.value != self._published:
+            self._published = self.s.phase.value
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(self._published)])
         self._describe()
 
@@ -358,10 +358,10 @@ class MigrationWorkflow:
         """The Web UI's current details (progress, the current batch, who paused) and the progress metrics."""
         now = self._progress(per_broker=False)
         workflow.set_current_details(details(now))
-        record_progress(now.cluster, now, running=self._s.phase not in ENDED)
+        record_progress(now.cluster, now, running=self.s.phase not in ENDED)
 
     def _progress(self, per_broker: bool = True) -> MigrationProgress:
-        return progress(self._s, self._input.cluster if self._input else "", workflow.now(), per_broker=per_broker)
+        return progress(self.s, self._input.cluster if self._input else "", workflow.now(), per_broker=per_broker)
 
     @workflow.query
     def progress(self) -> MigrationProgress:

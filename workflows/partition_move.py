@@ -45,7 +45,7 @@ class PartitionMoveWorkflow:
     @workflow.init
     def __init__(self, move: MoveInput) -> None:
         # The move's state machine (drover.core.move.state): ``_move`` carries out what it decides.
-        self._m, self._first = machine.begin(move, _settle_s(move.stuck_after_s))
+        self.s, self._first = machine.begin(move, _settle_s(move.stuck_after_s))
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
@@ -53,19 +53,19 @@ class PartitionMoveWorkflow:
             result = await self._move(move)
         except INTERRUPTIONS as e:
             cancelled = is_cancelled_exception(e)
-            if cancelled and self._m.acted:
+            if cancelled and self.s.acted:
                 await asyncio.shield(self._drop_surplus(move))
             error = CANCELLED if cancelled else str(e)
             kind = None if cancelled else getattr(e, "type", None) or getattr(getattr(e, "cause", None), "type", None)
             # The list this move left the partition on, or None if it never changed it: a rollback reverts only
             # what a move changed, from where it left it.
-            final = self._m.current if self._m.acted else None
+            final = self.s.current if self.s.acted else None
             report = MoveReport(
                 topic=move.topic,
                 partition=move.partition,
                 token=move.token,
                 final=final,
-                steps=self._m.steps,
+                steps=self.s.steps,
                 error=error,
                 error_type=kind,
             )
@@ -112,7 +112,7 @@ class PartitionMoveWorkflow:
                 if is_cancelled_exception(e):
                     await self._cancelled()
                 raise
-            action = machine.decide(self._m, event, workflow.now())
+            action = machine.decide(self.s, event, workflow.now())
         return action.result
 
     async def _carry_out(self, move: MoveInput, action: ev.Action) -> ev.Event:
@@ -134,7 +134,7 @@ class PartitionMoveWorkflow:
             case ev.WaitThaw():
                 # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen.
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
-                await workflow.wait_condition(lambda: not self._m.frozen)
+                await workflow.wait_condition(lambda: not self.s.frozen)
                 return ev.Thawed()
             case ev.Issue():
                 return await self._issue(move, action)
@@ -185,14 +185,14 @@ class PartitionMoveWorkflow:
     async def _cancelled(self) -> None:
         """Cancelled while an action ran: a step in flight is undone on Kafka (even as the move is cancelled)
         before the move ends."""
-        action = machine.decide(self._m, ev.Cancelled(), workflow.now())
+        action = machine.decide(self.s, ev.Cancelled(), workflow.now())
         if isinstance(action, ev.Undo):
             undone = await asyncio.shield(
                 workflow.execute_activity_method(
                     KafkaActivities.cancel_step, action.request, summary=action.summary, **STEP_WAIT
                 )
             )
-            action = machine.decide(self._m, ev.Undone(undone), workflow.now())
+            action = machine.decide(self.s, ev.Undone(undone), workflow.now())
         assert isinstance(action, ev.Stop)
 
     async def _drop_surplus(self, move: MoveInput) -> None:
@@ -206,8 +206,8 @@ class PartitionMoveWorkflow:
             state = await quick(
                 KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
             )
-            self._m.dropped(state)
-            m = self._m
+            self.s.dropped(state)
+            m = self.s
             while step := surplus_drop(state.replicas, state.isr, m.original, move.target, m.min_insync):
                 what = f"drop the surplus: {state.replicas} → {step.replicas}"
                 request = step_request(move, state.replicas, step.replicas, m.settle_s)
@@ -232,7 +232,7 @@ class PartitionMoveWorkflow:
                         KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {step.replicas[0]} leader", **QUICK_CALL
                     )
         except INTERRUPTIONS as e:
-            workflow.logger.warning("%s left on %s, above its target's RF: %s", tp, self._m.current, e)
+            workflow.logger.warning("%s left on %s, above its target's RF: %s", tp, self.s.current, e)
 
     async def _report_stuck(self, report: MoveStuck) -> None:
         workflow.logger.warning(
@@ -251,11 +251,11 @@ class PartitionMoveWorkflow:
     @workflow.signal
     def freeze(self, frozen: bool) -> None:
         """From the cluster's coordinator: the cluster is frozen (steps in flight finish; no new one starts) or not."""
-        self._m.frozen = frozen
+        self.s.frozen = frozen
 
     @workflow.query
     def progress(self) -> MoveProgress | None:
-        return self._m.progress()
+        return self.s.progress()
 
 
 def _settle_s(stuck_after_s: float | None) -> float:
