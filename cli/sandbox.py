@@ -15,7 +15,8 @@ from drover.settings import describe_validation_error
 
 app = typer.Typer(
     help="Run a local stack on this machine: a KRaft Kafka cluster (one controller, brokers with racks), the "
-    "Temporal dev server with its Web UI, and the Drover worker. State lives in .drover/sandbox (DROVER_SANDBOX_*).",
+    "Temporal dev server with its Web UI, and the Drover worker. State lives in .drover/sandbox of the checkout, or "
+    "of ~/.local/share/drover for an installed Drover (DROVER_SANDBOX_*).",
     no_args_is_help=True,
 )
 

@@ -33,6 +33,7 @@ TEMPORAL_SQLITE = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "sy
 
 # The worker as the installed package runs it (``drover worker`` runs the same), in this Python.
 WORKER_ARGV = [sys.executable, "-m", "drover.worker"]
+
 SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
 
 

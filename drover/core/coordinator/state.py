@@ -338,10 +338,12 @@ class ClusterState(BaseModel):
         )
 
     def adopt(self, settings: ClusterSettings) -> None:
-        """Hold ``settings`` (the disk gate's readings kept, and the band's while it stays on)."""
+        """Hold ``settings``. The disk gate keeps its readings; a band whose settings change starts reading anew,
+        keeping its brokers' rates while it stays on, and a band left as it was keeps everything."""
         self.frozen, self.limits, self.rate = settings.frozen, settings.limits, settings.rate_bytes_per_s
         self.disk.limits, self.windows = settings.disk_max or DiskLimits(), settings.windows or Windows()
-        self.band = ThrottleBand(settings=settings.band, brokers=self.band.brokers if settings.band else {})
+        if settings.band != self.band.settings:
+            self.band = ThrottleBand(settings=settings.band, brokers=self.band.brokers if settings.band else {})
 
     def setting(self, change: ClusterSetting, now: datetime) -> None:
         """An operator's cluster-wide setting, audited with what it is now."""

@@ -98,3 +98,13 @@ def test_a_run_starts_from_its_carry_or_from_what_it_took_over_with_its_name_as_
     assert carried and took.limits == Limits(max_partitions=3) and not took.frozen and took.aliases == ["a", "b"]
     took, carried = run_start(ClusterRun(name="b"), Takeover(frozen=True, aliases=["a"]))
     assert not carried and took.frozen and took.aliases == ["a", "b"]
+
+
+def test_a_setting_other_than_the_band_leaves_the_bands_readings_as_they_are():
+    s = ClusterState(name="c")
+    s.setting(CHANGES[5][0], T0)
+    s.band.source, s.band.read_at = "metrics pages", T0
+    s.setting(CHANGES[1][0], T0)
+    assert (s.band.source, s.band.read_at, s.band.settings) == ("metrics pages", T0, CHANGES[5][2])
+    s.setting(ClusterBandChange(band=BandSettings(ceiling=5, capacity=10), **BY), T0)
+    assert (s.band.source, s.band.read_at) == ("", None)
