@@ -273,9 +273,19 @@ async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(f
     creator.start()
 
     async def stop_creating():
-        # New topics stop once the first late round is under way, so the flow can finish.
-        await asyncio.to_thread(wait_until, lambda: len(creator.created) >= 6, 120, 0.2, "topics created")
-        creator.stopped.set()
+        # New topics stop once the first late round is under way, so the flow can finish. Counting topics instead
+        # raced the flow: on a slow machine every one of them existed before the drain was planned, and none was late.
+        client = await connect(five.settings)
+        deadline = time.monotonic() + 180
+        try:
+            while time.monotonic() < deadline and not creator.stopped.is_set():
+                running = "WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"
+                async for found in client.list_workflows(running):
+                    if (await flow_status(five, found.id)).rounds >= 1:
+                        return
+                await asyncio.sleep(0.3)
+        finally:
+            creator.stopped.set()
 
     stopper = asyncio.create_task(stop_creating())
     try:
@@ -380,7 +390,13 @@ async def test_demote_then_undo(five):
 
 
 async def test_bad_requests_change_nothing(five):
-    five.admin.create_topic(f"rf3-{uuid.uuid4().hex[:4]}", [[1, 2, 5], [5, 3, 4]])
+    topic = f"rf3-{uuid.uuid4().hex[:4]}"
+    five.admin.create_topic(topic, [[1, 2, 5], [5, 3, 4]])
+    # The snapshot waits until the metadata shows the new topic: one taken before lacked its two partitions, which the
+    # snapshot after the bad requests then had, though no request had touched them.
+    await asyncio.to_thread(
+        wait_until, lambda: {(topic, 0), (topic, 1)} <= five.assignment().keys(), 30, 0.2, f"topic {topic} in metadata"
+    )
     before, cordons = five.assignment(), five.cordons()
     cases = {
         ("--brokers", "9"): "no broker 9 in the cluster",
