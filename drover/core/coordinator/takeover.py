@@ -1,6 +1,7 @@
 """A coordinator's take-over after the loss of its last run: the migrations found running that have not joined the
 new one yet, and until when they are waited for. Meanwhile nothing is granted and nothing the lost run wrote is taken
-off Kafka; operator actions wait until the take-over is done, so the lost run's settings never overwrite them."""
+off Kafka; operator actions wait until the take-over is done, so the lost run's settings never overwrite them.
+Where a run starts from (its carry, or what it takes over) is ``run_start``."""
 
 from collections.abc import Collection
 from dataclasses import dataclass, field
