@@ -39,8 +39,8 @@ class BrokerDisk(BaseModel):
     # Bytes on the broker so far of each copy in flight onto it, as [topic, partition, bytes].
     copied: list[tuple[str, int, int]] = []
 
-    def copied_of(self, key: PartitionKey) -> int:
-        return next((n for t, p, n in self.copied if (t, p) == key), 0)
+    def copies(self) -> dict[PartitionKey, int]:
+        return {(t, p): n for t, p, n in self.copied}
 
 
 def rates_into(m: MoveSpec, cluster_rate: int | None, d: Demand | None) -> dict[int, int | None]:
@@ -50,8 +50,9 @@ def rates_into(m: MoveSpec, cluster_rate: int | None, d: Demand | None) -> dict[
     return {b: on[1] if (on := throttle.on(b)) else None for b in m.target}
 
 
-def adds_to(m: MoveSpec, broker: int) -> bool:
-    return broker in m.target and broker not in m.original
+def added(m: MoveSpec) -> set[int]:
+    """The brokers ``m`` adds a replica to."""
+    return set(m.target) - set(m.original)
 
 
 class DiskGate(BaseModel):
@@ -69,9 +70,9 @@ class DiskGate(BaseModel):
         """The brokers the moves waiting or in flight add replicas to, with the copies in flight onto each."""
         copies: dict[int, list[PartitionKey]] = {}
         for m in in_flight:
-            for b in set(m.target) - set(m.original):
+            for b in added(m):
                 copies.setdefault(b, []).append((m.topic, m.partition))
-        brokers = {b for m in candidates for b in set(m.target) - set(m.original)} | set(copies)
+        brokers = {b for m in candidates for b in added(m)} | set(copies)
         return DiskRequest(brokers=sorted(brokers), copies={b: sorted(c) for b, c in sorted(copies.items())})
 
     def read(self, readings: list[DiskReading], now: datetime) -> None:
@@ -84,7 +85,8 @@ class DiskGate(BaseModel):
             rate, copying = (last.write_rate, last.copy_rate) if last else (0.0, 0.0)
             seconds = (now - last.at).total_seconds() if last else 0.0
             if last is not None and seconds > 0:
-                grown = sum(n - last.copied_of((t, p)) for t, p, n in r.copied)
+                before = last.copies()
+                grown = sum(n - before.get((t, p), 0) for t, p, n in r.copied)
                 measured = max(0.0, (r.used_bytes - last.used_bytes - grown) / seconds)
                 rate = RATE_WEIGHT * measured + (1 - RATE_WEIGHT) * last.write_rate
                 copying = max(0.0, grown / seconds)
@@ -118,25 +120,39 @@ class DiskGate(BaseModel):
             if d.copy_rate or d.copied:
                 self.disks[b] = d.model_copy(update={"copy_rate": 0.0, "copied": []})
 
+    def coming(self, in_flight: list[MoveSpec]) -> dict[int, int]:
+        """The bytes still to come of the copies in flight onto each broker read. Taken once per pass and kept up
+        to date with ``granted`` as moves are granted: a pass checks every candidate against it."""
+        copied = {b: d.copies() for b, d in self.disks.items()}
+        coming = dict.fromkeys(self.disks, 0)
+        for m in in_flight:
+            for b in added(m):
+                if b in coming:
+                    coming[b] += max(0, m.size_bytes - copied[b].get((m.topic, m.partition), 0))
+        return coming
+
+    @staticmethod
+    def granted(coming: dict[int, int], move: MoveSpec) -> None:
+        """``move`` granted: its whole copy is still to come onto each broker read that it adds a replica to."""
+        for b in added(move):
+            if b in coming:
+                coming[b] += move.size_bytes
+
     def pending(self, broker: int, in_flight: list[MoveSpec]) -> int:
         """The bytes still to come of the copies in flight onto ``broker``."""
-        disk = self.disks.get(broker)
-        return sum(
-            max(0, m.size_bytes - (disk.copied_of((m.topic, m.partition)) if disk else 0))
-            for m in in_flight
-            if adds_to(m, broker)
-        )
+        return self.coming(in_flight).get(broker, 0)
 
     def refusal(
-        self, move: MoveSpec, in_flight: list[MoveSpec], rates: dict[int, int | None]
+        self, move: MoveSpec, coming_now: dict[int, int], rates: dict[int, int | None]
     ) -> tuple[int, str] | None:
         """The first broker ``move`` adds a replica to whose projected peak passes its limit, with why; or None.
-        ``rates``: the follower throttle into each broker (None: unthrottled)."""
-        for b in sorted(set(move.target) - set(move.original)):
+        ``coming_now``: the copies in flight still to come onto each broker (``coming``); ``rates``: the follower
+        throttle into each broker (None: unthrottled)."""
+        for b in sorted(added(move)):
             disk = self.disks.get(b)
             if disk is None:
                 continue
-            coming = self.pending(b, in_flight) + move.size_bytes
+            coming = coming_now.get(b, 0) + move.size_bytes
             rate = rates.get(b)
             horizon = coming / rate if rate else UNTHROTTLED_HORIZON_S
             growth = int(disk.write_rate * horizon)
@@ -161,13 +177,14 @@ class DiskGate(BaseModel):
     def status(self, in_flight: list[MoveSpec], follower_rates: dict[int, int]) -> list[BrokerDiskStatus]:
         """Each broker read: its disk, the copies to come onto it, and how fast they copy against the follower
         throttle written on it (``follower_rates``)."""
+        coming = self.coming(in_flight)
         return [
             BrokerDiskStatus(
                 broker=b,
                 total_bytes=d.total_bytes,
                 used_bytes=d.used_bytes,
                 write_rate=d.write_rate,
-                pending_bytes=self.pending(b, in_flight),
+                pending_bytes=coming[b],
                 copy_rate=d.copy_rate,
                 follower_rate=follower_rates.get(b),
                 waiting=self.waiting.get(b),

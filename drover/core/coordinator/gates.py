@@ -22,7 +22,8 @@ def disk_news(s: ClusterState, now: datetime) -> list[AuditEntry]:
     moving = [m for _, m in s.in_flight()]
     if not moving:
         s.disk.idle()
-    waits = [s.disk.refusal(m, moving, rates_into(m, s.rate, h.demand)) for h in s.holders.values() for m in h.waiting]
+    coming = s.disk.coming(moving)
+    waits = [s.disk.refusal(m, coming, rates_into(m, s.rate, h.demand)) for h in s.holders.values() for m in h.waiting]
     told = s.disk.tell(dict(w for w in reversed(waits) if w is not None))
     return [_told(s, "disk", text, now) for text in told]
 

@@ -251,13 +251,13 @@ class ClusterState(BaseModel):
             for m in h.in_flight:
                 own[h.migration_id].add(m, rps[h.migration_id])
         granted: dict[str, list[MoveSpec]] = {}
-        moving = [m for _, m in self.in_flight()]
-        while (best := self._best_candidate(limits, rps, cluster, own, moving)) is not None:
+        coming = self.disk.coming([m for _, m in self.in_flight()])
+        while (best := self._best_candidate(limits, rps, cluster, own, coming)) is not None:
             h, move = best
             r = rps[h.migration_id]
             cluster.add(move, r)
             own[h.migration_id].add(move, r)
-            moving.append(move)
+            self.disk.granted(coming, move)
             assert h.demand is not None
             h.demand = h.demand.model_copy(update={"candidates": [m for m in h.demand.candidates if m is not move]})
             h.in_flight = [*h.in_flight, move]
@@ -271,7 +271,7 @@ class ClusterState(BaseModel):
         return granted
 
     def _best_candidate(
-        self, limits: Limits, rps: dict[str, int], cluster: InFlight, own: dict[str, InFlight], moving: list[MoveSpec]
+        self, limits: Limits, rps: dict[str, int], cluster: InFlight, own: dict[str, InFlight], coming: dict[int, int]
     ) -> tuple[Holder, MoveSpec] | None:
         """The next move to grant and its migration: of each migration's candidates that fit under the limits, the
         disk gate and the band, the one with the least busy throttles; between migrations, the highest priority,
@@ -287,7 +287,7 @@ class ClusterState(BaseModel):
                 m
                 for m in h.demand.candidates
                 if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
-                and self.disk.refusal(m, moving, rates_into(m, self.rate, h.demand)) is None
+                and self.disk.refusal(m, coming, rates_into(m, self.rate, h.demand)) is None
                 and not self.band.holds(m)
             ]
             if not fitting:

@@ -25,11 +25,11 @@ def gate(used: int, total: int = 100 * GB, broker: int = 3, copied=(), limit: fl
 
 
 def test_a_move_that_fits_under_the_limit_is_not_refused():
-    assert gate(used=80 * GB).refusal(move(0, onto=3, size=4 * GB), [], {3: None}) is None
+    assert gate(used=80 * GB).refusal(move(0, onto=3, size=4 * GB), {}, {3: None}) is None
 
 
 def test_a_move_that_would_pass_the_limit_is_refused_naming_the_broker_and_the_figures():
-    refused = gate(used=80 * GB).refusal(move(0, onto=3, size=6 * GB), [], {3: None})
+    refused = gate(used=80 * GB).refusal(move(0, onto=3, size=6 * GB), {}, {3: None})
     assert refused is not None
     broker, why = refused
     assert broker == 3
@@ -42,21 +42,21 @@ def test_copies_in_flight_count_for_what_is_still_to_come_of_them():
     in_flight = [move(1, onto=3, size=4 * GB)]
     g = gate(used=80 * GB, copied=[("t", 1, 3 * GB)])
     assert g.pending(3, in_flight) == GB
-    assert g.refusal(move(0, onto=3, size=4 * GB), in_flight, {3: None}) is None
-    assert g.refusal(move(0, onto=3, size=4 * GB + 1), in_flight, {3: None}) is not None
+    assert g.refusal(move(0, onto=3, size=4 * GB), g.coming(in_flight), {3: None}) is None
+    assert g.refusal(move(0, onto=3, size=4 * GB + 1), g.coming(in_flight), {3: None}) is not None
 
 
 def test_only_the_brokers_a_move_adds_a_replica_to_are_gated():
     # Broker 3 is full, but this move only leaves it.
     g = gate(used=99 * GB)
     leaving = MoveSpec(topic="t", partition=0, original=[3, 1], target=[1, 4], size_bytes=GB)
-    assert g.refusal(leaving, [], {}) is None
+    assert g.refusal(leaving, {}, {}) is None
 
 
 def test_a_per_broker_limit_replaces_the_cluster_one_for_that_broker():
     g = gate(used=60 * GB)
     g.limits = DiskLimits(percent=85, brokers={3: 60.5})
-    refused = g.refusal(move(0, onto=3, size=GB), [], {3: None})
+    refused = g.refusal(move(0, onto=3, size=GB), {}, {3: None})
     assert refused is not None and "disk limit of 60.5%" in refused[1]
     assert DiskLimits(percent=85, brokers={3: 60.5}).text() == "85% (broker 3: 60.5%)"
 
@@ -85,18 +85,18 @@ def test_growth_over_the_copy_time_at_the_throttle_counts_and_unthrottled_copies
     g = gate(used=80 * GB)
     g.disks[3] = g.disks[3].model_copy(update={"write_rate": 10**7})
     # 4 GB at 10 MB/s: 400 s at 10 MB/s of the broker's own writes, 4 GB more: 88 GB projected.
-    assert g.refusal(move(0, onto=3, size=4 * GB), [], {3: 10**7}) is not None
+    assert g.refusal(move(0, onto=3, size=4 * GB), {}, {3: 10**7}) is not None
     # At 1 GB/s the copy takes 4 s: 40 MB of growth, 84.04 GB.
-    assert g.refusal(move(0, onto=3, size=4 * GB), [], {3: GB}) is None
+    assert g.refusal(move(0, onto=3, size=4 * GB), {}, {3: GB}) is None
     # Unthrottled, the growth is taken over the horizon: 300 s x 10 MB/s = 3 GB, 87 GB.
     assert UNTHROTTLED_HORIZON_S == 300.0
-    assert g.refusal(move(0, onto=3, size=4 * GB), [], {3: None}) is not None
+    assert g.refusal(move(0, onto=3, size=4 * GB), {}, {3: None}) is not None
 
 
 def test_a_broker_that_does_not_report_its_disk_is_not_gated_and_not_read_again_at_every_pass():
     g = DiskGate()
     g.read([DiskReading(broker=3, total_bytes=None, used_bytes=None)], T0)
-    assert g.refusal(move(0, onto=3, size=10**15), [], {3: None}) is None
+    assert g.refusal(move(0, onto=3, size=10**15), {}, {3: None}) is None
     assert not g.due([3], T0 + timedelta(seconds=1), timedelta(seconds=10))
     assert g.due([3, 4], T0 + timedelta(seconds=1), timedelta(seconds=10))
     assert g.due([3], T0 + timedelta(seconds=10), timedelta(seconds=10))
