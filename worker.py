@@ -31,7 +31,7 @@ from drover.estimator.service import ESTIMATES, SparkPlace, warm_up
 from drover.settings import Settings, SettingsError, load_settings
 from drover.settings.logs import configure_logging
 from drover.settings.process import exit_now
-from drover.workflows import WORKFLOWS
+from drover.workflows import WORKFLOWS, cache_bytecode
 
 log = structlog.get_logger("drover.worker")
 
@@ -179,6 +179,7 @@ def main() -> None:
     except SettingsError as e:
         sys.exit(f"error: {e}")
     configure_logging(settings.log_format, settings.log_level)
+    cache_bytecode()
     loop = asyncio.new_event_loop()
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -26,7 +26,7 @@ from drover.sandbox import Sandbox, SandboxSettings
 from drover.sandbox.devserver import start_dev_server
 from drover.settings import Settings
 from drover.settings.process import exit_now
-from drover.workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow
+from drover.workflows import WORKFLOWS, ClusterWorkflow, MigrationWorkflow, cache_bytecode
 
 ROOT = Path(__file__).resolve().parent.parent
 # How long a test's worker waits for its coordinator to retire before terminating it.
@@ -44,6 +44,12 @@ TEST_SANDBOX = SandboxSettings(
     # Brokers also take SASL/PLAIN clients (user drover): the history secret scan runs its worker through it.
     sasl_password=TEST_SASL_PASSWORD,
 )
+
+
+def pytest_configure(config):
+    # The workers here start thousands of workflows, each sandbox running the workflow modules afresh: from bytecode,
+    # as a started worker does (worker.py), even where Python writes none itself.
+    cache_bytecode()
 
 
 @pytest.hookimpl(tryfirst=True)

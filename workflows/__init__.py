@@ -4,6 +4,7 @@ The workflow classes are imported on first use: a workflow's sandbox runs its ow
 it starts (every partition move), and a package that imported all of them would run all of them each time."""
 
 import importlib
+from pathlib import Path
 
 _HOMES = {
     "ClusterWorkflow": "drover.workflows.cluster",
@@ -12,7 +13,14 @@ _HOMES = {
     "PartitionMoveWorkflow": "drover.workflows.partition_move",
 }
 
-__all__ = ["WORKFLOWS", "ClusterWorkflow", "DecommissionWorkflow", "MigrationWorkflow", "PartitionMoveWorkflow"]
+__all__ = [
+    "WORKFLOWS",
+    "cache_bytecode",
+    "ClusterWorkflow",
+    "DecommissionWorkflow",
+    "MigrationWorkflow",
+    "PartitionMoveWorkflow",
+]
 
 
 def __getattr__(name: str):
@@ -21,3 +29,19 @@ def __getattr__(name: str):
     if name in _HOMES:
         return getattr(importlib.import_module(_HOMES[name]), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def cache_bytecode() -> None:
+    """Compile the modules a workflow's sandbox runs afresh (this package's, and ``drover``'s own ``__init__``) to
+    bytecode once, where Python would not write it itself (PYTHONDONTWRITEBYTECODE, common in images): without it
+    every workflow started compiles them from source again. Called as a worker starts; files already compiled are
+    left as they are, and a folder that cannot be written is left alone."""
+    import compileall
+
+    import drover
+
+    try:
+        compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=2)
+        compileall.compile_file(Path(drover.__file__), quiet=2)
+    except OSError:
+        pass
