@@ -61,7 +61,11 @@ class PlanGoals:
     """What the plan does: the brokers it empties, the topics it covers, how balanced, how many moves at most."""
 
     remove_brokers: str = typer.Option("", "--remove-brokers", help="Broker ids to empty, comma-separated: 4,8")
-    topics: str | None = typer.Option(None, "--topics", help="Plan only topics whose whole name matches this regex")
+    topics: str | None = typer.Option(
+        None,
+        "--topics",
+        help="Plan only topics whose whole name matches this regex (by default every topic, Kafka's internal ones too)",
+    )
     tolerance: str = typer.Option(
         "10%", "--balance-tolerance", help="With sizes: bytes (and replicas) per broker within this of the mean"
     )

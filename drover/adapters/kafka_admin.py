@@ -112,14 +112,16 @@ class KafkaAdmin:
                 log.debug("describe_quorum_unavailable", error=str(e))
         return ClusterDescription(cluster_id=result.cluster_id, controller_id=controller, brokers=brokers)
 
-    def list_topics(self, include_internal: bool = False) -> list[str]:
+    def list_topics(self) -> list[str]:
+        """Every topic, Kafka's internal ones (``__consumer_offsets``, ``__transaction_state``, ...) included: their
+        replicas sit on brokers like any other's, and a broker that leaves must hand them on too."""
         self._reach()
         metadata = self._ck.list_topics(timeout=self._timeout)
-        return sorted(t for t in metadata.topics if include_internal or not t.startswith("__"))
+        return sorted(metadata.topics)
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
-        """Replicas, ISR and leader of every partition of ``topics`` (all non-internal topics when None: a topic
-        deleted between the listing and its description is left out)."""
+        """Replicas, ISR and leader of every partition of ``topics`` (every topic when None, internal ones included:
+        a topic deleted between the listing and its description is left out)."""
         names = sorted(set(topics)) if topics is not None else self.list_topics()
         if not names:
             return []

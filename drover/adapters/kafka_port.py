@@ -25,11 +25,12 @@ class KafkaPort(Protocol):
         ...
 
     def list_topics(self) -> list[str]:
-        """Every topic but Kafka's internal ones."""
+        """Every topic, Kafka's internal ones included."""
         ...
 
     def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
-        """Replicas, in-sync replicas and leader of every partition of those topics (all topics by default)."""
+        """Replicas, in-sync replicas and leader of every partition of those topics (all topics by default, Kafka's
+        internal ones included)."""
         ...
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState: ...

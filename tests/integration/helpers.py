@@ -282,3 +282,22 @@ def _polled(predicate, timeout_s: float, interval_s: float):
             return value
         time.sleep(interval_s)
     return None
+
+
+def internal_topics_with_data(settings: Settings, topic: str) -> None:
+    """Kafka's ``__consumer_offsets`` and ``__transaction_state`` with records in them, as a cluster with consumer
+    groups and transactions has: a group commits an offset of ``topic`` and a transactional producer commits a write
+    to it (each topic is created by Kafka on its first use)."""
+    config, _ = client_configs(settings)
+    producer = Producer(config | {"transactional.id": f"test-{uuid.uuid4().hex[:8]}"}, logger=rdkafka_logger())
+    producer.init_transactions(30)
+    producer.begin_transaction()
+    producer.produce(topic, value=b"in a transaction", partition=0)
+    producer.commit_transaction(30)
+    consumer = Consumer(
+        config | {"group.id": f"test-{uuid.uuid4().hex[:8]}", "enable.auto.commit": False}, logger=rdkafka_logger()
+    )
+    try:
+        consumer.commit(offsets=[CkTopicPartition(topic, 0, 1)], asynchronous=False)
+    finally:
+        consumer.close()

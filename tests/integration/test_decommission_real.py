@@ -13,9 +13,10 @@ from asyncio.subprocess import PIPE
 from datetime import UTC, datetime
 
 import pytest
+from confluent_kafka import Consumer, KafkaException
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.kafka_admin import KafkaAdmin, rdkafka_logger
 from drover.adapters.kafka_clients import client_configs
 from drover.adapters.temporal import connect
 from drover.models.decommission import CORDON_CONFIG, FlowResult
@@ -25,7 +26,7 @@ from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE,
 from drover.workflows import DecommissionWorkflow
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import end_coordinators
-from tests.integration.helpers import consume_topic, produce, wait_until
+from tests.integration.helpers import consume_topic, internal_topics_with_data, produce, wait_until
 from tests.integration.test_faults_real import start_worker
 from tests.integration.test_system_real import SteadyProducer
 
@@ -387,6 +388,97 @@ async def test_demote_then_undo(five):
     assert sorted(k for k, leader in five.leaders().items() if leader == 5) == led
     assert five.cordons() == {}
     print(f"\ndemote of broker 5 (leader of {len(led)} partitions): {took:.1f} s from the command to verified")
+
+
+INTERNAL = ("__consumer_offsets", "__transaction_state")
+
+
+class GroupConsumer(threading.Thread):
+    """A consumer group reading ``topic`` and committing its offsets every second, until stopped: its commits go to
+    ``__consumer_offsets`` while the flows move it."""
+
+    def __init__(self, five: Five, topic: str):
+        super().__init__(daemon=True)
+        config, _ = client_configs(five.settings)
+        self.consumer = Consumer(
+            config | {"group.id": f"group-{uuid.uuid4().hex[:6]}", "enable.auto.commit": False}, logger=rdkafka_logger()
+        )
+        self.topic, self.stopped, self.commits, self.errors = topic, threading.Event(), 0, []
+
+    def run(self) -> None:
+        self.consumer.subscribe([self.topic])
+        last = time.monotonic()
+        while not self.stopped.is_set():
+            self.consumer.poll(0.2)
+            if time.monotonic() - last >= 1:
+                last = time.monotonic()
+                try:
+                    self.consumer.commit(asynchronous=False)
+                    self.commits += 1
+                except KafkaException as e:  # nothing consumed since the last commit, or the coordinator moving
+                    self.errors.append(str(e))
+        self.consumer.close()
+
+
+def internal_on(broker: int, five: Five) -> tuple[list, list]:
+    """The internal topics' partitions ``broker`` holds a replica of, and those it leads."""
+    states = five.admin.describe_topics(INTERNAL)
+    return (
+        sorted((s.topic, s.partition) for s in states if broker in s.replicas),
+        sorted((s.topic, s.partition) for s in states if s.leader == broker),
+    )
+
+
+async def test_a_broker_holding_and_leading_internal_topics_leaves_none_of_them_behind(five):
+    """Kafka's internal topics are partitions like any other: a decommission of a broker that holds and leads some
+    of ``__consumer_offsets`` and ``__transaction_state``, while an acks=all producer and a consumer group run, ends
+    with none of them on it and no acknowledged message lost; a demote of another broker leading some ends with it
+    leading none, and its undo brings every leader back."""
+    topic = f"groups-{uuid.uuid4().hex[:4]}"
+    five.admin.create_topic(topic, [[1, 2, 3], [2, 3, 4], [3, 4, 5], [4, 5, 1]])
+    await asyncio.to_thread(internal_topics_with_data, five.settings, topic)
+    held = {b: internal_on(b, five) for b in BROKERS}
+    leaving = max(BROKERS, key=lambda b: (len(held[b][1]) > 0, len(held[b][0])))
+    assert held[leaving][0] and held[leaving][1], held
+    producer, group = SteadyProducer(five.settings, topic, 100, partitions=4), GroupConsumer(five, topic)
+    producer.start()
+    group.start()
+    try:
+        code, out, err = await five.drover(
+            "decommission", "--brokers", str(leaving), "--reason", "host retired", "--wait", "--json"
+        )
+    finally:
+        producer.stopped.set()
+        group.stopped.set()
+        producer.join()
+        group.join()
+    assert code == 0, err
+    result = FlowResult.model_validate(json.loads(out))
+    assert result.phase == "done" and result.safe_to_stop, result
+    assert internal_on(leaving, five) == ([], [])
+    assert on(leaving, five.assignment()) == [] and leaving not in five.leaders().values()
+    consumed = await asyncio.to_thread(consume_topic, five.settings, topic, 4)
+    lost = sum(len(set(producer.acked[p]) - set(consumed[p])) for p in range(4))
+    acked = sum(len(v) for v in producer.acked.values())
+    assert acked > 0 and lost == 0 and group.commits > 0
+    print(
+        f"\ndecommission of broker {leaving} (held {len(held[leaving][0])} internal partitions, led "
+        f"{len(held[leaving][1])}): {result.partitions_moved} partitions moved in {result.took_s:.0f} s; "
+        f"{acked} messages acknowledged, {lost} lost; {group.commits} group commits meanwhile"
+    )
+    code, out, err = await five.drover("uncordon", "--brokers", str(leaving))
+    assert code == 0, err
+    # A demote of a broker leading internal partitions, and its undo.
+    leaders = five.leaders()
+    demoted = next(b for b in BROKERS if b != leaving and internal_on(b, five)[1])
+    led = sorted(k for k, leader in leaders.items() if leader == demoted)
+    code, out, err = await five.drover("demote", "--brokers", str(demoted), "--reason", "patching", "--wait")
+    assert code == 0, err
+    assert internal_on(demoted, five)[1] == [] and demoted not in five.leaders().values()
+    code, out, err = await five.drover("demote", "--brokers", str(demoted), "--undo", "--reason", "patched", "--wait")
+    assert code == 0, err
+    assert sorted(k for k, leader in five.leaders().items() if leader == demoted) == led
+    print(f"demote of broker {demoted} (leader of {len(led)} partitions, internal ones included) and its undo")
 
 
 async def test_bad_requests_change_nothing(five):

@@ -4,7 +4,7 @@ import pytest
 
 from drover.adapters.kafka_port import KafkaAdminError
 from drover.models import TopicPartition
-from tests.integration.helpers import consume_all, produce, wait_until
+from tests.integration.helpers import consume_all, internal_topics_with_data, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -128,6 +128,25 @@ def test_a_topic_deleted_between_the_listing_and_its_description_is_left_out_of_
             admin.describe_topics([topic_name])
     finally:
         del admin.list_topics
+
+
+def test_every_topic_is_listed_and_described_kafkas_internal_ones_and_user_topics_named_like_them_included(
+    admin, real_settings, topic_name
+):
+    # A broker's replicas of the internal topics must be seen by whatever empties it; a user topic whose name
+    # starts with "__" is a user topic like any other.
+    admin.create_topic(topic_name, [[1, 2]])
+    internal_topics_with_data(real_settings, topic_name)
+    underscored = f"__{topic_name}"
+    admin.create_topic(underscored, [[2, 3]])
+    try:
+        wanted = {"__consumer_offsets", "__transaction_state", underscored}
+        assert wanted <= set(admin.list_topics())
+        described = {s.topic for s in admin.describe_topics()}
+        assert wanted <= described
+        assert len([s for s in admin.describe_topics(["__consumer_offsets"]) if s.leader is not None]) == 5
+    finally:
+        admin.delete_topics([underscored])
 
 
 def test_a_validate_only_config_change_asks_kafka_and_changes_nothing(admin):
