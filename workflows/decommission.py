@@ -57,9 +57,9 @@ class DecommissionWorkflow:
     def __init__(self, given: FlowInput) -> None:
         self._in = given
         self._view = new_progress(given.kind, given.brokers, given.cordon, workflow.now())
-        # An undo lifts the cordon its demote left.
-        self._view.cordoned = list(given.uncordon)
         self._cancel: FlowCancel | None = None
+        # The cordon's write is with Kafka: a cancel meanwhile leaves the lifting to the run, after the write.
+        self._cordoning = False
         self._child: workflow.ChildWorkflowHandle | None = None
         # The migrations this flow finished, oldest first: a rollback reverts them, newest first.
         self._finished: list[FlowPlan] = []
@@ -75,6 +75,8 @@ class DecommissionWorkflow:
             if given.kind == "undo-demote":
                 # Kafka refuses any replica list that names a cordoned broker: the cordon goes first.
                 self._enter("uncordon")
+                # The cordon the demote left, lifted once the check has passed (a refused undo changes nothing).
+                self._view.cordoned = list(given.uncordon)
                 await self._uncordon("the demote is undone")
                 mark(self._view, "uncordon", "done")
             # Leadership leaves before the cordon, for the same reason: the demote reorders lists that name them.
@@ -84,6 +86,8 @@ class DecommissionWorkflow:
             if given.kind == "decommission":
                 await self._drain()
             safe = await self._verify()
+            # A cancel accepted while the verify looked has lifted the cordon: the flow is cancelled, not done.
+            self._check_cancel()
         except FlowCancelled:
             return await self._wind_down()
         except asyncio.CancelledError:
@@ -131,14 +135,19 @@ class DecommissionWorkflow:
         entries = await workflow.execute_activity_method(FlowActivities.cordon_state, self._in.brokers, **QUICK_CALL)
         # Known before the write: a cancel that comes while it runs still sets back what it set.
         self._view.cordoned, self._view.cordoned_at = entries, workflow.now()
+        self._cordoning = True
         try:
             await workflow.execute_activity_method(FlowActivities.cordon, entries, **WAITED_CALL)
         except ActivityError as e:
             if isinstance(e.cause, ApplicationError) and e.cause.type == ErrorType.INPUT:
                 self._view.cordoned = []  # refused: it set back what it had cordoned
             raise
+        finally:
+            self._cordoning = False
         if workflow.cancellation_reason() is not None:
             raise asyncio.CancelledError()  # cancelled from Temporal while it wrote
+        # Cancelled by the operator while it wrote: the cordon, now on Kafka, is lifted on the way out.
+        self._check_cancel()
         mark(self._view, "cordon", "done", "cordoned.log.dirs=* on broker " + ", ".join(map(str, self._in.brokers)))
 
     async def _demote(self) -> None:
@@ -199,6 +208,7 @@ class DecommissionWorkflow:
                 break
             if look + 1 < VERIFY_LOOKS:
                 await workflow.sleep(VERIFY_EVERY)
+                self._check_cancel()
         held = ", ".join(scan.examples)
         if self._in.kind == "undo-demote":
             mark(self._view, "verify", "done", f"broker(s) lead {scan.leaders} partition(s) again")
@@ -370,7 +380,7 @@ class DecommissionWorkflow:
         self._view.phase = "cancelling"
         detail = f"mode {request.mode}" + (", keep the cordon" if request.keep_cordon else "")
         note(self._view, "cancel", request.actor, request.reason, workflow.now(), detail=detail)
-        if not request.keep_cordon:
+        if not request.keep_cordon and not self._cordoning:
             await self._uncordon("the flow was cancelled")
         await self._pass_cancel()
 

@@ -9,7 +9,7 @@ import pytest
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from drover.adapters.kafka_port import KafkaAdminError
-from drover.models.decommission import CORDON_CONFIG, FlowCancel, FlowInput, FlowResult
+from drover.models.decommission import CORDON_CONFIG, CordonEntry, FlowCancel, FlowInput, FlowResult
 from drover.worker import activities_for
 from drover.workflows import DecommissionWorkflow
 from tests.cli.test_cli import drover
@@ -39,8 +39,12 @@ async def run(env, fake, given: FlowInput, tmp_path) -> FlowResult:
 
 async def start_flow(client, task_queue: str, fake: FakeKafka):
     """A decommission of broker 5 on ``task_queue``."""
+    return await start_flow_of(client, task_queue, flow(fake, [5]))
+
+
+async def start_flow_of(client, task_queue: str, given: FlowInput):
     flow_id = f"decommission-{uuid.uuid4().hex[:8]}"
-    return await client.start_workflow(DecommissionWorkflow.run, flow(fake, [5]), id=flow_id, task_queue=task_queue)
+    return await client.start_workflow(DecommissionWorkflow.run, given, id=flow_id, task_queue=task_queue)
 
 
 async def test_a_decommission_empties_the_broker_and_leaves_it_cordoned(local_env, tmp_path):
@@ -238,3 +242,70 @@ async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_fo
     finally:
         for handle in (cordoning, uncordoned, elsewhere):
             await handle.terminate(reason="test ends")
+
+
+async def cancel_when(handle, step: str, request: FlowCancel) -> None:
+    """The cancel ``request``, sent once the flow's ``step`` is running."""
+    for _ in range(300):
+        status = await handle.query(DecommissionWorkflow.status)
+        if any(s.step == step and s.state == "running" for s in status.steps):
+            break
+        await asyncio.sleep(0.1)
+    else:
+        raise AssertionError(f"the step {step} never ran")
+    await handle.execute_update(DecommissionWorkflow.cancel_update, request)
+
+
+async def test_a_cancel_while_the_cordon_is_written_leaves_no_cordon(local_env, tmp_path):
+    # The operator's cancel (mode stop) comes while Kafka takes the cordon: the flow ends with the broker as it was,
+    # told once that the cordon was lifted.
+    fake = cluster(12)
+    writing, answered = threading.Event(), threading.Event()
+
+    def slow_cordon(broker: int, set_: dict, delete) -> None:
+        if set_.get(CORDON_CONFIG) == "*":
+            writing.set()
+            answered.wait(10)
+
+    fake.hooks["alter_broker_config"] = slow_cordon
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await start_flow(local_env.client, worker.task_queue, fake)
+        await cancel_when(handle, "cordon", FlowCancel(actor="ops", reason="wrong broker", mode="stop"))
+        assert writing.is_set()
+        answered.set()
+        result = await handle.result()
+    assert result.phase == "cancelled" and not result.safe_to_stop
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
+    assert [a.detail for a in result.audit if a.action == "uncordon"] == ["broker 5"]
+
+
+async def test_a_cancel_accepted_during_the_verify_ends_the_flow_cancelled(local_env, tmp_path):
+    # A demote whose broker takes a leadership back as it is cordoned: the verify looks again and again; the cancel
+    # accepted meanwhile lifts the cordon, so the flow must not end "done" once the leader has gone.
+    fake = cluster()
+    led = ("orders", 3)  # replicas [4, 5]: broker 5 may lead it
+
+    def lead_again(broker: int, set_: dict, delete) -> None:
+        if set_.get(CORDON_CONFIG) == "*":
+            fake.leaders[led] = 5
+
+    fake.hooks["alter_broker_config"] = lead_again
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await start_flow_of(local_env.client, worker.task_queue, flow(fake, [5], kind="demote"))
+        await cancel_when(handle, "verify", FlowCancel(actor="ops", reason="not now", mode="stop"))
+        fake.leaders[led] = 4
+        result = await handle.result()
+    assert result.phase == "cancelled" and not result.safe_to_stop, result.message
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
+    assert [s.state for s in result.steps if s.step == "verify"] == ["skipped"]
+
+
+async def test_a_refused_undo_leaves_the_demotes_cordon(local_env, tmp_path):
+    # The undo's check refuses (broker 9 is unknown): nothing changes, the demote's cordon included.
+    fake = cluster()
+    fake.broker_configs.setdefault(5, {})[CORDON_CONFIG] = "*"
+    undo = flow(fake, [5, 9], kind="undo-demote", restore_ref="unused", uncordon=[CordonEntry(broker=5, before=None)])
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, undo, tmp_path)
+    assert "no broker 9 in the cluster" in failure.value.cause.message
+    assert fake.broker_configs[5][CORDON_CONFIG] == "*"
