@@ -37,11 +37,13 @@ def cache_bytecode() -> None:
     every workflow started compiles them from source again. Called as a worker starts; files already compiled are
     left as they are, and a folder that cannot be written is left alone."""
     import compileall
+    import sys
 
-    import drover
-
+    # The package this one is part of, already imported (no import here: this package never imports upwards).
+    parent = sys.modules[__name__.rpartition(".")[0]]
     try:
         compileall.compile_dir(Path(__file__).resolve().parent, maxlevels=0, quiet=2)
-        compileall.compile_file(Path(drover.__file__), quiet=2)
+        if parent.__file__ is not None:
+            compileall.compile_file(Path(parent.__file__), quiet=2)
     except OSError:
         pass

@@ -6,7 +6,6 @@ the migration in flight in the mode asked, reverts the finished ones with rollba
 told to keep the cordon. The decisions are ``drover.core.decommission.flow``'s; this module only carries them out."""
 
 import asyncio
-from datetime import timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflowError, FailureError
@@ -33,11 +32,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.failures import failure_message
     from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from drover.workflows.migration import MigrationWorkflow
-    from drover.workflows.policies import JOIN, QUICK_CALL, WAITED_CALL
-
-# A verify that finds leaders left looks again this often, this many times (elections take a moment).
-VERIFY_EVERY = timedelta(seconds=2)
-VERIFY_LOOKS = 15
+    from drover.workflows.policies import JOIN, QUICK_CALL, VERIFY_EVERY, VERIFY_LOOKS, WAITED_CALL
 
 
 class FlowCancelled(Exception):
@@ -58,8 +53,7 @@ class DecommissionWorkflow:
         self._in = given
         self._view = new_progress(given.kind, given.brokers, given.cordon, workflow.now())
         self._cancel: FlowCancel | None = None
-        # The cordon's write is with Kafka: a cancel meanwhile leaves the lifting to the run, after the write.
-        self._cordoning = False
+        self._cordoning = False  # the cordon's write is with Kafka: a cancel leaves the lifting to the run
         self._child: workflow.ChildWorkflowHandle | None = None
         # The migrations this flow finished, oldest first: a rollback reverts them, newest first.
         self._finished: list[FlowPlan] = []
