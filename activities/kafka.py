@@ -13,7 +13,7 @@ from temporalio.exceptions import ApplicationError
 
 from drover.activities.observer import KafkaObserver
 from drover.activities.writes import ReassignmentWriter
-from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
+from drover.adapters.kafka_port import KafkaAdminError, KafkaPort, KafkaRefusedError
 from drover.models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
 from drover.models.errors import ErrorType
 
@@ -94,7 +94,11 @@ class KafkaActivities:
         # Written with the other steps issued within the same few milliseconds, in one call. A cancel that comes
         # meanwhile waits until the call is made: the move then finds the step on Kafka and undoes it.
         with activity.shield_thread_cancel_exception():
-            self.writer.alter(req.ref, req.target)
+            try:
+                self.writer.alter(req.ref, req.target)
+            except KafkaRefusedError as e:
+                # Refused for good (a list naming a cordoned broker): the step fails now, with Kafka's answer.
+                raise ApplicationError(str(e), type=ErrorType.KAFKA_REFUSED, non_retryable=True) from e
         return self._settled(req, time.monotonic())
 
     def _settled(self, req: StepRequest, after: float) -> StepStatus | None:
@@ -197,12 +201,41 @@ class KafkaActivities:
         # Brokers learn of the cancel from the controller moments apart: one still showing the step's list is
         # lagging. A cancelled step settles on the list before it; one that was not in flight on either list.
         settled = [req.expected] if cancelled else [req.expected, req.target]
+        state = self._settle_on(req.ref, settled)
+        if cancelled and state.replicas != req.expected and sorted(state.replicas) == sorted(req.expected):
+            state = self._reorder(req.ref, req.expected)
+        return state
+
+    def _settle_on(self, tp: TopicPartition, lists: list[list[int]]) -> PartitionState:
+        """The partition once Kafka shows one of ``lists`` (or as it is after FENCE_GRACE_S)."""
         deadline = time.monotonic() + FENCE_GRACE_S
-        state = self._partition(req.ref)
-        while state.replicas not in settled and time.monotonic() < deadline:
+        state = self._partition(tp)
+        while state.replicas not in lists and time.monotonic() < deadline:
             activity.heartbeat()
             time.sleep(POLL_MIN_S)
-            state = self._partition(req.ref)
+            state = self._partition(tp)
+        return state
+
+    def _reorder(self, tp: TopicPartition, order: list[int]) -> PartitionState:
+        """Kafka reverts a cancelled step to the replicas it had, but in the order of the list it was moving to
+        (a step [3, 1, 2] -> [2, 3, 4] cancelled leaves [2, 3, 1]): the list before the step is written back, order
+        and preferred leader included. It copies nothing; a refusal (a cordoned broker) leaves the order as it is."""
+        activity.logger.info("cancel step %s: the replicas back in their order %s", tp, order)
+        try:
+            self.writer.alter(tp, order)
+        except KafkaAdminError as e:
+            activity.logger.warning("%s left in another order than %s: %s", tp, order, e)
+            return self._partition(tp)
+        while self.admin.list_reassignments([tp]):
+            activity.heartbeat()
+            time.sleep(POLL_MIN_S)
+        state = self._settle_on(tp, [order])
+        if state.leader != order[0] and order[0] in state.isr:
+            self.writer.elect(tp)
+            deadline = time.monotonic() + FENCE_GRACE_S
+            while (state := self._partition(tp)).leader != order[0] and time.monotonic() < deadline:
+                activity.heartbeat()
+                time.sleep(POLL_MIN_S)
         return state
 
     @activity.defn(name="wait_online")

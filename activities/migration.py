@@ -19,6 +19,7 @@ from drover.adapters.kafka_port import KafkaPort
 from drover.core.migration import preflight, rollback
 from drover.models import TopicPartition
 from drover.models.admission import MoveSpec
+from drover.models.decommission import CORDON_CONFIG
 from drover.models.errors import ErrorType
 from drover.models.migration import INLINE_MOVES
 from drover.models.plan import PartitionReplicas
@@ -137,6 +138,7 @@ class MigrationActivities:
             t: int(c.get("min.insync.replicas", "1")) for t, c in self.admin.describe_topic_configs(topics).items()
         }
         problems = preflight.min_insync_problems(moves, min_insync)
+        problems += preflight.cordon_problems(moves, states, self._cordoned({b for m in moves for b in m.replicas}))
         sizes = {
             (r.topic, r.partition): r.size_bytes
             for r in self.admin.describe_log_dirs()
@@ -149,6 +151,11 @@ class MigrationActivities:
         if problems:
             raise _preflight_error(problems)
         return specs, min_insync, offline
+
+    def _cordoned(self, brokers: set[int]) -> dict[int, str]:
+        """Those of ``brokers`` cordoned (KIP-1066), with the value set; none on a Kafka without the config."""
+        configs = self.admin.describe_broker_configs(sorted(brokers), overrides_only=True) if brokers else {}
+        return {b: c[CORDON_CONFIG] for b, c in configs.items() if c.get(CORDON_CONFIG)}
 
     @activity.defn(name="elect_leaders")
     def elect_leaders(self, req: LeaderElection) -> LeaderElectionResult:

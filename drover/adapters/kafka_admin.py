@@ -27,7 +27,7 @@ from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
 from drover.adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
 from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
-from drover.adapters.kafka_port import KafkaAdminError
+from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
 from drover.models import (
     BrokerDisk,
     BrokerInfo,
@@ -40,6 +40,20 @@ from drover.models import (
 from drover.settings import Settings
 
 log = structlog.get_logger(__name__)
+
+# Kafka's answers to a reassignment that the same request would get again (the partition's own error codes).
+REFUSED_FOR_GOOD = {
+    "InvalidReplicationAssignmentError",
+    "InvalidReplicationFactorError",
+    "ClusterAuthorizationFailedError",
+    "TopicAuthorizationFailedError",
+}
+# What an answer means, for the operator (kafka-python keeps the error code, not Kafka's message).
+_MEANINGS = {
+    "InvalidReplicationAssignmentError": "the list names a broker that is cordoned, unknown or named twice",
+    "ClusterAuthorizationFailedError": "the principal may not alter reassignments (ALTER on the cluster)",
+    "TopicAuthorizationFailedError": "the principal may not alter this topic",
+}
 
 
 class KafkaAdmin:
@@ -220,9 +234,13 @@ class KafkaAdmin:
                 errors = self._kp_call(lambda kp: kp.alter_partition_reassignments(request))
             except KpKafkaError as e:
                 raise KafkaAdminError(f"alter partition reassignments failed: {e}") from e
-        failed = sorted(f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in errors.items() if err is not None)
-        if failed:
-            raise KafkaAdminError("alter partition reassignments refused: " + "; ".join(failed))
+        refused = {tp: err for tp, err in errors.items() if err is not None}
+        if refused:
+            failed = "; ".join(
+                sorted(f"{tp.topic}-{tp.partition}: {_refusal(err.__name__)}" for tp, err in refused.items())
+            )
+            final = all(err.__name__ in REFUSED_FOR_GOOD for err in refused.values())
+            raise (KafkaRefusedError if final else KafkaAdminError)("alter partition reassignments refused: " + failed)
 
     def elect_preferred_leaders(self, partitions: Iterable[TopicPartition]) -> None:
         """Elect each partition's preferred leader; a partition already led by it is not an error."""
@@ -306,6 +324,11 @@ class KafkaAdmin:
             raise KafkaAdminError(f"{what} failed: {e.args[0].str() if e.args else e}") from e
         except TimeoutError as e:
             raise KafkaAdminError(f"{what} timed out after {self._timeout:.0f} s") from e
+
+
+def _refusal(code: str) -> str:
+    meaning = _MEANINGS.get(code)
+    return f"{code} ({meaning})" if meaning else code
 
 
 def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:

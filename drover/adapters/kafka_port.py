@@ -19,6 +19,11 @@ class KafkaAdminError(Exception):
     port raises it, and callers catch it here, never an adapter's own type."""
 
 
+class KafkaRefusedError(KafkaAdminError):
+    """Kafka answered and refused the request as it stands (a replica list naming a cordoned or unknown broker, an
+    operation the principal may not do): the same request would be refused again."""
+
+
 class KafkaPort(Protocol):
     def describe_cluster(self) -> ClusterDescription:
         """Brokers (with racks), the cluster ID and the controller."""

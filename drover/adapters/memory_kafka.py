@@ -9,7 +9,7 @@ import threading
 import uuid
 from collections.abc import Callable
 
-from drover.adapters.kafka_port import KafkaAdminError
+from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
 from drover.models import (
     BrokerDisk,
     BrokerInfo,
@@ -221,9 +221,11 @@ class InMemoryKafka:
             cordoned = {b for b, c in self.broker_configs.items() if c.get(CORDON_CONFIG)}
             refused = [f"{tp.topic}-{tp.partition}" for tp, t in targets.items() if t and cordoned & set(t)]
             if refused:
-                raise KafkaAdminError(
+                raise KafkaRefusedError(
                     "alter partition reassignments refused: "
-                    + "; ".join(f"{r}: InvalidReplicationAssignmentError" for r in refused)
+                    + "; ".join(
+                        f"{r}: InvalidReplicationAssignmentError (the list names a cordoned broker)" for r in refused
+                    )
                 )
             for tp, target in targets.items():
                 key = (tp.topic, tp.partition)

@@ -21,5 +21,8 @@ class ErrorType(StrEnum):
     FAILED = "Failed"
     # Another migration is moving the partition.
     REFUSED = "Refused"
+    # Kafka answered and refused the request for good (a replica list naming a cordoned broker, say): asking again
+    # cannot help, so the call fails at once with Kafka's answer.
+    KAFKA_REFUSED = "KafkaRefused"
     # A step showed no progress for the stuck time and its policy ended the move.
     STUCK = "Stuck"

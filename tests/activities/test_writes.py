@@ -35,7 +35,7 @@ def test_one_refused_partition_fails_its_own_step_only():
 
     def refuse(targets):
         if refused in targets:
-            raise KafkaAdminError("alter partition reassignments refused: orders-1: InvalidReplicaAssignmentError")
+            raise KafkaAdminError("alter partition reassignments refused: orders-1: InvalidReplicationAssignmentError")
 
     kafka.hooks["alter_reassignments"] = refuse
     writer = ReassignmentWriter(kafka, window_s=0.2)

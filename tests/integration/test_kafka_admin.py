@@ -1,9 +1,12 @@
 """The KafkaAdmin adapter against the real local KRaft cluster."""
 
 import pytest
+from temporalio.testing import ActivityEnvironment
 
-from drover.adapters.kafka_port import KafkaAdminError
+from drover.activities.kafka import KafkaActivities
+from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
 from drover.models import TopicPartition
+from drover.models.moves import StepRequest
 from tests.integration.helpers import consume_all, internal_topics_with_data, produce, wait_until
 
 pytestmark = pytest.mark.integration
@@ -94,6 +97,27 @@ def test_list_and_cancel_an_ongoing_reassignment(admin, real_settings, topic_nam
     assert admin.describe_topic_configs([topic_name], overrides_only=True)[topic_name] == {}
 
 
+def test_a_cancelled_step_leaves_the_replicas_in_their_original_order_and_leader(admin, real_settings, topic_name):
+    # Kafka reverts a cancelled reassignment to the replicas it had, in the order of the list it was moving to:
+    # [3, 1, 2] -> [2, 3, 4] cancelled shows [2, 3, 1]. A stop promises the original list, order included.
+    admin.create_topic(topic_name, [[3, 1, 2]])
+    tp = TopicPartition(topic=topic_name, partition=0)
+    admin.alter_topic_config(topic_name, {"leader.replication.throttled.replicas": "*"})
+    admin.alter_broker_config(3, {"leader.replication.throttled.rate": "1"})
+    try:
+        produce(real_settings, topic_name, 0, 200)
+        step = StepRequest(topic=topic_name, partition=0, expected=[3, 1, 2], target=[2, 3, 4])
+        admin.alter_reassignments({tp: step.target})
+        assert [r.target for r in admin.list_reassignments([tp])] == [[2, 3, 4]]
+        state = ActivityEnvironment().run(KafkaActivities(admin).cancel_step, step)
+    finally:
+        admin.alter_broker_config(3, {}, delete=["leader.replication.throttled.rate"])
+        admin.alter_topic_config(topic_name, {}, delete=["leader.replication.throttled.replicas"])
+    assert (state.replicas, state.leader) == ([3, 1, 2], 3)
+    wait_until(lambda: admin.describe_partition(tp).replicas == [3, 1, 2], timeout_s=15, what="the order kept")
+    assert admin.list_reassignments([tp]) == []
+
+
 def test_broker_and_topic_configs_round_trip(admin, topic_name):
     admin.create_topic(topic_name, [[2, 3]], {"min.insync.replicas": "2"})
     assert admin.describe_topic_configs([topic_name])[topic_name]["min.insync.replicas"] == "2"
@@ -147,6 +171,20 @@ def test_every_topic_is_listed_and_described_kafkas_internal_ones_and_user_topic
         assert len([s for s in admin.describe_topics(["__consumer_offsets"]) if s.leader is not None]) == 5
     finally:
         admin.delete_topics([underscored])
+
+
+def test_a_reassignment_naming_a_cordoned_broker_is_refused_for_good(admin, topic_name):
+    # KIP-1066: Kafka refuses any replica list that names a cordoned broker. That answer is final (the same request
+    # gets it again), unlike a timeout, so the port raises it as KafkaRefusedError, naming what it means.
+    admin.create_topic(topic_name, [[1, 2]])
+    admin.alter_broker_config(4, {"cordoned.log.dirs": "*"})
+    try:
+        with pytest.raises(KafkaRefusedError, match=f"{topic_name}-0: InvalidReplicationAssignmentError .*cordoned"):
+            admin.alter_reassignments({TopicPartition(topic=topic_name, partition=0): [1, 4]})
+        assert [r for r in admin.list_reassignments() if r.topic == topic_name] == []
+        assert admin.describe_topics([topic_name])[0].replicas == [1, 2]
+    finally:
+        admin.alter_broker_config(4, {}, delete=["cordoned.log.dirs"])
 
 
 def test_a_validate_only_config_change_asks_kafka_and_changes_nothing(admin):

@@ -9,6 +9,7 @@ from temporalio.exceptions import ApplicationError
 from temporalio.runtime import MetricBuffer, MetricBufferDurationFormat, Runtime, TelemetryConfig
 
 from drover.models import MoveInput, TopicPartition
+from drover.models.decommission import CORDON_CONFIG
 from drover.worker import activities_for
 from drover.workflows import PartitionMoveWorkflow
 from tests.conftest import worker_for
@@ -89,6 +90,21 @@ async def test_unknown_partition_fails_at_once(local_env):
         e = getattr(e, "cause", None)
     assert "UnknownPartition" in causes
     assert fake.altered == []
+
+
+async def test_a_step_kafka_refuses_for_good_fails_at_once_with_kafkas_answer(local_env):
+    # Broker 3 is cordoned (KIP-1066): Kafka refuses any list that names it, and would refuse it again. The move
+    # fails on the first refusal, saying why, instead of retrying it for minutes as if Kafka were unreachable.
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("orders", 0): [1, 2]})
+    fake.broker_configs[3] = {CORDON_CONFIG: "*"}
+    tries = []
+    fake.hooks["alter_reassignments"] = tries.append
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run_move(local_env, fake, [1, 3], replicas_per_step=1)
+    cause = failure.value.cause.cause
+    assert isinstance(cause, ApplicationError) and cause.type == "KafkaRefused"
+    assert "orders-0: InvalidReplicationAssignmentError (the list names a cordoned broker)" in cause.message
+    assert len(tries) == 1 and fake.replicas[("orders", 0)] == [1, 2]
 
 
 async def test_the_step_gap_leaves_out_the_time_the_cluster_was_frozen(local_env):

@@ -8,6 +8,7 @@ import pytest
 from temporalio.client import WorkflowFailureError
 
 from drover.models.admission import Limits
+from drover.models.decommission import CORDON_CONFIG
 from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
 from drover.worker import activities_for
@@ -76,3 +77,22 @@ async def test_a_destination_without_room_for_what_it_receives_is_refused(local_
     fake.disks = {4: (10_000, 5_500)}
     result = await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))
     assert result.verified
+
+
+async def test_a_plan_whose_targets_name_a_cordoned_broker_is_refused_naming_it(local_env):
+    # Broker 4 is cordoned: Kafka would refuse every step that names it. The plan is refused before anything
+    # changes, naming the broker and the moves; a move that leaves a list as it is does not count.
+    fake = cluster(4)
+    fake.broker_configs[4] = {CORDON_CONFIG: "*"}
+    plan = spread_plan(fake)
+    onto_4 = [
+        f"orders-{p.partition}" for p in plan if 4 in p.replicas and p.replicas != fake.replicas[(p.topic, p.partition)]
+    ]
+    assert onto_4
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
+    assert (
+        f"broker 4 is cordoned (cordoned.log.dirs=*) and Kafka refuses any replica list that names it: "
+        f"{len(onto_4)} move(s) of the plan name it ({', '.join(onto_4)})" in failure.value.cause.message
+    )
+    assert fake.altered == []

@@ -39,6 +39,26 @@ def plan_problems(
     return problems
 
 
+def cordon_problems(
+    moves: list[PartitionReplicas], states: Mapping[PartitionKey, PartitionState], cordoned: Mapping[int, str]
+) -> list[str]:
+    """Targets that name a cordoned broker (KIP-1066's ``cordoned.log.dirs``, given per broker): Kafka refuses any
+    replica list that names one, so each such move would fail at its first step."""
+    naming: dict[int, list[str]] = {}
+    for m in moves:
+        state = states.get((m.topic, m.partition))
+        if state is None or state.replicas == m.replicas:
+            continue
+        for b in sorted(set(m.replicas) & set(cordoned)):
+            naming.setdefault(b, []).append(f"{m.topic}-{m.partition}")
+    return [
+        f"broker {b} is cordoned (cordoned.log.dirs={cordoned[b]}) and Kafka refuses any replica list that names it: "
+        f"{len(names)} move(s) of the plan name it ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
+        "uncordon it first (drover uncordon) or plan without it"
+        for b, names in sorted(naming.items())
+    ]
+
+
 def min_insync_problems(moves: list[PartitionReplicas], min_insync: Mapping[str, int]) -> list[str]:
     """Targets with fewer replicas than their topic's min.insync.replicas: producers with acks=all would be
     refused."""
