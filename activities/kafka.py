@@ -231,11 +231,7 @@ class KafkaActivities:
             time.sleep(POLL_MIN_S)
         state = self._settle_on(tp, [order])
         if state.leader != order[0] and order[0] in state.isr:
-            self.writer.elect(tp)
-            deadline = time.monotonic() + FENCE_GRACE_S
-            while (state := self._partition(tp)).leader != order[0] and time.monotonic() < deadline:
-                activity.heartbeat()
-                time.sleep(POLL_MIN_S)
+            state = self.elect_leader(tp)
         return state
 
     @activity.defn(name="wait_online")

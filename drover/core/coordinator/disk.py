@@ -138,10 +138,6 @@ class DiskGate(BaseModel):
             if b in coming:
                 coming[b] += move.size_bytes
 
-    def pending(self, broker: int, in_flight: list[MoveSpec]) -> int:
-        """The bytes still to come of the copies in flight onto ``broker``."""
-        return self.coming(in_flight).get(broker, 0)
-
     def refusal(
         self, move: MoveSpec, coming_now: dict[int, int], rates: dict[int, int | None]
     ) -> tuple[int, str] | None:

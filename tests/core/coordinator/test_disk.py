@@ -41,7 +41,7 @@ def test_copies_in_flight_count_for_what_is_still_to_come_of_them():
     # 3 GB of a 4 GB copy already on the broker: 1 GB to come, plus this 4 GB: 85 GB, at the limit.
     in_flight = [move(1, onto=3, size=4 * GB)]
     g = gate(used=80 * GB, copied=[("t", 1, 3 * GB)])
-    assert g.pending(3, in_flight) == GB
+    assert g.coming(in_flight)[3] == GB
     assert g.refusal(move(0, onto=3, size=4 * GB), g.coming(in_flight), {3: None}) is None
     assert g.refusal(move(0, onto=3, size=4 * GB + 1), g.coming(in_flight), {3: None}) is not None
 
