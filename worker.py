@@ -79,6 +79,7 @@ def activities_for(
         cluster.join_cluster,
         cluster.leave_cluster,
         cluster.running_workflows,
+        cluster.cluster_holding,
         cluster.previous_run,
         cluster.running_migrations,
         cluster.save_throttle_configs,

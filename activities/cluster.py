@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, wait
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +18,7 @@ from temporalio.client import (
     WithStartWorkflowOperation,
     WorkflowExecutionDescription,
     WorkflowExecutionStatus,
+    WorkflowQueryFailedError,
 )
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
@@ -59,6 +61,8 @@ OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {"freeze": FreezeRequest, **
 OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
 JOIN_ATTEMPTS = 20
+# How long a move's question to its coordinator (``cluster_holding``) may take.
+HOLDING_TIMEOUT = timedelta(seconds=10)
 # The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
 WRITERS = 16
 
@@ -239,6 +243,22 @@ class ClusterActivities:
             if await _running(client, workflow_id) is not None:
                 running.append(workflow_id)
         return running
+
+    @activity.defn(name="cluster_holding")
+    async def cluster_holding(self, coordinator_id: str) -> bool | None:
+        """Whether the coordinator holds its moves (frozen, or outside its time windows with no cap), asked by a move
+        before each step: its latest run answers, a lost one with what it held at its end (its successor takes that
+        over). False if there is no coordinator; None if it cannot be asked now (the move keeps what it was told)."""
+        handle = activity.client().get_workflow_handle(coordinator_id)
+        try:
+            return bool(await handle.query("holding", rpc_timeout=HOLDING_TIMEOUT))
+        except RPCError as e:
+            if e.status == RPCStatusCode.NOT_FOUND:
+                return False
+            activity.logger.warning("%s cannot be asked whether it holds its moves: %s", coordinator_id, e)
+        except WorkflowQueryFailedError as e:
+            activity.logger.warning("%s cannot be asked whether it holds its moves: %s", coordinator_id, e)
+        return None
 
     @activity.defn(name="read_disks")
     def read_disks(self, req: DiskRequest) -> list[DiskReading]:

@@ -387,6 +387,11 @@ class ClusterWorkflow:
         return True
 
     @workflow.query
+    def holding(self) -> bool:
+        """Whether moves may take no new step now (frozen, or outside the windows with no cap, or taking over)."""
+        return self.s.holding or not self._takeover.done
+
+    @workflow.query
     def registry(self) -> Registry:
         return self.s.registry(self._me)
 

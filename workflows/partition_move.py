@@ -7,6 +7,7 @@ from temporalio import workflow
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
+    from drover.activities.cluster import ClusterActivities
     from drover.activities.kafka import KafkaActivities
     from drover.core.move import events as ev
     from drover.core.move import state as machine
@@ -16,7 +17,10 @@ with workflow.unsafe.imports_passed_through():
     from drover.steps import surplus_drop
     from drover.workflows.failures import INTERRUPTIONS
     from drover.workflows.metrics import record_step_gap
-    from drover.workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
+    from drover.workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT, THAW_ASK_EVERY
+
+# The version marker of moves that ask their coordinator before each step (``workflow.patched``).
+ASKS_FREEZE = "move-asks-freeze"
 
 
 @workflow.defn
@@ -49,6 +53,8 @@ class PartitionMoveWorkflow:
 
     @workflow.run
     async def run(self, move: MoveInput) -> MoveResult:
+        # A move started by a migration asks its coordinator before each step (moves started before it did not).
+        self.s.asks_freeze = bool(move.coordinator_id) and workflow.patched(ASKS_FREEZE)
         try:
             result = await self._move(move)
         except INTERRUPTIONS as e:
@@ -132,10 +138,21 @@ class PartitionMoveWorkflow:
                 workflow.logger.warning("%s is offline (no replica in sync); waiting for it", tp)
                 return ev.Online(await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT))
             case ev.WaitThaw():
-                # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen.
+                # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen. A move that asks
+                # its coordinator asks again now and then, so a thaw nobody tells it of is seen.
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
-                await workflow.wait_condition(lambda: not self.s.frozen)
+                with contextlib.suppress(TimeoutError):
+                    every = THAW_ASK_EVERY.total_seconds() if self.s.asks_freeze else None
+                    await workflow.wait_condition(lambda: not self.s.frozen, timeout=every)
                 return ev.Thawed()
+            case ev.AskFreeze():
+                holding = await quick(
+                    ClusterActivities.cluster_holding,
+                    move.coordinator_id,
+                    summary=f"{tp}: is the cluster frozen?",
+                    **QUICK_CALL,
+                )
+                return ev.FreezeAnswered(holding)
             case ev.Issue():
                 return await self._issue(move, action)
             case ev.Wait():
@@ -251,7 +268,7 @@ class PartitionMoveWorkflow:
     @workflow.signal
     def freeze(self, frozen: bool) -> None:
         """From the cluster's coordinator: the cluster is frozen (steps in flight finish; no new one starts) or not."""
-        self.s.frozen = frozen
+        self.s.told(frozen)
 
     @workflow.query
     def progress(self) -> MoveProgress | None:

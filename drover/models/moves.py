@@ -61,6 +61,9 @@ class MoveInput(BaseModel):
     # Cordoned brokers (KIP-1066): Kafka refuses a list that names one, so a partition on one steps straight to its
     # target.
     avoid: list[int] = []
+    # The coordinator (``ClusterWorkflow``) of the migration that starts the move: asked before each step whether the
+    # cluster is frozen, whatever the move was told. Empty: the move asks nobody (it is told by signal only).
+    coordinator_id: str = ""
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":

@@ -69,18 +69,27 @@ def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Regi
 
 class FreezeNotices(BaseModel):
     """The moves in flight told to hold before their next step (the cluster frozen, or outside its time windows with
-    no cap): each is told once, and told again when the hold ends."""
+    no cap): each is told once, and told again when the hold ends. A move that joins with a migration joining again
+    (its coordinator lost) may have been told by the lost run: it is ``unsure`` and told either way."""
 
     told: list[PartitionKey] = []
+    unsure: list[PartitionKey] = []
 
     def due(self, in_flight: set[PartitionKey], holding: bool) -> list[PartitionKey]:
-        """While holding, the moves in flight not told yet; once not, those told."""
+        """While holding, the moves in flight not told yet; once not, those told; and the unsure ones either way."""
         told = {(k[0], k[1]) for k in self.told} & in_flight
-        return sorted(in_flight - told) if holding else sorted(told)
+        unsure = {(k[0], k[1]) for k in self.unsure} & in_flight
+        return sorted((in_flight - told if holding else told) | unsure)
 
     def forget_ended(self, in_flight: set[PartitionKey]) -> None:
         self.told = [k for k in self.told if tuple(k) in in_flight]
+        self.unsure = [k for k in self.unsure if tuple(k) in in_flight]
+
+    def rejoined(self, keys: list[PartitionKey]) -> None:
+        """Moves in flight a migration brought along as it joined again: what they were told is not known here."""
+        self.unsure = [*self.unsure, *(k for k in keys if k not in self.unsure)]
 
     def told_one(self, key: PartitionKey, holding: bool) -> None:
         told = [k for k in self.told if tuple(k) != key]
         self.told = [*told, key] if holding else told
+        self.unsure = [k for k in self.unsure if tuple(k) != key]

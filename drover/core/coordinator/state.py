@@ -113,6 +113,7 @@ class ClusterState(BaseModel):
             in_flight=req.in_flight,
         )
         self.registry_version += 1
+        self.freeze_notices.rejoined([(m.topic, m.partition) for m in req.in_flight])
         again = f", {len(req.in_flight)} move(s) in flight" if req.in_flight else ""
         count = self.holders[req.migration_id].partition_count
         self.note("join", f"{req.migration_id}: {count} partition(s), priority {req.priority}{again}", now)

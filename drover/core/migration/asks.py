@@ -138,6 +138,7 @@ def move_input(given: MigrationInput, s: MigrationState, r: MoveRecord) -> MoveI
         token=r.token,
         expected=r.expected,
         avoid=given.avoid_brokers,
+        coordinator_id=s.link.coordinator_id,
     )
 
 

@@ -30,7 +30,14 @@ class Online:
 
 @dataclass(frozen=True)
 class Thawed:
-    """The cluster is no longer frozen."""
+    """Told the cluster is no longer frozen; or, for a move that asks its coordinator, the time to ask again."""
+
+
+@dataclass(frozen=True)
+class FreezeAnswered:
+    """The coordinator's answer: whether it holds its moves (None: it could not be asked)."""
+
+    holding: bool | None
 
 
 @dataclass(frozen=True)
@@ -64,7 +71,7 @@ class Cancelled:
     """The move was cancelled while its action ran."""
 
 
-Event = Described | MinInsyncRead | Online | Thawed | Issued | Waited | Undone | Elected | Cancelled
+Event = Described | MinInsyncRead | Online | Thawed | FreezeAnswered | Issued | Waited | Undone | Elected | Cancelled
 
 
 # -- actions: what the workflow does next; ``summary`` names the activity in the history ------------------------
@@ -88,6 +95,11 @@ class WaitOnline:
 @dataclass(frozen=True)
 class WaitThaw:
     pass
+
+
+@dataclass(frozen=True)
+class AskFreeze:
+    """Ask the cluster's coordinator whether the cluster is frozen, before a step."""
 
 
 @dataclass(frozen=True)
@@ -141,4 +153,6 @@ class Stop:
     """Cancelled: the move ends as cancelled, the list it left the partition on in the state."""
 
 
-Action = ReadPartition | ReadMinInsync | WaitOnline | WaitThaw | Issue | Wait | Undo | Elect | Finish | Fail | Stop
+Action = (ReadPartition | ReadMinInsync | WaitOnline | WaitThaw | AskFreeze | Issue | Wait | Undo | Elect) | (
+    Finish | Fail | Stop
+)

@@ -6,7 +6,9 @@ Modelled on Cruise Control's ``ExecutionTask``: a phase enum and a table of what
 
     STARTING -> (the list Kafka shows) READING_MIN_INSYNC (when the move was given none) -> the loop head:
         offline and not there yet -> OFFLINE -> (a replica back in sync) the next step
-        the next step: none -> DONE; the cluster frozen -> FROZEN -> (unfrozen) STEPPING; else STEPPING
+        the next step: none -> DONE; else (a move that asks its coordinator) ASKING -> (the answer) the freeze check;
+        the freeze check: the cluster frozen -> FROZEN -> (unfrozen, or time to ask again) ASKING, or the freeze check
+            for a move that does not ask; else STEPPING
     STEPPING -> (Kafka finished the step) ELECTING (the step changes the preferred leader) or the loop head
              -> (no progress, policy wait) STUCK -> (Kafka finished the step) as from STEPPING
              -> (no progress, policy rollback or fail) UNDOING -> (undone) the loop head towards the original list,
@@ -23,6 +25,7 @@ from typing import Literal
 
 from drover.core.move.events import (
     Action,
+    AskFreeze,
     Cancelled,
     Described,
     Elect,
@@ -30,6 +33,7 @@ from drover.core.move.events import (
     Event,
     Fail,
     Finish,
+    FreezeAnswered,
     Issue,
     Issued,
     MinInsyncRead,
@@ -64,6 +68,7 @@ class MovePhase(StrEnum):
     STARTING = "starting"  # reading the list Kafka shows
     READING_MIN_INSYNC = "reading_min_insync"  # reading the topic's min.insync.replicas (none was given)
     OFFLINE = "offline"  # no leader or no replica in sync: never stepped; waiting for a replica back in sync
+    ASKING = "asking"  # asking the cluster's coordinator whether it is frozen, before a step
     FROZEN = "frozen"  # the cluster is frozen: the next step waits
     STEPPING = "stepping"  # a step issued on Kafka and waited for
     STUCK = "stuck"  # the step showed no progress (policy wait): still waited for, without the stuck check
@@ -87,6 +92,7 @@ TAKES: dict[MovePhase, set[type]] = {
     MovePhase.STARTING: {Described, Cancelled},
     MovePhase.READING_MIN_INSYNC: {MinInsyncRead, Cancelled},
     MovePhase.OFFLINE: {Online, Cancelled},
+    MovePhase.ASKING: {FreezeAnswered, Cancelled},
     MovePhase.FROZEN: {Thawed, Cancelled},
     MovePhase.STEPPING: {Issued, Waited, Cancelled},
     MovePhase.STUCK: {Waited, Cancelled},
@@ -103,7 +109,7 @@ TAKES: dict[MovePhase, set[type]] = {
 
 @dataclass
 class MoveState:
-    """A move's state. ``decide`` writes it, but for ``frozen`` (the coordinator's signal) and the surplus drop
+    """A move's state. ``decide`` writes it, but for what the coordinator tells (``told``) and the surplus drop
     after a cancel (``dropped``)."""
 
     move: MoveInput
@@ -129,7 +135,12 @@ class MoveState:
     undoing: Literal["stuck", "cancel"] | None = None
     stuck: bool = False
     stuck_idle_s: float = 0.0
+    # The cluster frozen, as last told or answered; whether the move asks its coordinator before each step, and how
+    # many times it was told (an answer asked for before the last telling is older than it).
     frozen: bool = False
+    asks_freeze: bool = False
+    told_count: int = 0
+    asked_at_told: int = 0
     step_done_at: datetime | None = None
 
     @property
@@ -151,6 +162,10 @@ class MoveState:
             steps_done=len(self.steps),
             stuck=self.stuck,
         )
+
+    def told(self, frozen: bool) -> None:
+        """The coordinator's word: the cluster is frozen, or no longer."""
+        self.frozen, self.told_count = frozen, self.told_count + 1
 
     def dropped(self, state: PartitionState, step: Step | None = None) -> None:
         """After a cancel, a surplus replica dropped again (``step``, done on Kafka) or not: where Kafka shows it."""
@@ -192,8 +207,8 @@ def decide(s: MoveState, event: Event, now: datetime) -> Action:
         case Online(state=state):
             s.shown = state
             return _next_step(s, now)
-        case Thawed():
-            return _thawed(s, now)
+        case Thawed() | FreezeAnswered():
+            return _freeze_news(s, event, now)
         case Issued(status=status) | Waited(status=status):
             return Wait(_request(s), f"waiting for {s.what}") if status is None else _stepped(s, status, now)
         case Undone(state=state):
@@ -204,10 +219,28 @@ def decide(s: MoveState, event: Event, now: datetime) -> Action:
     raise InvalidMoveEvent(f"unknown event {event!r}")
 
 
-def _thawed(s: MoveState, now: datetime) -> Action:
+def _freeze_news(s: MoveState, event: Thawed | FreezeAnswered, now: datetime) -> Action:
+    """Woken while frozen (told of a thaw, or the time to ask again), or the coordinator's answer: an answer asked
+    for before the move was last told is older than what it was told, and None (not asked) leaves it."""
+    if isinstance(event, FreezeAnswered):
+        if event.holding is not None and s.asked_at_told == s.told_count:
+            s.frozen = event.holding
+        return _hold_or_issue(s, now)
     if s.step_done_at is not None:
         # The step gap is the move's own time between two steps, not the operator's freeze.
         s.step_done_at = now
+    return _ask(s) if s.asks_freeze else _issue(s, now)
+
+
+def _ask(s: MoveState) -> Action:
+    s.phase, s.asked_at_told = MovePhase.ASKING, s.told_count
+    return AskFreeze()
+
+
+def _hold_or_issue(s: MoveState, now: datetime) -> Action:
+    if s.frozen:
+        s.phase = MovePhase.FROZEN
+        return WaitThaw()
     return _issue(s, now)
 
 
@@ -258,10 +291,9 @@ def _next_step(s: MoveState, now: datetime) -> Action:
     total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync, avoid)
     s.step, s.step_from = step, current
     s.what = f"step {number} of {max(total, number)}: {current} → {step.replicas}"
-    if s.frozen:
-        s.phase = MovePhase.FROZEN
-        return WaitThaw()
-    return _issue(s, now)
+    # A move asks before each step whether its cluster is frozen, whatever it was told: it may have been granted
+    # before a freeze and started after the coordinator stopped trying to tell it.
+    return _ask(s) if s.asks_freeze else _hold_or_issue(s, now)
 
 
 def _issue(s: MoveState, now: datetime) -> Action:

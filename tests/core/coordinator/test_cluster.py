@@ -364,3 +364,14 @@ def test_each_move_in_flight_is_told_to_hold_once_and_told_again_when_the_hold_e
     assert notices.due({("b", 1)}, holding=False) == [("b", 1)]
     notices.told_one(("b", 1), holding=False)
     assert notices.told == []
+
+
+def test_moves_brought_along_by_a_migration_joining_again_are_told_either_way():
+    """A coordinator that took over from a lost one does not know which moves the lost one told to hold: the moves
+    in flight a migration brings as it joins again are told the freeze state, held or not, once."""
+    notices = FreezeNotices()
+    notices.rejoined([("a", 0)])
+    assert notices.due({("a", 0)}, holding=False) == [("a", 0)]
+    assert notices.due({("a", 0), ("b", 1)}, holding=True) == [("a", 0), ("b", 1)]
+    notices.told_one(("a", 0), holding=False)
+    assert notices.due({("a", 0)}, holding=False) == [] and notices.unsure == []

@@ -18,6 +18,7 @@ EVENTS = [
     ev.MinInsyncRead,
     ev.Online,
     ev.Thawed,
+    ev.FreezeAnswered,
     ev.Issued,
     ev.Waited,
     ev.Undone,
@@ -71,6 +72,10 @@ def in_phase(phase: MovePhase) -> MoveState:
     elif phase == MovePhase.OFFLINE:
         s, _ = started()
         machine.decide(s, ev.Described(shown([1, 2], isr=[], leader=None)), T0)
+    elif phase == MovePhase.ASKING:
+        s, _ = started()
+        s.asks_freeze = True
+        machine.decide(s, ev.Described(shown([1, 2])), T0)
     elif phase == MovePhase.FROZEN:
         s, _ = started()
         s.frozen = True
@@ -106,6 +111,7 @@ def an_event(kind: type):
         ev.MinInsyncRead: ev.MinInsyncRead(2),
         ev.Online: ev.Online(shown([1, 2])),
         ev.Thawed: ev.Thawed(),
+        ev.FreezeAnswered: ev.FreezeAnswered(False),
         ev.Issued: ev.Issued(None),
         ev.Waited: ev.Waited(status([1, 3])),
         ev.Undone: ev.Undone(shown([1, 2])),
@@ -122,6 +128,8 @@ EXPECTED = {
     (MovePhase.READING_MIN_INSYNC, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
     (MovePhase.OFFLINE, ev.Online): (MovePhase.STEPPING, ev.Issue),
     (MovePhase.OFFLINE, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.ASKING, ev.FreezeAnswered): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.ASKING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
     (MovePhase.FROZEN, ev.Thawed): (MovePhase.STEPPING, ev.Issue),
     (MovePhase.FROZEN, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
     (MovePhase.STEPPING, ev.Issued): (MovePhase.STEPPING, ev.Wait),
@@ -227,6 +235,31 @@ def test_a_frozen_cluster_holds_the_next_step_and_the_freeze_is_not_counted_as_a
     s.frozen = False
     action = machine.decide(s, ev.Thawed(), T0 + timedelta(hours=1))
     assert isinstance(action, ev.Issue) and action.gap_s == 0.0
+
+
+def test_a_move_that_asks_holds_its_step_while_the_coordinator_says_frozen_whatever_it_was_told():
+    s, _ = started(target=[3, 4])
+    s.asks_freeze = True
+    assert isinstance(machine.decide(s, ev.Described(shown([1, 2])), T0), ev.AskFreeze)
+    # Never told of the freeze, it is frozen by the answer, and asks again once woken (told, or the time to ask).
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(True), T0), ev.WaitThaw) and s.phase == MovePhase.FROZEN
+    assert isinstance(machine.decide(s, ev.Thawed(), T0), ev.AskFreeze)
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(False), T0), ev.Issue)
+
+
+def test_an_answer_asked_for_before_the_last_telling_or_none_at_all_leaves_what_the_move_was_told():
+    s, _ = started(target=[3, 4])
+    s.asks_freeze = True
+    machine.decide(s, ev.Described(shown([1, 2])), T0)
+    # Told of the freeze while the question was under way: the older answer does not thaw it.
+    s.told(True)
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(False), T0), ev.WaitThaw)
+    assert isinstance(machine.decide(s, ev.Thawed(), T0), ev.AskFreeze)
+    # The coordinator cannot be asked: the move goes by what it was told.
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(None), T0), ev.WaitThaw)
+    s.told(False)
+    machine.decide(s, ev.Thawed(), T0)
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(None), T0), ev.Issue)
 
 
 def test_stuck_with_policy_wait_tells_the_migration_once_and_waits_without_the_stuck_check():

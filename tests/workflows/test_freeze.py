@@ -1,0 +1,104 @@
+"""The freeze reaches every move, whatever it was told: a move asks its cluster's coordinator before each step it
+starts, and a coordinator that takes over from a lost one tells every move in flight of its freeze and unfreeze.
+On the real Temporal dev server with the in-memory Kafka."""
+
+import asyncio
+import uuid
+from datetime import timedelta
+
+from temporalio.client import WithStartWorkflowOperation
+from temporalio.common import WorkflowIDConflictPolicy
+
+from drover.models import MoveInput
+from drover.models.admission import Limits
+from drover.models.coordination import ClusterInput, FreezeRequest, cluster_workflow_id
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow, policies
+from drover.workflows.ids import move_workflow_id
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from tests.workflows.test_cluster import finish_soon, one_move, set_cluster_limits, start
+from tests.workflows.test_migration import wait_for
+
+
+async def send_freeze(env, queue: str, coordinator: ClusterInput, frozen: bool) -> None:
+    """As `drover cluster freeze` and `unfreeze` do: the coordinator is started if need be (a successor, after a
+    loss, takes over the lost one's freeze), and the freeze set or lifted."""
+    start_op = WithStartWorkflowOperation(
+        ClusterWorkflow.run,
+        coordinator,
+        id=cluster_workflow_id(coordinator.cluster_id),
+        task_queue=queue,
+        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+    )
+    await env.client.execute_update_with_start_workflow(
+        ClusterWorkflow.freeze_update,
+        FreezeRequest(frozen=frozen, actor="ops", reason="incident" if frozen else "over"),
+        start_workflow_operation=start_op,
+    )
+
+
+async def test_a_move_that_starts_on_a_frozen_cluster_takes_no_step_though_nobody_told_it(local_env, monkeypatch):
+    """A move granted before a freeze whose workflow starts only after the freeze was answered (its coordinator
+    could not tell it: it did not exist yet) asks the coordinator before its step, and waits for the unfreeze, which
+    it sees by asking again (nobody tells it)."""
+    monkeypatch.setattr(policies, "THAW_ASK_EVERY", timedelta(seconds=2))
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("a", 0): [1, 2]}, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    coordinator = ClusterInput(name=name, cluster_id=fake.cluster_id)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await set_cluster_limits(local_env, worker.task_queue, coordinator, Limits(max_partitions=2))
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=True)
+        move = MoveInput(
+            cluster=name,
+            topic="a",
+            partition=0,
+            target=[3, 4],
+            min_insync=1,
+            coordinator_id=cluster_workflow_id(fake.cluster_id),
+        )
+        handle = await local_env.client.start_workflow(
+            PartitionMoveWorkflow.run, move, id=f"move-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        await asyncio.sleep(3)
+        assert fake.altered == [], "a step reached Kafka while the cluster was frozen"
+        progress = await handle.query(PartitionMoveWorkflow.progress)
+        assert progress is not None and progress.steps_done == 0
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=False)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.final == [3, 4] and fake.altered
+
+
+async def test_an_unfreeze_through_a_successor_coordinator_lets_a_frozen_move_go_on(local_env):
+    """A move is told of the freeze mid-step; its coordinator is then lost. `drover cluster unfreeze` starts the
+    successor, which takes over the freeze and lifts it: the move, frozen by the lost run, is told and finishes."""
+    fake = FakeKafka({b: None for b in range(1, 7)}, {("a", 0): [1, 2]}, ticks=10_000)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    coordinator = ClusterInput(name=name, cluster_id=fake.cluster_id)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        # Both replicas of a-0 move: two steps at one replica per step.
+        handle = await start(local_env, worker.task_queue, name, one_move("a", [4, 5]), Limits(max_partitions=1))
+        await wait_for(lambda: ("a", 0) in fake.ongoing, "the first step of a-0")
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=True)
+        await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).terminate(reason="lost")
+        finish_soon(fake)
+        await wait_for(lambda: not fake.ongoing, "the first step finished")
+        await asyncio.sleep(2)
+        assert len(fake.altered) == 1, "a step started on the frozen cluster"
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=False)
+        result = await asyncio.wait_for(handle.result(), timeout=120)
+        told = await freeze_signals(local_env, move_workflow_id(name, "a", 0))
+    assert result.verified and result.status == "completed" and fake.replicas[("a", 0)] == [4, 5]
+    # The lost run told it of the freeze, the successor of the unfreeze (the move did not have to ask again).
+    assert told == [True, False]
+
+
+async def freeze_signals(env, workflow_id: str) -> list[bool]:
+    """The freeze states a move was told, in order, from its history."""
+    told = []
+    async for e in env.client.get_workflow_handle(workflow_id).fetch_history_events():
+        if e.HasField("workflow_execution_signaled_event_attributes"):
+            signal = e.workflow_execution_signaled_event_attributes
+            if signal.signal_name == "freeze":
+                told += await env.client.data_converter.decode(signal.input.payloads, [bool])
+    return told
