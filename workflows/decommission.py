@@ -12,6 +12,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 
 with workflow.unsafe.imports_passed_through():
     from drover.activities.decommission import FlowActivities
+    from drover.core.decommission import flow as rules
     from drover.core.decommission.flow import cancel_refusal, mark, new_progress, note, running_step
     from drover.models.control import Cancel
     from drover.models.decommission import (
@@ -57,6 +58,8 @@ class DecommissionWorkflow:
         self._child: workflow.ChildWorkflowHandle | None = None
         # The migrations this flow finished, oldest first: a rollback reverts them, newest first.
         self._finished: list[FlowPlan] = []
+        # A cordon found on the brokers and lifted for a rollback: put back once it is done.
+        self._put_back: list[CordonEntry] = []
         self._published = ""
 
     @workflow.run
@@ -194,33 +197,19 @@ class DecommissionWorkflow:
     async def _verify(self) -> bool:
         self._check_cancel()
         self._enter("verify")
-        leadership_only = self._in.kind != "decommission"
         scan = BrokerScan(replicas=0, leaders=0)
         for look in range(VERIFY_LOOKS):
             scan = await workflow.execute_activity_method(FlowActivities.scan_brokers, self._in.brokers, **JOIN)
-            if self._in.kind == "undo-demote" or (scan.movable_leaders == 0 if leadership_only else scan.replicas == 0):
+            if rules.looked_enough(self._in.kind, scan):
                 break
             if look + 1 < VERIFY_LOOKS:
                 await workflow.sleep(VERIFY_EVERY)
                 self._check_cancel()
-        held = ", ".join(scan.examples)
-        if self._in.kind == "undo-demote":
-            mark(self._view, "verify", "done", f"broker(s) lead {scan.leaders} partition(s) again")
-            return False
-        if leadership_only:
-            if scan.movable_leaders:
-                raise ApplicationError(
-                    f"the brokers still lead {scan.movable_leaders} partition(s): {held}", non_retryable=True
-                )
-            stays = (
-                f"; {scan.leaders} partition(s) have no replica elsewhere and stay led there" if scan.leaders else ""
-            )
-            mark(self._view, "verify", "done", "the brokers lead no partition that another broker holds" + stays)
-            return scan.leaders == 0
-        if scan.replicas:
-            raise ApplicationError(f"the brokers still hold {scan.replicas} partition(s): {held}", non_retryable=True)
-        mark(self._view, "verify", "done", "the brokers hold no replica and lead nothing: safe to stop")
-        return True
+        failed, detail, safe = rules.verdict(self._in.kind, scan)
+        if failed is not None:
+            raise ApplicationError(failed, non_retryable=True)
+        mark(self._view, "verify", "done", detail)
+        return safe
 
     # -- migrations of the flow -----------------------------------------------------------------------------------
 
@@ -306,22 +295,28 @@ class DecommissionWorkflow:
         if step is not None:
             mark(self._view, step, "skipped", f"cancelled by {cancel.actor}: {cancel.reason}")
         if not cancel.keep_cordon:
-            await self._uncordon("the flow was cancelled")
-        if cancel.mode == "rollback":
-            for i, done in enumerate(reversed(self._finished)):
+            await self._uncordon("the flow was cancelled", cancel.mode == "rollback")
+        try:
+            for i, done in enumerate(reversed(self._finished) if cancel.mode == "rollback" else []):
                 if done.rollback_ref is not None:
                     await self._migrate(f"revert-{i + 1}", FlowPlan(count=done.count, plan_ref=done.rollback_ref), True)
+        finally:
+            # The cordon the flow found (a demote's), lifted for the rollback, goes back as it was.
+            back, self._put_back = self._put_back, []
+            if back:
+                await workflow.execute_activity_method(FlowActivities.uncordon, back, **QUICK_CALL)
+                note(self._view, "cordon", "drover", "the cordon found is put back", workflow.now(), _brokers(back))
         return self._end("cancelled", False)
 
-    async def _uncordon(self, why: str) -> None:
+    async def _uncordon(self, why: str, rollback: bool = False) -> None:
         entries: list[CordonEntry] = self._view.cordoned
         if not entries:
             return
         # Taken first: a cancel's handler and the run may both get here; one lifts it.
         self._view.cordoned = []
-        await workflow.execute_activity_method(FlowActivities.uncordon, entries, **QUICK_CALL)
-        brokers = ", ".join(str(e.broker) for e in entries)
-        note(self._view, "uncordon", "drover", why, workflow.now(), detail=f"broker {brokers}")
+        now, self._put_back = rules.lifted(entries, rollback)
+        await workflow.execute_activity_method(FlowActivities.uncordon, now, **QUICK_CALL)
+        note(self._view, "uncordon", "drover", why, workflow.now(), detail=_brokers(entries))
 
     async def _fail(self, e: Exception) -> None:
         message = failure_message(e)
@@ -375,7 +370,7 @@ class DecommissionWorkflow:
         detail = f"mode {request.mode}" + (", keep the cordon" if request.keep_cordon else "")
         note(self._view, "cancel", request.actor, request.reason, workflow.now(), detail=detail)
         if not request.keep_cordon and not self._cordoning:
-            await self._uncordon("the flow was cancelled")
+            await self._uncordon("the flow was cancelled", request.mode == "rollback")
         await self._pass_cancel()
 
     @workflow.query
@@ -393,8 +388,8 @@ class DecommissionWorkflow:
         if label != self._published:
             self._published = label
             workflow.upsert_search_attributes([STATUS_ATTR.value_set(label)])
-        lines = [f"**{self._in.kind}** of broker {', '.join(map(str, self._in.brokers))}: {self._view.phase}"]
-        lines += [f"- {s.step}: {s.state}" + (f" ({s.detail})" if s.detail else "") for s in self._view.steps]
-        if self._view.current_migration:
-            lines.append(f"- migration in flight: {self._view.current_migration}")
-        workflow.set_current_details("\n".join(lines))
+        workflow.set_current_details(rules.details(self._view))
+
+
+def _brokers(entries: list[CordonEntry]) -> str:
+    return "broker " + ", ".join(str(e.broker) for e in entries)

@@ -309,3 +309,36 @@ async def test_a_refused_undo_leaves_the_demotes_cordon(local_env, tmp_path):
         await run(local_env, fake, undo, tmp_path)
     assert "no broker 9 in the cluster" in failure.value.cause.message
     assert fake.broker_configs[5][CORDON_CONFIG] == "*"
+
+
+async def test_a_rollback_after_a_demote_completes_and_gives_the_demote_its_cordon_back(local_env, tmp_path):
+    """Demote broker 5 (its cordon left on), then decommission it, then cancel the decommission with rollback once
+    its drain has moved everything. The cordon the decommission found is the demote's: the rollback steps back onto
+    broker 5 with it lifted, then puts the demote's cordon back, as it found it."""
+    fake = cluster(12)
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        demote = flow(fake, [5], kind="demote")
+        demoted = await local_env.client.execute_workflow(
+            DecommissionWorkflow.run, demote, id=f"demote-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
+        )
+        assert demoted.phase == "done" and fake.broker_configs[5][CORDON_CONFIG] == "*"
+        after_demote = {k: list(v) for k, v in fake.replicas.items()}
+        # The scan after the drain is held until the cancel is in: the drain's migration is one to revert.
+        drained, release = threading.Event(), threading.Event()
+
+        def hold_after_drain(_topics) -> None:
+            if not any(5 in r for r in fake.replicas.values()):
+                drained.set()
+                release.wait(10)
+
+        fake.hooks["describe_topics"] = hold_after_drain
+        decommission = flow(fake, [5]).model_copy(update={"cluster": demote.cluster})
+        handle = await start_flow_of(local_env.client, worker.task_queue, decommission)
+        await asyncio.wait_for(asyncio.to_thread(drained.wait, 60), timeout=70)
+        cancel = FlowCancel(actor="ops", reason="wrong broker", mode="rollback")
+        await handle.execute_update(DecommissionWorkflow.cancel_update, cancel)
+        release.set()
+        result = await asyncio.wait_for(handle.result(), timeout=120)
+    assert result.phase == "cancelled", result.message
+    assert fake.replicas == after_demote
+    assert fake.broker_configs[5][CORDON_CONFIG] == "*"

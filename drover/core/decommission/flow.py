@@ -11,6 +11,7 @@ from drover.models.control import AuditEntry
 from drover.models.decommission import (
     BrokerScan,
     CheckResult,
+    CordonEntry,
     FlowCancel,
     FlowKind,
     FlowProgress,
@@ -169,3 +170,43 @@ def cancel_refusal(view: FlowProgress, request: FlowCancel) -> str | None:
             f"not {request.mode}"
         )
     return None
+
+
+def lifted(entries: list[CordonEntry], rollback: bool) -> tuple[list[CordonEntry], list[CordonEntry]]:
+    """What a cancel writes now to lift the flow's cordon, and what it puts back once the rollback is done. Each
+    broker goes back to the value the flow found. A rollback steps replicas back onto the brokers, which Kafka refuses
+    while any cordon is on them: the brokers are uncordoned first, and a cordon the flow found (a demote's, left on)
+    is put back after."""
+    if not rollback:
+        return entries, []
+    return [CordonEntry(broker=e.broker, before=None) for e in entries], [e for e in entries if e.before is not None]
+
+
+def details(view: FlowProgress) -> str:
+    """The flow's current details in the Web UI: its steps, and the migration in flight."""
+    lines = [f"**{view.kind}** of broker {', '.join(map(str, view.brokers))}: {view.phase}"]
+    lines += [f"- {s.step}: {s.state}" + (f" ({s.detail})" if s.detail else "") for s in view.steps]
+    if view.current_migration:
+        lines.append(f"- migration in flight: {view.current_migration}")
+    return "\n".join(lines)
+
+
+def looked_enough(kind: FlowKind, scan: BrokerScan) -> bool:
+    """The verify need not look again: the brokers lead nothing movable (a demote), hold nothing (a decommission)."""
+    return kind == "undo-demote" or (scan.replicas == 0 if kind == "decommission" else scan.movable_leaders == 0)
+
+
+def verdict(kind: FlowKind, scan: BrokerScan) -> tuple[str | None, str, bool]:
+    """What the verify's last look says: why it fails (None: it passes), the step's detail, and whether the brokers
+    are safe to stop."""
+    held = ", ".join(scan.examples)
+    if kind == "undo-demote":
+        return None, f"broker(s) lead {scan.leaders} partition(s) again", False
+    if kind == "demote":
+        if scan.movable_leaders:
+            return f"the brokers still lead {scan.movable_leaders} partition(s): {held}", "", False
+        stays = f"; {scan.leaders} partition(s) have no replica elsewhere and stay led there" if scan.leaders else ""
+        return None, "the brokers lead no partition that another broker holds" + stays, scan.leaders == 0
+    if scan.replicas:
+        return f"the brokers still hold {scan.replicas} partition(s): {held}", "", False
+    return None, "the brokers hold no replica and lead nothing: safe to stop", True

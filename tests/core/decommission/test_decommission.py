@@ -2,8 +2,10 @@
 
 from datetime import UTC, datetime
 
+from drover.core.decommission import flow
 from drover.core.decommission.flow import Facts, check, demote_order, mark, new_progress, running_step, scan
 from drover.models import BrokerDisk, BrokerInfo, ClusterDescription, PartitionState
+from drover.models.decommission import BrokerScan, CordonEntry
 
 NOW = datetime(2026, 11, 26, tzinfo=UTC)
 
@@ -103,3 +105,21 @@ def test_the_steps_of_each_flow_and_their_states():
     # A step the flow does not have is ignored.
     mark(demote, "drain", "running")
     assert running_step(demote) is None
+
+
+def test_a_cancel_restores_the_cordon_found_and_a_rollback_lifts_it_until_done():
+    found = [CordonEntry(broker=4, before="*"), CordonEntry(broker=5, before=None)]
+    assert flow.lifted(found, rollback=False) == (found, [])
+    now, later = flow.lifted(found, rollback=True)
+    assert [e.before for e in now] == [None, None] and later == [CordonEntry(broker=4, before="*")]
+
+
+def test_the_verify_says_safe_to_stop_only_when_the_brokers_hold_and_lead_nothing():
+    empty = BrokerScan(replicas=0, leaders=0)
+    held = BrokerScan(replicas=2, leaders=1, examples=["__consumer_offsets-3"])
+    assert flow.verdict("decommission", empty)[::2] == (None, True)
+    failed, _, safe = flow.verdict("decommission", held)
+    assert failed == "the brokers still hold 2 partition(s): __consumer_offsets-3" and not safe
+    only_here = BrokerScan(replicas=1, leaders=1, movable_leaders=0)
+    assert flow.looked_enough("demote", only_here) and flow.verdict("demote", only_here)[::2] == (None, False)
+    assert not flow.looked_enough("decommission", only_here)
