@@ -9,9 +9,11 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from drover.activities.binding import wrong_cluster
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
 from drover.adapters.live_cluster import read_for_plan
+from drover.adapters.temporal import RUNNING_FLOWS, flow_input
 from drover.core.decommission import flow as decommission
 from drover.models.decommission import (
     CORDON_ALL,
@@ -31,9 +33,6 @@ from drover.planner import PlanError, make_plan
 # Partitions elected in one call.
 ELECTION_BATCH = 500
 
-# Sent to running flows to learn which brokers they have.
-STATUS_QUERY = "status"
-
 
 class FlowActivities:
     def __init__(self, admin: KafkaPort, work_dir: Path):
@@ -49,20 +48,23 @@ class FlowActivities:
         return await asyncio.to_thread(self._check, req, busy)
 
     async def _busy(self, req: CheckRequest) -> dict[int, str]:
-        """The brokers other running flows on the cluster have (asked of each flow), with the flow's ID."""
-        client, busy = activity.client(), {}
-        query = (
-            f"WorkflowType = 'DecommissionWorkflow' AND DroverCluster = '{req.cluster}' AND ExecutionStatus = 'Running'"
-        )
-        async for w in client.list_workflows(query):
+        """The brokers other running flows on this Kafka cluster have, with the flow's ID: the flows found by the
+        Kafka cluster ID they were started for, whatever name they use (one started without an ID, by its name)."""
+        client, busy = activity.client(), dict[int, str]()
+        served = (await asyncio.to_thread(self.admin.describe_cluster)).cluster_id
+        async for w in client.list_workflows(RUNNING_FLOWS):
             if w.id == req.flow_id:
                 continue
-            status = await client.get_workflow_handle(w.id).query(STATUS_QUERY)
-            for b in status.get("brokers", []) if isinstance(status, dict) else []:
-                busy[int(b)] = w.id
+            given = await flow_input(client, w.id, w.run_id)
+            if given is not None and (given.cluster_id == served if given.cluster_id else given.cluster == req.cluster):
+                busy |= {b: w.id for b in given.brokers}
         return busy
 
     def _check(self, req: CheckRequest, busy: dict[int, str]) -> CheckResult:
+        wrong = wrong_cluster(self.admin, req.cluster_id)
+        if wrong is not None:
+            # Nothing else is read: the rest would describe the other cluster.
+            return CheckResult(problems=[wrong], bytes_on_brokers=0, partitions_on_brokers=0)
         cluster = self.admin.describe_cluster()
         states = self.admin.describe_topics()
         # Only the brokers the cluster has are asked (Kafka answers an unknown one with an error, the check names it).

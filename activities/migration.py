@@ -13,6 +13,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
+from drover.activities.binding import wrong_cluster
 from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
@@ -57,6 +58,9 @@ class MigrationActivities:
 
         The moves that change a list come back in the order they will run: inline, or for a plan passed by
         reference (or one above INLINE_MOVES) in the migration's folder, to be paged in."""
+        wrong = wrong_cluster(self.admin, req.cluster_id)
+        if wrong is not None:
+            raise _preflight_error([wrong])
         moves = req.moves
         if req.plan_ref is not None:
             try:

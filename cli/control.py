@@ -12,6 +12,7 @@ from temporalio.client import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from drover.adapters.kafka_factory import kafka_cluster_id
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
 from drover.cli.errors import DroverError
 from drover.cli.groups import LimitChanges, grouped
@@ -114,6 +115,25 @@ async def _running(client, migration_id: str) -> str:
     return described.task_queue
 
 
+async def _bound(settings, client, workflow_id: str) -> None:
+    """Refuse, before anything is sent, an action on a workflow started for another Kafka cluster than the one this
+    command's own connection reaches (one started without a cluster ID is not checked)."""
+    named = ""
+    async for event in client.get_workflow_handle(workflow_id).fetch_history_events(page_size=1):
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        (given,) = await client.data_converter.decode(payloads, [dict])
+        named = given.get("cluster_id") or "" if isinstance(given, dict) else ""
+        break
+    if not named:
+        return
+    mine = await asyncio.to_thread(kafka_cluster_id, settings)
+    if mine != named:
+        raise DroverError(
+            f"{workflow_id} acts on Kafka cluster ID {named}, but this command's connection reaches Kafka cluster ID "
+            f"{mine}; nothing was sent"
+        )
+
+
 async def _query(client, migration_id: str) -> MigrationProgress:
     queue = await _running(client, migration_id)
     await require_worker(client, queue, f"migration {migration_id} is running, but")
@@ -151,6 +171,7 @@ async def _update(settings, migration_id: str, request: MigrationAction, out: Ou
     client = client or await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id)
     queue = await _running(client, migration_id)
+    await _bound(settings, client, migration_id)
     if not await worker_polls(client, queue):
         await _recorded(handle, request, queue, "no worker polls", out)
         return
@@ -245,6 +266,7 @@ async def _cancel_flow(settings, flow_id: str, mode, keep_cordon: bool, actor, r
     client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(flow_id)
     queue = await _running(client, flow_id)
+    await _bound(settings, client, flow_id)
     await require_worker(client, queue, f"{flow_id} is running, but")
     request = FlowCancel(mode=mode, keep_cordon=keep_cordon, actor=actor or default_actor(), reason=reason)
     try:

@@ -118,7 +118,7 @@ def uncordon(
     """Lift the cordon of brokers (remove their cordoned.log.dirs), after a decommission that left them cordoned
     and was then called off, say. A broker that is not cordoned is left as it is.
 
-    A broker that a running decommission or demote of this cluster (DROVER_CLUSTER_NAME) cordons is refused, with
+    A broker that a running decommission or demote of this Kafka cluster (by its cluster ID) cordons is refused, with
     the flow's ID: `drover cancel ID` ends it and lifts its cordon. --force lifts it anyway (the flow's drain then
     catches what Kafka places on the broker meanwhile)."""
     from drover.adapters.kafka_factory import open_kafka
@@ -128,17 +128,17 @@ def uncordon(
     out, ids = Output(as_json), broker_ids("--brokers", brokers)
     if not ids:
         raise DroverError("--brokers: give at least one broker id", exit_code=2)
-    if not force:
-        held = asyncio.run(_held_by_flows(settings, ids))
+    admin = open_kafka(settings)
+    try:
+        cluster = admin.describe_cluster()
+        held = {} if force else asyncio.run(_held_by_flows(settings, ids, cluster.cluster_id or ""))
         if held:
             flows = "; ".join(f"broker {b} by {flow}" for b, flow in sorted(held.items()))
             raise DroverError(
                 f"cordoned by a running flow: {flows}; drover cancel ID ends it and lifts its cordon "
                 "(or --force), nothing was changed"
             )
-    admin = open_kafka(settings)
-    try:
-        known = set(admin.describe_cluster().broker_ids)
+        known = set(cluster.broker_ids)
         unknown = [b for b in ids if b not in known]
         if unknown:
             raise DroverError(f"--brokers: no broker {', '.join(map(str, unknown))} in the cluster", exit_code=2)
@@ -157,25 +157,23 @@ def uncordon(
     out.data({"uncordoned": changed})
 
 
-async def _held_by_flows(settings: Settings, ids: list[int]) -> dict[int, str]:
-    """Of the brokers ``ids``, those a running decommission or demote of the settings' cluster cordons, each with
-    the flow's ID (read from the flow's input in its history: no worker needs to answer)."""
-    from drover.adapters.temporal import TemporalUnavailable, connect
-    from drover.models.decommission import FlowInput
+async def _held_by_flows(settings: Settings, ids: list[int], cluster_id: str) -> dict[int, str]:
+    """Of the brokers ``ids``, those a running decommission or demote of this Kafka cluster (found by its cluster ID;
+    one started without an ID, by the settings' cluster name) cordons, each with the flow's ID (read from the flow's
+    input in its history: no worker needs to answer)."""
+    from drover.adapters.temporal import RUNNING_FLOWS, TemporalUnavailable, connect, flow_input
 
     try:
         client = await connect(settings, identity=default_actor())
     except TemporalUnavailable as e:
         raise DroverError(f"{e}; the running flows were not checked (--force lifts the cordon unchecked)") from None
     held: dict[int, str] = {}
-    async for found in client.list_workflows("WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"):
-        handle = client.get_workflow_handle(found.id, run_id=found.run_id)
-        async for event in handle.fetch_history_events(page_size=1):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            (given,) = await client.data_converter.decode(payloads, [FlowInput])
-            if given.cluster == settings.cluster_name and given.cordon and given.kind != "undo-demote":
-                held |= {b: found.id for b in given.brokers if b in ids}
-            break
+    async for found in client.list_workflows(RUNNING_FLOWS):
+        given = await flow_input(client, found.id, found.run_id)
+        if given is None or not given.cordon or given.kind == "undo-demote":
+            continue
+        if given.cluster_id == cluster_id if given.cluster_id else given.cluster == settings.cluster_name:
+            held |= {b: found.id for b in given.brokers if b in ids}
     return held
 
 
@@ -185,6 +183,8 @@ def _input(settings: Settings, flow: FlowOptions, kind: str):
     ids = broker_ids("--brokers", flow.brokers)
     if not ids:
         raise DroverError("--brokers: give at least one broker id", exit_code=2)
+    from drover.adapters.kafka_factory import kafka_cluster_id
+
     name = cluster_name(flow.cluster or settings.cluster_name)
     return FlowInput(
         cluster=name,
@@ -193,6 +193,7 @@ def _input(settings: Settings, flow: FlowOptions, kind: str):
         cordon=flow.cordon,
         actor=flow.actor or default_actor(),
         reason=flow.reason,
+        cluster_id=kafka_cluster_id(settings),
     )
 
 

@@ -11,6 +11,7 @@ import typer
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
+from drover.adapters.kafka_factory import kafka_cluster_id
 from drover.adapters.temporal import connect, no_worker, patiently, worker_polls
 from drover.cli.errors import DroverError, cluster_name, failure_message
 from drover.cli.estimate import capacity_option, rate_option, sample_option
@@ -161,6 +162,7 @@ def start(
         priority=run.priority,
         limits=limits.limits(),
         dry_run=mode.dry_run,
+        cluster_id=kafka_cluster_id(settings),
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"

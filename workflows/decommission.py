@@ -109,6 +109,7 @@ class DecommissionWorkflow:
             kind=g.kind,
             cordon=g.cordon,
             disk_margin=g.disk_margin,
+            cluster_id=g.cluster_id,
         )
         found = await workflow.execute_activity_method(FlowActivities.check_flow, req, **QUICK_CALL)
         if found.problems:
@@ -236,6 +237,7 @@ class DecommissionWorkflow:
             avoid_brokers=[e.broker for e in self._view.cordoned],
             actor=f"{g.kind} {flow_id}",
             reason=f"{name} of broker {', '.join(map(str, g.brokers))}",
+            cluster_id=g.cluster_id,
         )
         self._view.migrations.append(child_id)
         self._view.current_migration = child_id

@@ -14,3 +14,12 @@ def open_kafka(settings: Settings) -> KafkaPort:
     from drover.adapters.kafka_admin import KafkaAdmin
 
     return KafkaAdmin(settings)
+
+
+def kafka_cluster_id(settings: Settings) -> str:
+    """The Kafka cluster ID these settings' connection reaches: what a command that acts binds itself to."""
+    admin = open_kafka(settings)
+    try:
+        return admin.describe_cluster().cluster_id or ""
+    finally:
+        admin.close()

@@ -24,6 +24,7 @@ from temporalio.runtime import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
+from drover.models.decommission import FlowInput
 from drover.settings import Settings
 
 T = TypeVar("T")
@@ -171,3 +172,17 @@ async def coordinators_named(client: Client, name: str) -> list[str]:
         return []
     query = f"WorkflowType = 'ClusterWorkflow' AND DroverAliases = '{name}' AND ExecutionStatus = 'Running'"
     return sorted({w.id async for w in client.list_workflows(query)})
+
+
+# Every running decommission and demote, whatever cluster.
+RUNNING_FLOWS = "WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"
+
+
+async def flow_input(client: Client, workflow_id: str, run_id: str | None = None) -> FlowInput | None:
+    """A decommission's or a demote's input, read from the first event of its history (no worker needs to answer)."""
+    handle = client.get_workflow_handle(workflow_id, run_id=run_id)
+    async for event in handle.fetch_history_events(page_size=1):
+        payloads = event.workflow_execution_started_event_attributes.input.payloads
+        (given,) = await client.data_converter.decode(payloads, [FlowInput])
+        return given
+    return None

@@ -56,6 +56,9 @@ class FlowInput(BaseModel):
     uncordon: list[CordonEntry] = []
     actor: str | None = None
     reason: str | None = None
+    # The Kafka cluster ID the starting command's own connection resolved: the workers refuse, before anything
+    # changes, if their Kafka is another cluster. Empty: not checked (a start that names none).
+    cluster_id: str = ""
 
     @field_validator("brokers")
     @classmethod
@@ -80,6 +83,7 @@ class CheckRequest(BaseModel):
     kind: FlowKind
     cordon: bool
     disk_margin: float = 0.1
+    cluster_id: str = ""
 
 
 class CheckResult(BaseModel):

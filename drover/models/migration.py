@@ -91,6 +91,9 @@ class MigrationInput(BaseModel):
     # Preflight and the estimate only: the result tells what would happen (order, throttles, ETA, problems), and
     # nothing on the cluster changes (the coordinator is not joined, no throttle is written).
     dry_run: bool = False
+    # The Kafka cluster ID the starting command's own connection resolved: the workers refuse, before anything
+    # changes, if their Kafka is another cluster. Empty: not checked (a start that names none).
+    cluster_id: str = ""
 
     def _plan_carried(self) -> bool:
         """The plan is in the state a continuing run takes over (``drover.core.migration.runs.MigrationRun``), not

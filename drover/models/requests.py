@@ -20,6 +20,8 @@ class PreflightRequest(BaseModel):
     offline: OfflinePolicy = "skip"
     # The share of each destination broker's disk that must stay free after it has received its new replicas.
     disk_margin: float = Field(0.1, ge=0, lt=1)
+    # The Kafka cluster ID the migration was started for (empty: not checked).
+    cluster_id: str = ""
 
 
 class PreflightResult(BaseModel):

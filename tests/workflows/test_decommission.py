@@ -342,3 +342,15 @@ async def test_a_rollback_after_a_demote_completes_and_gives_the_demote_its_cord
     assert result.phase == "cancelled", result.message
     assert fake.replicas == after_demote
     assert fake.broker_configs[5][CORDON_CONFIG] == "*"
+
+
+async def test_a_flow_started_for_another_kafka_cluster_is_refused_naming_both_ids(local_env, tmp_path):
+    """`DROVER_KAFKA_BOOTSTRAP=<another cluster> drover decommission`: the command's connection resolved another
+    cluster ID than the worker serves. The check refuses before anything changes, naming both."""
+    fake = cluster()
+    before = {k: list(v) for k, v in fake.replicas.items()}
+    with pytest.raises(WorkflowFailureError) as failed:
+        await run(local_env, fake, flow(fake, [5], cluster_id="another-cluster"), tmp_path)
+    message = failed.value.cause.message
+    assert "Kafka cluster ID another-cluster" in message and f"Kafka cluster ID {fake.cluster_id}" in message
+    assert fake.replicas == before and fake.altered == [] and CORDON_CONFIG not in fake.broker_configs.get(5, {})

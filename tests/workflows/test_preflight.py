@@ -96,3 +96,17 @@ async def test_a_plan_whose_targets_name_a_cordoned_broker_is_refused_naming_it(
         f"{len(onto_4)} move(s) of the plan name it ({', '.join(onto_4)})" in failure.value.cause.message
     )
     assert fake.altered == []
+
+
+async def test_a_migration_started_for_another_kafka_cluster_is_refused_naming_both_ids(local_env):
+    """The command that started it reached another Kafka cluster than the workers serve: preflight refuses before
+    anything changes (no coordinator joined, no step, no throttle)."""
+    fake = cluster(4)
+    before = dict(fake.replicas)
+    migration = MigrationInput(cluster=name(), moves=spread_plan(fake), cluster_id="another-cluster")
+    with pytest.raises(WorkflowFailureError) as failed:
+        await run(local_env, fake, migration)
+    message = str(failed.value.cause)
+    assert "Kafka cluster ID another-cluster" in message and f"Kafka cluster ID {fake.cluster_id}" in message
+    assert "nothing was changed" in message
+    assert fake.replicas == before and fake.altered == [] and not any(fake.topic_configs.values())

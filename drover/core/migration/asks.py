@@ -52,6 +52,7 @@ def preflight_request(given: MigrationInput, migration_id: str) -> PreflightRequ
         order=given.order,
         offline=given.offline,
         disk_margin=given.disk_margin,
+        cluster_id=given.cluster_id,
     )
 
 
