@@ -354,3 +354,38 @@ async def test_a_flow_started_for_another_kafka_cluster_is_refused_naming_both_i
     message = failed.value.cause.message
     assert "Kafka cluster ID another-cluster" in message and f"Kafka cluster ID {fake.cluster_id}" in message
     assert fake.replicas == before and fake.altered == [] and CORDON_CONFIG not in fake.broker_configs.get(5, {})
+
+
+async def test_flows_are_found_by_kafka_cluster_id_and_a_cancel_from_another_cluster_is_refused(local_env):
+    # The flows run on a task queue no worker polls; the CLI reaches the simulated Kafka, cluster ID "simulated".
+    client, name = local_env.client, f"bound-{uuid.uuid4().hex[:6]}"
+    other_name = await client.start_workflow(
+        DecommissionWorkflow.run,
+        FlowInput(cluster=f"{name}-alias", brokers=[5], cluster_id="simulated"),
+        id=f"decommission:{name}-alias",
+        task_queue=name,
+    )
+    other_cluster = await client.start_workflow(
+        DecommissionWorkflow.run,
+        FlowInput(cluster=name, brokers=[4], cluster_id="another-cluster"),
+        id=f"decommission:{name}",
+        task_queue=name,
+    )
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "DROVER_CLUSTER_NAME": name,
+        "DROVER_KAFKA_SIMULATED": "brokers=6,racks=2,partitions=12,rf=3",
+    }
+    try:
+        # Broker 5 is held by a flow of this Kafka cluster under another name; broker 4's flow is another cluster's.
+        refused = drover("uncordon", "--brokers", "4,5", env=env)
+        assert refused.returncode == 1 and f"broker 5 by decommission:{name}-alias" in refused.stderr, refused.stderr
+        assert "broker 4" not in refused.stderr
+        cancel = drover("cancel", f"decommission:{name}", "--reason", "wrong cluster", env=env)
+        assert cancel.returncode == 1 and len(cancel.stderr.strip().splitlines()) == 1, cancel.stderr
+        assert "Kafka cluster ID another-cluster" in cancel.stderr and "Kafka cluster ID simulated" in cancel.stderr
+        history = [e async for e in other_cluster.fetch_history_events()]
+        assert not any(e.HasField("workflow_execution_update_accepted_event_attributes") for e in history)
+    finally:
+        for handle in (other_name, other_cluster):
+            await handle.terminate(reason="test ends")
