@@ -13,7 +13,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.adapters.kafka_factory import open_kafka
+from drover.adapters.kafka_factory import kafka_cluster_id
 from drover.adapters.kafka_port import KafkaAdminError
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
 from drover.cli.cluster_status import render_status, step_of
@@ -41,6 +41,7 @@ async def retire_coordinator(settings: Settings, name: str, actor: str, reason: 
     found = await coordinators_named(client, name)
     if not found:
         raise DroverError(f"cluster {name} has no running coordinator: nothing to retire")
+    bound_elsewhere(name, cluster_workflow_id(await asyncio.to_thread(kafka_cluster_id, settings)), found)
     handle = client.get_workflow_handle(found[0])
     try:
         await asyncio.wait_for(
@@ -79,19 +80,23 @@ async def change_limits(
 
 
 async def coordinator_of(settings: Settings, client, name: str) -> str:
-    """The workflow ID of the coordinator a cluster name stands for: the running one with that name among its
-    aliases, else that of the Kafka cluster these settings reach (its ID read from Kafka)."""
-    found = await coordinators_named(client, name)
-    if found:
-        return found[0]
+    """The workflow ID of the coordinator of the Kafka cluster these settings reach (its ID read from Kafka). A
+    cluster name that stands for another Kafka cluster's running coordinator is refused, naming both IDs."""
     try:
-        cluster_id = await asyncio.to_thread(lambda: open_kafka(settings).describe_cluster().cluster_id)
+        mine = cluster_workflow_id(await asyncio.to_thread(kafka_cluster_id, settings) or "unknown")
     except KafkaAdminError as e:
+        raise DroverError(f"cluster {name}: Kafka could not be reached to read its cluster ID ({e})") from None
+    bound_elsewhere(name, mine, await coordinators_named(client, name))
+    return mine
+
+
+def bound_elsewhere(name: str, mine: str, found: list[str]) -> None:
+    """Refuse an action whose name stands for the coordinator of another Kafka cluster than this command reaches."""
+    if found and mine not in found:
         raise DroverError(
-            f"cluster {name}: no running coordinator has that name, and Kafka could not be reached to read its "
-            f"cluster ID ({e})"
-        ) from None
-    return cluster_workflow_id(cluster_id or "unknown")
+            f"cluster {name} stands for Kafka cluster ID {cluster_id_of(found[0])}, but this command's connection "
+            f"reaches Kafka cluster ID {cluster_id_of(mine)}; nothing was sent"
+        )
 
 
 async def send_change(settings: Settings, name: str, signal: str, argument: OperatorAction, out: Output) -> None:

@@ -1,0 +1,41 @@
+"""`drover cluster` commands act on the Kafka cluster their own connection reaches: a name that stands for another
+Kafka cluster's coordinator is refused, naming both IDs, with nothing sent. On the real Temporal dev server; the
+coordinator serves an in-memory Kafka, the CLI reaches the simulated one (cluster ID "simulated")."""
+
+import asyncio
+import os
+import uuid
+
+from drover.models.admission import Limits
+from drover.models.coordination import ClusterInput, cluster_workflow_id
+from drover.worker import activities_for
+from drover.workflows import ClusterWorkflow
+from tests.cli.test_cli import drover
+from tests.conftest import worker_for
+from tests.fakes import FakeKafka
+from tests.workflows.test_cluster import set_cluster_limits
+
+
+async def test_a_cluster_command_whose_name_stands_for_another_kafka_cluster_is_refused(local_env):
+    fake = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
+    name = f"c{uuid.uuid4().hex[:6]}"
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host,
+        "DROVER_KAFKA_SIMULATED": "brokers=3,racks=1,partitions=3,rf=2",
+    }
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await set_cluster_limits(
+            local_env, worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id), Limits(max_partitions=2)
+        )
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        for args in (["freeze"], ["limits", "--max-partitions", "9"], ["retire"]):
+            done = await asyncio.to_thread(
+                drover, "cluster", *args, "--cluster", name, "--reason", "wrong cluster", env=env
+            )
+            assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert f"Kafka cluster ID {fake.cluster_id}" in done.stderr, done.stderr
+            assert "Kafka cluster ID simulated" in done.stderr and "nothing was sent" in done.stderr
+        status = await local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id)).query(
+            ClusterWorkflow.status
+        )
+    assert not status.frozen and status.limits == Limits(max_partitions=2) and not status.actions[1:]
