@@ -17,7 +17,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.steps import surplus_drop
     from drover.workflows.failures import INTERRUPTIONS
     from drover.workflows.metrics import record_step_gap
-    from drover.workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT, THAW_ASK_EVERY
+    from drover.workflows.policies import QUICK_CALL, STEP_CALL, STEP_SETTLE_S, STEP_WAIT
 
 # The version marker of moves that ask their coordinator before each step (``workflow.patched``).
 ASKS_FREEZE = "move-asks-freeze"
@@ -137,13 +137,12 @@ class PartitionMoveWorkflow:
             case ev.WaitOnline():
                 workflow.logger.warning("%s is offline (no replica in sync); waiting for it", tp)
                 return ev.Online(await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT))
-            case ev.WaitThaw():
+            case ev.WaitThaw(ask_after_s=ask_after_s):
                 # The cluster is frozen (``drover cluster freeze``): no new step until it is unfrozen. A move that asks
                 # its coordinator asks again now and then, so a thaw nobody tells it of is seen.
                 workflow.logger.info("%s waits: the cluster is frozen", tp)
                 with contextlib.suppress(TimeoutError):
-                    every = THAW_ASK_EVERY.total_seconds() if self.s.asks_freeze else None
-                    await workflow.wait_condition(lambda: not self.s.frozen, timeout=every)
+                    await workflow.wait_condition(lambda: not self.s.frozen, timeout=ask_after_s)
                 return ev.Thawed()
             case ev.AskFreeze():
                 holding = await quick(

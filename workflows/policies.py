@@ -139,8 +139,6 @@ TRAFFIC_CALL: ActivityOptions = {
 RESEND_EVERY = timedelta(seconds=1)
 # A freeze is answered once every move in flight has been told, or after this long.
 FREEZE_WAIT = timedelta(seconds=30)
-# A move waiting for a thaw asks its coordinator again this often (an unfreeze it is not told of is seen).
-THAW_ASK_EVERY = timedelta(seconds=60)
 # A decommission's verify that finds leaders left looks again this often, this many times (elections take a moment).
 VERIFY_EVERY = timedelta(seconds=2)
 VERIFY_LOOKS = 15

@@ -4,16 +4,16 @@ On the real Temporal dev server with the in-memory Kafka."""
 
 import asyncio
 import uuid
-from datetime import timedelta
 
 from temporalio.client import WithStartWorkflowOperation
 from temporalio.common import WorkflowIDConflictPolicy
 
+from drover.core.move import state as move_state
 from drover.models import MoveInput
 from drover.models.admission import Limits
 from drover.models.coordination import ClusterInput, FreezeRequest, cluster_workflow_id
 from drover.worker import activities_for
-from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow, policies
+from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
 from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
@@ -42,7 +42,7 @@ async def test_a_move_that_starts_on_a_frozen_cluster_takes_no_step_though_nobod
     """A move granted before a freeze whose workflow starts only after the freeze was answered (its coordinator
     could not tell it: it did not exist yet) asks the coordinator before its step, and waits for the unfreeze, which
     it sees by asking again (nobody tells it)."""
-    monkeypatch.setattr(policies, "THAW_ASK_EVERY", timedelta(seconds=2))
+    monkeypatch.setattr(move_state, "THAW_ASK_FIRST_S", 2.0)
     fake = FakeKafka({b: None for b in range(1, 5)}, {("a", 0): [1, 2]}, ticks=2)
     name = f"c{uuid.uuid4().hex[:6]}"
     coordinator = ClusterInput(name=name, cluster_id=fake.cluster_id)

@@ -94,7 +94,9 @@ class WaitOnline:
 
 @dataclass(frozen=True)
 class WaitThaw:
-    pass
+    """Wait to be told of the thaw; a move that asks its coordinator asks again after ``ask_after_s`` at most."""
+
+    ask_after_s: float | None = None
 
 
 @dataclass(frozen=True)

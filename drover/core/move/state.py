@@ -63,6 +63,10 @@ from drover.models.moves import (
 )
 from drover.steps.calculator import next_step, steps_left
 
+# A frozen move that asks its coordinator asks again after this long, twice as long each time, this long at most.
+THAW_ASK_FIRST_S = 60.0
+THAW_ASK_MOST_S = 900.0
+
 
 class MovePhase(StrEnum):
     STARTING = "starting"  # reading the list Kafka shows
@@ -141,6 +145,9 @@ class MoveState:
     asks_freeze: bool = False
     told_count: int = 0
     asked_at_told: int = 0
+    # Answers "frozen" since the last step: the wait before asking again doubles with each (the history of a move
+    # frozen for days stays short).
+    frozen_answers: int = 0
     step_done_at: datetime | None = None
 
     @property
@@ -240,7 +247,11 @@ def _ask(s: MoveState) -> Action:
 def _hold_or_issue(s: MoveState, now: datetime) -> Action:
     if s.frozen:
         s.phase = MovePhase.FROZEN
-        return WaitThaw()
+        if not s.asks_freeze:
+            return WaitThaw()
+        s.frozen_answers += 1
+        return WaitThaw(min(THAW_ASK_FIRST_S * 2 ** (s.frozen_answers - 1), THAW_ASK_MOST_S))
+    s.frozen_answers = 0
     return _issue(s, now)
 
 

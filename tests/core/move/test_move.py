@@ -247,6 +247,20 @@ def test_a_move_that_asks_holds_its_step_while_the_coordinator_says_frozen_whate
     assert isinstance(machine.decide(s, ev.FreezeAnswered(False), T0), ev.Issue)
 
 
+def test_a_frozen_move_asks_again_less_and_less_often_until_it_steps():
+    s, _ = started(target=[3, 4])
+    s.asks_freeze = True
+    machine.decide(s, ev.Described(shown([1, 2])), T0)
+    waits = []
+    for _ in range(6):
+        action = machine.decide(s, ev.FreezeAnswered(True), T0)
+        assert isinstance(action, ev.WaitThaw)
+        waits.append(action.ask_after_s)
+        machine.decide(s, ev.Thawed(), T0)
+    assert waits == [60, 120, 240, 480, 900, 900]
+    assert isinstance(machine.decide(s, ev.FreezeAnswered(False), T0), ev.Issue) and s.frozen_answers == 0
+
+
 def test_an_answer_asked_for_before_the_last_telling_or_none_at_all_leaves_what_the_move_was_told():
     s, _ = started(target=[3, 4])
     s.asks_freeze = True
