@@ -31,14 +31,16 @@ from drover.models.coordination import (
     FreezeRequest,
     cluster_workflow_id,
 )
+from drover.models.decommission import FlowInput
 from drover.models.migration import EstimateSettings, MigrationInput
 from drover.models.plan import PartitionReplicas
 from drover.sandbox.devserver import start_dev_server
 from drover.worker import activities_for
-from drover.workflows import ClusterWorkflow, MigrationWorkflow
+from drover.workflows import ClusterWorkflow, DecommissionWorkflow, MigrationWorkflow
 from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
+from tests.workflows.test_decommission import cluster as flow_cluster
 from tests.workflows.test_migration import cluster, metrics_file, spread_plan
 
 HERE = Path(__file__).parent / "histories"
@@ -192,6 +194,35 @@ async def leaders(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(MigrationWorkflow.run, migration, id=f"migration:{name}", task_queue=queue)
 
 
+async def decommission(client, fake: FakeKafka, name: str, queue: str, kind: str = "decommission"):
+    """A decommission (or a demote) of broker 5: check, demote, cordon, drain, late arrivals, verify."""
+    given = FlowInput(cluster=name, brokers=[5], kind=kind, settle_s=0.5, actor="ops", reason="host retired")
+    return await client.start_workflow(DecommissionWorkflow.run, given, id=f"{kind}:{name}", task_queue=queue)
+
+
+async def demote(client, fake: FakeKafka, name: str, queue: str):
+    return await decommission(client, fake, name, queue, "demote")
+
+
+async def undo_demote(client, fake: FakeKafka, name: str, queue: str):
+    """A demote of broker 5, then its undo: the cordon lifted, the preferred leaders put back."""
+    done = await (await decommission(client, fake, f"{name}-first", queue, "demote")).result()
+    given = FlowInput(
+        cluster=name,
+        brokers=[5],
+        kind="undo-demote",
+        cordon=False,
+        restore_ref=done.restore_ref,
+        uncordon=done.cordoned,
+        actor="ops",
+        reason="host back",
+    )
+    return await client.start_workflow(DecommissionWorkflow.run, given, id=f"demote:{name}", task_queue=queue)
+
+
+# The flows of brokers: their own histories replay (their migrations are migrations like those above).
+FLOWS = {"decommission": decommission, "demote": demote, "undo-demote": undo_demote}
+
 SCENARIOS = {
     "completed": completed,
     "rolled-back": rolled_back,
@@ -217,7 +248,7 @@ async def main() -> None:
     HERE.mkdir(exist_ok=True)
     try:
         # Only the scenarios named on the command line, or all.
-        chosen = sys.argv[1:] or list(SCENARIOS)
+        chosen = sys.argv[1:] or [*SCENARIOS, *FLOWS]
         for scenario, start in SCENARIOS.items():
             if scenario not in chosen:
                 continue
@@ -239,6 +270,16 @@ async def main() -> None:
                 coordinator = env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
                 _save(HERE / f"{scenario}-cluster.json", coordinator.id, await coordinator.fetch_history())
             print(f"recorded {scenario}: {len(runs)} run(s) and a move")
+        for scenario, start in FLOWS.items():
+            if scenario not in chosen:
+                continue
+            fake = flow_cluster()
+            work = Path(tempfile.mkdtemp(prefix="drover-record-"))
+            async with worker_for(env.client, activities_for(fake, work)) as worker:
+                handle = await start(env.client, fake, scenario, worker.task_queue)
+                await handle.result()
+                _save(HERE / f"{scenario}-flow.json", handle.id, await handle.fetch_history())
+            print(f"recorded {scenario}: the flow")
     finally:
         await env.shutdown()
 
