@@ -13,7 +13,7 @@ from temporalio.exceptions import ActivityError, ApplicationError, ChildWorkflow
 with workflow.unsafe.imports_passed_through():
     from drover.activities.decommission import FlowActivities
     from drover.core.decommission import flow as rules
-    from drover.core.decommission.flow import cancel_refusal, mark, new_progress, note, running_step
+    from drover.core.decommission.flow import STEPS, cancel_refusal, mark, new_progress, note, running_step
     from drover.models.control import Cancel
     from drover.models.decommission import (
         BrokerScan,
@@ -25,9 +25,9 @@ with workflow.unsafe.imports_passed_through():
         FlowPlanRequest,
         FlowProgress,
         FlowResult,
+        FlowStep,
     )
     from drover.models.errors import ErrorType
-    from drover.models.migration import MigrationInput
     from drover.models.results import MigrationResult
     from drover.models.units import human_bytes
     from drover.workflows.failures import failure_message
@@ -68,21 +68,11 @@ class DecommissionWorkflow:
         workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.cluster)])
         self._publish()
         try:
-            await self._check()
-            if given.kind == "undo-demote":
-                # Kafka refuses any replica list that names a cordoned broker: the cordon goes first.
-                self._enter("uncordon")
-                # The cordon the demote left, lifted once the check has passed (a refused undo changes nothing).
-                self._view.cordoned = list(given.uncordon)
-                await self._uncordon("the demote is undone")
-                mark(self._view, "uncordon", "done")
-            # Leadership leaves before the cordon, for the same reason: the demote reorders lists that name them.
-            await self._demote()
-            if given.cordon and given.kind != "undo-demote":
-                await self._cordon()
-            if given.kind == "decommission":
-                await self._drain()
-            safe = await self._verify()
+            # The flow's steps in its kind's order (``STEPS``, which the view shows too); the last is the verify.
+            safe = False
+            for step in STEPS[given.kind]:
+                if step != "cordon" or given.cordon:
+                    safe = await self._take(step)
             # A cancel accepted while the verify looked has lifted the cordon: the flow is cancelled, not done.
             self._check_cancel()
         except FlowCancelled:
@@ -98,6 +88,32 @@ class DecommissionWorkflow:
         return self._end("done", safe)
 
     # -- the steps ------------------------------------------------------------------------------------------------
+
+    async def _take(self, step: FlowStep) -> bool:
+        """Carry out one step; True only from a verify that finds the brokers safe to stop."""
+        match step:
+            case "check":
+                await self._check()
+            case "uncordon":
+                await self._lift_demotes_cordon()
+            case "demote":
+                await self._demote()
+            case "cordon":
+                await self._cordon()
+            case "drain":
+                await self._drain()
+            case "late arrivals":
+                await self._late_arrivals()
+            case "verify":
+                return await self._verify()
+        return False
+
+    async def _lift_demotes_cordon(self) -> None:
+        self._enter("uncordon")
+        # The cordon the demote left, lifted once the check has passed (a refused undo changes nothing).
+        self._view.cordoned = list(self._in.uncordon)
+        await self._uncordon("the demote is undone")
+        mark(self._view, "uncordon", "done")
 
     async def _check(self) -> None:
         self._enter("check")
@@ -170,6 +186,8 @@ class DecommissionWorkflow:
         if plan.count:
             await self._migrate("drain-1", plan)
         mark(self._view, "drain", "done", f"{plan.count} partition(s) moved")
+
+    async def _late_arrivals(self) -> None:
         self._enter("late arrivals")
         rounds = 0
         while True:
@@ -224,21 +242,7 @@ class DecommissionWorkflow:
         g = self._in
         flow_id = workflow.info().workflow_id
         child_id = f"migration:{flow_id}:{name}"
-        migration = MigrationInput(
-            cluster=g.cluster,
-            moves=plan.moves,
-            plan_ref=plan.plan_ref,
-            limits=g.limits,
-            replicas_per_step=g.replicas_per_step,
-            throttle_bytes_per_s=g.throttle_bytes_per_s,
-            disk_margin=g.disk_margin,
-            priority=g.priority,
-            # Cordoned brokers are left in one step per partition (Kafka refuses a list that names one).
-            avoid_brokers=[e.broker for e in self._view.cordoned],
-            actor=f"{g.kind} {flow_id}",
-            reason=f"{name} of broker {', '.join(map(str, g.brokers))}",
-            cluster_id=g.cluster_id,
-        )
+        migration = rules.migration_of(g, plan, name, flow_id, self._view.cordoned)
         self._view.migrations.append(child_id)
         self._view.current_migration = child_id
         self._publish()
@@ -256,12 +260,7 @@ class DecommissionWorkflow:
         finally:
             self._child = None
             self._view.current_migration = None
-        if result.status == "completed" and plan.bytes_to_move is not None:
-            self._view.bytes_moved += plan.bytes_to_move
-        else:
-            done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
-            self._view.bytes_moved += sum(o.bytes_to_copy for o in done)
-        self._view.partitions_moved += result.moves_done
+        rules.count_moved(self._view, plan, result)
         if not reverting and result.status == "completed":
             # A migration cancelled in flight undid its own part, as its mode says.
             self._finished.append(plan)

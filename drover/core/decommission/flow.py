@@ -13,17 +13,23 @@ from drover.models.decommission import (
     CheckResult,
     CordonEntry,
     FlowCancel,
+    FlowInput,
     FlowKind,
+    FlowPlan,
     FlowProgress,
     FlowStep,
     FlowStepView,
     StepState,
 )
+from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
+from drover.models.results import MigrationResult
 
 # Partitions named in a scan or a problem, at most.
 EXAMPLES = 5
 
+# The steps of each kind of flow, in order. Kafka refuses any replica list that names a cordoned broker: the demote
+# (which reorders lists that name the brokers) goes before the cordon, and an undo lifts the demote's cordon first.
 STEPS: dict[FlowKind, tuple[FlowStep, ...]] = {
     "decommission": ("check", "demote", "cordon", "drain", "late arrivals", "verify"),
     "demote": ("check", "demote", "cordon", "verify"),
@@ -210,3 +216,35 @@ def verdict(kind: FlowKind, scan: BrokerScan) -> tuple[str | None, str, bool]:
     if scan.replicas:
         return f"the brokers still hold {scan.replicas} partition(s): {held}", "", False
     return None, "the brokers hold no replica and lead nothing: safe to stop", True
+
+
+def migration_of(
+    given: FlowInput, plan: FlowPlan, name: str, flow_id: str, cordoned: list[CordonEntry]
+) -> MigrationInput:
+    """The migration that carries out one of the flow's plans (its demote, a drain, a late round, a revert)."""
+    return MigrationInput(
+        cluster=given.cluster,
+        moves=plan.moves,
+        plan_ref=plan.plan_ref,
+        limits=given.limits,
+        replicas_per_step=given.replicas_per_step,
+        throttle_bytes_per_s=given.throttle_bytes_per_s,
+        disk_margin=given.disk_margin,
+        priority=given.priority,
+        # Cordoned brokers are left in one step per partition (Kafka refuses a list that names one).
+        avoid_brokers=[e.broker for e in cordoned],
+        actor=f"{given.kind} {flow_id}",
+        reason=f"{name} of broker {', '.join(map(str, given.brokers))}",
+        cluster_id=given.cluster_id,
+    )
+
+
+def count_moved(view: FlowProgress, plan: FlowPlan, result: MigrationResult) -> None:
+    """A migration of the flow ended: the bytes and partitions it moved (a completed drain, the plan's bytes; one
+    cancelled, the moves that reached their target)."""
+    if result.status == "completed" and plan.bytes_to_move is not None:
+        view.bytes_moved += plan.bytes_to_move
+    else:
+        done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
+        view.bytes_moved += sum(o.bytes_to_copy for o in done)
+    view.partitions_moved += result.moves_done
