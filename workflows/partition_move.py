@@ -145,7 +145,9 @@ class PartitionMoveWorkflow:
                     await workflow.wait_condition(lambda: not self.s.frozen, timeout=ask_after_s)
                 return ev.Thawed()
             case ev.AskFreeze():
-                holding = await quick(
+                # An activity, not a local one: the coordinator answers the query on a worker, which may need this
+                # run out of its cache to take it; a local one would hold this run's task open meanwhile.
+                holding = await workflow.execute_activity_method(
                     ClusterActivities.cluster_holding,
                     move.coordinator_id,
                     summary=f"{tp}: is the cluster frozen?",

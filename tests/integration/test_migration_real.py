@@ -691,6 +691,8 @@ async def test_start_says_at_once_when_the_worker_cannot_reach_kafka(real_client
             "DROVER_TEMPORAL_ADDRESS": real_settings.temporal_address,
             "DROVER_TASK_QUEUE": worker.task_queue,
             "DROVER_CLUSTER_NAME": "clitest",
+            # The command itself reaches Kafka (it binds the migration to that cluster's ID); the worker does not.
+            "DROVER_KAFKA_BOOTSTRAP": real_settings.kafka_bootstrap,
         }
         proc = await asyncio.create_subprocess_exec(
             *DROVER, "start", str(plan), "--no-estimate", stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT
