@@ -184,7 +184,10 @@ def _say_recorded(out: Output, name: str, coordinator_id: str, queue: str, signa
 
 async def query_status(settings: Settings, name: str, client=None, missing_ok: bool = False) -> ClusterStatus | None:
     client = client or await connect(settings, identity=default_actor())
-    coordinator_id = await coordinator_of(settings, client, name)
+    # A read: the coordinator the name stands for, whichever Kafka cluster it is (the status says which); with none,
+    # that of the cluster these settings reach.
+    found = await coordinators_named(client, name)
+    coordinator_id = found[0] if found else await coordinator_of(settings, client, name)
     handle = client.get_workflow_handle(coordinator_id)
     try:
         # A coordinator retired (or terminated) is no coordinator: no worker may answer a query of it.
