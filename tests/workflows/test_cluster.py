@@ -20,10 +20,10 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
+from drover.activities.cluster import OPERATOR_SIGNALS
 from drover.models.admission import Limits
 from drover.models.control import OperatorAction
 from drover.models.coordination import (
-    CLUSTER_SETTINGS,
     ClusterDiskChange,
     ClusterInput,
     ClusterLimitsChange,
@@ -133,7 +133,7 @@ async def set_setting(env, queue: str, coordinator: ClusterInput, change: Cluste
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
     )
-    (signal,) = [name for name, model in CLUSTER_SETTINGS.items() if type(change) is model]
+    (signal,) = [name for name, model in OPERATOR_SIGNALS.items() if type(change) is model]
     await env.client.execute_update_with_start_workflow(f"{signal}_update", change, start_workflow_operation=start_op)
 
 

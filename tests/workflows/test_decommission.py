@@ -203,6 +203,15 @@ async def test_a_cancellation_from_temporal_while_the_cordon_is_written_lifts_it
     assert [a.detail for a in status.audit if a.action == "uncordon"] == ["broker 5"]
 
 
+def simulated_cli(client, name: str) -> dict[str, str]:
+    """The CLI's environment: the dev server, the cluster name, and the simulated Kafka (cluster ID "simulated")."""
+    return os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": client.service_client.config.target_host,
+        "DROVER_CLUSTER_NAME": name,
+        "DROVER_KAFKA_SIMULATED": "brokers=6,racks=2,partitions=12,rf=3",
+    }
+
+
 async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_forced(local_env):
     # The flows run on a task queue no worker polls: drover uncordon reads their input from their history.
     client, name = local_env.client, f"held-{uuid.uuid4().hex[:6]}"
@@ -221,11 +230,7 @@ async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_fo
         id=f"decommission:{name}-b",
         task_queue=name,
     )
-    env = os.environ | {
-        "DROVER_TEMPORAL_ADDRESS": client.service_client.config.target_host,
-        "DROVER_CLUSTER_NAME": name,
-        "DROVER_KAFKA_SIMULATED": "brokers=6,racks=2,partitions=12,rf=3",
-    }
+    env = simulated_cli(client, name)
     try:
         refused = drover("uncordon", "--brokers", "3,4,5", env=env)
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
@@ -371,11 +376,7 @@ async def test_flows_are_found_by_kafka_cluster_id_and_a_cancel_from_another_clu
         id=f"decommission:{name}",
         task_queue=name,
     )
-    env = os.environ | {
-        "DROVER_TEMPORAL_ADDRESS": client.service_client.config.target_host,
-        "DROVER_CLUSTER_NAME": name,
-        "DROVER_KAFKA_SIMULATED": "brokers=6,racks=2,partitions=12,rf=3",
-    }
+    env = simulated_cli(client, name)
     try:
         # Broker 5 is held by a flow of this Kafka cluster under another name; broker 4's flow is another cluster's.
         refused = drover("uncordon", "--brokers", "4,5", env=env)

@@ -5,37 +5,24 @@ On the real Temporal dev server with the in-memory Kafka."""
 import asyncio
 import uuid
 
-from temporalio.client import WithStartWorkflowOperation
-from temporalio.common import WorkflowIDConflictPolicy
-
 from drover.core.move import state as move_state
 from drover.models import MoveInput
 from drover.models.admission import Limits
 from drover.models.coordination import ClusterInput, FreezeRequest, cluster_workflow_id
 from drover.worker import activities_for
-from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
+from drover.workflows import PartitionMoveWorkflow
 from drover.workflows.ids import move_workflow_id
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
-from tests.workflows.test_cluster import finish_soon, one_move, set_cluster_limits, start
+from tests.workflows.test_cluster import finish_soon, one_move, set_cluster_limits, set_setting, start
 from tests.workflows.test_migration import wait_for
 
 
 async def send_freeze(env, queue: str, coordinator: ClusterInput, frozen: bool) -> None:
     """As `drover cluster freeze` and `unfreeze` do: the coordinator is started if need be (a successor, after a
     loss, takes over the lost one's freeze), and the freeze set or lifted."""
-    start_op = WithStartWorkflowOperation(
-        ClusterWorkflow.run,
-        coordinator,
-        id=cluster_workflow_id(coordinator.cluster_id),
-        task_queue=queue,
-        id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
-    )
-    await env.client.execute_update_with_start_workflow(
-        ClusterWorkflow.freeze_update,
-        FreezeRequest(frozen=frozen, actor="ops", reason="incident" if frozen else "over"),
-        start_workflow_operation=start_op,
-    )
+    reason = "incident" if frozen else "over"
+    await set_setting(env, queue, coordinator, FreezeRequest(frozen=frozen, actor="ops", reason=reason))
 
 
 async def test_a_move_that_starts_on_a_frozen_cluster_takes_no_step_though_nobody_told_it(local_env, monkeypatch):
