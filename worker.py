@@ -80,6 +80,7 @@ def activities_for(
         cluster.leave_cluster,
         cluster.running_workflows,
         cluster.cluster_holding,
+        cluster.wrong_workers,
         cluster.previous_run,
         cluster.running_migrations,
         cluster.save_throttle_configs,

@@ -24,6 +24,7 @@ from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
+from drover.activities.binding import wrong_cluster
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.temporal import coordinators_named, listable
@@ -259,6 +260,12 @@ class ClusterActivities:
         except WorkflowQueryFailedError as e:
             activity.logger.warning("%s cannot be asked whether it holds its moves: %s", coordinator_id, e)
         return None
+
+    @activity.defn(name="wrong_workers")
+    def wrong_workers(self, cluster_id: str) -> str | None:
+        """Why a coordinator of Kafka cluster ID ``cluster_id`` must not run on these workers (they reach another
+        Kafka cluster: a command started it through a connection to that one), or None."""
+        return wrong_cluster(self.admin, cluster_id)
 
     @activity.defn(name="read_disks")
     def read_disks(self, req: DiskRequest) -> list[DiskReading]:

@@ -14,7 +14,7 @@ from temporalio.service import RPCError, RPCStatusCode
 
 from drover.adapters.kafka_factory import kafka_cluster_id
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, worker_polls
-from drover.cli.errors import DroverError
+from drover.cli.errors import DroverError, failure_message
 from drover.cli.groups import LimitChanges, grouped
 from drover.cli.migration_view import describe, phase, require_worker
 from drover.cli.options import (
@@ -38,7 +38,6 @@ from drover.models.control import (
 )
 from drover.models.progress import MigrationProgress
 from drover.workflows import MigrationWorkflow
-from drover.workflows.failures import failure_message
 
 
 def _who_and_why(name: str, action: type[Pause | Resume], doc: str):

@@ -17,7 +17,7 @@ from drover.adapters.kafka_factory import kafka_cluster_id
 from drover.adapters.kafka_port import KafkaAdminError
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, coordinators_named, no_worker, worker_polls
 from drover.cli.cluster_status import render_status, step_of
-from drover.cli.errors import DroverError
+from drover.cli.errors import DroverError, failure_message
 from drover.cli.output import Output, default_actor
 from drover.models.admission import Limits
 from drover.models.control import OperatorAction
@@ -30,7 +30,6 @@ from drover.models.coordination import (
 )
 from drover.settings import Settings
 from drover.workflows import ClusterWorkflow
-from drover.workflows.failures import failure_message
 
 # How long an operator's change waits for the coordinator (a worker must be running to answer).
 ANSWER_S = 30.0

@@ -39,8 +39,9 @@ with workflow.unsafe.imports_passed_through():
     from drover.steps.throttle import throttle_union
     from drover.workflows import cluster_messages as messages
     from drover.workflows import cluster_reads as reads
-    from drover.workflows.ids import ALIASES_ATTR, CLUSTER_ATTR, STATUS_ATTR
-    from drover.workflows.metrics import record_cluster, record_gates, record_throttle
+    from drover.workflows.cluster_published import Published
+    from drover.workflows.ids import CLUSTER_ATTR
+    from drover.workflows.metrics import record_throttle
     from drover.workflows.policies import (
         CHECK_EVERY,
         CLEAR_RETRY,
@@ -51,7 +52,7 @@ with workflow.unsafe.imports_passed_through():
         REJOIN_WAIT,
         RESEND_EVERY,
     )
-    from drover.workflows.signals import BadSignal, signal_payload
+    from drover.workflows.signals import BadSignal, signal_payload, update_payload
     from drover.workflows.throttle_writer import ThrottleWriter
 
 _Action = TypeVar("_Action", bound=OperatorAction)
@@ -74,9 +75,7 @@ class ClusterWorkflow:
         self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts
         # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
         self._check_due = False
-        # The DroverStatus and DroverAliases last upserted.
-        self._published = ""
-        self._published_aliases: list[str] = []
+        self._published = Published()
         # Granted moves not told to their migration yet: told once their throttle is on Kafka.
         self._untold_grants: dict[str, list[MoveSpec]] = {}
         # Migrations to ask to join again: they asked for moves, but this coordinator does not know them.
@@ -88,6 +87,8 @@ class ClusterWorkflow:
         # An operator's retire, accepted; and done (the run then ends, holding nothing and having written nothing).
         self._retire: OperatorAction | None = None
         self._retired = False
+        # Why this coordinator's workers may not serve it (they reach another Kafka cluster), once checked.
+        self._wrong: str | None = None
         self._traffic = reads.TrafficReader(self._wake_up)
 
     def _wake_up(self) -> None:
@@ -105,11 +106,10 @@ class ClusterWorkflow:
         # that ended without leaving, grant what fits, write the throttle for what is in flight, and tell each
         # migration its grants (only then may it start them). Continue as new when the history grows.
         workflow.upsert_search_attributes([CLUSTER_ATTR.value_set(given.cluster_id or given.name)])
-        self._publish()
+        self._published.publish(self.s)
         self._checked_at = workflow.now()
         if given.carry is None:
-            self._rejoin |= await reads.take_over(self.s, self._throttle, self._takeover)
-            self._publish()
+            await self._take_over(given.cluster_id)
         self._takeover.done = True
         while True:
             await self._wait()
@@ -138,7 +138,7 @@ class ClusterWorkflow:
             await messages.tell_freeze(self.s)
             news, self._cluster_news = self._cluster_news, []
             await messages.tell_holders(self.s, news)
-            self._publish()
+            self._published.publish(self.s)
             if self._retire is not None and self._retire_done():
                 await workflow.wait_condition(workflow.all_handlers_finished)
                 return
@@ -147,6 +147,17 @@ class ClusterWorkflow:
             if due and not self._untold_grants:
                 await self._settle()
                 workflow.continue_as_new(given.continued(self.s, self._throttle.book))
+
+    async def _take_over(self, cluster_id: str) -> None:
+        """A new coordinator whose workers reach another Kafka cluster (a command started it through its own
+        connection to this one) ends before it reads or writes anything, refusing the actions sent with it; else it
+        takes over what the last run held."""
+        self._wrong = await reads.wrong_workers(cluster_id)
+        if self._wrong is not None:
+            await workflow.wait_condition(workflow.all_handlers_finished)
+            raise ApplicationError(self._wrong, type=ErrorType.INPUT, non_retryable=True)
+        self._rejoin |= await reads.take_over(self.s, self._throttle, self._takeover)
+        self._published.publish(self.s)
 
     async def _wait(self) -> None:
         busy = (
@@ -209,20 +220,6 @@ class ClusterWorkflow:
         self._wake = self._wake or bool(self._untold_grants)
         self._untold_grants = {}
 
-    def _publish(self) -> None:
-        """DroverStatus (frozen or coordinating) when it changes, and the current details. Called by the run only:
-        a handler can run before run() in a run's first activation, where replay may order its command otherwise."""
-        status = "frozen" if self.s.frozen else "outside-windows" if self.s.holding else "coordinating"
-        if status != self._published:
-            self._published = status
-            workflow.upsert_search_attributes([STATUS_ATTR.value_set(status)])
-        if self.s.aliases != self._published_aliases:
-            self._published_aliases = list(self.s.aliases)
-            workflow.upsert_search_attributes([ALIASES_ATTR.value_set(self._published_aliases)])
-        workflow.set_current_details(cluster_details(self.s, workflow.now()))
-        record_cluster(self.s.name, self.s.frozen, self.s.limits)
-        record_gates(self.s.name, self.s.disk, self.s.outside)
-
     # -- migrations -------------------------------------------------------------------------------------------
 
     @workflow.update
@@ -272,12 +269,12 @@ class ClusterWorkflow:
 
     @workflow.update(dynamic=True)
     async def setting_update(self, name: str, args: Sequence[RawValue]) -> None:
-        await workflow.wait_condition(lambda: self._takeover.done)
-        self._setting(self._valid(name, args))
+        await self._taken_over()
+        self._setting(update_payload(name, args, CLUSTER_SETTINGS))
 
     @setting_update.validator
     def _setting_valid(self, name: str, args: Sequence[RawValue]) -> None:
-        self._valid(name, args)
+        update_payload(name, args, CLUSTER_SETTINGS)
 
     @workflow.signal(dynamic=True)
     async def setting(self, name: str, args: Sequence[RawValue]) -> None:
@@ -286,16 +283,6 @@ class ClusterWorkflow:
             workflow.logger.warning("signal %s ignored: the coordinator has no such signal", name)
             return
         self._setting(await self._payload(name, args[0], model))
-
-    @staticmethod
-    def _valid(name: str, args: Sequence[RawValue]) -> ClusterSetting:
-        model = CLUSTER_SETTINGS.get(name.removesuffix("_update"))
-        if model is None or not name.endswith("_update") or len(args) != 1:
-            raise ValueError(f"the coordinator has no update {name} taking one argument")
-        found = signal_payload(name.removesuffix("_update"), args[0], model)
-        if isinstance(found, BadSignal):
-            raise ValueError(found.why)
-        return found
 
     def _setting(self, change: ClusterSetting | None) -> None:
         """A cluster-wide setting (None: a signal refused); all but limits and rate go to the migrations' audits."""
@@ -310,7 +297,7 @@ class ClusterWorkflow:
         """Final once answered: a freeze is answered once every move in flight has been told (a move told finishes
         the step it is on and starts no other), so no step starts after the answer. A move that cannot be told within
         FREEZE_WAIT (its workflow not started yet, say) is told as soon as it can be."""
-        await workflow.wait_condition(lambda: self._takeover.done)
+        await self._taken_over()
         refused = self._freeze(req)
         if refused is not None:
             raise ApplicationError(refused, type=ErrorType.REFUSED, non_retryable=True)
@@ -347,7 +334,8 @@ class ClusterWorkflow:
     async def _payload(self, name: str, raw: RawValue, model: type[_Action]) -> _Action | None:
         """A signal's payload, validated once a new coordinator has taken over (signals keep their order); one that
         does not validate is recorded as refused."""
-        await workflow.wait_condition(lambda: self._takeover.done)
+        if not await self._taken_over(update=False):
+            return None
         found = signal_payload(name, raw, model)
         if isinstance(found, BadSignal):
             self.s.refuse(name, found.by, workflow.now(), found.why)
@@ -355,13 +343,21 @@ class ClusterWorkflow:
             return None
         return found
 
+    async def _taken_over(self, update: bool = True) -> bool:
+        """Wait for a new coordinator's take-over. False if it found its workers reach another Kafka cluster than
+        its own (it then ends): an update is refused with why."""
+        await workflow.wait_condition(lambda: self._takeover.done or self._wrong is not None)
+        if self._wrong is not None and update:
+            raise ApplicationError(f"{self._wrong}; nothing was changed", type=ErrorType.INPUT, non_retryable=True)
+        return self._wrong is None
+
     @workflow.update
     async def retire(self, by: OperatorAction) -> None:
         """End this coordinator for good, once no migration runs on it and Drover's throttle is off Kafka (the
         operator's own configs restored). The next migration starts a new one, which takes nothing over."""
         self._retire, self._wake = by, True
-        await workflow.wait_condition(lambda: self._retired or self._retire is None)
-        if not self._retired:
+        await workflow.wait_condition(lambda: self._retired or self._retire is None or self._wrong is not None)
+        if not self._retired and await self._taken_over():
             raise ApplicationError(
                 f"not retired: {self.s.retire_refusal() or 'a migration joined'}", type=ErrorType.REFUSED
             )

@@ -29,6 +29,14 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.throttle_writer import ThrottleWriter
 
 
+async def wrong_workers(cluster_id: str) -> str | None:
+    """Why a new coordinator of Kafka cluster ID ``cluster_id`` must not run on its workers (they reach another
+    cluster), or None. Coordinators started before this check replay without it."""
+    if not cluster_id or not workflow.patched("coordinator-checks-its-workers"):
+        return None
+    return await workflow.execute_activity_method(ClusterActivities.wrong_workers, cluster_id, **QUICK_CALL)
+
+
 async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeoverWait) -> set[str]:
     """A coordinator started anew (the first, or after the last was lost) takes over what the last run held: its
     throttle book, so its entries count as Drover's, and the operator's freeze, limits, rate and disk limit. The

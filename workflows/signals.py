@@ -2,7 +2,7 @@
 caller to answer, so a workflow records a refused one in its audit rather than dropping it."""
 
 import contextlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import NamedTuple, TypeVar
 
 from temporalio import workflow
@@ -45,6 +45,18 @@ def signal_payload(name: str, raw: RawValue, model: type[A]) -> A | BadSignal:
     """The signal's payload as ``model``, or why it does not validate, with the fields the signal takes."""
     fields = ", ".join(f'"{f}"' for f in model.model_fields)
     return _payload(raw, model.model_validate, f"{name} takes {{{fields}}}")[0]
+
+
+def update_payload(name: str, args: Sequence[RawValue], models: Mapping[str, type[A]]) -> A:
+    """The argument of a dynamic update "<setting>_update" as the setting's model (``models``); ValueError (the update
+    refused by its validator) if it has no such update or the argument does not validate."""
+    model = models.get(name.removesuffix("_update"))
+    if model is None or not name.endswith("_update") or len(args) != 1:
+        raise ValueError(f"the coordinator has no update {name} taking one argument")
+    found = signal_payload(name.removesuffix("_update"), args[0], model)
+    if isinstance(found, BadSignal):
+        raise ValueError(found.why)
+    return found
 
 
 # The fields of a migration's operator actions (``drover.models.control.MigrationAction``), as a refusal explains them.

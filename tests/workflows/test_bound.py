@@ -3,8 +3,13 @@ Kafka cluster's coordinator is refused, naming both IDs, with nothing sent. On t
 coordinator serves an in-memory Kafka, the CLI reaches the simulated one (cluster ID "simulated")."""
 
 import asyncio
+import contextlib
+import copy
 import os
 import uuid
+
+from temporalio.client import WorkflowExecutionStatus
+from temporalio.service import RPCError
 
 from drover.models.admission import Limits
 from drover.models.coordination import ClusterInput, cluster_workflow_id
@@ -39,3 +44,29 @@ async def test_a_cluster_command_whose_name_stands_for_another_kafka_cluster_is_
             ClusterWorkflow.status
         )
     assert not status.frozen and status.limits == Limits(max_partitions=2) and not status.actions[1:]
+
+
+async def test_a_cluster_command_is_refused_by_workers_that_serve_another_kafka_cluster(local_env):
+    """The CLI reaches cluster ID "simulated"; the workers on its task queue serve another. The coordinator the command
+    starts checks its workers' cluster first: the command is refused, naming both IDs, and it ends having changed
+    nothing, taken nothing over (a lost run's throttle book of the other cluster) and written nothing to Kafka."""
+    fake = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
+    before = copy.deepcopy((fake.broker_configs, fake.topic_configs))
+    coordinator = local_env.client.get_workflow_handle(cluster_workflow_id("simulated"))
+    with contextlib.suppress(RPCError):
+        await coordinator.terminate(reason="the test starts the simulated cluster's coordinator itself")
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host,
+        "DROVER_KAFKA_SIMULATED": "brokers=3,racks=1,partitions=3,rf=2",
+    }
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        for args in (["freeze"], ["throttle", "5MB/s"], ["limits", "--max-partitions", "9"]):
+            done = await asyncio.to_thread(
+                drover, "cluster", *args, "--cluster", f"c{uuid.uuid4().hex[:6]}", "--reason", "wrong", env=env
+            )
+            assert done.returncode == 1 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+            assert "Kafka cluster ID simulated" in done.stderr, done.stderr
+            assert f"Kafka cluster ID {fake.cluster_id}" in done.stderr, done.stderr
+            assert (await coordinator.describe()).status == WorkflowExecutionStatus.FAILED
+    assert (fake.broker_configs, fake.topic_configs) == before
