@@ -37,7 +37,7 @@ COMMANDS: dict[str, tuple[str, str, str]] = {
         "Empty brokers as one durable flow: cordon, demote, drain, verify.",
     ),
     "demote": ("drover.cli.flows", "demote", "Move leadership off brokers; --undo puts it back."),
-    "uncordon": ("drover.cli.flows", "uncordon", "Lift the cordon a decommission left on brokers."),
+    "uncordon": ("drover.cli.uncordon", "uncordon", "Lift the cordon of brokers, saying whose it was."),
     "list": ("drover.cli.listing", "list_", "List migrations, newest first, with their state."),
     "report": ("drover.cli.report", "report", "Draw a migration from its history on one HTML page."),
     "demo": ("drover.cli.demo", "demo", "Plan and run a real migration on the local stack."),

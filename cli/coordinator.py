@@ -146,6 +146,16 @@ async def send_change(settings: Settings, name: str, signal: str, argument: Oper
     await show_status(settings, name, out, client)
 
 
+async def record_action(
+    settings: Settings, client, coordinator_id: str, name: str, signal: str, argument: OperatorAction
+) -> None:
+    """An action the command carried out itself (on Kafka), kept in the audit of the cluster's coordinator
+    (``coordinator_of``): sent as its signal, the coordinator started if it is not running (a worker applies it)."""
+    queue = await _queue_of(client, coordinator_id) or settings.task_queue
+    given = ClusterInput(name=name, cluster_id=cluster_id_of(coordinator_id))
+    await _recorded(client, coordinator_id, given, queue, signal, argument)
+
+
 async def _queue_of(client, coordinator_id: str) -> str | None:
     """The task queue of the running coordinator, or None if it is not running."""
     try:

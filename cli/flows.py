@@ -1,5 +1,5 @@
-"""drover decommission | demote | uncordon: remove brokers (or their leadership) as one durable flow, and lift a
-cordon. The flow's status and cancel go through `drover status ID` and `drover cancel ID`."""
+"""drover decommission | demote: remove brokers (or their leadership) as one durable flow. The flow's status and
+cancel go through `drover status ID` and `drover cancel ID`; `drover uncordon` lifts a cordon one left."""
 
 import asyncio
 import contextlib
@@ -105,76 +105,6 @@ def demote(
         asyncio.run(_undo(settings, given, Output(flow.as_json), flow.wait))
         return
     asyncio.run(_start(settings, given, Output(flow.as_json), flow.wait))
-
-
-def uncordon(
-    ctx: typer.Context,
-    brokers: str = typer.Option(..., "--brokers", help="Broker ids, comma-separated: 4,5"),
-    force: bool = typer.Option(
-        False, "--force", help="Lift the cordon even of brokers a running decommission or demote holds"
-    ),
-    as_json: bool = typer.Option(False, "--json", help="Print what changed as JSON"),
-) -> None:
-    """Lift the cordon of brokers (remove their cordoned.log.dirs), after a decommission that left them cordoned
-    and was then called off, say. A broker that is not cordoned is left as it is.
-
-    A broker that a running decommission or demote of this Kafka cluster (by its cluster ID) cordons is refused, with
-    the flow's ID: `drover cancel ID` ends it and lifts its cordon. --force lifts it anyway (the flow's drain then
-    catches what Kafka places on the broker meanwhile)."""
-    from drover.adapters.kafka_factory import open_kafka
-    from drover.models.decommission import CORDON_CONFIG
-
-    settings: Settings = ctx.obj
-    out, ids = Output(as_json), broker_ids("--brokers", brokers)
-    if not ids:
-        raise DroverError("--brokers: give at least one broker id", exit_code=2)
-    admin = open_kafka(settings)
-    try:
-        cluster = admin.describe_cluster()
-        held = {} if force else asyncio.run(_held_by_flows(settings, ids, cluster.cluster_id or ""))
-        if held:
-            flows = "; ".join(f"broker {b} by {flow}" for b, flow in sorted(held.items()))
-            raise DroverError(
-                f"cordoned by a running flow: {flows}; drover cancel ID ends it and lifts its cordon "
-                "(or --force), nothing was changed"
-            )
-        known = set(cluster.broker_ids)
-        unknown = [b for b in ids if b not in known]
-        if unknown:
-            raise DroverError(f"--brokers: no broker {', '.join(map(str, unknown))} in the cluster", exit_code=2)
-        now = admin.describe_broker_configs(ids, overrides_only=True)
-        changed = {}
-        for b in ids:
-            value = now.get(b, {}).get(CORDON_CONFIG)
-            if value is None:
-                out.info(f"broker {b} is not cordoned")
-                continue
-            admin.alter_broker_config(b, {}, delete=[CORDON_CONFIG])
-            changed[b] = value
-            out.info(f"broker {b} uncordoned ({CORDON_CONFIG} was {value!r})")
-    finally:
-        admin.close()
-    out.data({"uncordoned": changed})
-
-
-async def _held_by_flows(settings: Settings, ids: list[int], cluster_id: str) -> dict[int, str]:
-    """Of the brokers ``ids``, those a running decommission or demote of this Kafka cluster (found by its cluster ID;
-    one started without an ID, by the settings' cluster name) cordons, each with the flow's ID (read from the flow's
-    input in its history: no worker needs to answer)."""
-    from drover.adapters.temporal import RUNNING_FLOWS, TemporalUnavailable, connect, flow_input
-
-    try:
-        client = await connect(settings, identity=default_actor())
-    except TemporalUnavailable as e:
-        raise DroverError(f"{e}; the running flows were not checked (--force lifts the cordon unchecked)") from None
-    held: dict[int, str] = {}
-    async for found in client.list_workflows(RUNNING_FLOWS):
-        given = await flow_input(client, found.id, found.run_id)
-        if given is None or not given.cordon or given.kind == "undo-demote":
-            continue
-        if given.cluster_id == cluster_id if given.cluster_id else given.cluster == settings.cluster_name:
-            held |= {b: found.id for b in given.brokers if b in ids}
-    return held
 
 
 def _input(settings: Settings, flow: FlowOptions, kind: str):

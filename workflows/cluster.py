@@ -35,6 +35,7 @@ with workflow.unsafe.imports_passed_through():
         ThrottleBook,
         ThrottleWanted,
     )
+    from drover.models.decommission import CordonsLifted
     from drover.models.errors import ErrorType
     from drover.steps.throttle import throttle_union
     from drover.workflows import cluster_messages as messages
@@ -63,7 +64,7 @@ class ClusterWorkflow:
     """Migrations join (update ``join``), keep one standing demand for slots (signal ``demand``), are granted moves
     (signal ``granted`` to the migration) once their throttle is on Kafka, and leave (update ``leave``).
     Operators: the settings' updates (``CLUSTER_SETTINGS``: limits, throttle, disk limit, windows, band) and
-    ``freeze``, each with who and why, and their signal twins; query ``status``."""
+    ``freeze``, each with who and why, and their signal twins; signal ``uncordon`` (audited); query ``status``."""
 
     @workflow.init
     def __init__(self, given: ClusterRun) -> None:
@@ -160,12 +161,8 @@ class ClusterWorkflow:
         self._published.publish(self.s)
 
     async def _wait(self) -> None:
-        busy = (
-            self.s.holders
-            or self.s.orphans
-            or self.s.wanted() != self._throttle.book.written
-            or self._takeover.awaiting
-        )
+        s = self.s
+        busy = s.holders or s.orphans or s.wanted() != self._throttle.book.written or self._takeover.awaiting
         retry = messages.freeze_due(self.s) or self._untold_grants
         timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
         if self.s.disk.waiting and not retry:
@@ -330,6 +327,13 @@ class ClusterWorkflow:
             workflow.set_current_details(cluster_details(self.s, workflow.now()))
             self._wake = True
         return refused
+
+    @workflow.signal(name="uncordon")
+    async def uncordon(self, raw: RawValue) -> None:
+        """Cordons an operator lifted with `drover uncordon` (which wrote Kafka itself): kept in the audit."""
+        lifted = await self._payload("uncordon", raw, CordonsLifted)
+        if lifted is not None:
+            self.s.lifted(lifted, workflow.now())
 
     async def _payload(self, name: str, raw: RawValue, model: type[_Action]) -> _Action | None:
         """A signal's payload, validated once a new coordinator has taken over (signals keep their order); one that

@@ -24,7 +24,7 @@ from temporalio.runtime import (
 )
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.models.decommission import FlowInput
+from drover.models.decommission import FlowInput, FlowResult
 from drover.settings import Settings
 
 T = TypeVar("T")
@@ -186,3 +186,45 @@ async def flow_input(client: Client, workflow_id: str, run_id: str | None = None
         (given,) = await client.data_converter.decode(payloads, [FlowInput])
         return given
     return None
+
+
+ENDED_FLOWS = "WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Completed'"
+# How many of the latest ended flows ``cordons_left`` reads, at most.
+FLOWS_READ = 100
+
+
+def of_cluster(given: FlowInput, cluster_id: str, name: str) -> bool:
+    """Whether a flow acts on this Kafka cluster: by its cluster ID, or by name for one started without an ID."""
+    return given.cluster_id == cluster_id if given.cluster_id else given.cluster == name
+
+
+async def cordons_held(client: Client, brokers: list[int], cluster_id: str, name: str) -> dict[int, str]:
+    """Of ``brokers``, those a running decommission or demote of this Kafka cluster cordons, each with the flow's ID
+    (read from its input in its history: no worker needs to answer)."""
+    held: dict[int, str] = {}
+    async for found in client.list_workflows(RUNNING_FLOWS):
+        given = await flow_input(client, found.id, found.run_id)
+        if given is not None and given.cordon and given.kind != "undo-demote" and of_cluster(given, cluster_id, name):
+            held |= {b: found.id for b in given.brokers if b in brokers}
+    return held
+
+
+async def cordons_left(client: Client, brokers: list[int], cluster_id: str, name: str) -> dict[int, str]:
+    """Of ``brokers``, those the latest ended decommission or demote of this Kafka cluster that named them left
+    cordoned (done, or cancelled keeping its cordon), each with that flow's ID. A broker whose latest flow lifted its
+    cordon, or that none of the latest FLOWS_READ ended flows named, is not in it: its cordon is none of Drover's."""
+    left: dict[int, str] = {}
+    open_ = set(brokers)
+    read = 0
+    async for found in client.list_workflows(ENDED_FLOWS):
+        read += 1
+        if not open_ or read > FLOWS_READ:
+            break
+        given = await flow_input(client, found.id, found.run_id)
+        named = open_ & set(given.brokers) if given is not None and of_cluster(given, cluster_id, name) else set()
+        if not named:
+            continue
+        result = await client.get_workflow_handle(found.id, run_id=found.run_id, result_type=FlowResult).result()
+        left |= {e.broker: found.id for e in result.cordoned if e.broker in named}
+        open_ -= named
+    return left

@@ -33,6 +33,14 @@ class CordonEntry(BaseModel):
     before: str | None
 
 
+class CordonsLifted(OperatorAction):
+    """Cordons an operator lifted with `drover uncordon` (the command wrote Kafka), for the coordinator's audit: the
+    brokers, and what each had and whose it was."""
+
+    brokers: list[int] = Field(min_length=1)
+    detail: str = ""
+
+
 class FlowInput(BaseModel):
     cluster: str = Field(min_length=1)
     brokers: list[int] = Field(min_length=1)

@@ -232,16 +232,21 @@ async def test_drover_uncordon_refuses_a_broker_a_running_flow_cordons_unless_fo
     )
     env = simulated_cli(client, name)
     try:
-        refused = drover("uncordon", "--brokers", "3,4,5", env=env)
+        refused = drover("uncordon", "--brokers", "3,4,5", "--reason", "host stays", env=env)
         assert refused.returncode == 1 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
         assert f"broker 5 by decommission:{name};" in refused.stderr and "broker 4" not in refused.stderr
         assert "broker 3" not in refused.stderr and "nothing was changed" in refused.stderr
         # Brokers no running flow of this cluster cordons, and --force: on to Kafka (where none is cordoned).
-        assert "broker 4 is not cordoned" in drover("uncordon", "--brokers", "3,4", env=env).stderr
-        forced = drover("uncordon", "--brokers", "5", "--force", env=env)
+        assert (
+            "broker 4 is not cordoned"
+            in drover("uncordon", "--brokers", "3,4", "--reason", "host stays", env=env).stderr
+        )
+        forced = drover("uncordon", "--brokers", "5", "--force", "--reason", "host stays", env=env)
         assert forced.returncode == 0 and "broker 5 is not cordoned" in forced.stderr, forced.stderr
         # Without Temporal the flows cannot be checked: refused, in one line that names --force.
-        unchecked = drover("uncordon", "--brokers", "4", env=env | {"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"})
+        unchecked = drover(
+            "uncordon", "--brokers", "4", "--reason", "host stays", env=env | {"DROVER_TEMPORAL_ADDRESS": "127.0.0.1:1"}
+        )
         assert unchecked.returncode == 1 and len(unchecked.stderr.strip().splitlines()) == 1, unchecked.stderr
         assert "cannot reach Temporal" in unchecked.stderr and "--force" in unchecked.stderr
     finally:
@@ -379,7 +384,7 @@ async def test_flows_are_found_by_kafka_cluster_id_and_a_cancel_from_another_clu
     env = simulated_cli(client, name)
     try:
         # Broker 5 is held by a flow of this Kafka cluster under another name; broker 4's flow is another cluster's.
-        refused = drover("uncordon", "--brokers", "4,5", env=env)
+        refused = drover("uncordon", "--brokers", "4,5", "--reason", "host stays", env=env)
         assert refused.returncode == 1 and f"broker 5 by decommission:{name}-alias" in refused.stderr, refused.stderr
         assert "broker 4" not in refused.stderr
         cancel = drover("cancel", f"decommission:{name}", "--reason", "wrong cluster", env=env)

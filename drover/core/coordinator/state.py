@@ -41,6 +41,7 @@ from drover.models.coordination import (
     Takeover,
     ThrottleWanted,
 )
+from drover.models.decommission import CordonsLifted
 from drover.models.throttle import Throttle
 from drover.models.windows import Asked, Windows, capped
 from drover.steps.admission import InFlight, least_busy
@@ -389,6 +390,10 @@ class ClusterState(BaseModel):
         self.frozen = frozen
         self._audit("freeze" if frozen else "unfreeze", by, now, "")
         return None
+
+    def lifted(self, by: CordonsLifted, now: datetime) -> None:
+        """Cordons an operator lifted outside any flow (`drover uncordon`), with what each was and whose."""
+        self._audit("uncordon", by, now, by.detail)
 
     def refuse(self, action: str, by: OperatorAction, now: datetime, why: str) -> None:
         """An operator action not taken (a signal that does not validate, or a freeze of a frozen cluster), kept
