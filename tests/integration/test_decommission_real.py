@@ -65,16 +65,23 @@ class Five:
         self.worker.wait(timeout=60)
         self.worker = start_worker(self.settings, self.settings.task_queue, self.work_dir)
 
-    async def drover(self, *args: str) -> tuple[int, str, str]:
+    async def drover(self, *args: str, kafka: str | None = None) -> tuple[int, str, str]:
+        """`drover` against this stack's Temporal and worker, and its Kafka (or the one at ``kafka``)."""
         env = os.environ | {
             "DROVER_TEMPORAL_ADDRESS": self.settings.temporal_address,
-            "DROVER_KAFKA_BOOTSTRAP": self.settings.kafka_bootstrap,
+            "DROVER_KAFKA_BOOTSTRAP": kafka or self.settings.kafka_bootstrap,
             "DROVER_TASK_QUEUE": self.settings.task_queue,
             "DROVER_CLUSTER_NAME": "five",
         }
         proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
         out, err = await proc.communicate()
         return proc.returncode or 0, out.decode(), err.decode()
+
+    def cluster_status(self) -> str:
+        """What `drover cluster status` prints."""
+        code, out, err = asyncio.run(self.drover("cluster", "status"))
+        assert code == 0, err
+        return out + err
 
     def assignment(self) -> dict[tuple[str, int], list[int]]:
         return {(s.topic, s.partition): s.replicas for s in self.admin.describe_topics()}
@@ -261,9 +268,16 @@ async def test_decommission_with_a_producer_and_topics_created_throughout(five):
         f"{len(creator.created)} topics created meanwhile ({len(placed_after)} placed after the cordon, none on 5; "
         f"{len(explicit_after)} explicit onto 5 refused); {acked} messages acknowledged, {lost} lost"
     )
-    code, out, err = await five.drover("uncordon", "--brokers", "5")
-    assert code == 0 and "broker 5 uncordoned" in err, err
+    # The cordon the decommission left is lifted, saying whose it was, and kept in the coordinator's audit.
+    code, out, err = await five.drover("uncordon", "--brokers", "5", "--reason", "the host stays", "--actor", "ana")
+    assert code == 0 and "broker 5 uncordoned (cordoned.log.dirs was '*', left by decommission:five:" in err, err
     assert five.cordons() == {}
+    audited = "uncordon by ana: the host stays"
+    await asyncio.to_thread(wait_until, lambda: audited in five.cluster_status(), 30, 0.5, "the uncordon audited")
+    # A cordon an operator set by hand is none of Drover's flows'.
+    five.admin.alter_broker_config(4, {CORDON_CONFIG: "*"})
+    code, out, err = await five.drover("uncordon", "--brokers", "4", "--reason", "set by hand")
+    assert code == 0 and "left by none of Drover's flows" in err, err
 
 
 async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(five):
@@ -466,8 +480,8 @@ async def test_a_broker_holding_and_leading_internal_topics_leaves_none_of_them_
         f"{len(held[leaving][1])}): {result.partitions_moved} partitions moved in {result.took_s:.0f} s; "
         f"{acked} messages acknowledged, {lost} lost; {group.commits} group commits meanwhile"
     )
-    code, out, err = await five.drover("uncordon", "--brokers", str(leaving))
-    assert code == 0, err
+    code, out, err = await five.drover("uncordon", "--brokers", str(leaving), "--reason", "the host stays")
+    assert code == 0 and f"broker {leaving} uncordoned" in err and "left by decommission:five:" in err, err
     # A demote of a broker leading internal partitions, and its undo.
     leaders = five.leaders()
     demoted = next(b for b in BROKERS if b != leaving and internal_on(b, five)[1])
@@ -514,7 +528,7 @@ async def test_bad_requests_change_nothing(five):
         code, out, err = await five.drover("demote", "--brokers", "5", "--reason", "second")
         assert code != 0 and f"broker 5 is already in flow {first}" in err, err
         # Its cordon is the flow's to lift: drover uncordon refuses it, naming the flow.
-        code, out, err = await five.drover("uncordon", "--brokers", "5")
+        code, out, err = await five.drover("uncordon", "--brokers", "5", "--reason", "too early")
         assert code == 1 and f"broker 5 by {first};" in err and "nothing was changed" in err, err
     finally:
         code, out, err = await five.drover("cancel", first, "--mode", "rollback", "--reason", "test over")
@@ -552,5 +566,52 @@ async def test_the_flow_survives_a_worker_kill_and_a_temporal_restart(five):
     assert result.phase == "done" and result.safe_to_stop
     assert on(5, five.assignment()) == []
     assert five.admin.list_reassignments() == [] and five.throttles_left() == []
-    code, out, err = await five.drover("uncordon", "--brokers", "5")
+    code, out, err = await five.drover("uncordon", "--brokers", "5", "--reason", "the host stays")
     assert code == 0, err
+
+
+def cluster_state(admin: KafkaAdmin) -> tuple:
+    """What a command could change on a Kafka cluster: every partition's replicas, every broker's and topic's config
+    overrides, and the reassignments in flight."""
+    brokers = admin.describe_cluster().broker_ids
+    topics = admin.list_topics()
+    return (
+        {(s.topic, s.partition): s.replicas for s in admin.describe_topics()},
+        admin.describe_broker_configs(brokers, overrides_only=True),
+        admin.describe_topic_configs(topics, overrides_only=True),
+        admin.list_reassignments(),
+    )
+
+
+async def test_commands_that_reach_another_cluster_than_the_worker_serves_are_refused(five, stack, admin, tmp_path):
+    """The CLI reaches the four-broker test cluster while the worker on its task queue serves the five-broker one:
+    decommission, demote, start and a cluster command are each refused, naming both cluster IDs, and neither cluster
+    changes."""
+    mine, served = admin.describe_cluster().cluster_id, five.admin.describe_cluster().cluster_id
+    assert mine and served and mine != served
+    topic = f"bound-{uuid.uuid4().hex[:4]}"
+    admin.create_topic(topic, [[4, 1], [4, 2]])
+    try:
+        await asyncio.to_thread(
+            wait_until, lambda: {(topic, 0), (topic, 1)} <= cluster_state(admin)[0].keys(), 30, 0.2, "topic in metadata"
+        )
+        plan = tmp_path / "plan.json"
+        code, out, err = await five.drover(
+            "plan", "--topics", topic, "--remove-brokers", "4", "--out", str(plan), kafka=stack.s.bootstrap
+        )
+        assert code == 0, err
+        before = await asyncio.to_thread(cluster_state, admin), await asyncio.to_thread(cluster_state, five.admin)
+        for args in (
+            ("decommission", "--brokers", "4", "--reason", "wrong cluster"),
+            ("demote", "--brokers", "4", "--reason", "wrong cluster"),
+            ("start", str(plan), "--reason", "wrong cluster"),
+            ("cluster", "freeze", "--reason", "wrong cluster"),
+        ):
+            code, out, err = await five.drover(*args, kafka=stack.s.bootstrap)
+            assert code == 1 and "Traceback" not in err, (args, err)
+            assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [err.strip().splitlines()[-1]], err
+            assert f"Kafka cluster ID {mine}" in err and f"Kafka cluster ID {served}" in err, (args, err)
+        after = await asyncio.to_thread(cluster_state, admin), await asyncio.to_thread(cluster_state, five.admin)
+        assert after == before
+    finally:
+        await asyncio.to_thread(admin.delete_topics, [topic])
