@@ -73,8 +73,8 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
     throttle book it was started with (continuing as new, or taking over from a lost run) or last saved or wrote,
     and the cluster-wide settings, changed by every operator update it accepted and every operator signal it got.
     True with it if the run had a starting point of its own (a carry, or a take-over), so that no earlier run needs
-    reading."""
-    based, kinds = False, {}
+    reading. A run that found its workers reach another Kafka cluster held nothing: ``took`` as it was, and False."""
+    based, kinds, before = False, {}, took
     for event in events:
         if event.HasField("workflow_execution_started_event_attributes"):
             payloads = event.workflow_execution_started_event_attributes.input.payloads
@@ -89,6 +89,11 @@ async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool
             if kind in BOOK_WRITERS:
                 (book,) = await converter.decode(done.result.payloads, [ThrottleBook])
                 took = took.model_copy(update={"book": book})
+            elif kind == "wrong_workers":
+                (wrong,) = await converter.decode(done.result.payloads, [str | None])
+                if wrong is not None:
+                    # It refused every action sent to it and ended before taking anything over.
+                    return before, False
             elif kind == "previous_run":
                 # That run took over from one lost before it: what it took over is where it started from.
                 (earlier,) = await converter.decode(done.result.payloads, [Takeover | None])

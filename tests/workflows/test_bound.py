@@ -70,3 +70,34 @@ async def test_a_cluster_command_is_refused_by_workers_that_serve_another_kafka_
             assert f"Kafka cluster ID {fake.cluster_id}" in done.stderr, done.stderr
             assert (await coordinator.describe()).status == WorkflowExecutionStatus.FAILED
     assert (fake.broker_configs, fake.topic_configs) == before
+    # The cluster's own coordinator, started later on workers that reach it, takes over none of what was refused.
+    served = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
+    served.cluster_id = "simulated"
+    async with worker_for(local_env.client, activities_for(served)) as worker:
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        done = await asyncio.to_thread(drover, "cluster", "freeze", "--cluster", "ours", "--reason", "r", env=env)
+        assert done.returncode == 0, done.stderr
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert status.frozen and status.rate_bytes_per_s is None and status.limits is None, status
+
+
+async def test_a_cluster_command_the_coordinator_refuses_says_why(local_env):
+    """An update the coordinator refuses (a freeze of a frozen cluster) is shown with the coordinator's reason."""
+    fake = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
+    fake.cluster_id = "simulated"
+    coordinator = local_env.client.get_workflow_handle(cluster_workflow_id("simulated"))
+    with contextlib.suppress(RPCError):
+        await coordinator.terminate(reason="the test starts the simulated cluster's coordinator itself")
+    env = os.environ | {
+        "DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host,
+        "DROVER_KAFKA_SIMULATED": "brokers=3,racks=1,partitions=3,rf=2",
+    }
+    # The test's worker retires the coordinator as it stops.
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        name = f"c{uuid.uuid4().hex[:6]}"
+        first = await asyncio.to_thread(drover, "cluster", "freeze", "--cluster", name, "--reason", "r", env=env)
+        assert first.returncode == 0, first.stderr
+        again = await asyncio.to_thread(drover, "cluster", "freeze", "--cluster", name, "--reason", "r", env=env)
+        assert again.returncode == 1 and len(again.stderr.strip().splitlines()) == 1, again.stderr
+        assert f"cluster {name} refused: the cluster is already frozen" in again.stderr, again.stderr
