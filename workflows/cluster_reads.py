@@ -20,6 +20,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.policies import (
         BAND_READ_EVERY,
         BAND_WINDOW,
+        BINDING_CALL,
         DISK_CALL,
         DISK_READ_EVERY,
         QUICK_CALL,
@@ -34,7 +35,7 @@ async def wrong_workers(cluster_id: str) -> str | None:
     cluster), or None. Coordinators started before this check replay without it."""
     if not cluster_id or not workflow.patched("coordinator-checks-its-workers"):
         return None
-    return await workflow.execute_activity_method(ClusterActivities.wrong_workers, cluster_id, **QUICK_CALL)
+    return await workflow.execute_activity_method(ClusterActivities.wrong_workers, cluster_id, **BINDING_CALL)
 
 
 async def take_over(s: ClusterState, writer: ThrottleWriter, takeover: TakeoverWait) -> set[str]:

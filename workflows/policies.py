@@ -43,6 +43,13 @@ QUICK_CALL = CallOptions(
 # end even when the workflow is cancelled, so the undo's writes come after its own.
 WAITED_CALL: CallOptions = {**QUICK_CALL, "cancellation_type": ActivityCancellationType.WAIT_CANCELLATION_COMPLETED}
 
+# A new coordinator's check that its workers reach its Kafka cluster: everything it does waits for the answer, so it
+# waits out a Kafka that does not answer (retried like QUICK_CALL, without end) rather than failing the coordinator.
+BINDING_CALL: CallOptions = {
+    **QUICK_CALL,
+    "retry_policy": dataclasses.replace(QUICK_CALL["retry_policy"], maximum_attempts=0),
+}
+
 # Joining the cluster's coordinator checks the plan's partitions against those of every running migration, reading
 # the moves files of large plans (a few seconds per 100k moves): retried like QUICK_CALL, with room for that.
 JOIN: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(minutes=5)}
