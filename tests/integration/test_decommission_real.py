@@ -597,7 +597,7 @@ async def test_commands_that_reach_another_cluster_than_the_worker_serves_are_re
         )
         plan = tmp_path / "plan.json"
         code, out, err = await five.drover(
-            "plan", "--topics", topic, "--remove-brokers", "4", "--out", str(plan), kafka=stack.s.bootstrap
+            "plan", "--bootstrap", stack.s.bootstrap, "--topics", topic, "--remove-brokers", "4", "--out", str(plan)
         )
         assert code == 0, err
         before = await asyncio.to_thread(cluster_state, admin), await asyncio.to_thread(cluster_state, five.admin)

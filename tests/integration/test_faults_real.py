@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -44,9 +45,9 @@ def start_worker(real_settings, queue: str, work_dir) -> subprocess.Popen:
         # These migrations run no estimate: the worker killed and started again needs no Spark session.
         "DROVER_SPARK_WARM": "false",
     }
-    return subprocess.Popen(
-        [sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
+    # Its log, appended to by each worker started on this work folder, stays there for a failure to be read.
+    with open(Path(work_dir) / "worker.log", "ab") as log:
+        return subprocess.Popen([sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=log, stderr=log)
 
 
 async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
