@@ -11,6 +11,7 @@ import time
 import uuid
 from asyncio.subprocess import PIPE
 from datetime import UTC, datetime
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, KafkaException
@@ -332,6 +333,16 @@ async def test_without_the_cordon_late_arrivals_are_drained_until_none_is_left(f
     assert five.cordons() == {} and five.throttles_left() == [] and five.admin.list_reassignments() == []
 
 
+async def stalled(five: Five, flow_id: str) -> str:
+    """What a flow that does not end shows: its steps, its migration in flight and the end of the worker's log."""
+    status = await flow_status(five, flow_id)
+    steps = ", ".join(f"{s.step} {s.state}" for s in status.steps)
+    log = (Path(five.work_dir) / "worker.log").read_text(errors="replace")[-4000:]
+    return f"steps: {steps}; migration {status.current_migration}; in flight on Kafka: " + (
+        f"{five.admin.list_reassignments()}; the worker's log ends:\n{log}"
+    )
+
+
 async def _drain_in_flight(five: Five, flow_id: str) -> str:
     """Wait until the flow's drain migration has a move in flight on Kafka; its ID."""
     deadline = time.monotonic() + 120
@@ -562,7 +573,10 @@ async def test_the_flow_survives_a_worker_kill_and_a_temporal_restart(five):
         await asyncio.sleep(3)
     finally:
         await asyncio.to_thread(five.sandbox.up, False)
-    result = await asyncio.wait_for(flow_result(five, flow_id), 600)
+    try:
+        result = await asyncio.wait_for(flow_result(five, flow_id), 600)
+    except TimeoutError:
+        raise AssertionError(f"{flow_id} did not end within 600 s; {await stalled(five, flow_id)}") from None
     assert result.phase == "done" and result.safe_to_stop
     assert on(5, five.assignment()) == []
     assert five.admin.list_reassignments() == [] and five.throttles_left() == []
