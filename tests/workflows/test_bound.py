@@ -19,6 +19,7 @@ from tests.cli.test_cli import drover
 from tests.conftest import worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_cluster import set_cluster_limits
+from tests.workflows.test_decommission import simulated_cli
 
 
 async def test_a_cluster_command_whose_name_stands_for_another_kafka_cluster_is_refused(local_env):
@@ -46,19 +47,22 @@ async def test_a_cluster_command_whose_name_stands_for_another_kafka_cluster_is_
     assert not status.frozen and status.limits == Limits(max_partitions=2) and not status.actions[1:]
 
 
+async def simulated_coordinator(local_env):
+    """The coordinator of Kafka cluster ID "simulated", not running (the test's command starts it), and the CLI's
+    environment that reaches the simulated Kafka."""
+    coordinator = local_env.client.get_workflow_handle(cluster_workflow_id("simulated"))
+    with contextlib.suppress(RPCError):
+        await coordinator.terminate(reason="the test starts the simulated cluster's coordinator itself")
+    return coordinator, simulated_cli(local_env.client, "local")
+
+
 async def test_a_cluster_command_is_refused_by_workers_that_serve_another_kafka_cluster(local_env):
     """The CLI reaches cluster ID "simulated"; the workers on its task queue serve another. The coordinator the command
     starts checks its workers' cluster first: the command is refused, naming both IDs, and it ends having changed
     nothing, taken nothing over (a lost run's throttle book of the other cluster) and written nothing to Kafka."""
     fake = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
     before = copy.deepcopy((fake.broker_configs, fake.topic_configs))
-    coordinator = local_env.client.get_workflow_handle(cluster_workflow_id("simulated"))
-    with contextlib.suppress(RPCError):
-        await coordinator.terminate(reason="the test starts the simulated cluster's coordinator itself")
-    env = os.environ | {
-        "DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host,
-        "DROVER_KAFKA_SIMULATED": "brokers=3,racks=1,partitions=3,rf=2",
-    }
+    coordinator, env = await simulated_coordinator(local_env)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         env["DROVER_TASK_QUEUE"] = worker.task_queue
         for args in (["freeze"], ["throttle", "5MB/s"], ["limits", "--max-partitions", "9"]):
@@ -85,13 +89,7 @@ async def test_a_cluster_command_the_coordinator_refuses_says_why(local_env):
     """An update the coordinator refuses (a freeze of a frozen cluster) is shown with the coordinator's reason."""
     fake = FakeKafka({b: None for b in range(1, 4)}, {("a", 0): [1, 2]})
     fake.cluster_id = "simulated"
-    coordinator = local_env.client.get_workflow_handle(cluster_workflow_id("simulated"))
-    with contextlib.suppress(RPCError):
-        await coordinator.terminate(reason="the test starts the simulated cluster's coordinator itself")
-    env = os.environ | {
-        "DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host,
-        "DROVER_KAFKA_SIMULATED": "brokers=3,racks=1,partitions=3,rf=2",
-    }
+    coordinator, env = await simulated_coordinator(local_env)
     # The test's worker retires the coordinator as it stops.
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         env["DROVER_TASK_QUEUE"] = worker.task_queue
