@@ -78,11 +78,12 @@ async def change_limits(
     await send_change(settings, name, "set_limits", change, out)
 
 
-async def coordinator_of(settings: Settings, client, name: str) -> str:
-    """The workflow ID of the coordinator of the Kafka cluster these settings reach (its ID read from Kafka). A
-    cluster name that stands for another Kafka cluster's running coordinator is refused, naming both IDs."""
+async def coordinator_of(settings: Settings, client, name: str, cluster_id: str | None = None) -> str:
+    """The workflow ID of the coordinator of the Kafka cluster these settings reach (its ID read from Kafka, unless
+    the command has read it already: ``cluster_id``). A cluster name that stands for another Kafka cluster's running
+    coordinator is refused, naming both IDs."""
     try:
-        mine = cluster_workflow_id(await asyncio.to_thread(kafka_cluster_id, settings) or "unknown")
+        mine = cluster_workflow_id(cluster_id or await asyncio.to_thread(kafka_cluster_id, settings) or "unknown")
     except KafkaAdminError as e:
         raise DroverError(f"cluster {name}: Kafka could not be reached to read its cluster ID ({e})") from None
     bound_elsewhere(name, mine, await coordinators_named(client, name))

@@ -85,20 +85,20 @@ async def _uncordon(settings: Settings, admin, ids: list[int], force: bool, acto
         return
     left = {} if client is None else await cordons_left(client, sorted(now), cluster_id, name)
     # The coordinator whose audit keeps the action, found (and checked to be this cluster's) before Kafka is written.
-    coordinator_id = None if client is None else await coordinator_of(settings, client, name)
-    owners = {b: _whose(b, held, left) for b in now}
+    coordinator_id = None if client is None else await coordinator_of(settings, client, name, cluster_id)
+    said = {b: f"{CORDON_CONFIG} was {v!r}, {_whose(b, held, left)}" for b, v in now.items()}
     lifted: dict[int, str] = {}
     try:
         for b, value in sorted(now.items()):
             admin.alter_broker_config(b, {}, delete=[CORDON_CONFIG])
             lifted[b] = value
-            out.info(f"broker {b} uncordoned ({CORDON_CONFIG} was {value!r}, {owners[b]})")
+            out.info(f"broker {b} uncordoned ({said[b]})")
     finally:
         if lifted and coordinator_id is not None:
-            detail = "; ".join(f"broker {b}: {CORDON_CONFIG} was {v!r}, {owners[b]}" for b, v in lifted.items())
+            detail = "; ".join(f"broker {b}: {said[b]}" for b in lifted)
             action = CordonsLifted(actor=actor, reason=reason, brokers=sorted(lifted), detail=detail)
             await record_action(settings, client, coordinator_id, name, "uncordon", action)
-    out.data({"uncordoned": lifted, "owners": owners, "audit": coordinator_id})
+    out.data({"uncordoned": lifted, "owners": {b: _whose(b, held, left) for b in now}, "audit": coordinator_id})
 
 
 def _whose(broker: int, held: dict[int, str], left: dict[int, str]) -> str:

@@ -163,13 +163,13 @@ class ClusterWorkflow:
     async def _wait(self) -> None:
         s = self.s
         busy = s.holders or s.orphans or s.wanted() != self._throttle.book.written or self._takeover.awaiting
-        retry = messages.freeze_due(self.s) or self._untold_grants
-        timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if self.s.orphans else CHECK_EVERY if busy else None)
-        if self.s.disk.waiting and not retry:
+        retry = messages.freeze_due(s) or self._untold_grants
+        timeout = RESEND_EVERY if retry else (ORPHAN_CHECK_EVERY if s.orphans else CHECK_EVERY if busy else None)
+        if s.disk.waiting and not retry:
             # Moves wait for a disk: read again as the period comes.
             timeout = DISK_READ_EVERY
         # Durable timers to the windows' next edge and the band's next reading.
-        for edge in (self.s.windows.next_change(workflow.now()), self._traffic.due_at(self.s)):
+        for edge in (s.windows.next_change(workflow.now()), self._traffic.due_at(s)):
             if edge is not None:
                 until = max(edge - workflow.now(), RESEND_EVERY)
                 timeout = until if timeout is None else min(timeout, until)
