@@ -7,12 +7,13 @@ histories must keep replaying, which is what makes a nondeterministic change fai
 """
 
 import asyncio
+import contextlib
 import json
 import sys
 import tempfile
 from pathlib import Path
 
-from temporalio.client import WithStartWorkflowOperation
+from temporalio.client import WithStartWorkflowOperation, WorkflowFailureError
 from temporalio.common import WorkflowIDConflictPolicy
 
 from drover.models.admission import Limits
@@ -31,7 +32,7 @@ from drover.models.coordination import (
     FreezeRequest,
     cluster_workflow_id,
 )
-from drover.models.decommission import FlowInput
+from drover.models.decommission import FlowCancel, FlowInput
 from drover.models.migration import EstimateSettings, MigrationInput
 from drover.models.plan import PartitionReplicas
 from drover.sandbox.devserver import start_dev_server
@@ -220,8 +221,38 @@ async def undo_demote(client, fake: FakeKafka, name: str, queue: str):
     return await client.start_workflow(DecommissionWorkflow.run, given, id=f"demote:{name}", task_queue=queue)
 
 
+async def decommission_rolled_back(client, fake: FakeKafka, name: str, queue: str):
+    """A decommission of broker 5 cancelled with rollback once its demote and drain are done: the cordon lifted,
+    the drain then the demote reverted."""
+    given = FlowInput(cluster=name, brokers=[5], settle_s=5, actor="ops", reason="host retired")
+    handle = await client.start_workflow(DecommissionWorkflow.run, given, id=f"decommission:{name}", task_queue=queue)
+    for _ in range(600):
+        status = await handle.query(DecommissionWorkflow.status)
+        if any(s.step == "late arrivals" and s.state == "running" for s in status.steps):
+            break
+        await asyncio.sleep(0.05)
+    else:
+        raise AssertionError("the flow never reached its late arrivals")
+    await handle.execute_update(
+        DecommissionWorkflow.cancel_update, FlowCancel(mode="rollback", actor="ops", reason="wrong host")
+    )
+    return handle
+
+
+async def decommission_refused(client, fake: FakeKafka, name: str, queue: str):
+    """A decommission its check refuses (no broker 9): it fails, nothing changed."""
+    given = FlowInput(cluster=name, brokers=[9], actor="ops", reason="typo")
+    return await client.start_workflow(DecommissionWorkflow.run, given, id=f"decommission:{name}", task_queue=queue)
+
+
 # The flows of brokers: their own histories replay (their migrations are migrations like those above).
-FLOWS = {"decommission": decommission, "demote": demote, "undo-demote": undo_demote}
+FLOWS = {
+    "decommission": decommission,
+    "demote": demote,
+    "undo-demote": undo_demote,
+    "decommission-rolled-back": decommission_rolled_back,
+    "decommission-refused": decommission_refused,
+}
 
 SCENARIOS = {
     "completed": completed,
@@ -277,7 +308,9 @@ async def main() -> None:
             work = Path(tempfile.mkdtemp(prefix="drover-record-"))
             async with worker_for(env.client, activities_for(fake, work)) as worker:
                 handle = await start(env.client, fake, scenario, worker.task_queue)
-                await handle.result()
+                # A refused flow's history replays too.
+                with contextlib.suppress(WorkflowFailureError):
+                    await handle.result()
                 _save(HERE / f"{scenario}-flow.json", handle.id, await handle.fetch_history())
             print(f"recorded {scenario}: the flow")
     finally:

@@ -31,7 +31,8 @@ def test_every_scenario_has_histories():
     ):
         assert {f"{scenario}-run1.json", f"{scenario}-move.json", f"{scenario}-cluster.json"} <= names
     assert "continued-run2.json" in names
-    assert {"decommission-flow.json", "demote-flow.json", "undo-demote-flow.json"} <= names
+    flows = ("decommission", "demote", "undo-demote", "decommission-rolled-back", "decommission-refused")
+    assert {f"{flow}-flow.json" for flow in flows} <= names
     # One version of each workflow: no history is kept to replay an older one.
     assert not [n for n in names if n.startswith("before-")]
 

@@ -4,26 +4,19 @@ out."""
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 
 from drover.models import BrokerDisk, ClusterDescription, PartitionState
-from drover.models.control import AuditEntry
 from drover.models.decommission import (
     BrokerScan,
     CheckResult,
     CordonEntry,
-    FlowCancel,
     FlowInput,
     FlowKind,
     FlowPlan,
-    FlowProgress,
     FlowStep,
-    FlowStepView,
-    StepState,
 )
 from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
-from drover.models.results import MigrationResult
 
 # Partitions named in a scan or a problem, at most.
 EXAMPLES = 5
@@ -140,63 +133,6 @@ def scan(partitions: Sequence[PartitionState], brokers: Sequence[int]) -> Broker
     )
 
 
-def new_progress(kind: FlowKind, brokers: list[int], cordon: bool, now: datetime) -> FlowProgress:
-    steps = [FlowStepView(step=s) for s in STEPS[kind]]
-    view = FlowProgress(kind=kind, brokers=brokers, phase="running", steps=steps, started_at=now)
-    if not cordon:
-        mark(view, "cordon", "skipped", "--no-cordon: new partitions may land on the brokers; rescans catch them")
-    return view
-
-
-def mark(view: FlowProgress, step: FlowStep, state: StepState, detail: str = "") -> None:
-    """Set a step's state (and what it says); a step the flow does not have is ignored."""
-    for s in view.steps:
-        if s.step == step:
-            s.state, s.detail = state, detail or s.detail
-            return
-
-
-def running_step(view: FlowProgress) -> FlowStep | None:
-    return next((s.step for s in view.steps if s.state == "running"), None)
-
-
-def note(
-    view: FlowProgress, action: str, actor: str, reason: str, at: datetime, detail: str = "", refused: str | None = None
-) -> None:
-    view.audit.append(AuditEntry(at=at, action=action, actor=actor, reason=reason, detail=detail, refused=refused))
-
-
-def cancel_refusal(view: FlowProgress, request: FlowCancel) -> str | None:
-    """Why a flow does not take this cancel now, or None."""
-    if view.phase != "running":
-        return f"the flow is {view.phase}: there is nothing to cancel"
-    if request.keep_cordon and request.mode != "stop":
-        return (
-            "Kafka refuses to move replicas back onto cordoned brokers: keep the cordon only with mode stop, "
-            f"not {request.mode}"
-        )
-    return None
-
-
-def lifted(entries: list[CordonEntry], rollback: bool) -> tuple[list[CordonEntry], list[CordonEntry]]:
-    """What a cancel writes now to lift the flow's cordon, and what it puts back once the rollback is done. Each
-    broker goes back to the value the flow found. A rollback steps replicas back onto the brokers, which Kafka refuses
-    while any cordon is on them: the brokers are uncordoned first, and a cordon the flow found (a demote's, left on)
-    is put back after."""
-    if not rollback:
-        return entries, []
-    return [CordonEntry(broker=e.broker, before=None) for e in entries], [e for e in entries if e.before is not None]
-
-
-def details(view: FlowProgress) -> str:
-    """The flow's current details in the Web UI: its steps, and the migration in flight."""
-    lines = [f"**{view.kind}** of broker {', '.join(map(str, view.brokers))}: {view.phase}"]
-    lines += [f"- {s.step}: {s.state}" + (f" ({s.detail})" if s.detail else "") for s in view.steps]
-    if view.current_migration:
-        lines.append(f"- migration in flight: {view.current_migration}")
-    return "\n".join(lines)
-
-
 def looked_enough(kind: FlowKind, scan: BrokerScan) -> bool:
     """The verify need not look again: the brokers lead nothing movable (a demote), hold nothing (a decommission)."""
     return kind == "undo-demote" or (scan.replicas == 0 if kind == "decommission" else scan.movable_leaders == 0)
@@ -237,14 +173,3 @@ def migration_of(
         reason=f"{name} of broker {', '.join(map(str, given.brokers))}",
         cluster_id=given.cluster_id,
     )
-
-
-def count_moved(view: FlowProgress, plan: FlowPlan, result: MigrationResult) -> None:
-    """A migration of the flow ended: the bytes and partitions it moved (a completed drain, the plan's bytes; one
-    cancelled, the moves that reached their target)."""
-    if result.status == "completed" and plan.bytes_to_move is not None:
-        view.bytes_moved += plan.bytes_to_move
-    else:
-        done = [o for o in result.moves if o.error is None and o.final == o.target and o.final != o.original]
-        view.bytes_moved += sum(o.bytes_to_copy for o in done)
-    view.partitions_moved += result.moves_done

@@ -1,13 +1,10 @@
-"""A decommission's pure decisions: the check, the demote order, the scan and the steps' states."""
-
-from datetime import UTC, datetime
+"""A decommission's pure decisions: the check, the demote order, the scan and the verify's verdict (the flow's
+state machine: ``test_flow_state``)."""
 
 from drover.core.decommission import flow
-from drover.core.decommission.flow import Facts, check, demote_order, mark, new_progress, running_step, scan
+from drover.core.decommission.flow import Facts, check, demote_order, scan
 from drover.models import BrokerDisk, BrokerInfo, ClusterDescription, PartitionState
-from drover.models.decommission import BrokerScan, CordonEntry
-
-NOW = datetime(2026, 11, 26, tzinfo=UTC)
+from drover.models.decommission import BrokerScan
 
 
 def cluster(racks: dict[int, str]) -> ClusterDescription:
@@ -87,31 +84,6 @@ def test_the_scan_counts_replicas_leaders_and_leaders_that_can_move():
     assert (found.replicas, found.leaders, found.movable_leaders) == (3, 2, 1)
     assert found.examples == ["t-0", "t-1", "t-2"]
     assert scan([part("t", 3, [1, 2])], [4]).replicas == 0
-
-
-def test_the_steps_of_each_flow_and_their_states():
-    view = new_progress("decommission", [4], cordon=False, now=NOW)
-    # Leadership leaves before the cordon: Kafka refuses any list naming a cordoned broker, a reorder's too.
-    assert [s.step for s in view.steps] == ["check", "demote", "cordon", "drain", "late arrivals", "verify"]
-    assert view.steps[2].state == "skipped"
-    mark(view, "drain", "running")
-    assert running_step(view) == "drain"
-    mark(view, "drain", "done", "3 partition(s) moved")
-    assert running_step(view) is None and view.steps[3].detail == "3 partition(s) moved"
-    demote = new_progress("demote", [4], cordon=True, now=NOW)
-    assert [s.step for s in demote.steps] == ["check", "demote", "cordon", "verify"]
-    undo = new_progress("undo-demote", [4], cordon=False, now=NOW)
-    assert [s.step for s in undo.steps] == ["check", "uncordon", "demote", "verify"]
-    # A step the flow does not have is ignored.
-    mark(demote, "drain", "running")
-    assert running_step(demote) is None
-
-
-def test_a_cancel_restores_the_cordon_found_and_a_rollback_lifts_it_until_done():
-    found = [CordonEntry(broker=4, before="*"), CordonEntry(broker=5, before=None)]
-    assert flow.lifted(found, rollback=False) == (found, [])
-    now, later = flow.lifted(found, rollback=True)
-    assert [e.before for e in now] == [None, None] and later == [CordonEntry(broker=4, before="*")]
 
 
 def test_the_verify_says_safe_to_stop_only_when_the_brokers_hold_and_lead_nothing():
