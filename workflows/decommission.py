@@ -135,6 +135,8 @@ class DecommissionWorkflow:
 
     async def _cordon(self) -> None:
         entries = await workflow.execute_activity_method(FlowActivities.cordon_state, self._in.brokers, **QUICK_CALL)
+        # A cancel taken while it read: no cordon is written after it.
+        self._check_cancel()
         self._s.cordon_found(entries, workflow.now())
         refused = False
         try:

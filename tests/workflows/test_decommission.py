@@ -6,6 +6,7 @@ import threading
 import uuid
 
 import pytest
+from temporalio import activity
 from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
 
 from drover.adapters.kafka_port import KafkaAdminError
@@ -280,13 +281,42 @@ async def test_a_cancel_while_the_cordon_is_written_leaves_no_cordon(local_env, 
     fake.hooks["alter_broker_config"] = slow_cordon
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
         handle = await start_flow(local_env.client, worker.task_queue, fake)
-        await cancel_when(handle, "cordon", FlowCancel(actor="ops", reason="wrong broker", mode="stop"))
-        assert writing.is_set()
+        # Sent once the write is with Kafka (the step also reads the brokers' configs before it writes).
+        assert await asyncio.to_thread(writing.wait, 30), "the cordon was never written"
+        await handle.execute_update(
+            DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="stop")
+        )
         answered.set()
         result = await handle.result()
     assert result.phase == "cancelled" and not result.safe_to_stop
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
     assert [a.detail for a in result.audit if a.action == "uncordon"] == ["broker 5"]
+
+
+async def test_a_cancel_before_the_cordon_is_written_writes_none(local_env, tmp_path):
+    # The cancel comes while the step reads the brokers' configs: the flow must not write a cordon after it.
+    fake = cluster(12)
+    reading, answered = threading.Event(), threading.Event()
+    writes: list[dict] = []
+
+    def slow_read(*_args) -> None:
+        if activity.in_activity() and activity.info().activity_type == "cordon_state":
+            reading.set()
+            answered.wait(10)
+
+    fake.hooks["describe_broker_configs"] = slow_read
+    fake.hooks["alter_broker_config"] = lambda broker, set_, delete: writes.append(set_)
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await start_flow(local_env.client, worker.task_queue, fake)
+        assert await asyncio.to_thread(reading.wait, 30), "the cordon's step never read the configs"
+        await handle.execute_update(
+            DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="stop")
+        )
+        answered.set()
+        result = await handle.result()
+    assert result.phase == "cancelled" and writes == []
+    assert [s.state for s in result.steps if s.step == "cordon"] == ["skipped"]
+    assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
 
 
 async def test_a_cancel_accepted_during_the_verify_ends_the_flow_cancelled(local_env, tmp_path):
