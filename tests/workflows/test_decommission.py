@@ -267,6 +267,16 @@ async def cancel_when(handle, step: str, request: FlowCancel) -> None:
     await handle.execute_update(DecommissionWorkflow.cancel_update, request)
 
 
+async def cancel_held(handle, held: threading.Event, release: threading.Event) -> FlowResult:
+    """Once a call of the flow is ``held``, its cancel (mode stop); then the call goes on, and the flow's result."""
+    assert await asyncio.to_thread(held.wait, 30), "the call was never made"
+    await handle.execute_update(
+        DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="stop")
+    )
+    release.set()
+    return await handle.result()
+
+
 async def test_a_cancel_while_the_cordon_is_written_leaves_no_cordon(local_env, tmp_path):
     # The operator's cancel (mode stop) comes while Kafka takes the cordon: the flow ends with the broker as it was,
     # told once that the cordon was lifted.
@@ -282,12 +292,7 @@ async def test_a_cancel_while_the_cordon_is_written_leaves_no_cordon(local_env, 
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
         handle = await start_flow(local_env.client, worker.task_queue, fake)
         # Sent once the write is with Kafka (the step also reads the brokers' configs before it writes).
-        assert await asyncio.to_thread(writing.wait, 30), "the cordon was never written"
-        await handle.execute_update(
-            DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="stop")
-        )
-        answered.set()
-        result = await handle.result()
+        result = await cancel_held(handle, writing, answered)
     assert result.phase == "cancelled" and not result.safe_to_stop
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
     assert [a.detail for a in result.audit if a.action == "uncordon"] == ["broker 5"]
@@ -308,12 +313,7 @@ async def test_a_cancel_before_the_cordon_is_written_writes_none(local_env, tmp_
     fake.hooks["alter_broker_config"] = lambda broker, set_, delete: writes.append(set_)
     async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
         handle = await start_flow(local_env.client, worker.task_queue, fake)
-        assert await asyncio.to_thread(reading.wait, 30), "the cordon's step never read the configs"
-        await handle.execute_update(
-            DecommissionWorkflow.cancel_update, FlowCancel(actor="ops", reason="wrong broker", mode="stop")
-        )
-        answered.set()
-        result = await handle.result()
+        result = await cancel_held(handle, reading, answered)
     assert result.phase == "cancelled" and writes == []
     assert [s.state for s in result.steps if s.step == "cordon"] == ["skipped"]
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})

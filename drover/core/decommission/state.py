@@ -15,15 +15,12 @@ rollback, the migrations it finished, reverted newest first (``reverts``); then 
 
 from datetime import datetime
 
-from pydantic import BaseModel
-
 from drover.core.decommission.flow import STEPS
 from drover.models.control import AuditEntry
 from drover.models.decommission import (
     CordonEntry,
     FlowCancel,
     FlowInput,
-    FlowKind,
     FlowPhase,
     FlowPlan,
     FlowProgress,
@@ -57,33 +54,18 @@ class InvalidTransition(Exception):
     """A transition the tables do not allow: a fault in the workflow, never an operator's mistake."""
 
 
-class FlowState(BaseModel):
-    """Everything a flow knows. ``cordoned`` is the cordon it owns on Kafka (each broker with the value it found),
-    ``put_back`` a cordon it found and lifted for a rollback, ``finished`` the migrations it completed, oldest
-    first."""
+class FlowState(FlowProgress):
+    """Everything a flow knows: what its view shows (``FlowProgress``; ``cordoned`` there is the cordon it owns on
+    Kafka, each broker with the value it found) and what it keeps for its way out: ``put_back`` a cordon it found
+    and lifted for a rollback, ``finished`` the migrations it completed, oldest first, and the cancel taken up."""
 
-    kind: FlowKind
-    brokers: list[int]
     phase: FlowPhase = "running"
-    steps: list[FlowStepView]
-    started_at: datetime
-    finished_at: datetime | None = None
-    migrations: list[str] = []
-    current_migration: str | None = None
-    late_arrivals: int = 0
-    rounds: int = 0
-    bytes_moved: int = 0
-    partitions_moved: int = 0
-    cordoned: list[CordonEntry] = []
-    cordoned_at: datetime | None = None
     # The cordon's write is with Kafka: a cancel meanwhile leaves the lifting to the run, once the write is back.
     cordoning: bool = False
     put_back: list[CordonEntry] = []
     finished: list[FlowPlan] = []
     cancel: FlowCancel | None = None
     safe_to_stop: bool = False
-    audit: list[AuditEntry] = []
-    message: str = ""
 
     @classmethod
     def new(cls, given: FlowInput, now: datetime) -> "FlowState":
@@ -285,7 +267,7 @@ class FlowState(BaseModel):
         return FlowProgress.model_validate(self.model_dump(include=set(FlowProgress.model_fields)))
 
     def result(self) -> FlowResult:
-        took = (self.finished_at - self.started_at).total_seconds() if self.finished_at else 0.0
+        took = (self.finished_at - self.started_at).total_seconds() if self.finished_at and self.started_at else 0.0
         fields = self.model_dump(include=set(FlowProgress.model_fields))
         return FlowResult(**fields, safe_to_stop=self.safe_to_stop, took_s=took, restore_ref=self.restore_ref())
 
