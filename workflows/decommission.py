@@ -293,27 +293,27 @@ class DecommissionWorkflow:
 
     @workflow.update(name="cancel_update")
     async def cancel_update(self, request: FlowCancel) -> FlowProgress:
-        await self._cancel_now(request)
+        """Taken up and answered with the status; one refused is in the audit, as the signal's is, and fails with
+        the reason."""
+        refused = await self._cancel_now(request)
+        if refused is not None:
+            raise ApplicationError(refused, type=ErrorType.REFUSED, non_retryable=True)
         return self.status()
-
-    @cancel_update.validator
-    def _validate_cancel(self, request: FlowCancel) -> None:
-        refused = self._s.cancel_refusal(request)
-        if refused:
-            raise ValueError(refused)
 
     @workflow.signal(name="cancel")
     async def cancel(self, request: FlowCancel) -> None:
         await self._cancel_now(request)
 
-    async def _cancel_now(self, request: FlowCancel) -> None:
-        """The cancel taken up (a signal refused is written in the audit): the cordon lifted first unless kept (the
+    async def _cancel_now(self, request: FlowCancel) -> str | None:
+        """The cancel taken up, or why not (written in the audit): the cordon lifted first unless kept (the
         migration in flight may step partitions back onto the brokers), then passed on to that migration."""
-        if self._s.take_cancel(request, workflow.now()) is not None:
-            return
+        refused = self._s.take_cancel(request, workflow.now())
+        if refused is not None:
+            return refused
         if self._s.lifts_now():
             await self._uncordon("the flow was cancelled")
         await self._pass_cancel()
+        return None
 
     @workflow.query
     def status(self) -> FlowProgress:

@@ -306,17 +306,17 @@ class MigrationWorkflow:
 
     @workflow.update(name="act_update")
     def act_update(self, raw: RawValue) -> MigrationProgress:
-        self._act(action_payload(raw))
+        """Applied and answered with the progress; one the phase does not allow (or whose payload does not validate)
+        is recorded in the audit as refused, as the signal's is, and fails with the reason."""
+        entry = self._act(action_payload(raw))
+        if entry.refused is not None:
+            raise ApplicationError(entry.refused, type=ErrorType.REFUSED, non_retryable=True)
         return self.progress()
 
     @act_update.validator
     def _act_valid(self, raw: RawValue) -> None:
         if self._handing_over:
             raise ValueError(HANDING_OVER)
-        found = action_payload(raw)
-        why = found.why if isinstance(found, BadSignal) else self.s.refusal(found)
-        if why is not None:
-            raise ValueError(why)
 
     @workflow.signal(name="act")
     def act(self, raw: RawValue) -> None:
@@ -327,7 +327,7 @@ class MigrationWorkflow:
     def unknown_signal(self, name: str, args: Sequence[RawValue]) -> None:
         self._act(unknown_signal(name, args, ACTION_FIELDS))
 
-    def _act(self, found: MigrationAction | BadSignal) -> None:
+    def _act(self, found: MigrationAction | BadSignal) -> AuditEntry:
         """An operator's action applied, or recorded in the audit as refused with the reason."""
         if isinstance(found, BadSignal):
             entry = self.s.refuse(found.action, found.by.actor, found.by.reason, workflow.now(), found.why)
@@ -335,13 +335,14 @@ class MigrationWorkflow:
             entry = self.s.act(found, workflow.now())
         if entry.refused is not None:
             workflow.logger.warning("%s by %s refused: %s", entry.action, entry.actor, entry.refused)
-            return
+            return entry
         workflow.logger.info("operator action %s by %s (%s) %s", entry.action, entry.actor, entry.reason, entry.detail)
         self._demand_stale = self._demand_stale or isinstance(found, SetThrottle)
         self._wake = True
         # The phase's search attribute is upserted by the run as it wakes, never from a handler: a handler can run
         # before run() in a run's first activation, where replay may order its command differently.
         self._describe()
+        return entry
 
     # -- what it shows ----------------------------------------------------------------------------------------------
 

@@ -126,7 +126,13 @@ async def test_a_cancel_with_rollback_puts_everything_back_and_uncordons(local_e
     assert result.phase == "cancelled" and not result.safe_to_stop
     assert fake.replicas == original
     assert CORDON_CONFIG not in fake.broker_configs.get(5, {})
-    assert [a.action for a in result.audit] == ["start", "cancel", "uncordon"]
+    # The refused cancel is in the audit, with the reason the update answered.
+    assert [(a.action, a.refused and a.refused[:40]) for a in result.audit] == [
+        ("start", None),
+        ("cancel", "Kafka refuses to move replicas back onto"),
+        ("cancel", None),
+        ("uncordon", None),
+    ]
     assert result.migrations[-1].endswith(":revert-1")
 
 

@@ -34,8 +34,10 @@ from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE, LEADER_REPLICAS
 from drover.worker import activities_for
 from drover.workflows import MigrationWorkflow, PartitionMoveWorkflow
 from drover.workflows.ids import STATUS_ATTR, move_workflow_id
+from tests.cli.test_cli import drover
 from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
+from tests.workflows.test_decommission import simulated_cli
 
 
 def cluster(partitions: int) -> FakeKafka:
@@ -122,14 +124,41 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
         progress = await handle.query(MigrationWorkflow.progress)
     assert result.verified and 1 < result.peak_in_flight <= 3
     assert fake.peak_ongoing <= 3
-    assert [(a.action, a.actor) for a in progress.actions] == [
-        ("start", "not given"),
-        ("pause", "alice"),
-        ("set_throttle", "alice"),
-        ("set_limits", "alice"),
-        ("resume", "bob"),
+    # The refused pause is in the audit too, with its reason, as the update answered it.
+    assert [(a.action, a.actor, a.refused) for a in progress.actions] == [
+        ("start", "not given", None),
+        ("pause", "alice", None),
+        ("pause", "alice", "the migration is already paused"),
+        ("set_throttle", "alice", None),
+        ("set_limits", "alice", None),
+        ("resume", "bob", None),
     ]
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
+
+
+async def test_an_action_the_cli_sends_that_is_refused_says_why_and_is_in_the_audit(local_env):
+    # Through the real CLI: `drover resume` of a migration that is not paused.
+    fake = cluster(8)
+    fake.ticks = 40  # it runs while the command is refused
+    fake.cluster_id = "simulated"
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=spread_plan(fake),
+        limits=Limits(max_partitions=1),
+        cluster_id="simulated",
+    )
+    env = simulated_cli(local_env.client, migration.cluster)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
+        await wait_for(lambda: fake.altered, "a first step")
+        done = await asyncio.to_thread(drover, "resume", handle.id, "--reason", "x", "--actor", "dee", env=env)
+        progress = await handle.query(MigrationWorkflow.progress)
+        await handle.terminate(reason="the test has seen the refusal")
+    assert done.returncode == 1 and done.stderr.strip() == f"error: {handle.id} refused: the migration is not paused"
+    assert [(a.action, a.actor, a.reason, a.refused) for a in progress.actions][1:] == [
+        ("resume", "dee", "x", "the migration is not paused")
+    ]
 
 
 async def test_invalid_control_values_are_refused(local_env):
