@@ -304,22 +304,14 @@ class ClusterWorkflow:
                     lambda: not self.s.frozen or not messages.freeze_due(self.s), timeout=FREEZE_WAIT
                 )
 
-    @freeze_update.validator
-    def _freeze_allowed(self, req: FreezeRequest) -> None:
-        refused = self.s.freeze_refusal(req.frozen)
-        if refused is not None and self._takeover.done:
-            raise ValueError(refused)
-
     @workflow.signal(name="freeze")
     async def freeze(self, raw: RawValue) -> None:
         req = await self._payload("freeze", raw, FreezeRequest)
-        if req is None:
-            return
-        refused = self._freeze(req)
-        if refused is not None:
-            self.s.refuse("freeze" if req.frozen else "unfreeze", req, workflow.now(), refused)
+        if req is not None:
+            self._freeze(req)
 
     def _freeze(self, req: FreezeRequest) -> str | None:
+        """Applied, or refused with the reason in the audit (an update fails with it)."""
         refused = self.s.freeze(req.frozen, req, workflow.now())
         if refused is None:
             # Each migration's own audit says so too (sent by the run, with the next pass).

@@ -99,3 +99,9 @@ async def test_a_cluster_command_the_coordinator_refuses_says_why(local_env):
         again = await asyncio.to_thread(drover, "cluster", "freeze", "--cluster", name, "--reason", "r", env=env)
         assert again.returncode == 1 and len(again.stderr.strip().splitlines()) == 1, again.stderr
         assert f"cluster {name} refused: the cluster is already frozen" in again.stderr, again.stderr
+        status = await coordinator.query(ClusterWorkflow.status)
+    # The refusal is in the coordinator's audit too.
+    assert [(a.action, a.refused) for a in status.actions if a.action == "freeze"] == [
+        ("freeze", None),
+        ("freeze", "the cluster is already frozen"),
+    ]

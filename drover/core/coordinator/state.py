@@ -384,8 +384,10 @@ class ClusterState(BaseModel):
         return "the cluster is already " + ("frozen" if frozen else "not frozen") if frozen == self.frozen else None
 
     def freeze(self, frozen: bool, by: OperatorAction, now: datetime) -> str | None:
+        """The cluster frozen or unfrozen, or why not (kept in the audit either way)."""
         refused = self.freeze_refusal(frozen)
         if refused is not None:
+            self.refuse("freeze" if frozen else "unfreeze", by, now, refused)
             return refused
         self.frozen = frozen
         self._audit("freeze" if frozen else "unfreeze", by, now, "")

@@ -134,6 +134,12 @@ def test_nothing_is_granted_while_frozen():
     assert s.freeze(True, BY, NOW) == "the cluster is already frozen"
     s.freeze(False, BY, NOW)
     assert s.allocate()["m1"]
+    # The refused freeze is in the audit with its reason.
+    assert [(a.action, a.refused) for a in s.actions if "freeze" in a.action] == [
+        ("freeze", None),
+        ("freeze", "the cluster is already frozen"),
+        ("unfreeze", None),
+    ]
 
 
 def test_a_migration_gone_without_leaving_keeps_its_moves_held_until_they_end():
