@@ -12,7 +12,7 @@ from temporalio.common import RawValue
 from temporalio.exceptions import ApplicationError, is_cancelled_exception
 
 with workflow.unsafe.imports_passed_through():
-    from drover.core.migration import ENDED, MigrationState, MoveRecord, Phase, answers, asks
+    from drover.core.migration import ADMITTING, ENDED, MigrationState, MoveRecord, Phase, answers, asks
     from drover.core.migration.progress import details, dry_run_result, progress, result
     from drover.core.migration.runs import MigrationRun
     from drover.models import MoveReport, MoveStepReport, MoveStuck
@@ -26,6 +26,11 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from drover.workflows.metrics import record_progress
     from drover.workflows.signals import ACTION_FIELDS, BadSignal, action_payload, unknown_signal
+
+
+# The version marker of migrations that send their demand again while they wait with nothing in flight
+# (``workflow.patched``): histories made before it wait for a grant only.
+CHECKS_COORDINATOR = "migration-checks-its-coordinator"
 
 
 @workflow.defn
@@ -169,13 +174,27 @@ class MigrationWorkflow:
             await self._window_emptied(given)
             return
         # Children report as they end, and the window slides; an operator action wakes it too.
-        await workflow.wait_condition(lambda: self._wake)
+        await self._wait(given)
         self._wake = False
         if self._demand_stale and s.phase != Phase.STOPPING:
             # A move ended: the coordinator hears of its slot (and its throttle entries) at once. While stopping,
             # the throttle stays as it is until the migration leaves.
             self._demand_stale = False
             await self._ask(given)
+
+    async def _wait(self, given: MigrationRun) -> None:
+        """Until a report, a grant or an action wakes it. With nothing in flight and its demand sent, only a grant
+        can, from a coordinator that may have been lost since: the demand then goes again every
+        ``coordinator_check_s``, and one that cannot reach its coordinator makes the migration join the next."""
+        s = self.s
+        idle = s.link.joined and not s.link.rejoin_due and not s.window.in_flight and bool(s.window.waiting)
+        if not (idle and s.phase in ADMITTING and workflow.patched(CHECKS_COORDINATOR)):
+            await workflow.wait_condition(lambda: self._wake)
+            return
+        try:
+            await workflow.wait_condition(lambda: self._wake, timeout=given.coordinator_check_s)
+        except TimeoutError:
+            self._asked = None  # the next look sends the demand again
 
     async def _window_emptied(self, given: MigrationRun) -> None:
         """Nothing waits and nothing is in flight: a rollback planned when one is wanted, else the clean-up (which

@@ -88,6 +88,9 @@ class MigrationInput(BaseModel):
     continue_every: int = Field(200, ge=1)
     # Moves paged in at a time from a plan by reference.
     page_moves: int = Field(PAGE_MOVES, ge=2)
+    # With nothing in flight and its demand sent (only a grant can wake it), it sends its demand again this often:
+    # one that cannot reach its coordinator (lost) makes it join the next one.
+    coordinator_check_s: float = Field(60.0, gt=0)
     # Preflight and the estimate only: the result tells what would happen (order, throttles, ETA, problems), and
     # nothing on the cluster changes (the coordinator is not joined, no throttle is written).
     dry_run: bool = False

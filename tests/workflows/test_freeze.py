@@ -3,16 +3,21 @@ starts, and a coordinator that takes over from a lost one tells every move in fl
 On the real Temporal dev server with the in-memory Kafka."""
 
 import asyncio
+import contextlib
 import uuid
+
+from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
+from temporalio.service import RPCError
 
 from drover.core.move import state as move_state
 from drover.models import MoveInput
 from drover.models.admission import Limits
 from drover.models.coordination import ClusterInput, FreezeRequest, cluster_workflow_id
+from drover.models.migration import MigrationInput
 from drover.worker import activities_for
-from drover.workflows import PartitionMoveWorkflow
+from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
 from drover.workflows.ids import move_workflow_id
-from tests.conftest import worker_for
+from tests.conftest import start_migration, worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_cluster import finish_soon, one_move, set_cluster_limits, set_setting, start
 from tests.workflows.test_migration import wait_for
@@ -89,3 +94,51 @@ async def freeze_signals(env, workflow_id: str) -> list[bool]:
             if signal.signal_name == "freeze":
                 told += await env.client.data_converter.decode(signal.input.payloads, [bool])
     return told
+
+
+async def test_a_migration_waiting_for_a_grant_joins_a_new_coordinator_when_its_own_is_lost(local_env):
+    """The cluster is frozen: the migration's demand is sent and nothing of it is in flight, so no move's end will
+    wake it. Its coordinator is then lost, and nobody else starts the next one. The migration notices by itself,
+    within its coordinator check, and joins a new coordinator (which takes the freeze over): the unfreeze then
+    reaches it."""
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("a", 0): [1, 2]}, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    coordinator = ClusterInput(name=name, cluster_id=fake.cluster_id)
+    handle_of = local_env.client.get_workflow_handle
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=True)
+        migration = MigrationInput(
+            cluster=name, moves=one_move("a", [3, 4]), limits=Limits(max_partitions=1), coordinator_check_s=2
+        )
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
+        lost = handle_of(cluster_workflow_id(fake.cluster_id))
+        await wait_for_holders(lost, handle.id)
+        first = (await lost.describe()).run_id
+        await lost.terminate(reason="lost")
+        successor = await wait_for_new_run(handle_of(cluster_workflow_id(fake.cluster_id)), first)
+        await wait_for_holders(successor, handle.id)
+        assert fake.altered == [], "a step reached Kafka while the cluster was frozen"
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=False)
+        result = await asyncio.wait_for(handle.result(), timeout=60)
+    assert result.verified and fake.replicas[("a", 0)] == [3, 4]
+
+
+async def wait_for_holders(coordinator, migration_id: str, timeout_s: float = 30) -> None:
+    for _ in range(int(timeout_s * 10)):
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            status = await coordinator.query(ClusterWorkflow.status)
+            if any(h.migration_id == migration_id and h.waiting for h in status.holders):
+                return
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"{migration_id} never joined the coordinator")
+
+
+async def wait_for_new_run(coordinator, lost_run: str, timeout_s: float = 30):
+    """The coordinator's next run, once one runs (started by a migration that joins it)."""
+    for _ in range(int(timeout_s * 10)):
+        with contextlib.suppress(RPCError):
+            described = await coordinator.describe()
+            if described.run_id != lost_run and described.status == WorkflowExecutionStatus.RUNNING:
+                return coordinator
+        await asyncio.sleep(0.1)
+    raise AssertionError("no coordinator was started after the lost one")
