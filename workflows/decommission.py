@@ -270,15 +270,17 @@ class DecommissionWorkflow:
                 await self._migrate(name, revert, True)
         finally:
             # The cordon the flow found (a demote's), lifted for the rollback, goes back as it was.
-            back = self._s.take_put_back(workflow.now())
+            back = self._s.take_put_back()
             if back:
                 await workflow.execute_activity_method(FlowActivities.uncordon, back, **QUICK_CALL)
+                self._s.cordon_put_back(back, workflow.now())
         self._s.cancelled(workflow.now())
 
     async def _uncordon(self, why: str) -> None:
-        entries = self._s.lift_cordon(why, workflow.now())
+        entries = self._s.lift_cordon()
         if entries:
             await workflow.execute_activity_method(FlowActivities.uncordon, entries, **QUICK_CALL)
+            self._s.cordon_lifted(entries, why, workflow.now())
 
     async def _fail(self, e: Exception) -> None:
         message = failure_message(e)

@@ -143,26 +143,28 @@ class FlowState(FlowProgress):
         """An undo takes over the demote's cordon, to lift it."""
         self.cordoned = list(entries)
 
-    def lift_cordon(self, why: str, now: datetime) -> list[CordonEntry]:
+    def lift_cordon(self) -> list[CordonEntry]:
         """What to write now to lift the cordon the flow owns (empty: it owns none), taken once: a cancel's handler
         and the run may both get here. Each broker goes back to the value the flow found. A rollback steps replicas
         back onto the brokers, which Kafka refuses while any cordon is on them: then every broker is uncordoned, and
-        a cordon the flow found (a demote's, left on) is put back once the rollback is done."""
+        a cordon the flow found (a demote's, left on) is put back once the rollback is done. The audit says so once
+        Kafka has taken it (``cordon_lifted``)."""
         entries, self.cordoned = self.cordoned, []
-        if not entries:
-            return []
-        self.note("uncordon", "drover", why, now, detail=_brokers(entries))
-        if self.cancel is None or self.cancel.mode != "rollback":
+        if not entries or self.cancel is None or self.cancel.mode != "rollback":
             return entries
         self.put_back = [e for e in entries if e.before is not None]
         return [CordonEntry(broker=e.broker, before=None) for e in entries]
 
-    def take_put_back(self, now: datetime) -> list[CordonEntry]:
+    def take_put_back(self) -> list[CordonEntry]:
         """The cordon found and lifted for the rollback, to write back once it is done (taken once)."""
         back, self.put_back = self.put_back, []
-        if back:
-            self.note("cordon", "drover", "the cordon found is put back", now, detail=_brokers(back))
         return back
+
+    def cordon_lifted(self, entries: list[CordonEntry], why: str, now: datetime) -> None:
+        self.note("uncordon", "drover", why, now, detail=_brokers(entries))
+
+    def cordon_put_back(self, entries: list[CordonEntry], now: datetime) -> None:
+        self.note("cordon", "drover", "the cordon found is put back", now, detail=_brokers(entries))
 
     # -- its migrations ---------------------------------------------------------------------------------------
 
