@@ -10,7 +10,7 @@ A step goes pending -> running -> done | failed | skipped (the one running when 
 skipped (the cordon with --no-cordon). What the flow owes on the way out, cancelled or failed: the cordon it set,
 lifted unless the cancel keeps it (``lift_cordon``); the migration in flight, cancelled in the cancel's mode; with
 rollback, the migrations it finished, reverted newest first (``reverts``); then the cordon it found, put back
-(``put_back``).
+(``take_put_back``).
 """
 
 from datetime import datetime
