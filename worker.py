@@ -25,7 +25,7 @@ from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
 from drover.adapters.kafka_factory import open_kafka
 from drover.adapters.kafka_port import KafkaPort
-from drover.adapters.temporal import connect
+from drover.adapters.temporal import connect_waiting
 from drover.estimator import classes
 from drover.estimator.service import ESTIMATES, SparkPlace, warm_up
 from drover.settings import Settings, SettingsError, load_settings
@@ -100,7 +100,8 @@ def activities_for(
 
 async def run(settings: Settings, stop: asyncio.Event) -> None:
     admin = open_kafka(settings)
-    client = await connect(settings, serve_metrics=True)
+    # A worker started while Temporal restarts (or before it is up) waits for it rather than exiting.
+    client = await connect_waiting(settings, log.warning, serve_metrics=True)
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS + LOCAL_ACTIVITY_SLOTS, thread_name_prefix="activity") as pool:
         worker = Worker(
             client,

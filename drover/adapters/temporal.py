@@ -105,6 +105,30 @@ async def connect(settings: Settings, identity: str | None = None, serve_metrics
         ) from e
 
 
+async def connect_waiting(
+    settings: Settings, say: Callable[[str], None], limit_s: float = RECONNECT_S, serve_metrics: bool = False
+) -> Client:
+    """``connect``, tried again with backoff while Temporal does not answer (a worker started as Temporal restarts),
+    saying once that it waits and once that Temporal answers; after ``limit_s``, the TemporalUnavailable of
+    ``connect``. A configuration that does not load is not waited for."""
+    delay, deadline, waiting = 0.5, time.monotonic() + limit_s, False
+    while True:
+        try:
+            client = await connect(settings, serve_metrics=serve_metrics)
+        except TemporalUnavailable as e:
+            if not isinstance(e.__cause__, RuntimeError) or time.monotonic() >= deadline:
+                raise
+            if not waiting:
+                say(f"waiting for Temporal, for up to {limit_s:.0f} s: {e}")
+                waiting = True
+            await asyncio.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            continue
+        if waiting:
+            say("Temporal answers")
+        return client
+
+
 def unreachable(e: BaseException) -> bool:
     """Temporal did not answer at all (down or restarting), as opposed to answering with an error."""
     return isinstance(e, RPCError) and (e.status == RPCStatusCode.UNAVAILABLE or "connect error" in str(e))

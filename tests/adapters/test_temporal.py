@@ -1,9 +1,15 @@
-"""Patience while Temporal restarts: calls are tried again while it does not answer, and said so once."""
+"""Patience while Temporal restarts: calls are tried again while it does not answer, and said so once; a worker
+started while Temporal restarts waits for it."""
+
+import socket
+import time
 
 import pytest
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.adapters.temporal import TemporalUnavailable, connect_options, patiently
+from drover.adapters import temporal
+from drover.adapters.temporal import TemporalUnavailable, connect_options, connect_waiting, patiently
+from drover.settings import Settings
 
 
 def down() -> RPCError:
@@ -110,3 +116,44 @@ def test_a_config_file_that_does_not_parse_is_one_error(monkeypatch, tmp_path):
         connect_options(settings_from(monkeypatch), {"TEMPORAL_CONFIG_FILE": str(config)})
     assert str(failed.value).startswith("the Temporal client configuration does not load")
     assert "\n" not in str(failed.value)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_a_worker_waits_for_temporal_to_answer_then_connects(monkeypatch):
+    # Temporal restarting: the first two connections fail as the SDK fails them, the third is answered.
+    answers: list = [RuntimeError("connection refused"), RuntimeError("connection refused"), "client"]
+    said: list[str] = []
+
+    async def connect(settings, serve_metrics=False):
+        answer = answers.pop(0)
+        if isinstance(answer, Exception):
+            raise TemporalUnavailable(f"cannot reach Temporal ({answer})") from answer
+        return answer
+
+    monkeypatch.setattr(temporal, "connect", connect)
+    assert await connect_waiting(Settings(), said.append, limit_s=30) == "client"
+    assert (
+        len(said) == 2 and said[0].startswith("waiting for Temporal, for up to 30 s") and said[1] == "Temporal answers"
+    )
+
+
+async def test_a_worker_gives_up_on_a_temporal_that_never_answers_and_does_not_wait_on_a_bad_config(monkeypatch):
+    said: list[str] = []
+    started = time.monotonic()
+    nobody = Settings(temporal_address=f"127.0.0.1:{free_port()}")
+    with pytest.raises(TemporalUnavailable, match="cannot reach Temporal at 127.0.0.1"):
+        await connect_waiting(nobody, said.append, limit_s=1.5)
+    assert time.monotonic() - started >= 1.5 and len(said) == 1
+
+    async def bad_config(settings, serve_metrics=False):
+        raise TemporalUnavailable("the Temporal client configuration does not load: x")
+
+    monkeypatch.setattr(temporal, "connect", bad_config)
+    with pytest.raises(TemporalUnavailable, match="does not load"):
+        await connect_waiting(Settings(), said.append, limit_s=30)
+    assert len(said) == 1
