@@ -201,7 +201,8 @@ async def test_destination_broker_stopped_mid_step_rollback(
     outcomes = {o.partition: o for o in result.moves}
     # Partition 0 went back to its original list; the other three reached theirs.
     assert outcomes[0].reverted_when_stuck and outcomes[0].final == [1, 2]
-    assert all(outcomes[p].error is None and outcomes[p].final == [outcomes[p].original[0], 3] for p in (1, 2, 3))
+    others = {p: (outcomes[p].final, outcomes[p].error) for p in (1, 2, 3)}
+    assert all(final == [outcomes[p].original[0], 3] and error is None for p, (final, error) in others.items()), others
     assert [a for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
     print(
         f"\nbroker 4 stopped mid-step, policy rollback: stuck reported {stuck_after:.1f} s after the stop "
