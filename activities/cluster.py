@@ -5,7 +5,6 @@ The join and leave calls and the running check use the worker's own Temporal cli
 """
 
 import asyncio
-import contextlib
 import sys
 from concurrent.futures import ThreadPoolExecutor, wait
 from datetime import timedelta
@@ -25,20 +24,16 @@ from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError, RPCStatusCode
 
 from drover.activities.binding import wrong_cluster
+from drover.activities.takeover_history import takeover_in
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.temporal import coordinators_named, listable
 from drover.core.coordinator.registry import overlap_refusal
-from drover.core.coordinator.takeover import run_start
-from drover.core.migration.runs import ClusterRun
 from drover.models.admission import MoveSpec
-from drover.models.control import OperatorAction
 from drover.models.coordination import (
-    CLUSTER_SETTINGS,
     ClusterInput,
     DiskReading,
     DiskRequest,
-    FreezeRequest,
     JoinRequest,
     JoinResult,
     JoinStep,
@@ -54,73 +49,12 @@ from drover.models.coordination import (
 )
 from drover.steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to_save, with_saved
 
-# The activities whose result is the coordinator's throttle book.
-BOOK_WRITERS = ("save_throttle_configs", "write_throttle")
-# The coordinator's signals that change a cluster-wide setting, with their argument's type; each has an update twin
-# named with "_update".
-OPERATOR_SIGNALS: dict[str, type[OperatorAction]] = {"freeze": FreezeRequest, **CLUSTER_SETTINGS}
-OPERATOR_UPDATES = {f"{name}_update": kind for name, kind in OPERATOR_SIGNALS.items()}
 # A join checks its partitions against the registry, then joins; this many times if other joins keep changing it.
 JOIN_ATTEMPTS = 20
 # How long a move's question to its coordinator (``cluster_holding``) may take.
 HOLDING_TIMEOUT = timedelta(seconds=10)
 # The most throttle config writes under way at once (a first throttle on a large cluster writes one per broker).
 WRITERS = 16
-
-
-async def takeover_in(events, converter, took: Takeover) -> tuple[Takeover, bool]:
-    """What a coordinator run's history says it held at its end, from what the run before it held (``took``): the
-    throttle book it was started with (continuing as new, or taking over from a lost run) or last saved or wrote,
-    and the cluster-wide settings, changed by every operator update it accepted and every operator signal it got.
-    True with it if the run had a starting point of its own (a carry, or a take-over), so that no earlier run needs
-    reading. A run that found its workers reach another Kafka cluster held nothing: ``took`` as it was, and False."""
-    based, kinds, before = False, {}, took
-    for event in events:
-        if event.HasField("workflow_execution_started_event_attributes"):
-            payloads = event.workflow_execution_started_event_attributes.input.payloads
-            (given,) = await converter.decode(payloads, [ClusterRun])
-            took, carried = run_start(given, took)
-            based = based or carried
-        elif event.HasField("activity_task_scheduled_event_attributes"):
-            kinds[event.event_id] = event.activity_task_scheduled_event_attributes.activity_type.name
-        elif event.HasField("activity_task_completed_event_attributes"):
-            done = event.activity_task_completed_event_attributes
-            kind = kinds.get(done.scheduled_event_id)
-            if kind in BOOK_WRITERS:
-                (book,) = await converter.decode(done.result.payloads, [ThrottleBook])
-                took = took.model_copy(update={"book": book})
-            elif kind == "wrong_workers":
-                (wrong,) = await converter.decode(done.result.payloads, [str | None])
-                if wrong is not None:
-                    # It refused every action sent to it and ended before taking anything over.
-                    return before, False
-            elif kind == "previous_run":
-                # That run took over from one lost before it: what it took over is where it started from.
-                (earlier,) = await converter.decode(done.result.payloads, [Takeover | None])
-                took, based = earlier or took, True
-        else:
-            took = await _operator_setting(event, converter, took)
-    return took, based
-
-
-async def _operator_setting(event, converter, took: Takeover) -> Takeover:
-    """``took`` changed by an operator's signal or accepted update, or by a join under a name not seen yet."""
-    if event.HasField("workflow_execution_signaled_event_attributes"):
-        signal = event.workflow_execution_signaled_event_attributes
-        if signal.signal_name in OPERATOR_SIGNALS:
-            # One that does not validate was refused by the coordinator as well.
-            with contextlib.suppress(ValueError, TypeError):
-                (change,) = await converter.decode(signal.input.payloads, [OPERATOR_SIGNALS[signal.signal_name]])
-                return took.apply(change)
-    elif event.HasField("workflow_execution_update_accepted_event_attributes"):
-        update = event.workflow_execution_update_accepted_event_attributes.accepted_request.input
-        if update.name in OPERATOR_UPDATES:
-            (change,) = await converter.decode(update.args.payloads, [OPERATOR_UPDATES[update.name]])
-            return took.apply(change)
-        if update.name == "join":
-            (req,) = await converter.decode(update.args.payloads, [JoinRequest])
-            return took.aliased(req.cluster)
-    return took
 
 
 class ClusterActivities:

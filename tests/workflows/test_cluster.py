@@ -20,7 +20,7 @@ from temporalio.client import (
 from temporalio.common import WorkflowIDConflictPolicy
 from temporalio.exceptions import ApplicationError
 
-from drover.activities.cluster import OPERATOR_SIGNALS
+from drover.activities.takeover_history import OPERATOR_SIGNALS
 from drover.models.admission import Limits
 from drover.models.control import OperatorAction
 from drover.models.coordination import (

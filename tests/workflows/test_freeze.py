@@ -17,7 +17,7 @@ from drover.models.migration import MigrationInput
 from drover.worker import activities_for
 from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
 from drover.workflows.ids import move_workflow_id
-from tests.conftest import start_migration, worker_for
+from tests.conftest import end_coordinators, start_migration, worker_for
 from tests.fakes import FakeKafka
 from tests.workflows.test_cluster import finish_soon, one_move, set_cluster_limits, set_setting, start
 from tests.workflows.test_migration import wait_for
@@ -142,3 +142,23 @@ async def wait_for_new_run(coordinator, lost_run: str, timeout_s: float = 30):
                 return coordinator
         await asyncio.sleep(0.1)
     raise AssertionError("no coordinator was started after the lost one")
+
+
+async def test_an_unfreeze_that_started_a_successor_holds_when_that_successor_is_lost_too(local_env):
+    """The coordinator is lost while the cluster is frozen; `drover cluster unfreeze` starts its successor, whose
+    update is applied once the take-over is done (it is accepted before: the first events of that run's history).
+    That successor is lost in turn: the next one takes over the cluster unfrozen, not the freeze the unfreeze
+    lifted."""
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("a", 0): [1, 2]})
+    coordinator = ClusterInput(name=f"c{uuid.uuid4().hex[:6]}", cluster_id=fake.cluster_id)
+    handle = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=True)
+        await handle.terminate(reason="lost while frozen")
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=False)
+        assert not (await handle.query(ClusterWorkflow.status)).frozen
+        await handle.terminate(reason="lost after the unfreeze")
+        await set_cluster_limits(local_env, worker.task_queue, coordinator, Limits(max_partitions=2))
+        status = await handle.query(ClusterWorkflow.status)
+        await end_coordinators(local_env.client, worker.task_queue)
+    assert not status.frozen, "the unfreeze was lost with the coordinator that took it"
