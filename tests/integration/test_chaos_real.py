@@ -1,22 +1,29 @@
 """Chaos on the real sandbox: three overlapping migrations with producers running, while the coordinator is
 terminated twice, the worker is killed with SIGKILL once and Temporal is restarted once. Kafka is sampled every
 0.3 s throughout: the limits are never exceeded, every reassigning partition is throttled on both sides, every
-migration completes verified, nothing of Drover's is left on Kafka, and no acknowledged message is lost."""
+migration completes verified, nothing of Drover's is left on Kafka, and no acknowledged message is lost. And the
+path that stalled it once: a migration whose coordinator is lost while it waits for a grant, with nothing in flight
+to wake it."""
 
 import asyncio
+import contextlib
 import os
 import signal
 import time
 import uuid
 
 import pytest
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
+from temporalio.service import RPCError
 
 from drover.models.admission import Limits
 from drover.models.coordination import cluster_workflow_id
 from drover.models.migration import MigrationInput
+from drover.models.plan import PartitionReplicas
+from drover.worker import activities_for
 from drover.workflows import ClusterWorkflow
-from tests.conftest import end_coordinators, start_migration
-from tests.integration.helpers import consume_topic, wait_until
+from tests.conftest import end_coordinators, start_migration, worker_for
+from tests.integration.helpers import consume_topic, produce, wait_until
 from tests.integration.test_cluster_real import (
     ThrottleSampler,
     clear_operator_throttle,
@@ -26,7 +33,10 @@ from tests.integration.test_cluster_real import (
     set_operator_throttle,
 )
 from tests.integration.test_faults_real import start_worker
+from tests.integration.test_migration_real import cli_against
+from tests.integration.test_safe_paths_real import lists
 from tests.integration.test_system_real import SteadyProducer
+from tests.workflows.test_freeze import wait_for_holders, wait_for_new_run
 
 pytestmark = pytest.mark.integration
 
@@ -118,3 +128,54 @@ async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_lo
     assert sampler.operator_missing == 0
     assert left == [] and moving == []
     assert acked > 0 and lost == 0
+
+
+async def test_a_migration_waiting_for_a_grant_rejoins_when_its_coordinator_is_lost(
+    real_client, admin, real_settings, topic_name
+):
+    """The cluster is frozen with `drover cluster freeze`; a migration joins and sends its demand, and nothing of it
+    is in flight, so no move's end will wake it. Its coordinator is terminated and nothing else starts the next one
+    (the stall of three migrations after a second coordinator loss had this shape: every one waiting for a grant
+    from a coordinator that was gone). The migration notices within its coordinator check, sends its demand to a new
+    coordinator, which takes the freeze over: Kafka is untouched until `drover cluster unfreeze`, then the move
+    completes."""
+    await asyncio.to_thread(admin.create_topic, topic_name, [[1, 2]])
+    await asyncio.to_thread(produce, real_settings, topic_name, 0, 200)
+    cluster_id = admin.describe_cluster().cluster_id
+    async with worker_for(real_client, activities_for(admin)) as worker:
+        drover_cli, handle = cli_against(real_settings, worker.task_queue), None
+        try:
+            code, _, err = await drover_cli("cluster", "freeze", "--reason", "incident", "--actor", "ops")
+            assert code == 0, err
+            migration = MigrationInput(
+                cluster="clitest",
+                moves=[PartitionReplicas(topic=topic_name, partition=0, replicas=[3, 4])],
+                limits=Limits(max_partitions=1),
+                coordinator_check_s=2,
+            )
+            handle = await start_migration(real_client, migration, worker.task_queue)
+            lost = real_client.get_workflow_handle(cluster_workflow_id(cluster_id))
+            await wait_for_holders(lost, handle.id)
+            first = (await lost.describe()).run_id
+            await lost.terminate(reason="lost")
+            successor = await wait_for_new_run(real_client.get_workflow_handle(cluster_workflow_id(cluster_id)), first)
+            await wait_for_holders(successor, handle.id)
+            status, took = await successor.query(ClusterWorkflow.status), (await successor.describe()).run_id
+            assert status.frozen, "the new coordinator did not take the freeze over"
+            assert admin.list_reassignments() == [] and lists(admin, topic_name) == {0: [1, 2]}
+            code, _, err = await drover_cli("cluster", "unfreeze", "--reason", "over", "--actor", "ops")
+            assert code == 0, err
+            result = await asyncio.wait_for(handle.result(), timeout=120)
+        finally:
+            # Whatever happened, the cluster is left unfrozen, and with no migration holding the coordinator (so it
+            # is retired, not terminated with something the next one would take over).
+            with contextlib.suppress(Exception):
+                await drover_cli("cluster", "unfreeze", "--reason", "test over", "--actor", "tests")
+            with contextlib.suppress(RPCError, WorkflowFailureError, TimeoutError):
+                if handle is not None and (await handle.describe()).status == WorkflowExecutionStatus.RUNNING:
+                    await handle.cancel()
+                    await asyncio.wait_for(handle.result(), timeout=60)
+            await end_coordinators(real_client, worker.task_queue)
+    print(f"\ncoordinator run {first} lost; joined run {took}; {result.status} in {result.elapsed_s:.0f} s")
+    assert result.verified and lists(admin, topic_name) == {0: [3, 4]}
+    assert drover_throttle_left(admin, [topic_name]) == []
