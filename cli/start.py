@@ -25,6 +25,7 @@ from drover.core.migration import Phase
 from drover.models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from drover.models.plan import ReassignmentFile
 from drover.models.results import MigrationResult
+from drover.models.units import counted
 from drover.settings import Settings
 from drover.workflows import MigrationWorkflow
 from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
@@ -188,8 +189,10 @@ def estimate_settings(inputs: EstimateInputs, auto: bool) -> EstimateSettings:
 
 async def _start(settings: Settings, migration: MigrationInput, migration_id: str, wait: bool, out: Output) -> None:
     client = await connect(settings, identity=default_actor())
-    if not await patiently(lambda: worker_polls(client, settings.task_queue), settings.temporal_address, out.warning):
-        raise DroverError(f"{no_worker(settings.task_queue)}; nothing was started")
+    queue = settings.task_queue
+    polled = await patiently(lambda: worker_polls(client, queue), settings.temporal_address, out.warning)
+    if not polled and migration.dry_run:
+        raise DroverError(f"{no_worker(queue)}; a dry run needs a worker to answer it: nothing was started")
     attributes = TypedSearchAttributes(
         [
             SearchAttributePair(CLUSTER_ATTR, migration.cluster),
@@ -205,9 +208,25 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
         static_summary=summary_of(migration),
         static_details=details_of(migration),
     )
-    what = f"{len(migration.moves)} partitions" if migration.moves else f"plan {migration.plan_ref}, by reference"
+    what = counted(len(migration.moves), "partition") if migration.moves else f"plan {migration.plan_ref}, by reference"
     kind = "dry run" if migration.dry_run else "migration"
     out.info(f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
+    if not polled:
+        out.warning(
+            f"no worker polls the task queue {queue}: the migration is recorded in Temporal and nothing moves (no "
+            f"preflight either) until a worker polls it (drover sandbox up, or drover worker with "
+            f"DROVER_TASK_QUEUE={queue}); to drop it: drover cancel {migration_id} --reason ..."
+        )
+        if not wait:
+            out.data(
+                {
+                    "migration_id": migration_id,
+                    "url": settings.workflow_url(migration_id),
+                    "task_queue": queue,
+                    "worker_polls": False,
+                }
+            )
+            return
     if not wait and not migration.dry_run:
         await _preflight_passed(handle, migration_id, settings.temporal_address, out)
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
@@ -222,7 +241,7 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
 def summary_of(m: MigrationInput) -> str:
     """The Web UI's one-line summary of a migration."""
     kind = "Dry run" if m.dry_run else "Migration"
-    what = f"{len(m.moves)} partitions" if m.moves else f"the plan in {Path(m.plan_ref or '').name}"
+    what = counted(len(m.moves), "partition") if m.moves else f"the plan in {Path(m.plan_ref or '').name}"
     return f"{kind} of {what} on {m.cluster}" + (f": {m.reason}" if m.reason else "")
 
 

@@ -9,3 +9,8 @@ def human_bytes(value: float) -> str:
             break
         value /= 1000
     return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+
+
+def counted(n: int, noun: str) -> str:
+    """(1, 'partition') -> '1 partition'; (2, 'partition') -> '2 partitions'."""
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"

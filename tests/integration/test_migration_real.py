@@ -409,9 +409,9 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
 ):
     # A migration started on a task queue no worker polls: status and watch say so at once (status with what the
     # history knows); a cancel is sent as its signal, recorded in the history, and said so; start on such a queue
-    # starts nothing. Once a worker polls, the cancel applies. Then a migration whose worker has just gone (Temporal
-    # still lists it for a while): a pause gets no answer, and within 10 s is sent as its signal; the next worker
-    # applies it.
+    # records the migration and says how to drop it. Once a worker polls, the cancels apply, and nothing moved.
+    # Then a migration whose worker has just gone (Temporal still lists it for a while): a pause gets no answer, and
+    # within 10 s is sent as its signal; the next worker applies it.
     admin.create_topic(topic_name, [[1, 2], [2, 1]])
     produce(real_settings, topic_name, 1, 2000, pad=1000)
     nobody = f"nobody-{uuid.uuid4().hex[:6]}"
@@ -451,13 +451,30 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
         plan_file.write_text(
             json.dumps({"version": 1, "partitions": [{"topic": topic_name, "partition": 0, "replicas": [4, 2]}]})
         )
-        code, out, err = await drover_cli("start", str(plan_file), "--no-estimate")
+        # start records the migration and says that nothing moves until a worker polls, and how to drop it; a dry
+        # run, which only a worker can answer, starts nothing.
+        code, out, err = await drover_cli("start", str(plan_file), "--no-estimate", "--dry-run")
         assert code == 1 and "nothing was started" in err and f"no worker polls the task queue {nobody}" in err
-        started_here = [w.id async for w in real_client.list_workflows(f"TaskQueue = '{nobody}'")]
-        assert started_here == [migration_id]
+        started = asyncio.get_running_loop().time()
+        code, out, err = await drover_cli("start", str(plan_file), "--no-estimate", "--json")
+        took = asyncio.get_running_loop().time() - started
+        print(f"drover start: exit {code} after {took:.1f} s: {err.strip()}")
+        recorded = json.loads(out)
+        assert code == 0 and recorded["worker_polls"] is False and recorded["task_queue"] == nobody, err
+        assert "recorded in Temporal and nothing moves" in err and f"task queue {nobody}" in err, err
+        assert f"drover cancel {recorded['migration_id']} --reason" in err, err
+        started_here = {w.id async for w in real_client.list_workflows(f"TaskQueue = '{nobody}'")}
+        assert started_here == {migration_id, recorded["migration_id"]}
+        code, _, err = await drover_cli("cancel", recorded["migration_id"], "--reason", "started by mistake")
+        assert code == 0 and "recorded in the migration's history" in err, err
+        recorded_handle = real_client.get_workflow_handle(recorded["migration_id"], result_type=MigrationResult)
         async with worker_for(real_client, activities_for(admin), task_queue=nobody):
             result = await handle.result()
+            dropped = await recorded_handle.result()
         assert result.status == "stopped" and any(a.action == "cancel" and a.reason == "r" for a in result.actions)
+        assert dropped.status == "stopped" and not dropped.moves, dropped
+        replicas = {p.partition: p.replicas for p in admin.describe_topics([topic_name])}
+        assert replicas[0] == [1, 2], "the migration dropped before a worker ran it moved something"
         async with worker_for(real_client, activities_for(admin), task_queue=gone):
             second = await start_migration(real_client, slow, gone)
             await wait_for_progress(second, lambda p: bool(p.in_flight), "the slow move in flight", 60)
