@@ -229,5 +229,5 @@ async def show_status(settings: Settings, name: str, out: Output, client=None) -
     assert s is not None
     steps = await asyncio.gather(*(step_of(client, m.cluster or name, m) for m in s.in_flight))
     s = s.model_copy(update={"in_flight": steps})
-    out.info(render_status(s))
+    out.show(render_status(s))
     out.data(s)

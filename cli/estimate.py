@@ -236,7 +236,7 @@ def show(out: Output, e: Estimate) -> None:
         ["broker", "receives", "serves", "minimum", "recommended", "using", "transfers"],
         rows,
     )
-    out.info(summary(e))
+    out.show(summary(e))
 
 
 def summary(e: Estimate) -> str:

@@ -251,13 +251,13 @@ def show_flow(out: Output, flow_id: str, view, ended: bool) -> None:
     if ended and getattr(view, "safe_to_stop", False):
         done = "safe to stop" if view.kind == "decommission" else "they lead nothing"
         head += f"; {done} (took {view.took_s:.0f} s, {human_bytes(view.bytes_moved)} moved)"
-    out.info(f"{flow_id}: {head}" + (f"; {view.message}" if view.message and not ended else ""))
+    out.show(f"{flow_id}: {head}" + (f"; {view.message}" if view.message and not ended else ""))
     out.table("Steps", ["step", "state", "detail"], [[s.step, s.state, s.detail] for s in view.steps])
     if view.current_migration:
-        out.info(f"migration in flight: {view.current_migration} (drover status shows it)")
+        out.show(f"migration in flight: {view.current_migration} (drover status shows it)")
     if view.late_arrivals:
-        out.info(f"late arrivals: {view.late_arrivals} partition(s) in {view.rounds} round(s)")
+        out.show(f"late arrivals: {view.late_arrivals} partition(s) in {view.rounds} round(s)")
     if view.cordoned:
-        out.info(f"cordoned: broker {', '.join(str(c.broker) for c in view.cordoned)}")
+        out.show(f"cordoned: broker {', '.join(str(c.broker) for c in view.cordoned)}")
     show_actions(out, view.audit)
     out.data(view)

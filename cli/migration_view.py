@@ -84,9 +84,9 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         meter.close()
     frozen = await freeze_notice(client, progress.cluster)
     shown = summary("running", progress, frozen=frozen is not None)
-    out.info(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
+    out.show(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
     for line in preparing(described):
-        out.info(line)
+        out.show(line)
     for line in retrying(described):
         out.warning(line)
     if meter.off:
@@ -94,7 +94,7 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
     if frozen:
         out.warning(frozen)
     if progress.estimate is not None:
-        out.info(estimate_summary(progress.estimate))
+        out.show(estimate_summary(progress.estimate))
     if progress.stuck:
         out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
     batch = current_batch(progress)
@@ -265,7 +265,7 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
         ["#", "partition", "from", "to", "size"],
         rows,
     )
-    out.info("a free slot may go to a later move of the same kind whose copy meets fewer copies in flight")
+    out.show("a free slot may go to a later move of the same kind whose copy meets fewer copies in flight")
     if found.throttle:
         out.table(
             "Throttle per broker",
@@ -273,12 +273,12 @@ def show_dry_run(out: Output, migration_id: str, result: MigrationResult) -> Non
             [[b, f"{human_bytes(lead)}/s", f"{human_bytes(follow)}/s"] for b, (lead, follow) in found.throttle.items()],
         )
     else:
-        out.info("no throttle: replication runs at full speed (--throttle sets one)")
+        out.show("no throttle: replication runs at full speed (--throttle sets one)")
     if found.estimate is not None:
-        out.info(estimate_summary(found.estimate))
+        out.show(estimate_summary(found.estimate))
     else:
-        out.info("no ETA without the estimate (drop --no-estimate)")
-    out.info(
+        out.show("no ETA without the estimate (drop --no-estimate)")
+    out.show(
         f"{found.moves_total} moves, {human_bytes(found.bytes_total)} to copy; {found.unchanged} partitions already "
         f"on their target lists"
     )
@@ -340,16 +340,16 @@ def show_result(out: Output, migration_id: str, result: MigrationResult) -> None
 def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
     """An ended migration's figures (runs, peaks, time against the bound) and what it left for the operator to see."""
     if result.runs > 1 or result.unchanged:
-        out.info(
+        out.show(
             f"{result.moves_done} moves done in {result.runs} workflow runs; {result.unchanged} partitions "
             f"already on their target lists"
         )
-    out.info(
+    out.show(
         f"peak in flight: {result.peak_in_flight} partitions, {result.peak_per_broker} per broker; "
         f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}"
     )
     if result.bound_s and result.moving_s:
-        out.info(
+        out.show(
             f"moves took {human_seconds(result.moving_s)}, {result.moving_s / result.bound_s:.2f}x the bandwidth "
             f"bound ({human_seconds(result.bound_s)}: each broker's bytes over its throttle)"
         )

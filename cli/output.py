@@ -1,4 +1,6 @@
-"""All CLI output goes through here: human lines on stderr, machine output (--json) on stdout."""
+"""All CLI output goes through here. What a command reports (lists, status, plans, estimates, results) goes to
+stdout, as kubectl and Kafka's tools print theirs, so it pipes into grep and less; diagnostics, progress and
+warnings go to stderr. With --json, stdout holds the JSON alone and the human report goes to stderr."""
 
 import getpass
 import json
@@ -17,7 +19,17 @@ class Output:
         self.err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)
         self.out = Console(highlight=False, soft_wrap=True, emoji=False)
 
+    @property
+    def _report(self) -> Console:
+        """Where the human report goes: stdout, unless that holds the JSON."""
+        return self.err if self.as_json else self.out
+
+    def show(self, message: str) -> None:
+        """A line of what the command reports (data, not a diagnostic)."""
+        self._report.print(message, markup=False)
+
     def info(self, message: str) -> None:
+        """Progress and diagnostics: stderr."""
         self.err.print(message, markup=False)
 
     def success(self, message: str) -> None:
@@ -33,9 +45,11 @@ class Output:
         """A drawn table on a terminal; piped or redirected, the title and then tab-separated lines, one a row, so
         that no ID is wrapped or cut and the lines can be cut and grepped."""
         cells = [["-" if v is None else str(v) for v in row] for row in rows]
-        if not self.err.is_terminal:
+        report = self._report
+        if not report.is_terminal:
             lines = [title, "\t".join(columns), *("\t".join(row) for row in cells)]
-            sys.stderr.write("\n".join(lines) + "\n")
+            report.file.write("\n".join(lines) + "\n")
+            report.file.flush()
             return
         from rich.table import Table
 
@@ -44,7 +58,7 @@ class Output:
             table.add_column(column, overflow="fold")
         for row in cells:
             table.add_row(*row)
-        self.err.print(table)
+        report.print(table)
 
     def data(self, value: Any) -> None:
         """The machine-readable result (a pydantic model, a dict or a list), printed on stdout only with --json."""

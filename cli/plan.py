@@ -298,13 +298,13 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
         bound = f"lower bound {s.lower_bound}"
     else:
         bound = f"{s.lower_bound} forced by removed brokers and rack limits"
-    out.info(
+    out.show(
         f"replica moves: {s.replica_moves} ({bound}) in {s.partitions_changed} of {s.partitions} partitions; "
         f"{s.leader_only_changes} only change their leader"
         + (f"; bytes to move: {_bytes(s.bytes_to_move)}" if with_bytes else "")
     )
     for name, spread in (("before", s.before), ("after", s.after)):
-        out.info(
+        out.show(
             f"{name}: replicas per broker {spread.replicas_min}-{spread.replicas_max}, leaders "
             f"{spread.leaders_min}-{spread.leaders_max}, partitions over their rack limit {spread.rack_violations}, "
             f"replicas on removed or unknown brokers {spread.on_removed_or_unknown}"
@@ -323,7 +323,7 @@ def _show_bytes(out: Output, s) -> None:
     b = s.bytes_balance
     tol = f"±{b.tolerance:.0%}"
     of = "used fraction" if b.measure == "used fraction" else "bytes"
-    out.info(
+    out.show(
         f"{of} per broker, of the mean: before {b.before_min:.2f}-{b.before_max:.2f}, after "
         f"{b.after_min:.2f}-{b.after_max:.2f} (tolerance {tol}); bytes to move {_bytes(s.bytes_to_move)}, at least "
         f"{_bytes(b.bytes_lower_bound)} whatever the plan"
@@ -331,14 +331,14 @@ def _show_bytes(out: Output, s) -> None:
     )
     low, high = b.replicas_band
     if low <= s.after.replicas_min and s.after.replicas_max <= high:
-        out.info(f"replicas per broker within {low}-{high}")
+        out.show(f"replicas per broker within {low}-{high}")
     else:
         out.warning(
             f"replicas per broker end {s.after.replicas_min}-{s.after.replicas_max}, outside {low}-{high}: bytes "
             "come first, and brokers holding the largest partitions have room for few others"
         )
     if b.leader_rate_after is not None and b.leader_rate_before is not None:
-        out.info(
+        out.show(
             f"leaders' bytes in per broker, of the mean: before {b.leader_rate_before[0]:.2f}-"
             f"{b.leader_rate_before[1]:.2f}, after {b.leader_rate_after[0]:.2f}-{b.leader_rate_after[1]:.2f}"
         )

@@ -38,8 +38,8 @@ def show_status(out: Output, status: SandboxStatus) -> None:
         controller = " (quorum leader)" if node.name == "controller" and status.controller_id is not None else ""
         rows.append([node.name + controller, node.rack, node.address, alive, node.pid])
     out.table("Drover sandbox", ["node", "rack", "address", "state", "pid"], rows)
-    out.info(f"Kafka bootstrap: {status.bootstrap}")
-    out.info(f"Temporal: {status.temporal_address}   Web UI: {status.ui_url}")
+    out.show(f"Kafka bootstrap: {status.bootstrap}")
+    out.show(f"Temporal: {status.temporal_address}   Web UI: {status.ui_url}")
     out.data(status)
 
 

@@ -53,7 +53,7 @@ def watch(
 async def watch_migration(settings: Settings, migration_id: str, interval: float, out: Output) -> None:
     client = await connect(settings, identity=default_actor())
     handle = client.get_workflow_handle(migration_id, result_type=MigrationResult)
-    live = Live(console=out.err, auto_refresh=False) if out.err.is_terminal and not out.as_json else None
+    live = Live(console=out.out, auto_refresh=False) if out.out.is_terminal and not out.as_json else None
     last_line = None
     meter, said_off = CopyMeter(settings), False
     try:
@@ -102,7 +102,7 @@ def _show_look(
     else:
         line = summary("running", progress, frozen=frozen)
         if line != last_line:
-            out.info(line)
+            out.show(line)
         return line
     return last_line
 

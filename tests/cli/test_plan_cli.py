@@ -88,10 +88,12 @@ def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     skewed = current(*[("t", p, [1, 2]) for p in range(6)])
     done = drover(*plan_args(tmp_path, skewed, BROKERS, out="out/plan.json"))
     assert done.returncode == 0, done.stderr
-    assert "replica moves: 4 (lower bound 4)" in done.stderr
-    assert "before: replicas per broker 0-6" in done.stderr and "after: replicas per broker 4-4" in done.stderr
+    # The plan's report is stdout (it pipes into grep or less); what was written is said on stderr.
+    assert "replica moves: 4 (lower bound 4)" in done.stdout
+    assert "before: replicas per broker 0-6" in done.stdout and "after: replicas per broker 4-4" in done.stdout
+    assert "replica moves" not in done.stderr and "wrote " in done.stderr
     # Piped, the table is tab-separated lines: a header, then one line per broker, nothing wrapped.
-    lines = done.stderr.splitlines()
+    lines = done.stdout.splitlines()
     header = lines.index("Replicas and preferred leaders per broker") + 1
     assert lines[header].split("\t")[0] == "broker"
     rows = lines[header + 1 : header + 1 + len(BROKERS)]

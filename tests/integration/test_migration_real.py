@@ -649,7 +649,7 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
         progress = await handle.query(MigrationWorkflow.progress)
         assert progress.phase != "preflight"
         result = await handle.result()
-        code, _, shown = await drover_cli("status", handle.id)
+        code, shown, _ = await drover_cli("status", handle.id)
         started = [e async for e in handle.fetch_history_events()][0]
     assert result.verified
     # Audited like every other action: who (user@host by default) and why, in the history and in drover status.

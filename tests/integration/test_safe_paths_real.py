@@ -146,8 +146,8 @@ async def test_a_stop_never_leaves_a_partition_above_its_target_replication_fact
             between = {p: r for p, r in lists(admin, topic_name).items() if len(r) > 2}
             assert between, f"no move waits between its two steps: {lists(admin, topic_name)}"
             # Neither status nor watch gives an ETA while the cluster is frozen.
-            code, _, err = await cli_against(real_settings, worker.task_queue)("status", handle.id)
-            assert code == 0 and "ETA none while the cluster is frozen" in err, err
+            code, out, err = await cli_against(real_settings, worker.task_queue)("status", handle.id)
+            assert code == 0 and "ETA none while the cluster is frozen" in out, (out, err)
             watched = await watch_line(real_settings, worker.task_queue, handle.id)
             assert "ETA none while the cluster is frozen" in watched, watched
             await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="ops", reason="test"))
@@ -168,16 +168,16 @@ async def test_a_stop_never_leaves_a_partition_above_its_target_replication_fact
 
 
 async def watch_line(settings, task_queue: str, migration_id: str) -> str:
-    """The first progress line `drover watch` prints (without a terminal: one summary line per look)."""
+    """The first progress line `drover watch` prints on stdout (without a terminal: one summary line per look)."""
     env = os.environ | {
         "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
         "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "DROVER_TASK_QUEUE": task_queue,
     }
-    proc = await asyncio.create_subprocess_exec(*DROVER, "watch", migration_id, stderr=PIPE, env=env, cwd=ROOT)
+    proc = await asyncio.create_subprocess_exec(*DROVER, "watch", migration_id, stdout=PIPE, env=env, cwd=ROOT)
     try:
-        assert proc.stderr is not None
-        while line := (await asyncio.wait_for(proc.stderr.readline(), 60)).decode():
+        assert proc.stdout is not None
+        while line := (await asyncio.wait_for(proc.stdout.readline(), 60)).decode():
             if "ETA" in line:
                 return line
         return "watch ended without a progress line"

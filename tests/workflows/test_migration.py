@@ -136,6 +136,41 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
 
 
+async def test_the_cli_reports_on_stdout_so_it_pipes_and_diagnoses_on_stderr(local_env):
+    # Through the real CLI, as `drover list | grep running` and `drover status ID | less` read it: the report is
+    # stdout, and stderr holds none of it.
+    fake = cluster(8)
+    fake.ticks = 40
+    fake.cluster_id = "simulated"
+    migration = MigrationInput(
+        cluster=f"c{uuid.uuid4().hex[:6]}",
+        moves=spread_plan(fake),
+        limits=Limits(max_partitions=1),
+        cluster_id="simulated",
+    )
+    env = simulated_cli(local_env.client, migration.cluster)
+    async with worker_for(local_env.client, activities_for(fake)) as worker:
+        env["DROVER_TASK_QUEUE"] = worker.task_queue
+        handle = await start_migration(local_env.client, migration, worker.task_queue)
+        await wait_for(lambda: fake.altered, "a first step")
+        listed, status, cluster_status = [
+            await asyncio.to_thread(drover, *args, env=env)
+            for args in (
+                ["list", "--cluster", migration.cluster],
+                ["status", handle.id],
+                ["cluster", "status", "--cluster", migration.cluster],
+            )
+        ]
+        await handle.terminate(reason="the test has read its output")
+    for done in (listed, status, cluster_status):
+        assert done.returncode == 0, done.stderr
+    assert [line for line in listed.stdout.splitlines() if "running" in line and handle.id in line], listed.stdout
+    assert f"migration {handle.id}: running" in status.stdout and "Actions" in status.stdout, status.stdout
+    assert migration.cluster in cluster_status.stdout, cluster_status.stdout
+    for done in (listed, status, cluster_status):
+        assert handle.id not in done.stderr and migration.cluster not in done.stderr, done.stderr
+
+
 async def test_an_action_the_cli_sends_that_is_refused_says_why_and_is_in_the_audit(local_env):
     # Through the real CLI: `drover resume` of a migration that is not paused.
     fake = cluster(8)
