@@ -9,6 +9,7 @@ from temporalio.service import RPCError
 from drover.adapters.temporal import coordinators_named
 from drover.cli.rates import human_bytes
 from drover.models.coordination import ClusterStatus, InFlightMove
+from drover.models.units import human_rate
 from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
 from drover.workflows.ids import move_workflow_id
 
@@ -68,7 +69,8 @@ def render_status(s: ClusterStatus) -> str:
             f"  {m.topic}-{m.partition}: {m.original} -> {m.target} on brokers {m.brokers}{step} ({m.migration_id})"
         )
     for b, rates in s.broker_throttles.items():
-        lines.append(f"  broker {b}: leader/follower rate {rates} B/s")
+        shown = " / ".join(human_rate(int(r)) if r.isdigit() else r for r in rates.split("/"))
+        lines.append(f"  broker {b}: leader / follower rate {shown}")
     for t, lists in s.topic_throttles.items():
         lines.append(f"  topic {t}: " + "; ".join(f"{k}={v}" for k, v in lists.items() if v))
     for d in s.disks:

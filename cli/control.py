@@ -37,6 +37,7 @@ from drover.models.control import (
     SetThrottle,
 )
 from drover.models.progress import MigrationProgress
+from drover.models.units import human_rate
 from drover.workflows import MigrationWorkflow
 
 
@@ -193,7 +194,7 @@ async def _update(settings, migration_id: str, request: MigrationAction, out: Ou
         f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
         f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, "
         f"{limits_now.max_leaders} leaders; "
-        f"throttle {progress.throttle_bytes_per_s or 'none'}"
+        f"throttle {human_rate(progress.throttle_bytes_per_s)}"
     )
     out.data(progress)
 

@@ -20,6 +20,7 @@ from drover.core.migration import ENDED, Phase
 from drover.models.control import AuditEntry
 from drover.models.progress import MigrationProgress
 from drover.models.results import MigrationResult
+from drover.models.units import human_rate
 from drover.settings import Settings
 from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from drover.workflows import MigrationWorkflow
@@ -174,10 +175,17 @@ def known(out: Output, described) -> None:
     )
 
 
+def _detail(a: AuditEntry) -> str:
+    """An action's detail as a person reads it: a throttle set is kept in bytes per second, shown with its unit."""
+    if a.action == "set_throttle" and a.detail.isdigit():
+        return human_rate(int(a.detail))
+    return a.detail
+
+
 def show_actions(out: Output, actions: list[AuditEntry]) -> None:
     """The actions taken on the migration: when, what, who and why (and why one was refused)."""
     rows = [
-        [f"{a.at:%Y-%m-%d %H:%M:%S}", a.action, a.actor, a.reason, a.refused and f"refused: {a.refused}" or a.detail]
+        [f"{a.at:%Y-%m-%d %H:%M:%S}", a.action, a.actor, a.reason, a.refused and f"refused: {a.refused}" or _detail(a)]
         for a in actions
     ]
     if rows:

@@ -1,6 +1,7 @@
 """Models read what earlier versions of Drover wrote into histories and saved files."""
 
 import json
+from datetime import UTC, datetime
 
 from drover.models.admission import Limits
 from drover.models.moves import MoveReport, MoveResult
@@ -58,3 +59,25 @@ def test_progress_and_result_share_the_status_key_at_every_phase():
     assert MigrationProgress.model_validate_json(progress.model_dump_json()).phase == "preflight"
     ended = MigrationResult(status="stopped", moves=[], verified=True, peak_in_flight=0, peak_per_broker=0)
     assert json.loads(ended.model_dump_json())["status"] == "stopped"
+
+
+def test_people_read_rates_with_their_unit_and_counts_in_the_singular():
+    from drover.cli.migration_view import show_actions
+    from drover.cli.output import Output
+    from drover.models.control import AuditEntry
+    from drover.models.coordination import ClusterSettings, ClusterThrottleChange
+    from drover.models.units import counted, human_rate
+
+    assert (counted(1, "partition"), counted(2, "partition")) == ("1 partition", "2 partitions")
+    assert (human_rate(5_000_000), human_rate(None)) == ("5.0 MB/s", "none")
+    change = ClusterThrottleChange(rate_bytes_per_s=5_000_000, actor="ana", reason="night")
+    assert ClusterSettings().apply(change).told(change) == ("throttle", "5.0 MB/s on every broker moving")
+    shown: list[list[object]] = []
+
+    class Rows(Output):
+        def table(self, title, columns, rows):
+            shown.extend(rows)
+
+    at = datetime(2026, 1, 1, tzinfo=UTC)
+    show_actions(Rows(), [AuditEntry(at=at, action="set_throttle", actor="ana", reason="faster", detail="2000")])
+    assert shown[0][-1] == "2.0 KB/s"

@@ -9,6 +9,7 @@ from drover.models.admission import Limits, MoveSpec
 from drover.models.band import BandSettings, BrokerBand
 from drover.models.control import AuditEntry, OperatorAction
 from drover.models.throttle import Throttle
+from drover.models.units import human_rate
 from drover.models.windows import Windows
 
 
@@ -233,7 +234,7 @@ class ClusterSettings(BaseModel):
                 return "limits", self.limits.text() if self.limits else "the highest any running migration asks for"
             case ClusterThrottleChange():
                 rate = self.rate_bytes_per_s
-                return "throttle", f"{rate} B/s on every broker moving" if rate else "each migration's own"
+                return "throttle", f"{human_rate(rate)} on every broker moving" if rate else "each migration's own"
             case ClusterDiskChange():
                 return "disk-max", (self.disk_max or DiskLimits()).text()
             case ClusterWindowsChange():

@@ -14,3 +14,8 @@ def human_bytes(value: float) -> str:
 def counted(n: int, noun: str) -> str:
     """(1, 'partition') -> '1 partition'; (2, 'partition') -> '2 partitions'."""
     return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
+def human_rate(bytes_per_s: float | None) -> str:
+    """5000000 -> '5.0 MB/s'; None -> 'none'."""
+    return "none" if bytes_per_s is None else f"{human_bytes(bytes_per_s)}/s"

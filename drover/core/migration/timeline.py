@@ -7,7 +7,7 @@ from datetime import datetime
 
 from drover.models.admission import Limits
 from drover.models.control import AuditEntry
-from drover.models.units import human_bytes
+from drover.models.units import human_rate
 
 
 @dataclass
@@ -152,4 +152,4 @@ def throttle_mark(a: AuditEntry) -> tuple[str, str] | None:
 
 
 def rate_text(rate: int | None) -> str:
-    return "none" if rate is None else f"{human_bytes(rate)}/s"
+    return human_rate(rate)
