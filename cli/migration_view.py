@@ -240,13 +240,22 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
     )
 
 
+# The shortest bound against which the projected makespan is shown.
+MEANINGFUL_BOUND_S = 1.0
+
+
 def _against_bound(progress: MigrationProgress, frozen: bool) -> str:
-    """The projected makespan against the estimate's bandwidth bound, once both are known."""
+    """The projected makespan against the estimate's bandwidth bound, once both are known: the bound is the time no
+    schedule beats (the busiest broker's bytes over its throttle). A bound under a second (a few small moves, where
+    the steps' own overhead is all there is) makes no ratio worth reading: none is shown."""
     ratio = progress.makespan_to_bound
-    if ratio is None or frozen:
+    if ratio is None or frozen or (progress.bound_s or 0) < MEANINGFUL_BOUND_S:
         return ""
     projected, bound = human_seconds(progress.moving_s + (progress.eta_s or 0)), human_seconds(progress.bound_s)
-    return f"; projected {projected} of moves, {ratio:.2f}x the bound ({bound} at the throttle)"
+    return (
+        f"; moves projected to take {projected}, {ratio:.2f}x the {bound} they would take with every broker copying "
+        "at its throttle throughout"
+    )
 
 
 def current_batch(progress: MigrationProgress) -> list[list[object]]:

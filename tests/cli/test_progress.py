@@ -137,7 +137,13 @@ def test_the_projected_makespan_is_shown_against_the_estimates_bandwidth_bound()
     # Moving for 40 s with 20 s left: 60 s projected, against a bound of 50 s.
     seen = progress("running", 45.0, 20.0).model_copy(update={"moving_s": 40.0, "bound_s": 50.0})
     assert seen.makespan_to_bound == 1.2
-    assert summary("running", seen).endswith("; projected 1m00s of moves, 1.20x the bound (50s at the throttle)")
+    assert summary("running", seen).endswith(
+        "; moves projected to take 1m00s, 1.20x the 50s they would take with every broker copying at its throttle "
+        "throughout"
+    )
+    # A bound under a second (a few small moves) gives no ratio worth reading ("350.10x the bound (0s ...)").
+    tiny = seen.model_copy(update={"bound_s": 0.2})
+    assert tiny.makespan_to_bound is not None and "x the" not in summary("running", tiny)
     # Frozen (no ETA), or without an estimate, nothing is said of the bound.
     assert "bound" not in summary("running", seen, frozen=True)
     assert progress("running", 45.0, 20.0).makespan_to_bound is None
