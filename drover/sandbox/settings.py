@@ -1,23 +1,13 @@
 """The local sandbox's settings (DROVER_SANDBOX_*) and its error: what the CLI needs without starting anything."""
 
-import os
 from pathlib import Path
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from drover.settings.sandbox_home import data_home
 
-def _home() -> Path:
-    """The folder that holds the sandbox's ``.drover/`` (state) and ``.cache/`` (jars), and where its worker runs: the
-    source checkout when Drover runs from one, else ``$XDG_DATA_HOME/drover`` (``~/.local/share/drover``) for an
-    installed Drover, whose package folder is no place for data."""
-    checkout = Path(__file__).resolve().parents[2]
-    if (checkout / "pyproject.toml").is_file():
-        return checkout
-    return Path(os.environ.get("XDG_DATA_HOME") or Path.home() / ".local" / "share") / "drover"
-
-
-HOME = _home()
+HOME = data_home()
 
 
 class SandboxError(Exception):

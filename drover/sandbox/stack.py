@@ -10,8 +10,6 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-from pydantic import BaseModel
-
 from drover.sandbox.kafka_nodes import (
     JMX_POM,
     POM,
@@ -22,6 +20,7 @@ from drover.sandbox.kafka_nodes import (
     new_cluster_id,
     node_configs,
 )
+from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, recorded_layout
 from drover.sandbox.processes import ProcessTable
 from drover.sandbox.settings import HOME, SandboxError, SandboxSettings
 
@@ -37,41 +36,12 @@ WORKER_ARGV = [sys.executable, "-m", "drover.worker"]
 SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
 
 
-class Layout(BaseModel):
-    """What a sandbox was made with; a different request needs `down --wipe` first."""
-
-    cluster_id: str
-    brokers: int
-    racks: int
-    port_base: int
-    kafka_version: str
-
-
-class NodeStatus(BaseModel):
-    name: str
-    pid: int | None
-    address: str
-    rack: str | None = None
-    registered: bool | None = None
-
-
-class SandboxStatus(BaseModel):
-    bootstrap: str
-    temporal_address: str
-    ui_url: str
-    controller_id: int | None
-    nodes: list[NodeStatus]
-
-    @property
-    def services_ready(self) -> bool:
-        """Kafka and Temporal are up (the worker is waited for separately)."""
-        return all(n.pid is not None and n.registered is not False for n in self.nodes if n.name != "worker")
-
-
 class Sandbox:
     def __init__(self, settings: SandboxSettings | None = None, temporal_binary: Path | None = None):
-        self.s = settings or SandboxSettings()
-        self.state = self.s.state_dir.resolve()
+        given = settings or SandboxSettings()
+        self.state = given.state_dir.resolve()
+        recorded = recorded_layout(self.state)
+        self.s = given if recorded is None else recorded.settings(given)
         self.procs = ProcessTable(self.state / "pids", self.state / "logs")
         self.temporal_binary = temporal_binary or find_temporal()
 
@@ -155,6 +125,10 @@ class Sandbox:
                     f"to start over with {self.s.brokers} brokers, {self.s.racks} racks, ports from "
                     f"{self.s.port_base}, Kafka {self.s.kafka_version}"
                 )
+            ports = self._started_ports()
+            if layout.model_dump(include=set(ports)) != ports:
+                layout = layout.model_copy(update=ports)
+                path.write_text(layout.model_dump_json(indent=2))
             return layout
         layout = Layout(
             cluster_id=new_cluster_id(),
@@ -162,10 +136,14 @@ class Sandbox:
             racks=self.s.racks,
             port_base=self.s.port_base,
             kafka_version=self.s.kafka_version,
+            **self._started_ports(),
         )
         self.state.mkdir(parents=True, exist_ok=True)
         path.write_text(layout.model_dump_json(indent=2))
         return layout
+
+    def _started_ports(self) -> dict[str, int]:
+        return {"temporal_port": self.s.temporal_port, "ui_port": self.s.ui_port, "metrics_port": self.s.metrics_port}
 
     def _ports(self) -> dict[str, int]:
         ports = {"controller": self.s.controller_port, "temporal": self.s.temporal_port, "temporal UI": self.s.ui_port}

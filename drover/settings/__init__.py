@@ -16,15 +16,17 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from drover.models.simulation import SimulationSpec
 from drover.settings.kafka_properties import parse_client_properties
+from drover.settings.sandbox_home import recorded_port
 
 ENV_PREFIX = "DROVER_"
 
 
 def _sandbox_port(name: str, default: int) -> int:
-    """A port of the local sandbox as ``drover sandbox`` is set up in this environment (DROVER_SANDBOX_<name>), so
-    that the CLI and the worker reach the sandbox this shell started, not another on the default ports."""
+    """A port of the local sandbox as ``drover sandbox`` is set up in this environment (DROVER_SANDBOX_<name>), else
+    as it recorded when it started, so that the CLI and the worker reach this clone's sandbox, not another on the
+    default ports."""
     value = os.environ.get(f"{ENV_PREFIX}SANDBOX_{name}", "")
-    return int(value) if value.strip().isdigit() else default
+    return int(value) if value.strip().isdigit() else recorded_port(name.lower()) or default
 
 
 class Settings(BaseSettings):

@@ -105,6 +105,45 @@ def test_status_of_a_stopped_sandbox_says_down(tmp_path):
     assert '"pid": null' in done.stdout and "39092" in done.stdout
 
 
+def test_a_new_shell_reads_the_sandbox_layout_from_its_state_folder(tmp_path):
+    """A sandbox started with its ports set in one shell: in another shell of the same clone, with nothing exported,
+    `sandbox env`, `sandbox status` and every other command use that sandbox's ports (recorded in its state folder),
+    not the defaults that another stack may be listening on; a setting given explicitly still wins."""
+    state = tmp_path / "state"
+    state.mkdir()
+    (state / "layout.json").write_text(
+        json.dumps(
+            {
+                "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
+                "brokers": 4,
+                "racks": 2,
+                "port_base": 24092,
+                "kafka_version": "4.4.0",
+                "temporal_port": 24233,
+                "ui_port": 24234,
+                "metrics_port": 0,
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")} | {
+        "DROVER_SANDBOX_STATE_DIR": str(state)
+    }
+    exported = drover("sandbox", "env", env=env)
+    assert exported.returncode == 0, exported.stderr
+    assert exported.stdout.splitlines()[:3] == [
+        "export DROVER_KAFKA_BOOTSTRAP=127.0.0.1:24092",
+        "export DROVER_TEMPORAL_ADDRESS=127.0.0.1:24233",
+        "export DROVER_TEMPORAL_UI_URL=http://127.0.0.1:24234",
+    ]
+    status = json.loads(drover("sandbox", "status", "--json", env=env).stdout)
+    assert (status["bootstrap"], status["temporal_address"]) == ("127.0.0.1:24092", "127.0.0.1:24233")
+    assert {n["address"] for n in status["nodes"] if n["name"] == "broker-1"} == {"127.0.0.1:24092"}
+    explicit = drover("sandbox", "env", env=env | {"DROVER_SANDBOX_TEMPORAL_PORT": "25233"})
+    assert "export DROVER_TEMPORAL_ADDRESS=127.0.0.1:25233" in explicit.stdout.splitlines()
+    # The other commands reach that sandbox too (its Temporal is not running here: the error names its address).
+    assert_one_line_error(drover("list", env=env), 1, "127.0.0.1:24233")
+
+
 def test_the_cli_follows_the_sandbox_ports_this_shell_set_and_sandbox_env_prints_them(monkeypatch):
     """With DROVER_SANDBOX_* ports set, drover's defaults are that sandbox's, not the default ports another stack
     may be listening on; `drover sandbox env` prints the same as export lines, and explicit settings win."""
