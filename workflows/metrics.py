@@ -1,13 +1,18 @@
 """Drover's own metrics, through the Temporal SDK's metric meter: the worker serves them with the SDK's own on
 DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is recorded while a history replays.
 
-- ``drover_moves_in_flight``, ``_waiting``, ``_done``, ``_failed``, ``_cancelled``, ``_stuck`` and
-  ``drover_bytes_done``, ``drover_bytes_total``: per cluster and migration, as its progress shows them;
+- ``drover_moves_in_flight``, ``drover_moves_waiting``, ``drover_moves_done``, ``drover_moves_failed``,
+  ``drover_moves_cancelled``, ``drover_moves_stuck``, ``drover_bytes_done`` and ``drover_bytes_total``: per cluster
+  and migration, as its progress shows them;
 - ``drover_throttle_bytes_per_second``: per cluster, broker and side (leader, follower), the rate in force (0 once
   removed);
 - ``drover_migration_paused``: per cluster and migration, 1 while paused;
 - ``drover_migration_bound_seconds`` and ``drover_migration_makespan_to_bound``: per cluster and migration, the
   estimate's bandwidth lower bound on the moves' makespan, and the projected makespan over it;
+- ``drover_migration_last_progress_timestamp_seconds``: per cluster and migration, the Unix time it last made
+  progress (a step taken, a move ended, bytes copied): ``time() - drover_migration_last_progress_timestamp_seconds``
+  is the seconds since, which a Prometheus rule alerts on (a gauge of the seconds since would stand still between
+  the migration's own updates);
 - ``drover_migration_running``: per cluster and migration, 1 while it runs; at its end every series of the
   migration is removed from the worker's endpoint (dry runs included);
 - ``drover_cluster_frozen`` and ``drover_cluster_limit`` (per limit: partitions, per_broker, replicas, leaders):
@@ -20,6 +25,8 @@ DROVER_METRICS_PORT (Prometheus, /metrics). Set from workflow code; nothing is r
   with buckets in seconds (``drover.adapters.temporal.STEP_GAP_BUCKETS_S``).
 """
 
+from datetime import datetime
+
 from temporalio import workflow
 
 with workflow.unsafe.imports_passed_through():
@@ -28,11 +35,18 @@ with workflow.unsafe.imports_passed_through():
     from drover.models.progress import MigrationProgress
 
 
-def record_progress(cluster: str, p: MigrationProgress, running: bool = True) -> None:
+def record_progress(
+    cluster: str, p: MigrationProgress, running: bool = True, progressed_at: datetime | None = None
+) -> None:
     """The migration's progress; once it has ended (``running`` false), its series are removed from the endpoint
-    (``drover.adapters.metrics``): ``drover_migration_running`` 0 is their last value."""
+    (``drover.adapters.metrics``): ``drover_migration_running`` 0 is their last value. ``progressed_at``: when it
+    last made progress (a step, a move's end, bytes copied)."""
     meter = workflow.metric_meter()
     where = {"cluster": cluster, "migration": workflow.info().workflow_id}
+    if progressed_at is not None:
+        meter.create_gauge(
+            "drover_migration_last_progress_timestamp_seconds", "When the migration last made progress (Unix time)", "s"
+        ).set(int(progressed_at.timestamp()), where)
     values = {
         "in_flight": len(p.in_flight),
         "waiting": p.waiting,

@@ -62,6 +62,8 @@ class MigrationWorkflow:
         # A cancellation from Temporal has been taken up (it is acted on once); the last demand sent (an unchanged
         # one is not sent again).
         self._cancel_taken, self._asked = False, cast(tuple | None, None)
+        # What progress showed at its last change, and when that was (``drover_migration_last_progress_...``).
+        self._progress_mark, self._progressed_at = cast(tuple | None, None), workflow.now()
 
     @workflow.run
     async def run(self, given: dict) -> MigrationResult:
@@ -375,10 +377,20 @@ class MigrationWorkflow:
         self._describe()
 
     def _describe(self) -> None:
-        """The Web UI's current details (progress, the current batch, who paused) and the progress metrics."""
+        """The Web UI's current details (progress, the current batch, who paused) and the progress metrics, with
+        when it last made progress (this run's start at first)."""
         now = self._progress(per_broker=False)
         workflow.set_current_details(details(now))
-        record_progress(now.cluster, now, running=self.s.phase not in ENDED)
+        mark = (
+            now.done,
+            now.failed,
+            now.cancelled,
+            now.bytes_done,
+            [(b.topic, b.partition, b.current) for b in now.batch],
+        )
+        if mark != self._progress_mark:
+            self._progress_mark, self._progressed_at = mark, workflow.now()
+        record_progress(now.cluster, now, running=self.s.phase not in ENDED, progressed_at=self._progressed_at)
 
     def _progress(self, per_broker: bool = True) -> MigrationProgress:
         return progress(self.s, self._input.cluster if self._input else "", workflow.now(), per_broker=per_broker)

@@ -199,6 +199,7 @@ async def test_the_worker_serves_temporal_and_drover_metrics_during_a_migration(
         throttle_bytes_per_s=100_000,
     )
     migration_id = f"migration-{uuid.uuid4().hex[:8]}"
+    began = int(time.time())
     with (tmp_path / "worker.log").open("w") as log:
         proc = subprocess.Popen([sys.executable, str(ROOT / "worker.py")], cwd=ROOT, env=env, stdout=log, stderr=log)
     try:
@@ -225,6 +226,9 @@ async def test_the_worker_serves_temporal_and_drover_metrics_during_a_migration(
     assert during is not None, "no scrape saw a move in flight"
     assert sample(during, "drover_migration_running", migration=migration_id) == 1
     assert sample(during, "drover_migration_paused", migration=migration_id) == 0
+    # When it last made progress: a Unix time since it began, which `time() - ...` in an alert turns into seconds.
+    progressed = sample(during, "drover_migration_last_progress_timestamp_seconds", migration=migration_id)
+    assert progressed is not None and began - 1 <= progressed <= time.time(), progressed
     assert (sample(during, "drover_bytes_total", migration=migration_id) or 0) > 0
     assert throttled is not None and sample(throttled, "drover_throttle_bytes_per_second", side="follower") == 100_000
     # Ended: the migrations' series are gone; the cluster's stay.
