@@ -65,7 +65,8 @@ chromium:
 		$$SUDO apt-get install -y -q chromium >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q chromium >/dev/null; }; }
 
-# A Prometheus server (Debian package) scrapes the test sandbox's brokers in the test of that traffic source.
+# A Prometheus server (Debian package) scrapes the test sandbox's brokers in the test of that traffic source; its
+# promtool checks and unit-tests the alerting rules in deploy/prometheus.
 prometheus:
 	@command -v prometheus >/dev/null || { \
 		echo "installing prometheus (Debian package) for the test of reading broker traffic through its query API"; \
