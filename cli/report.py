@@ -1,6 +1,7 @@
-"""drover report: a migration drawn from its history, as one HTML page (plotly, the library included in the page, so
-it opens offline): a Gantt chart of every move's steps, the moves in flight per broker against the limits, and the
-throttle changes and operator actions as marked events."""
+"""drover report: a migration drawn from its history, as an HTML page with plotly's library beside it (one
+``plotly.min.js`` per folder, shared by every report there, so each page stays small and opens offline): a Gantt
+chart of every move's steps, the moves in flight per broker against the limits, and the throttle changes and
+operator actions as marked events."""
 
 import asyncio
 from collections.abc import AsyncIterator
@@ -66,7 +67,7 @@ def report(
     timeline = asyncio.run(read_timeline(ctx.obj, migration_id, output))
     steps = sum(len(m.steps) for m in timeline.moves.values())
     try:
-        out.write_text(render(timeline))
+        write_report(out, timeline)
     except OSError as e:
         raise DroverError(f"cannot write {out}: {e.strerror}") from None
     output.success(
@@ -243,7 +244,21 @@ def render(t: Timeline) -> str:
     fig.update_yaxes(title_text="moves", rangemode="tozero", row=2, col=1)
     fig.update_yaxes(range=[-0.7, 2.7], row=3, col=1)
     fig.update_xaxes(type="date")
-    return fig.to_html(include_plotlyjs=True, full_html=True)
+    return fig.to_html(include_plotlyjs="directory", full_html=True)
+
+
+# The plot library beside the reports, which each page loads by this name (plotly's "directory" mode).
+LIBRARY = "plotly.min.js"
+
+
+def write_report(out: Path, timeline) -> None:
+    """The page, and the plot library beside it unless the same one is there already."""
+    from plotly.offline import get_plotlyjs
+
+    library, code = out.parent / LIBRARY, get_plotlyjs()
+    if not library.exists() or library.stat().st_size != len(code.encode()):
+        library.write_text(code)
+    out.write_text(render(timeline))
 
 
 def _gantt(fig: go.Figure, moves: list, until: datetime) -> None:
