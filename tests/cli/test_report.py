@@ -6,13 +6,16 @@ import re
 import shutil
 import subprocess
 import uuid
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from drover.cli.report import timeline_of, write_report
+from drover.cli.report import timeline_of
+from drover.cli.report_picture import write_report
+from drover.core.migration.timeline import Timeline
 from drover.models.admission import Limits
 from drover.models.control import (
+    AuditEntry,
     Pause,
     Resume,
     SetLimits,
@@ -121,6 +124,11 @@ async def test_the_report_draws_every_step_the_limits_and_the_operator_actions(l
     shown = {text for pair in labels for text in pair if text}
     assert {f"{m.topic}-{m.partition}" for m in timeline.moves.values()} <= shown
     assert "set_limits" in dom and "pause" in dom and "2.0 KB/s (alice)" in dom
+    # The pause is a span shaded across every row, from alice's pause to bob's resume.
+    pause, resume = (next(a.at for a in timeline.actions if a.action == kind) for kind in ("pause", "resume"))
+    assert timeline.held(timeline.ended) == [(pause, resume, "paused")]
+    # One shaded rectangle for each of the three rows, each labelled.
+    assert len(re.findall(r'<g class="shape-group"[^>]*><path', dom)) == 3 and dom.count(">paused<") == 3
     assert (tmp_path / "report.png").stat().st_size > 10_000
 
 
@@ -157,3 +165,27 @@ def test_a_move_or_coordinator_id_is_refused(given):
 
     result = CliRunner().invoke(app, ["report", given])
     assert result.exit_code == 2 and "not a migration" in result.output.replace("\n", " ")
+
+
+def test_the_spans_held_by_a_pause_or_a_freeze_end_at_the_resume_cancel_or_unfreeze():
+    at = [datetime(2026, 1, 1, 0, m, tzinfo=UTC) for m in range(8)]
+
+    def entry(i: int, action: str, refused: str | None = None) -> AuditEntry:
+        return AuditEntry(at=at[i], action=action, actor="ana", reason="r", refused=refused)
+
+    t = Timeline("m")
+    t.operator_actions(
+        [
+            entry(0, "pause"),
+            entry(1, "pause", refused="the migration is already paused"),
+            entry(2, "resume"),
+            entry(3, "freeze"),
+            entry(4, "pause"),
+            entry(5, "cancel"),
+            entry(6, "unfreeze"),
+        ]
+    )
+    assert t.held(at[7]) == [(at[0], at[2], "paused"), (at[3], at[6], "frozen"), (at[4], at[5], "paused")]
+    # Still paused: the span runs to the end of the picture.
+    t.operator_actions([entry(0, "pause")])
+    assert t.held(at[7]) == [(at[0], at[7], "paused")]

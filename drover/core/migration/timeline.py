@@ -109,6 +109,24 @@ class Timeline:
 
     # -- what is drawn ------------------------------------------------------------------------------------------------
 
+    def held(self, until: datetime) -> list[tuple[datetime, datetime, str]]:
+        """The spans in which no new step could start by an operator's choice: paused (until a resume, or a cancel)
+        and the cluster frozen (until the unfreeze), each (from, to, "paused" or "frozen"); one still open ends at
+        ``until``."""
+        spans: list[tuple[datetime, datetime, str]] = []
+        since: dict[str, datetime] = {}
+        for a in self.actions:
+            if a.refused is not None:
+                continue
+            if a.action in ("pause", "freeze"):
+                since.setdefault(a.action, a.at)
+            elif a.action in ("resume", "cancel") and "pause" in since:
+                spans.append((since.pop("pause"), a.at, "paused"))
+            elif a.action == "unfreeze" and "freeze" in since:
+                spans.append((since.pop("freeze"), a.at, "frozen"))
+        spans += [(at, until, "paused" if kind == "pause" else "frozen") for kind, at in since.items()]
+        return sorted(spans)
+
     def in_flight(self, until: datetime) -> tuple[list[tuple[datetime, int]], dict[int, list[tuple[datetime, int]]]]:
         """Moves in flight over time, in all and per broker (a move counts from its first step to its end, on each
         broker it touches): each a step series of (since, count), oldest first."""
