@@ -714,6 +714,10 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
         running = await current_details(handle)
         await handle.execute_update(MigrationWorkflow.act_update, Pause(actor="bo", reason="peak hours"))
         paused = await current_details(handle)
+        who = {"actor": "bo", "reason": "more at once"}
+        await handle.execute_update(MigrationWorkflow.act_update, SetLimits(limits=Limits(max_partitions=3), **who))
+        await handle.execute_update(MigrationWorkflow.act_update, SetThrottle(rate_bytes_per_s=5_000_000, **who))
+        changed = await current_details(handle)
         child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
         await wait_for_summary(child, "waiting for step 1 of ")
         with fake._lock:
@@ -738,6 +742,9 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
     assert running.startswith("**running**") and "of 4 done" in running and "current batch:" in running
     assert "- orders-0: [1, 2, 3]" in running
     assert paused.startswith("**paused (by bo: peak hours)**") and "last action: pause by bo (peak hours)" in paused
+    # The limits and throttle in force, as the operator changed them.
+    assert "limits: 2 partitions" in running and "throttle none" in running, running
+    assert "limits: 3 partitions" in changed and "throttle 5.0 MB/s" in changed, changed
     assert await child_described.static_summary() == f"orders-0: [1, 2, 3] → {plan[0].replicas}"
     # Each step's activities say which step of how many, and from which list to which.
     assert "orders-0: the list Kafka shows" in scheduled

@@ -9,7 +9,7 @@ from drover.core.migration.window import succeeded
 from drover.models.admission import MoveSpec, bytes_to_copy
 from drover.models.progress import BatchEntry, BrokerProgress, MigrationProgress
 from drover.models.results import CANCELLED, DryRun, MigrationResult, MoveOutcome
-from drover.models.units import human_bytes
+from drover.models.units import human_bytes, human_rate
 from drover.steps.throttle import wanted_throttle
 
 
@@ -207,7 +207,7 @@ DETAILS_BATCH = 10
 
 def details(p: MigrationProgress) -> str:
     """The migration's current details for the Web UI (markdown): its phase and who paused or cancelled it, moves
-    and bytes done, the current batch, and the last operator action."""
+    and bytes done, the limits and throttle in force, the current batch, and the last operator action."""
     phase = p.phase
     last = p.actions[-1] if p.actions else None
     if p.paused and last is not None and last.action == "pause":
@@ -221,6 +221,10 @@ def details(p: MigrationProgress) -> str:
         + (f", {p.cancelled} cancelled" if p.cancelled else "")
         + (f", {p.rolled_back} rolled back" if p.rolled_back else ""),
         f"bytes: {human_bytes(p.bytes_done)} of {human_bytes(p.bytes_total)}",
+        # As in force now: an operator's limits or throttle change shows here (the static details keep the start's).
+        f"limits: {p.limits.max_partitions} partitions, {p.limits.max_per_broker} per broker, "
+        f"{p.limits.max_replicas} replicas, {p.limits.max_leaders} leaders; throttle "
+        + ("auto (each broker at its recommended rates)" if p.auto_throttle else human_rate(p.throttle_bytes_per_s)),
     ]
     if p.stuck:
         lines.append(f"stuck: {', '.join(p.stuck)}")
