@@ -136,9 +136,9 @@ async def test_pause_resume_limits_and_throttle_while_running(local_env):
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
 
 
-async def test_the_cli_reports_on_stdout_so_it_pipes_and_diagnoses_on_stderr(local_env):
-    # Through the real CLI, as `drover list | grep running` and `drover status ID | less` read it: the report is
-    # stdout, and stderr holds none of it.
+def slow_migration_for_the_cli(local_env):
+    """A migration of 8 moves, one at a time and slow on the in-memory Kafka (cluster ID "simulated"), and the
+    environment of a `drover` command against it (the test sets its task queue)."""
     fake = cluster(8)
     fake.ticks = 40
     fake.cluster_id = "simulated"
@@ -148,7 +148,13 @@ async def test_the_cli_reports_on_stdout_so_it_pipes_and_diagnoses_on_stderr(loc
         limits=Limits(max_partitions=1),
         cluster_id="simulated",
     )
-    env = simulated_cli(local_env.client, migration.cluster)
+    return fake, migration, simulated_cli(local_env.client, migration.cluster)
+
+
+async def test_the_cli_reports_on_stdout_so_it_pipes_and_diagnoses_on_stderr(local_env):
+    # Through the real CLI, as `drover list | grep running` and `drover status ID | less` read it: the report is
+    # stdout, and stderr holds none of it.
+    fake, migration, env = slow_migration_for_the_cli(local_env)
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         env["DROVER_TASK_QUEUE"] = worker.task_queue
         handle = await start_migration(local_env.client, migration, worker.task_queue)
@@ -173,16 +179,7 @@ async def test_the_cli_reports_on_stdout_so_it_pipes_and_diagnoses_on_stderr(loc
 
 async def test_an_action_the_cli_sends_that_is_refused_says_why_and_is_in_the_audit(local_env):
     # Through the real CLI: `drover resume` of a migration that is not paused.
-    fake = cluster(8)
-    fake.ticks = 40  # it runs while the command is refused
-    fake.cluster_id = "simulated"
-    migration = MigrationInput(
-        cluster=f"c{uuid.uuid4().hex[:6]}",
-        moves=spread_plan(fake),
-        limits=Limits(max_partitions=1),
-        cluster_id="simulated",
-    )
-    env = simulated_cli(local_env.client, migration.cluster)
+    fake, migration, env = slow_migration_for_the_cli(local_env)  # it runs while the command is refused
     async with worker_for(local_env.client, activities_for(fake)) as worker:
         env["DROVER_TASK_QUEUE"] = worker.task_queue
         handle = await start_migration(local_env.client, migration, worker.task_queue)
