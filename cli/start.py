@@ -20,7 +20,7 @@ from drover.cli.migration_view import retrying, show_result
 from drover.cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from drover.cli.output import Output, default_actor
 from drover.cli.plan_files import load_model, partition_label
-from drover.cli.rates import human_bytes, parse_duration, share_option
+from drover.cli.rates import human_bytes, human_seconds, parse_duration, share_option
 from drover.core.migration import Phase
 from drover.models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from drover.models.plan import ReassignmentFile
@@ -210,7 +210,7 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     )
     what = counted(len(migration.moves), "partition") if migration.moves else f"plan {migration.plan_ref}, by reference"
     kind = "dry run" if migration.dry_run else "migration"
-    out.info(f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}")
+    out.info(f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}{_waits(migration)}")
     if not polled:
         out.warning(
             f"no worker polls the task queue {queue}: the migration is recorded in Temporal and nothing moves (no "
@@ -236,6 +236,21 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     except WorkflowFailureError as e:
         raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
     show_result(out, migration_id, result)
+
+
+def _waits(m: MigrationInput) -> str:
+    """What the migration waits for before its first step, said in the line that says it started: the sample of the
+    topics' write rates its estimate needs, and how to shorten or skip it."""
+    e = m.estimate
+    if e is None or e.metrics_ref is not None:
+        return ""
+    skip = "--no-estimate skips it" + (
+        ", which a fixed --throttle allows (no ETA then)" if m.throttle_bytes_per_s is not None else ""
+    )
+    return (
+        f"; before its first step it samples the topics' write rates for {human_seconds(e.sample_s)} for its "
+        f"estimate (--sample sets the window, {skip})"
+    )
 
 
 def summary_of(m: MigrationInput) -> str:

@@ -303,7 +303,10 @@ async def test_drover_start_status_and_list_from_the_command_line(
         assert code == 0, err
         result = json.loads(out)
         assert result["status"] == "completed" and result["verified"]
-        migration_id = next(line.split()[1] for line in err.splitlines() if line.startswith("migration "))
+        started_line = next(line for line in err.splitlines() if line.startswith("migration "))
+        migration_id = started_line.split()[1]
+        # The line that says it started says what it waits for first, and how to skip it.
+        assert "samples the topics' write rates for 3s" in started_line and "--no-estimate skips it" in started_line
         code, out, err = await drover_cli("status", migration_id, "--json")
         assert code == 0, err
         assert json.loads(out)["verified"] is True
