@@ -226,7 +226,7 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
     if progress.estimating:
         return f"{state}: sampling write rates, then the Spark job ({progress.moves_total} moves)"
     back = f", {progress.rolled_back} rolled back" if progress.rolled_back or progress.phase == "rolling_back" else ""
-    rate = human_bytes(progress.throttle_bytes_per_s) + "/s" if progress.throttle_bytes_per_s else "none"
+    rate = human_rate(progress.throttle_bytes_per_s or None)
     if progress.auto_throttle:
         rate = "auto (each broker at its recommended rates)"
     copying = f" ({human_bytes(progress.bytes_copying)} of it copying now)" if progress.bytes_copying else ""

@@ -8,7 +8,8 @@ from pathlib import Path
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from drover.core.migration.timeline import Timeline, rate_text, throttle_mark
+from drover.core.migration.timeline import Timeline, throttle_mark
+from drover.models.units import human_rate
 
 SYMBOLS = {"migration": "circle", "throttle": "diamond", "operator": "star"}
 STEP_COLOURS = ["#4C78A8", "#72B7B2", "#54A24B", "#EECA3B", "#B279A2", "#9D755D"]
@@ -187,7 +188,7 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
         mark("migration", t.ended, t.status or "ended", f"{t.status} {t.ended:%H:%M:%S}")
     if t.throttle:  # as started; its changes are operator actions, below
         at, rate = t.throttle[0]
-        shown = "auto (the estimate's)" if rate is None and t.auto_throttle else rate_text(rate)
+        shown = "auto (the estimate's)" if rate is None and t.auto_throttle else human_rate(rate)
         mark("throttle", at, shown, f"throttle {shown} from the start")
     for a in t.actions:
         throttled = throttle_mark(a)

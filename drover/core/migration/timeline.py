@@ -162,12 +162,8 @@ def throttle_mark(a: AuditEntry) -> tuple[str, str] | None:
     """An operator's throttle change, or a change of the throttle band: its label and hover text on the report's
     throttle row (None: not a throttle change)."""
     if a.action == "set_throttle":
-        shown = "none" if a.detail in ("", "none") else rate_text(int(a.detail))
+        shown = "none" if a.detail in ("", "none") else human_rate(int(a.detail))
         return f"{shown} ({a.actor})", f"{a.at:%H:%M:%S} throttle {shown} by {a.actor}: {a.reason}"
     if a.action == "band" and a.actor == "drover":
         return "band", f"{a.at:%H:%M:%S} throttle band: {a.reason}"
     return None
-
-
-def rate_text(rate: int | None) -> str:
-    return human_rate(rate)
