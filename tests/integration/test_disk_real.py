@@ -43,7 +43,8 @@ async def test_a_disk_limit_holds_the_moves_onto_its_broker_while_others_go_on(
     (disk,) = admin.describe_disks([4])
     assert disk.total_bytes and disk.usable_bytes is not None
     used = disk.total_bytes - disk.usable_bytes
-    limit = 100 * (used - UNDER) / disk.total_bytes
+    # Three decimals, so that the limit the CLI is given reads back the same in the coordinator's reason.
+    limit = round(100 * (used - UNDER) / disk.total_bytes, 3)
     plan = [
         PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 3]),
         PartitionReplicas(topic=topic_name, partition=1, replicas=[2, 3]),
@@ -52,7 +53,7 @@ async def test_a_disk_limit_holds_the_moves_onto_its_broker_while_others_go_on(
     ]
     async with worker_for(real_client, activities_for(admin)) as worker:
         cli = cli_against(real_settings, worker.task_queue)
-        code, _, err = await cli("cluster", "disk-max", f"4={limit:.6f}%", "--reason", "broker 4 nearly full")
+        code, _, err = await cli("cluster", "disk-max", f"4={limit}%", "--reason", "broker 4 nearly full")
         assert code == 0, err
         migration = MigrationInput(cluster="disktest", moves=plan, limits=Limits(max_partitions=4, max_per_broker=4))
         handle = await start_migration(real_client, migration, worker.task_queue)
@@ -67,7 +68,7 @@ async def test_a_disk_limit_holds_the_moves_onto_its_broker_while_others_go_on(
             assert admin.list_reassignments(tps[2:]) == []
             await asyncio.sleep(DISK_READ_EVERY.total_seconds() + 2)
         (waiting,) = [d for d in status["disks"] if d["waiting"]]
-        assert waiting["broker"] == 4 and f"disk limit of {limit:.6g}%" in waiting["waiting"]
+        assert waiting["broker"] == 4 and f"disk limit of {limit:g}%" in waiting["waiting"]
         assert "broker 4 disk:" in err and "NEW COPIES WAIT:" in err
         warning = next(a for a in status["actions"] if a["action"] == "disk")
         assert warning["reason"].startswith("new copies onto broker 4: ")
@@ -76,7 +77,7 @@ async def test_a_disk_limit_holds_the_moves_onto_its_broker_while_others_go_on(
         assert code == 0, err
         result = await asyncio.wait_for(handle.result(), 300)
     print(
-        f"broker 4: {used / 1e9:.2f} GB of {disk.total_bytes / 1e9:.1f} GB in use, limit {limit:.6f}%; "
+        f"broker 4: {used / 1e9:.2f} GB of {disk.total_bytes / 1e9:.1f} GB in use, limit {limit}%; "
         f"copies onto it {sizes[2] / 1e6:.1f} and {sizes[3] / 1e6:.1f} MB; waited: {warning['reason']}"
     )
     assert result.verified and result.moves_done == 4
