@@ -254,8 +254,12 @@ class ClusterState(BaseModel):
                 own[h.migration_id].add(m, rps[h.migration_id])
         granted: dict[str, list[MoveSpec]] = {}
         coming = self.disk.coming([m for _, m in self.in_flight()])
-        while (best := self._best_candidate(limits, rps, cluster, own, coming)) is not None:
+        # Each grant only adds to what is in flight and to the copies to come, so a candidate that did not fit does
+        # not fit after it either: each round looks again only at those that fitted the round before.
+        fitted: dict[str, list[MoveSpec]] = {}
+        while (best := self._best_candidate(limits, rps, cluster, own, coming, fitted)) is not None:
             h, move = best
+            fitted[h.migration_id] = [m for m in fitted[h.migration_id] if m is not move]
             r = rps[h.migration_id]
             cluster.add(move, r)
             own[h.migration_id].add(move, r)
@@ -273,11 +277,18 @@ class ClusterState(BaseModel):
         return granted
 
     def _best_candidate(
-        self, limits: Limits, rps: dict[str, int], cluster: InFlight, own: dict[str, InFlight], coming: dict[int, int]
+        self,
+        limits: Limits,
+        rps: dict[str, int],
+        cluster: InFlight,
+        own: dict[str, InFlight],
+        coming: dict[int, int],
+        fitted: dict[str, list[MoveSpec]],
     ) -> tuple[Holder, MoveSpec] | None:
         """The next move to grant and its migration: of each migration's candidates that fit under the limits, the
         disk gate and the band, the one with the least busy throttles; between migrations, the highest priority,
-        then the fewest moves in flight, then the longest since its last grant."""
+        then the fewest moves in flight, then the longest since its last grant. ``fitted``: each migration's
+        candidates that fitted the round before (kept up to date here), else all of them."""
         best: tuple[tuple[int, int, int], Holder, MoveSpec] | None = None
         for h in self.holders.values():
             if h.demand is None:
@@ -285,9 +296,9 @@ class ClusterState(BaseModel):
             r = rps[h.migration_id]
             first = cluster.partitions == 0
             mine = own[h.migration_id]
-            fitting = [
+            fitting = fitted[h.migration_id] = [
                 m
-                for m in h.demand.candidates
+                for m in fitted.get(h.migration_id, h.demand.candidates)
                 if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
                 and self.disk.refusal(m, coming, rates_into(m, self.rate, h.demand)) is None
                 and not self.band.holds(m)
