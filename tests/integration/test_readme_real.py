@@ -3,12 +3,14 @@ Tasks section in order, in one bash with `set -euo pipefail`, against the test s
 queue `drover`, as the README's own stack has it."""
 
 import asyncio
+import json
 import os
 import re
 from asyncio.subprocess import PIPE, STDOUT
 
 import pytest
 
+from drover.sandbox.settings import SandboxSettings
 from drover.worker import activities_for
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import TEST_SANDBOX, worker_for
@@ -24,6 +26,14 @@ def task_blocks(text: str) -> list[str]:
     """The `sh` code blocks of the README's Tasks section, in order."""
     tasks = text.split("\n## Tasks\n", 1)[1].split("\n## ", 1)[0]
     return re.findall(r"```sh\n(.*?)```", tasks, re.S)
+
+
+def test_every_broker_the_readme_names_is_one_the_sandbox_has():
+    """The README's commands run on the stack `make demo` leaves, so a broker they name is one of its brokers."""
+    have = set(range(1, SandboxSettings().brokers + 1))
+    named = re.findall(r"--(?:remove-)?brokers (\d+(?:,\d+)*)", README.read_text())
+    assert named, "the README names no broker"
+    assert {int(b) for ids in named for b in ids.split(",")} <= have, named
 
 
 def test_the_tasks_section_has_its_blocks():
@@ -59,3 +69,7 @@ async def test_the_readmes_tasks_run_as_written(real_client, admin, tmp_path):
     for verdict in ("migration completed", "migration rolled_back"):
         assert verdict in output, verdict
     assert not [r for r in admin.list_reassignments() if r.topic == DEMO_TOPIC]
+    # What the README's temporal query writes is JSON, the migration's progress in it.
+    (progress,) = json.loads((tmp_path / "progress.json").read_text())["queryResult"]
+    assert progress["cluster"] == "local" and progress["status"], progress
+    assert any(a["action"] == "set_throttle" and a["actor"] == "ana" for a in progress["actions"]), progress
