@@ -235,9 +235,16 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
         f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
         f"{progress.waiting} waiting, {progress.failed} failed{cancelled}{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
-        f"ETA {'none while the cluster is frozen' if frozen else human_seconds(progress.eta_s)}; throttle {rate}"
-        + _against_bound(progress, frozen)
+        f"ETA {_eta(progress, frozen)}; throttle {rate}" + _against_bound(progress, frozen)
     )
+
+
+def _eta(progress: MigrationProgress, frozen: bool) -> str:
+    if frozen:
+        return "none while the cluster is frozen"
+    if progress.cancelling and progress.eta_s is None:
+        return "none during the cancel's clean-up"
+    return human_seconds(progress.eta_s)
 
 
 # The shortest bound against which the projected makespan is shown.

@@ -41,6 +41,11 @@ def test_elapsed_and_eta_of_a_running_migration_count_from_the_wall_clock():
     assert as_of_now(progress("running", 1.0, None), now=START + timedelta(seconds=60)).eta_s is None
 
 
+def test_a_cancels_clean_up_says_it_has_no_eta():
+    seen = progress("rolling_back", 10.0, None).model_copy(update={"cancelling": "rollback"})
+    assert "ETA none during the cancel's clean-up" in summary("rolling back", seen)
+
+
 def test_no_eta_is_given_while_the_cluster_is_frozen():
     seen = progress("running", 10.0, 2.0)
     assert "ETA 2s" in summary("running", seen)

@@ -69,17 +69,7 @@ def _rates(s: MigrationState, now: datetime) -> dict:
             bytes_to_copy(r.move.original, r.current, r.move.size_bytes) for r in s.window.in_flight if r.current
         )
     done_count = s.forward_saved.done + len(done)
-    eta = None
-    if s.bytes_total and bytes_done and moving > 0:
-        eta = (s.bytes_total - bytes_done) / (bytes_done / moving)
-    elif not s.bytes_total and done_count and moving > 0:
-        eta = (s.moves_total - done_count) / (done_count / moving)
-    planned = s.estimate.duration_s if s.estimate is not None else None
-    if planned is not None and s.moving_since is not None:
-        # The estimate's time left, weighed against the observed rate's as the work gets done.
-        left = max(planned - moving, 0.0)
-        done_share = bytes_done / s.bytes_total if s.bytes_total else done_count / max(s.moves_total, 1)
-        eta = left if eta is None else (1 - done_share) * left + done_share * eta
+    eta = _eta(s, bytes_done, done_count, moving)
     return dict(
         started_at=s.started_at,
         elapsed_s=round(elapsed, 1),
@@ -90,6 +80,25 @@ def _rates(s: MigrationState, now: datetime) -> dict:
         moving_s=round(moving, 1),
         bound_s=s.estimate.bound_s if s.estimate is not None else None,
     )
+
+
+def _eta(s: MigrationState, bytes_done: int, done_count: int, moving: float) -> float | None:
+    """The plan's time left: at the rate observed since the moves could start, weighed against the estimate's as the
+    work gets done. None once a cancel cleans up (steps undone, partitions stepped back): that is not the plan's work,
+    and a figure computed from it would jump as the clean-up goes."""
+    if s.cancel is not None:
+        return None
+    eta = None
+    if s.bytes_total and bytes_done and moving > 0:
+        eta = (s.bytes_total - bytes_done) / (bytes_done / moving)
+    elif not s.bytes_total and done_count and moving > 0:
+        eta = (s.moves_total - done_count) / (done_count / moving)
+    planned = s.estimate.duration_s if s.estimate is not None else None
+    if planned is not None and s.moving_since is not None:
+        left = max(planned - moving, 0.0)
+        done_share = bytes_done / s.bytes_total if s.bytes_total else done_count / max(s.moves_total, 1)
+        eta = left if eta is None else (1 - done_share) * left + done_share * eta
+    return eta
 
 
 def _brokers(s: MigrationState) -> list[BrokerProgress]:

@@ -566,3 +566,14 @@ def test_progress_and_result_carry_the_moving_time_and_the_estimates_bandwidth_b
     s.to(Phase.COMPLETED)
     ended = result(s, [], 0, [], start + timedelta(seconds=130))
     assert (ended.moving_s, ended.bound_s) == (100.0, 80.0)
+
+
+def test_the_plans_eta_is_not_given_once_a_cancel_cleans_up():
+    s = running(3)
+    s.moves_total, s.bytes_total, s.moving_since = 3, 60, NOW
+    a, b = grant(s)
+    s.finish(a.key, a.token, outcome(a.move))
+    later = NOW + timedelta(seconds=10)
+    assert progress(s, "c", later).eta_s is not None
+    s.apply(request(Action.CANCEL, "rollback"), later)
+    assert progress(s, "c", later).eta_s is None and progress(s, "c", later).cancelling == "rollback"
