@@ -77,11 +77,13 @@ class KafkaAdmin:
         names the bootstrap address (with librdkafka's reason: a timeout, a refused connection, failed credentials)."""
         if self._reached:
             return
+        waited = min(REACH_TIMEOUT_S, self._timeout)
         try:
-            self._ck.list_topics(timeout=min(REACH_TIMEOUT_S, self._timeout))
+            self._ck.list_topics(timeout=waited)
         except KafkaException as e:
             why = e.args[0].str() if e.args else str(e)
-            raise KafkaAdminError(f"cannot reach Kafka at {self._ck_config['bootstrap.servers']}: {why}") from e
+            where = self._ck_config["bootstrap.servers"]
+            raise KafkaAdminError(f"cannot reach Kafka at {where} (no answer within {waited:g} s): {why}") from e
         self._reached = True
 
     def _kafka_python(self) -> KafkaAdminClient:
