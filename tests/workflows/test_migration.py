@@ -406,12 +406,14 @@ async def result_within(handle, timeout_s: float = 120):
         ) from None
 
 
-async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30):
-    for _ in range(int(timeout_s / 0.1)):
+async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30, every_s: float = 0.1):
+    """Query the migration's progress every ``every_s`` until ``predicate`` holds. A migration of a thousand moves
+    is asked less often: each answer is a pass over every move, done by the worker under test."""
+    for _ in range(int(timeout_s / every_s)):
         progress = await handle.query(MigrationWorkflow.progress)
         if predicate(progress):
             return progress
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(every_s)
     raise AssertionError(f"{what} did not happen within {timeout_s} s")
 
 

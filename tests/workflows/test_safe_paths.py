@@ -164,7 +164,7 @@ async def test_a_rollback_of_over_a_thousand_moves_continues_as_new_and_brings_e
     )
     async with worker_for(env.client, activities_for(fake, tmp_path / "work")) as worker:
         handle = await start(env, worker, migration)
-        await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=300)
+        await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=600, every_s=1.0)
         await execute_update(handle, Cancel(mode="rollback", actor="o", reason="r"))
         result = await ended(handle, 600)
         histories = await run_chain(env, handle.id, handle.result_run_id)
