@@ -410,7 +410,13 @@ async def wait_for_progress(handle, predicate, what: str, timeout_s: float = 30,
     """Query the migration's progress every ``every_s`` until ``predicate`` holds. A migration of a thousand moves
     is asked less often: each answer is a pass over every move, done by the worker under test."""
     for _ in range(int(timeout_s / every_s)):
-        progress = await handle.query(MigrationWorkflow.progress)
+        try:
+            progress = await handle.query(MigrationWorkflow.progress)
+        except RPCError as e:
+            # A query the busy worker did not answer before the client gave up is asked again; any other error is not.
+            if "Timeout expired" not in str(e):
+                raise
+            continue
         if predicate(progress):
             return progress
         await asyncio.sleep(every_s)
