@@ -55,7 +55,7 @@ def activities_for(
     kafka, migration, estimate = (
         KafkaActivities(admin),
         MigrationActivities(admin, work_dir),
-        EstimateActivities(admin, work_dir, spark_master),
+        EstimateActivities(admin, work_dir, spark_master, broker_metrics),
     )
     cluster = ClusterActivities(admin)
     flow = FlowActivities(admin, work_dir)

@@ -7,27 +7,49 @@ Failure types a workflow can match on (raised non-retryable):
 """
 
 import time
+from collections.abc import Callable
 from pathlib import Path
 
+import structlog
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
 from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
+from drover.adapters.broker_metrics import BrokerMetricsError
 from drover.adapters.kafka_port import KafkaPort
-from drover.adapters.write_rates import sample_metrics
+from drover.adapters.write_rates import rates_from_metrics, sample_metrics
 from drover.estimator.service import SparkPlace, run_estimate, spark_module, write_metrics
 from drover.models.admission import MoveSpec
 from drover.models.errors import ErrorType
 from drover.models.estimate import Estimate
 from drover.models.migration import MigrationEstimateInput, SampleRequest
 
+log = structlog.get_logger(__name__)
+
 
 class EstimateActivities:
-    def __init__(self, admin: KafkaPort, work_dir: Path, spark_master: str):
+    def __init__(self, admin: KafkaPort, work_dir: Path, spark_master: str, broker_metrics: str | None = None):
         self.admin = admin
         self.work_dir = work_dir
         self.spark = SparkPlace(spark_master, work_dir)
+        # Where the brokers' per-topic rates are read (DROVER_BROKER_METRICS), so that no window is sampled.
+        self.broker_metrics = broker_metrics
+
+    def write_rates(self, topics: list[str], window_s: float, tick: Callable[[], None]) -> list[dict]:
+        """Each partition's write rate and size: from the brokers' metrics, at once, where they have per-topic
+        rates; else sampled from the logs' growth over ``window_s``."""
+        if self.broker_metrics:
+            try:
+                rows = rates_from_metrics(self.admin, self.broker_metrics, topics)
+            except BrokerMetricsError as e:
+                log.warning("write rates sampled instead", why=str(e))
+            else:
+                if rows is not None:
+                    log.info("write rates from the brokers' metrics", partitions=len(rows))
+                    return rows
+                log.info("write rates sampled: the brokers' metrics lack per-topic rates", window_s=window_s)
+        return sample_metrics(self.admin, topics, window_s, tick=tick)
 
     @activity.defn(name="estimate")
     def estimate(self, req: MigrationEstimateInput) -> Estimate:
@@ -40,7 +62,7 @@ class EstimateActivities:
         metrics_ref = req.metrics_ref
         if metrics_ref is None:
             topics = sorted({m.topic for m in self._moves(req)})
-            rows = sample_metrics(self.admin, topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
+            rows = self.write_rates(topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
             metrics_ref = write_metrics(rows, folder / "metrics.jsonl")
         try:
             with heartbeating("estimating"):
@@ -53,15 +75,15 @@ class EstimateActivities:
 
     @activity.defn(name="sample_metrics")
     def sample(self, req: SampleRequest) -> str:
-        """Each partition's write rate and size, sampled over ``req.sample_s`` and kept as Parquet in the migration's
-        folder; its path, for the estimate. Heartbeats say how many seconds of the window are left."""
+        """Each partition's write rate and size, from the brokers' metrics or sampled over ``req.sample_s``, kept in
+        the migration's folder; its path, for the estimate. Heartbeats say how many seconds of the window are left."""
         topics = req.topics or sorted({p.topic for p in ledger.read_plan(req.plan_ref or "")})
         began = time.monotonic()
 
         def tick() -> None:
             activity.heartbeat({"sampling_left_s": round(max(0.0, req.sample_s - (time.monotonic() - began)))})
 
-        rows = sample_metrics(self.admin, topics, req.sample_s, tick=tick)
+        rows = self.write_rates(topics, req.sample_s, tick)
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         return write_metrics(rows, folder / "metrics.jsonl")
 

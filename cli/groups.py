@@ -126,7 +126,10 @@ class EstimateInputs:
         "size_bytes) instead of sampling the cluster",
     )
     sample: str = typer.Option(
-        "30s", "--sample", help="Window over which each partition's write rate is sampled (5s, 1m)"
+        "30s",
+        "--sample",
+        help="Window over which each partition's write rate is sampled (5s, 1m); a migration's estimate samples only "
+        "where the brokers' metrics (DROVER_BROKER_METRICS) lack per-topic rates",
     )
     headroom: float = typer.Option(0.2, "--headroom", min=0.0, help="Recommended rate = minimum x (1 + headroom)")
     floor: str = typer.Option("10MiB/s", "--floor", help="Recommended rates are at least this")

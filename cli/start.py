@@ -210,7 +210,9 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     )
     what = counted(len(migration.moves), "partition") if migration.moves else f"plan {migration.plan_ref}, by reference"
     kind = "dry run" if migration.dry_run else "migration"
-    out.info(f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}{_waits(migration)}")
+    out.info(
+        f"{kind} {migration_id} started ({what}): {settings.workflow_url(migration_id)}{_waits(migration, settings)}"
+    )
     if not polled:
         out.warning(
             f"no worker polls the task queue {queue}: the migration is recorded in Temporal and nothing moves (no "
@@ -238,18 +240,24 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
     show_result(out, migration_id, result)
 
 
-def _waits(m: MigrationInput) -> str:
-    """What the migration waits for before its first step, said in the line that says it started: the sample of the
-    topics' write rates its estimate needs, and how to shorten or skip it."""
+def _waits(m: MigrationInput, settings: Settings) -> str:
+    """What the migration waits for before its first step, said in the line that says it started: the topics' write
+    rates its estimate needs, read from the brokers' metrics or sampled, and how to shorten or skip the sample."""
     e = m.estimate
     if e is None or e.metrics_ref is not None:
         return ""
     skip = "--no-estimate skips it" + (
         ", which a fixed --throttle allows (no ETA then)" if m.throttle_bytes_per_s is not None else ""
     )
+    window = human_seconds(e.sample_s)
+    if settings.broker_metrics:
+        return (
+            f"; its estimate reads the topics' write rates from the brokers' metrics, or, where they lack per-topic "
+            f"rates, samples them for {window} before the first step (--sample sets the window, {skip})"
+        )
     return (
-        f"; before its first step it samples the topics' write rates for {human_seconds(e.sample_s)} for its "
-        f"estimate (--sample sets the window, {skip})"
+        f"; before its first step it samples the topics' write rates for {window} for its estimate, as "
+        f"DROVER_BROKER_METRICS names no brokers' metrics to read them from (--sample sets the window, {skip})"
     )
 
 

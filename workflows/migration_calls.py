@@ -52,7 +52,7 @@ class Preparation:
     async def preflight(self) -> None:
         sample = asks.sample_request(self.given, self.id)
         if sample is not None:
-            summary = f"sample write rates for {sample.sample_s:.0f} s"
+            summary = f"write rates: the brokers' metrics, else a sample of {sample.sample_s:.0f} s"
             running = workflow.execute_activity_method(EstimateActivities.sample, sample, summary=summary, **ESTIMATE)
             self.sampling = asyncio.ensure_future(running)
         request = asks.preflight_request(self.given, self.id)

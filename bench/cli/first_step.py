@@ -1,12 +1,12 @@
 """How long a small migration waits before its first step, on the local stack: from `drover start` typed to the first
-step issued on Kafka, less the estimate's sampling window, on a freshly started worker and on one that has already
-run an estimate.
+step issued on Kafka, nothing subtracted, on a freshly started worker and on one that has already run an estimate.
 
-    .venv/bin/drover sandbox up && .venv/bin/python -m bench.cli.first_step [--runs 2] [--sample 5] [--baseline REF]
+    .venv/bin/drover sandbox up && .venv/bin/python -m bench.cli.first_step [--runs 2] [--baseline REF]
 
-Each run starts a worker of its own (`worker.py` as a process, on a task queue of its own) and, as soon as it polls,
-runs `drover start` as a whole process (`python -m drover.cli.app start PLAN --sample SAMPLEs`, the default estimate and
-throttle) with 4 small moves: a topic of 4 partitions with about 1 MB each, from brokers 1 and 2 to 3 and 4. That
+Each run starts a worker of its own (`worker.py` as a process, on a task queue of its own, with the sandbox's
+settings: its brokers' JMX exporter pages as DROVER_BROKER_METRICS) and, as soon as it polls, runs `drover start` as a
+whole process (`python -m drover.cli.app start PLAN`: no --sample, the default estimate and throttle) with 4 small
+moves: a topic of 4 partitions with about 1 MB each, from brokers 1 and 2 to 3 and 4. That
 migration is the fresh worker's; a second one on the same worker is the warm worker's. The first step is read from
 the migration's history (the timeline `drover report` draws). With ``--baseline REF``, each run is made twice,
 alternating: with this tree's worker and CLI, and with those of a git worktree of REF. Prints each run's figures,
@@ -33,6 +33,7 @@ from bench.trees import ROOT, resolved, start_worker, stop_worker, wait_for_poll
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.temporal import connect
 from drover.cli.report import timeline_of
+from drover.sandbox import Sandbox
 from drover.settings import Settings, load_settings
 from tests.conftest import end_coordinators
 
@@ -47,10 +48,10 @@ def plan_file(folder: Path, topic: str) -> Path:
     return path
 
 
-def drover_start(tree: Path, env: dict[str, str], plan: Path, cluster: str, sample_s: int) -> tuple[str, float]:
+def drover_start(tree: Path, env: dict[str, str], plan: Path, cluster: str) -> tuple[str, float]:
     """`drover start` of ``tree`` as a whole process: the migration ID it printed, and when it was typed."""
     argv = [sys.executable, "-m", "drover.cli.app", "start", str(plan), "--cluster", cluster]
-    argv += ["--sample", f"{sample_s}s", "--reason", "bench.cli.first_step", "--json"]
+    argv += ["--reason", "bench.cli.first_step", "--json"]
     began = time.time()
     done = subprocess.run(argv, cwd=tree, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
@@ -68,17 +69,10 @@ async def first_step_s(settings: Settings, migration_id: str, typed: float) -> f
     return first.timestamp() - typed
 
 
-def one_side(settings: Settings, admin: KafkaAdmin, tree: Path, folder: Path, sample_s: int) -> tuple[float, float]:
-    """A fresh worker of ``tree``: the seconds to the first step of its first migration and of its second, each less
-    the sampling window."""
+def one_side(settings: Settings, admin: KafkaAdmin, tree: Path, folder: Path) -> tuple[float, float]:
+    """A fresh worker of ``tree``: the seconds to the first step of its first migration and of its second."""
     queue = f"bench-first-step-{uuid.uuid4().hex[:8]}"
-    env = dict(
-        os.environ,
-        DROVER_KAFKA_BOOTSTRAP=settings.kafka_bootstrap,
-        DROVER_TEMPORAL_ADDRESS=settings.temporal_address,
-        DROVER_TASK_QUEUE=queue,
-        DROVER_WORK_DIR=str(folder / "work"),
-    )
+    env = dict(os.environ, **Sandbox().s.client_env(), DROVER_TASK_QUEUE=queue, DROVER_WORK_DIR=str(folder / "work"))
     log = folder / f"{queue}.log"
     proc = start_worker(tree, env, log)
     figures = []
@@ -91,8 +85,8 @@ def one_side(settings: Settings, admin: KafkaAdmin, tree: Path, folder: Path, sa
                 fill(settings, topic, PARTITIONS, MB)
                 # A cluster name of its own: a coordinator of this side's code, on this worker's queue.
                 cluster = f"{topic}-cluster"
-                migration_id, typed = drover_start(tree, env, plan_file(folder, topic), cluster, sample_s)
-                figures.append(asyncio.run(first_step_s(settings, migration_id, typed)) - sample_s)
+                migration_id, typed = drover_start(tree, env, plan_file(folder, topic), cluster)
+                figures.append(asyncio.run(first_step_s(settings, migration_id, typed)))
                 asyncio.run(_end_coordinators(settings, queue))
             finally:
                 admin.delete_topics([topic])
@@ -112,10 +106,10 @@ async def _end_coordinators(settings: Settings, queue: str) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--sample", type=int, default=5, help="the estimate's sampling window, seconds")
     parser.add_argument("--baseline", default=None, help="a git ref whose worker and CLI run beside this tree's")
     args = parser.parse_args()
-    settings = load_settings()
+    box = Sandbox().s
+    settings = load_settings(kafka_bootstrap=box.bootstrap, temporal_address=box.temporal_address)
     admin = KafkaAdmin(settings)
     figures: dict[str, list[tuple[float, float]]] = {}
     with tempfile.TemporaryDirectory(prefix="bench-first-step-") as folder, contextlib.ExitStack() as stack:
@@ -125,11 +119,11 @@ def main() -> None:
             commit = resolved(args.baseline)
             sides.append(("baseline", stack.enter_context(worktree(commit, Path(folder)))))
             print(f"baseline: {args.baseline} ({commit[:7]}), alternating with this tree")
-        print("seconds from drover start to the first step, less the sampling window")
+        print("seconds from drover start to the first step")
         print(f"{'run':<5}{'side':<12}{'fresh worker':>14}{'warm worker':>13}")
         for run in range(1, args.runs + 1):
             for name, tree in sides:
-                fresh, warm = one_side(settings, admin, tree, Path(folder), args.sample)
+                fresh, warm = one_side(settings, admin, tree, Path(folder))
                 figures.setdefault(name, []).append((fresh, warm))
                 print(f"{run:<5}{name:<12}{fresh:>14.1f}{warm:>13.1f}", flush=True)
     medians = {name: tuple(statistics.median(r[i] for r in runs) for i in (0, 1)) for name, runs in figures.items()}

@@ -30,6 +30,15 @@ COUNTERS = {
 }
 
 
+# Kafka's per-topic bytes-in meter, as the exporter names it: what a broker takes in from producers for the partitions
+# of a topic it leads. Its count (a counter, for a Prometheus server's rate) and Kafka's own one-minute rate of it (a
+# gauge, a rate from one read of a page).
+TOPIC_COUNTER = "kafka_server_topic_bytesinpersec"
+TOPIC_RATE = "kafka_server_topic_bytesinpersec_oneminuterate"
+# Over how far back a Prometheus server's rate of the per-topic counter is taken.
+TOPIC_RANGE = "2m"
+
+
 class BrokerMetricsError(Exception):
     """A broker's metrics page could not be read, or lacks the traffic counters; the message names the URL."""
 
@@ -53,13 +62,17 @@ def parse(text: str) -> dict[str, float]:
     return found
 
 
-def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
-    """One scrape of a broker's metrics page."""
+def _page(url: str, timeout_s: float) -> str:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:
-            text = answer.read().decode()
+            return answer.read().decode()
     except OSError as e:
         raise BrokerMetricsError(f"broker metrics at {url}: cannot be read: {getattr(e, 'reason', e)}") from None
+
+
+def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
+    """One scrape of a broker's metrics page."""
+    text = _page(url, timeout_s)
     try:
         counters = parse(text)
     except ValueError as e:
@@ -80,6 +93,50 @@ def rates(before: TrafficSample, after: TrafficSample) -> dict[str, float]:
         then = before.counters.get(key, 0.0)
         out[key] = (now - then if now >= then else now) / seconds
     return out
+
+
+def topic_rates(spec: str, brokers: Sequence[int], timeout_s: float = 5.0) -> dict[int, dict[str, float]] | None:
+    """Bytes per second each of ``brokers`` takes in from producers now, per topic, from where DROVER_BROKER_METRICS
+    ``spec`` says: Kafka's one-minute rate on each broker's page, or a Prometheus server's rate of the per-topic
+    counter over TOPIC_RANGE. A topic a broker has no series of took nothing in there. None when the source has no
+    per-topic series for one of ``brokers`` (an exporter without them, a broker it does not know): the rates must then
+    be sampled. Raises BrokerMetricsError when the source cannot be read."""
+    server = prometheus_server(spec)
+    found: dict[int, dict[str, float]] = {}
+    if server is not None:
+        # The samples themselves, not rate(): rate() divides by the whole range, so a series younger than it (a new
+        # topic) would read low.
+        for series in _ask(server, f"{TOPIC_COUNTER}_total[{TOPIC_RANGE}]", timeout_s):
+            labels = series.get("metric", {})
+            broker, topic = labels.get(server.label, ""), labels.get("topic", "")
+            if broker.isdigit() and topic:
+                per_topic = found.setdefault(int(broker), {})
+                per_topic[topic] = per_topic.get(topic, 0.0) + _counter_rate(series.get("values", []))
+    else:
+        urls = broker_metrics_urls(spec, brokers)
+        if set(brokers) - set(urls):
+            return None
+        for b in brokers:
+            text = _page(urls[b], timeout_s)
+            try:
+                families = {f.name: f for f in text_string_to_metric_families(text)}
+            except ValueError as e:
+                raise BrokerMetricsError(f"broker metrics at {urls[b]}: not a Prometheus page: {e}") from None
+            if TOPIC_RATE in families:
+                found[b] = {s.labels["topic"]: s.value for s in families[TOPIC_RATE].samples if "topic" in s.labels}
+    if set(brokers) - set(found):
+        return None
+    return {b: found[b] for b in brokers}
+
+
+def _counter_rate(values: list) -> float:
+    """A counter's per-second rate over its samples ([[time, "value"], ...]); a drop (a restarted broker) counts
+    from zero, as Prometheus does. A series of one sample has no rate yet: 0."""
+    points = [(float(t), float(v)) for t, v in values]
+    if len(points) < 2 or points[-1][0] <= points[0][0]:
+        return 0.0
+    grew = sum(now - then if now >= then else now for (_, then), (_, now) in zip(points, points[1:], strict=False))
+    return grew / (points[-1][0] - points[0][0])
 
 
 def query(server: PrometheusServer, brokers: Sequence[int] = (), timeout_s: float = 5.0) -> dict[int, dict[str, float]]:

@@ -1,9 +1,12 @@
-"""Each partition's write rate, sampled through the Kafka port: its log's growth over a window. What the estimate
-(``drover.estimator.service``), ``drover estimate`` and ``drover plan --sample`` take as per-partition traffic."""
+"""Each partition's write rate: read now from the brokers' metrics where they have per-topic rates, or sampled
+through the Kafka port as its log's growth over a window. What the estimate (``drover.estimator.service``),
+``drover estimate`` and ``drover plan --sample`` take as per-partition traffic."""
 
 import time
+from collections import Counter
 from collections.abc import Callable
 
+from drover.adapters.broker_metrics import topic_rates
 from drover.adapters.kafka_port import KafkaPort
 from drover.models import TopicPartition
 
@@ -47,5 +50,38 @@ def sample_metrics(
             rate = max(0, end1 - end0) * record / elapsed
         rows.append(
             {"topic": key[0], "partition": key[1], "bytes_in_per_sec": rate, "size_bytes": size, "leader": leaders[key]}
+        )
+    return rows
+
+
+def rates_from_metrics(admin: KafkaPort, spec: str, topics: list[str]) -> list[dict] | None:
+    """Rows as ``sample_metrics`` gives, with no window: each partition's write rate from its leader's per-topic
+    bytes-in rate (``topic_rates``), shared evenly among the partitions of that topic it leads, and its size from
+    DescribeLogDirs. None when the brokers' metrics lack per-topic rates for a leader: the rates must be sampled.
+    Raises BrokerMetricsError when the metrics cannot be read."""
+    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(set(topics)))}
+    brokers = sorted({b for b in leaders.values() if b is not None})
+    per_topic = topic_rates(spec, brokers) if brokers else {}
+    if per_topic is None:
+        return None
+    led = Counter((leader, topic) for (topic, _), leader in leaders.items() if leader is not None)
+    sizes = {
+        (r.topic, r.partition): r.size_bytes
+        for r in admin.describe_log_dirs()
+        if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
+    }
+    rows = []
+    for (topic, partition), leader in sorted(leaders.items()):
+        rate = 0.0
+        if leader is not None:
+            rate = per_topic[leader].get(topic, 0.0) / led[(leader, topic)]
+        rows.append(
+            {
+                "topic": topic,
+                "partition": partition,
+                "bytes_in_per_sec": rate,
+                "size_bytes": sizes.get((topic, partition), 0),
+                "leader": leader,
+            }
         )
     return rows

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from temporalio.testing import ActivityEnvironment
 
+from drover.activities.estimate import EstimateActivities
 from drover.activities.traffic import TrafficActivities
 from drover.adapters.broker_metrics import rates, scrape
 from drover.models.band import TrafficReading, TrafficRequest
@@ -125,6 +126,36 @@ def test_the_band_reads_a_prometheus_server_and_falls_back_to_log_growth_when_it
     dead = read("prometheus:http://127.0.0.1:9")
     assert dead.source.startswith("log growth (the Admin API), as Prometheus at http://127.0.0.1:9: cannot be read")
     assert set(dead.brokers) == {1, 2}
+
+
+class Waited(Exception):
+    """A sampling window was begun."""
+
+
+def _no_window() -> None:
+    raise Waited
+
+
+@pytest.mark.parametrize("source", ["metrics", "prometheus"])
+def test_an_estimate_reads_each_partitions_write_rate_from_the_brokers_per_topic_rates_without_a_window(
+    stack: Sandbox, real_settings: Settings, admin, topic_name, source, request, tmp_path
+):
+    spec = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    if source == "prometheus":
+        spec = "prometheus:" + request.getfixturevalue("prometheus")
+    estimate = EstimateActivities(admin, tmp_path, real_settings.spark_master, spec)
+
+    def rates() -> list[dict] | bool:
+        # A window of ten minutes whose first tick fails: the rates come from the metrics or the test fails. Kafka's
+        # meter ticks every 5 s (a new topic's rate shows from its first tick), a scrape every second: looked at
+        # until the write shows.
+        rows = estimate.write_rates([topic_name], 600, _no_window)
+        return rows if rows[0]["bytes_in_per_sec"] > 0.1 * MB else False
+
+    rows = _while_writing(real_settings, admin, topic_name, lambda: wait_until(rates, 30, 1.0, "the write's rate"))
+    print(f"{source}: {rows}")
+    assert [(r["topic"], r["partition"], r["leader"]) for r in rows] == [(topic_name, 0, 1)]
+    assert rows[0]["bytes_in_per_sec"] > 0.1 * MB and rows[0]["size_bytes"] > MB
 
 
 def _while_writing(settings: Settings, admin, topic: str, look):
