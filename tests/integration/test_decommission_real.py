@@ -137,7 +137,9 @@ def five(tmp_path_factory):
 
 
 async def _clean(five: Five) -> None:
-    """No flow left running (cancelled, mode stop) and no broker cordoned."""
+    """No flow left running (cancelled, mode stop), no broker cordoned, and none of the topics a test made: the next
+    test's decommission moves what it made, not what every earlier test left (Kafka's internal topics, made on
+    their first use, stay, as on any cluster)."""
     client = await connect(five.settings)
     query = "WorkflowType = 'DecommissionWorkflow' AND ExecutionStatus = 'Running'"
     async for found in client.list_workflows(query):
@@ -145,6 +147,9 @@ async def _clean(five: Five) -> None:
         await asyncio.wait_for(client.get_workflow_handle(found.id).result(), 120)
     for b in five.cordons():
         five.admin.alter_broker_config(b, {}, delete=[CORDON_CONFIG])
+    made = [t for t in five.admin.list_topics() if not t.startswith("__")]
+    five.admin.delete_topics(made)
+    wait_until(lambda: not set(made) & set(five.admin.list_topics()), 60, 0.5, f"deleted topics {made}")
 
 
 @pytest.fixture(autouse=True)
