@@ -2,15 +2,16 @@
 with it maps Spark's classes already parsed and verified instead of loading each from its jar, so a freshly started
 worker's session and its first estimate take seconds less.
 
-One archive per Java and pyspark install, kept in the user's cache folder (``$XDG_CACHE_HOME/drover``, else
-``~/.cache/drover``) and shared by every Drover process of that user. It is built by ``python -m
-drover.estimator.classes_build``, which runs one tiny estimate on a JVM that writes the classes it loaded as it exits; a
-worker that finds none starts that build at the lowest CPU priority once its own session is idle. Until it exists,
-sessions start as before. The JVM refuses an archive that does not match it (it loads the classes from the jars then);
-deleting the file builds it anew."""
+One archive per Java and Spark install (pyspark's version and folder), kept in the user's cache folder
+(``$XDG_CACHE_HOME/drover``, else ``~/.cache/drover``) and shared by every Drover process of that user. It is built
+by ``python -m drover.estimator.classes_build``, which runs one tiny estimate on a JVM that writes the classes it
+loaded as it exits; a worker that finds none starts that build at the lowest CPU priority once its own session is
+idle. Until it exists, sessions start as before. The JVM refuses an archive that does not match it (it loads the
+classes from the jars then); deleting the file builds it anew."""
 
 import hashlib
 import importlib.metadata
+import importlib.util
 import os
 import shutil
 import subprocess
@@ -34,10 +35,26 @@ def _java() -> str:
         return real
 
 
+def _spark() -> str:
+    """pyspark's version, and the Spark home its launcher puts on the JVM's class path (SPARK_HOME, else pyspark's own
+    folder, as pyspark finds it) with its jars' install time: the JVM takes an archive only with the class path it was
+    made with, jars unchanged, so another install of the same version (another virtualenv, a reinstall) gets an
+    archive of its own."""
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        spec = importlib.util.find_spec("pyspark")
+        home = os.path.dirname(os.path.realpath(spec.origin)) if spec and spec.origin else ""
+    try:
+        installed = os.stat(Path(home) / "jars").st_mtime_ns
+    except OSError:
+        installed = 0
+    return f"{importlib.metadata.version('pyspark')} {home}@{installed}"
+
+
 def archive() -> Path:
-    """Where this Java and pyspark's archive is, or would be."""
+    """Where this Java and Spark install's archive is, or would be."""
     cache = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "drover"
-    key = hashlib.sha256(f"{importlib.metadata.version('pyspark')} {_java()}".encode()).hexdigest()[:12]
+    key = hashlib.sha256(f"{_spark()} {_java()}".encode()).hexdigest()[:12]
     return cache / f"spark-classes-{key}.jsa"
 
 

@@ -106,3 +106,21 @@ def test_a_worker_starts_one_build_at_a_time(cache: Path, tmp_path: Path, monkey
     assert classes.build_later(tmp_path / "work") is None
     assert classes.java_option() == f"-XX:SharedArchiveFile={classes.archive()}"
     assert len(started) == 2
+
+
+def test_each_spark_install_has_an_archive_of_its_own(cache: Path, tmp_path: Path, monkeypatch) -> None:
+    # The JVM refuses an archive made with another class path: a second virtualenv's pyspark, of the same version,
+    # must not find the first one's (and then never build its own).
+    here = classes.archive()
+    for other in ("venv-a", "venv-b"):
+        (tmp_path / other / "jars").mkdir(parents=True)
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "venv-a"))
+    a = classes.archive()
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path / "venv-b"))
+    b = classes.archive()
+    assert len({here, a, b}) == 3 and {here.parent, a.parent, b.parent} == {cache}
+    # The same install reinstalled (its jars new): the old archive no longer matches them.
+    (tmp_path / "venv-b" / "jars").rmdir()
+    (tmp_path / "venv-b" / "jars").mkdir()
+    os.utime(tmp_path / "venv-b" / "jars", ns=(1, 1))
+    assert classes.archive() != b
