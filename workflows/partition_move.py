@@ -12,6 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.core.move import events as ev
     from drover.core.move import state as machine
     from drover.core.move.state import step_request
+    from drover.core.move.view import details
     from drover.models import MoveInput, MoveProgress, MoveReport, MoveResult, MoveStepReport, MoveStuck, TopicPartition
     from drover.models.results import CANCELLED
     from drover.steps import surplus_drop
@@ -66,6 +67,7 @@ class PartitionMoveWorkflow:
             # The list this move left the partition on, or None if it never changed it: a rollback reverts only
             # what a move changed, from where it left it.
             final = self.s.current if self.s.acted else None
+            workflow.set_current_details(details(self.s, "cancelled" if cancelled else f"failed: {error}"))
             report = MoveReport(
                 topic=move.topic,
                 partition=move.partition,
@@ -110,6 +112,7 @@ class PartitionMoveWorkflow:
         finishes, fails or is cancelled."""
         action = self._first
         while not isinstance(action, ev.Finish):
+            workflow.set_current_details(details(self.s))
             if isinstance(action, ev.Fail):
                 raise ApplicationError(action.message, type=action.error_type, non_retryable=True)
             try:
@@ -119,6 +122,7 @@ class PartitionMoveWorkflow:
                     await self._cancelled()
                 raise
             action = machine.decide(self.s, event, workflow.now())
+        workflow.set_current_details(details(self.s))
         return action.result
 
     async def _carry_out(self, move: MoveInput, action: ev.Action) -> ev.Event:

@@ -725,11 +725,13 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
         changed = await current_details(handle)
         child = local_env.client.get_workflow_handle(move_workflow_id(migration.cluster, "orders", 0))
         await wait_for_summary(child, "waiting for step 1 of ")
+        stepping = await current_details(child)
         with fake._lock:
             fake.ticks = 2
             fake.ongoing = {key: (target, 1) for key, (target, _) in fake.ongoing.items()}
         await handle.execute_update(MigrationWorkflow.act_update, Resume(actor="bo", reason="quiet"))
         assert (await handle.result()).verified
+        moved = await current_details(child)
         described = await handle.describe()
         child_described = await child.describe()
         scheduled = [
@@ -751,6 +753,12 @@ async def test_the_web_ui_shows_summaries_and_up_to_date_details(local_env):
     assert "limits: 2 partitions" in running and "throttle none" in running, running
     assert "limits: 3 partitions" in changed and "throttle 5.0 MB/s" in changed, changed
     assert await child_described.static_summary() == f"orders-0: [1, 2, 3] → {plan[0].replicas}"
+    # A move's own details: its step in flight, the list Kafka shows, where it goes; then its end.
+    print(stepping, moved, sep="\n---\n")
+    target = "[" + ", ".join(map(str, plan[0].replicas)) + "]"
+    assert stepping.startswith("**orders-0**: stepping: step 1 of 1: [1, 2, 3] → "), stepping
+    assert "on Kafka: [" in stepping and f"from [1, 2, 3] to {target}; 0 steps done" in stepping
+    assert moved.startswith("**orders-0**: done") and f"on Kafka: {target}" in moved, moved
     # Each step's activities say which step of how many, and from which list to which.
     assert "orders-0: the list Kafka shows" in scheduled
     assert any(text.startswith("step 1 of ") and "[1, 2, 3] → " in text for text in scheduled)
