@@ -22,6 +22,7 @@ from drover.cli.report_picture import write_report
 from drover.core.migration.timeline import Timeline
 from drover.models.admission import Limits
 from drover.models.control import MIGRATION_ACTIONS, AuditEntry, MigrationAction
+from drover.models.decommission import FlowInput, FlowResult
 from drover.models.moves import MoveInput, MoveReport, MoveStepReport
 from drover.models.results import MigrationResult
 from drover.settings import Settings
@@ -51,7 +52,9 @@ RUN_CLOSED = {
 def report(
     ctx: typer.Context,
     migration_id: str = typer.Argument(
-        ..., help="The migration ID drover start printed", callback=migration_id_checked
+        ...,
+        help="The migration ID drover start printed, or a flow's ID drover decommission or demote printed",
+        callback=migration_id_checked,
     ),
     out: Path = typer.Option(
         Path("report.html"), "--out", dir_okay=False, help="The HTML page to write (opens offline in any browser)"
@@ -59,7 +62,8 @@ def report(
 ) -> None:
     """Draw a migration from its history: every move's steps on a timeline (a Gantt chart), the moves in flight per
     broker against the limits, and the throttle changes and operator actions as marked events. Works on running and
-    finished migrations, continued-as-new ones included, without a worker."""
+    finished migrations, continued-as-new ones included, without a worker. Given a decommission or demote flow's ID
+    (drover decommission printed it), draws the moves of all its migrations, with where each began and ended."""
     output = Output(False)
     timeline = asyncio.run(read_timeline(ctx.obj, migration_id, output))
     steps = sum(len(m.steps) for m in timeline.moves.values())
@@ -68,7 +72,7 @@ def report(
     except OSError as e:
         raise DroverError(f"cannot write {out}: {e.strerror}") from None
     output.success(
-        f"report of migration {migration_id} ({timeline.status or 'running'}): {len(timeline.moves)} moves, "
+        f"report of {timeline.what} {migration_id} ({timeline.status or 'running'}): {len(timeline.moves)} moves, "
         f"{steps} steps, {len(timeline.actions)} operator actions -> {out}"
     )
 
@@ -78,7 +82,67 @@ def report(
 
 async def read_timeline(settings: Settings, migration_id: str, out: Output) -> Timeline:
     client = await connect(settings, identity=default_actor())
-    return await patiently(lambda: timeline_of(client, migration_id), settings.temporal_address, out.warning)
+    return await patiently(lambda: any_timeline(client, migration_id), settings.temporal_address, out.warning)
+
+
+async def any_timeline(client: Client, workflow_id: str) -> Timeline:
+    """A migration's timeline, or a flow's: its migrations' timelines drawn as one."""
+    if await workflow_type(client, workflow_id) == "DecommissionWorkflow":
+        return await flow_timeline(client, workflow_id)
+    return await timeline_of(client, workflow_id)
+
+
+async def flow_timeline(client: Client, flow_id: str) -> Timeline:
+    """A decommission or demote flow (one run) drawn from its history: the moves of each of its migrations (the
+    history of each, read as ``timeline_of`` reads a migration's), the flow's own audit (cordons, cancels) and the
+    operators' actions on its migrations, and a mark where each migration started and ended."""
+    timeline = Timeline(flow_id, what="flow")
+    children: list[str] = []
+    flow: FlowResult | None = None
+    async for event in client.get_workflow_handle(flow_id).fetch_history_events():
+        at, kind = event.event_time.ToDatetime(UTC), event.event_type
+        if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_STARTED:
+            timeline.started = at
+            [given] = await client.data_converter.decode(
+                event.workflow_execution_started_event_attributes.input.payloads, [FlowInput]
+            )
+            brokers = ", ".join(map(str, given.brokers))
+            timeline.what = f"{given.kind} of broker{'s' if len(given.brokers) > 1 else ''} {brokers}"
+            timeline.cluster = given.cluster
+        elif kind == EventType.EVENT_TYPE_START_CHILD_WORKFLOW_EXECUTION_INITIATED:
+            children.append(event.start_child_workflow_execution_initiated_event_attributes.workflow_id)
+        elif kind in RUN_CLOSED:
+            timeline.ended, timeline.status = at, RUN_CLOSED[kind]
+            if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
+                completed = event.workflow_execution_completed_event_attributes
+                [flow] = await client.data_converter.decode(completed.result.payloads, [FlowResult])
+    actions = list(flow.audit) if flow is not None else []
+    for child in children:
+        part = await timeline_of(client, child)
+        name = child.rsplit(":", 1)[-1]
+        timeline.moves |= {f"{name}:{token}": move for token, move in part.moves.items()}
+        # Each migration's own start (its limits and throttle as the flow gave them) is its mark, not an action.
+        actions += [a for a in part.actions if a.action != "start"]
+        timeline.limits += part.limits[:1]
+        timeline.throttle += part.throttle[:1]
+        if part.started is not None:
+            timeline.marks.append((part.started, name, f"{part.started:%H:%M:%S} migration {child} started"))
+        if part.ended is not None:
+            how = part.status or "ended"
+            timeline.marks.append((part.ended, f"{name} {how}", f"{part.ended:%H:%M:%S} migration {child} {how}"))
+    if flow is not None:
+        timeline.status = flow.phase + ("; safe to stop" if flow.safe_to_stop else "")
+    timeline.operator_actions(actions)
+    return timeline
+
+
+async def workflow_type(client: Client, workflow_id: str) -> str:
+    try:
+        return (await client.get_workflow_handle(workflow_id).describe()).workflow_type
+    except RPCError as e:
+        if e.status == RPCStatusCode.NOT_FOUND:
+            raise DroverError(f"no migration or flow {workflow_id}") from None
+        raise
 
 
 async def timeline_of(client: Client, migration_id: str) -> Timeline:
@@ -158,7 +222,7 @@ async def run_ids(client: Client, migration_id: str) -> list[str]:
             raise DroverError(f"no migration {migration_id}") from None
         raise
     if latest.workflow_type != "MigrationWorkflow":
-        raise DroverError(f"{migration_id} is a {latest.workflow_type}, not a migration")
+        raise DroverError(f"{migration_id} is a {latest.workflow_type}, not a migration or a flow")
     runs = [latest.run_id]
     while True:
         async for event in history(client, migration_id, runs[-1]):

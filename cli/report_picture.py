@@ -53,7 +53,7 @@ def render(t: Timeline) -> str:
     if t.moving_s and t.bound_s:
         span += f"; moving {t.moving_s:.0f} s against a bound of {t.bound_s:.0f} s ({t.moving_s / t.bound_s:.2f}x)"
     fig.update_layout(
-        title=f"Drover migration {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
+        title=f"Drover {t.what} {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
         height=gantt_px + 260 + 200 + 180,
         barmode="overlay",
         template="plotly_white",
@@ -169,6 +169,21 @@ def _in_flight(fig: go.Figure, t: Timeline, until: datetime) -> None:
             )
 
 
+def _milestones(t: Timeline) -> list[tuple[datetime, str, str]]:
+    """The start, the first step and the end (and a flow's migrations, each begun and ended): (when, label, hover)."""
+    found = []
+    stepped = [m.steps[0].start for m in t.moves.values() if m.steps]
+    if t.started is not None:
+        first = "started" if t.marks else "preflight" + (", estimate" if stepped else "")
+        found.append((t.started, first, f"started {t.started:%H:%M:%S}"))
+    found += t.marks
+    if stepped:
+        found.append((min(stepped), "first step", f"first step {min(stepped):%H:%M:%S}"))
+    if t.ended is not None:
+        found.append((t.ended, t.status or "ended", f"{t.status} {t.ended:%H:%M:%S}"))
+    return found
+
+
 def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
     rows: dict[str, dict[str, list]] = {}
 
@@ -178,14 +193,8 @@ def _events(fig: go.Figure, t: Timeline, until: datetime) -> None:
         row["text"].append(text)
         row["hover"].append(hover)
 
-    stepped = [m.steps[0].start for m in t.moves.values() if m.steps]
-    if t.started is not None:
-        mark("migration", t.started, "preflight" + (", estimate" if stepped else ""), f"started {t.started:%H:%M:%S}")
-    if stepped:
-        first = min(stepped)
-        mark("migration", first, "first step", f"first step {first:%H:%M:%S}")
-    if t.ended is not None:
-        mark("migration", t.ended, t.status or "ended", f"{t.status} {t.ended:%H:%M:%S}")
+    for at, text, hover in _milestones(t):
+        mark("migration", at, text, hover)
     if t.throttle:  # as started; its changes are operator actions, below
         at, rate = t.throttle[0]
         shown = "auto (the estimate's)" if rate is None and t.auto_throttle else human_rate(rate)

@@ -2,6 +2,7 @@
 headless Chromium, whose DOM must show a bar for every step and every move's label."""
 
 import asyncio
+import os
 import re
 import shutil
 import subprocess
@@ -10,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from drover.cli.report import timeline_of
+from drover.cli.report import any_timeline, timeline_of
 from drover.cli.report_picture import write_report
 from drover.core.migration.timeline import Timeline
 from drover.models.admission import Limits
@@ -189,3 +190,47 @@ def test_the_spans_held_by_a_pause_or_a_freeze_end_at_the_resume_cancel_or_unfre
     # Still paused: the span runs to the end of the picture.
     t.operator_actions([entry(0, "pause")])
     assert t.held(at[7]) == [(at[0], at[7], "paused")]
+
+
+async def test_a_flows_report_draws_the_moves_of_all_its_migrations_with_where_each_began_and_ended(
+    local_env, tmp_path
+):
+    from tests.workflows import test_decommission as flows
+
+    fake = flows.cluster()
+    # A partition placed on broker 5 while the first drain runs: a second drain moves it.
+    flows.land_on_broker_5(fake, times=1)
+    given = flows.flow(fake, [5])
+    async with worker_for(local_env.client, activities_for(fake, tmp_path)) as worker:
+        handle = await flows.start_flow_of(local_env.client, worker.task_queue, given)
+        result = await handle.result()
+        timeline = await any_timeline(local_env.client, handle.id)
+    assert result.safe_to_stop and len(result.migrations) >= 3, result.migrations
+    assert timeline.what == "decommission of broker 5" and timeline.cluster == given.cluster
+    assert timeline.status == "done; safe to stop" and timeline.started is not None and timeline.ended is not None
+    # Every partition the flow moved off broker 5, the late one included, is a move of the picture.
+    moved = [(m.topic, m.partition) for m in timeline.moves.values() if m.steps]
+    assert ("late", 0) in moved and all(m.outcome == "done" for m in timeline.moves.values())
+    assert len(moved) == result.partitions_moved, (moved, result.partitions_moved)
+    names = [m.rsplit(":", 1)[-1] for m in result.migrations]
+    assert [text for _, text, _ in timeline.marks] == [x for n in names for x in (n, f"{n} completed")]
+    # The flow's own audit: who started it and why.
+    assert ("start", "ops", "test") in [(a.action, a.actor, a.reason) for a in timeline.actions]
+
+    page = tmp_path / "flow.html"
+    write_report(page, timeline)
+    dom = rendered_dom(page, screenshot=tmp_path / "flow.png")
+    assert f"Drover decommission of broker 5 {handle.id}" in dom and "late-0" in dom
+    assert all(n in dom for n in names)
+    print(tmp_path / "flow.png")
+
+
+async def test_a_flow_or_migration_that_does_not_exist_is_one_line(local_env, tmp_path):
+    from tests.cli.test_cli import assert_one_line_error, drover
+
+    env = os.environ | {"DROVER_TEMPORAL_ADDRESS": local_env.client.service_client.config.target_host}
+    done = await asyncio.to_thread(
+        drover, "report", "decommission:nowhere:1", "--out", str(tmp_path / "r.html"), env=env
+    )
+    assert_one_line_error(done, 1, "no migration or flow decommission:nowhere:1")
+    assert not (tmp_path / "r.html").exists()

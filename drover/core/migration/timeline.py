@@ -66,6 +66,10 @@ class Timeline:
     # From its result: seconds it spent moving, and the bandwidth lower bound of its moves (None: unbounded).
     moving_s: float | None = None
     bound_s: float | None = None
+    # What is drawn: a migration, or a flow ("decommission of broker 5") whose migrations' moves are drawn together,
+    # with marks (when, label, hover text) where each of its migrations started and ended.
+    what: str = "migration"
+    marks: list[tuple[datetime, str, str]] = field(default_factory=list)
 
     # -- the events, in history order -----------------------------------------------------------------------------
 
