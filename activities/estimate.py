@@ -36,10 +36,12 @@ class EstimateActivities:
         # Where the brokers' per-topic rates are read (DROVER_BROKER_METRICS), so that no window is sampled.
         self.broker_metrics = broker_metrics
 
-    def write_rates(self, topics: list[str], window_s: float, tick: Callable[[], None]) -> list[dict]:
+    def write_rates(
+        self, topics: list[str], window_s: float, tick: Callable[[], None], from_metrics: bool = True
+    ) -> list[dict]:
         """Each partition's write rate and size: from the brokers' metrics, at once, where they have per-topic
-        rates; else sampled from the logs' growth over ``window_s``."""
-        if self.broker_metrics:
+        rates (unless not ``from_metrics``); else sampled from the logs' growth over ``window_s``."""
+        if self.broker_metrics and from_metrics:
             try:
                 rows = rates_from_metrics(self.admin, self.broker_metrics, topics)
             except BrokerMetricsError as e:
@@ -62,7 +64,9 @@ class EstimateActivities:
         metrics_ref = req.metrics_ref
         if metrics_ref is None:
             topics = sorted({m.topic for m in self._moves(req)})
-            rows = self.write_rates(topics, req.sample_s, tick=lambda: activity.heartbeat("sampling"))
+            rows = self.write_rates(
+                topics, req.sample_s, lambda: activity.heartbeat("sampling"), req.rates_from_metrics
+            )
             metrics_ref = write_metrics(rows, folder / "metrics.jsonl")
         try:
             with heartbeating("estimating"):
@@ -83,7 +87,7 @@ class EstimateActivities:
         def tick() -> None:
             activity.heartbeat({"sampling_left_s": round(max(0.0, req.sample_s - (time.monotonic() - began)))})
 
-        rows = self.write_rates(topics, req.sample_s, tick)
+        rows = self.write_rates(topics, req.sample_s, tick, req.rates_from_metrics)
         folder = ledger.migration_dir(self.work_dir, req.migration_id)
         return write_metrics(rows, folder / "metrics.jsonl")
 

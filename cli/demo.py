@@ -40,7 +40,8 @@ PARTITIONS = 8
 MESSAGES_PER_PARTITION = 500
 THROTTLE = 10_000_000
 LIMITS = Limits(max_partitions=2, max_per_broker=2, max_replicas=2, max_leaders=2)
-# The estimate samples each partition's write rate for this long before the first step.
+# Where the brokers' metrics lack per-topic rates, the estimate samples each partition's write rate for this long
+# before the first step.
 SAMPLE_S = 5.0
 
 

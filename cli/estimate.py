@@ -52,7 +52,13 @@ def capacity_option(text: str | None) -> tuple[int | None, dict[int, int]]:
     return None, per_broker
 
 
-def sample_option(text: str) -> float:
+# The sample's window when --sample is not given.
+SAMPLE_S = 30.0
+
+
+def sample_option(text: str | None) -> float:
+    if text is None:
+        return SAMPLE_S
     try:
         return parse_duration(text)
     except ValueError as e:

@@ -125,11 +125,14 @@ class EstimateInputs:
         help="Per-partition metrics (Parquet, CSV or JSON lines: topic, partition, bytes_in_per_sec, "
         "size_bytes) instead of sampling the cluster",
     )
-    sample: str = typer.Option(
-        "30s",
+    sample: str | None = typer.Option(
+        None,
         "--sample",
-        help="Window over which each partition's write rate is sampled (5s, 1m); a migration's estimate samples only "
-        "where the brokers' metrics (DROVER_BROKER_METRICS) lack per-topic rates",
+        help="Window over which each partition's write rate is sampled from its log's growth (5s, 1m). Without it, "
+        "a migration's estimate reads the rates from the brokers' metrics where the worker has them "
+        "(DROVER_BROKER_METRICS: Kafka's one-minute rates, which still count a bulk load of the last minute) and "
+        "samples only where they lack them  [default: 30s]",
+        show_default=False,
     )
     headroom: float = typer.Option(0.2, "--headroom", min=0.0, help="Recommended rate = minimum x (1 + headroom)")
     floor: str = typer.Option("10MiB/s", "--floor", help="Recommended rates are at least this")

@@ -179,6 +179,7 @@ def estimate_settings(inputs: EstimateInputs, auto: bool) -> EstimateSettings:
     return EstimateSettings(
         metrics_ref=str(metrics.resolve()) if metrics else None,
         sample_s=sample_option(inputs.sample),
+        rates_from_metrics=inputs.sample is None,
         auto_throttle=auto,
         headroom=inputs.headroom,
         floor_bytes_per_s=rate_option("--floor", inputs.floor),
@@ -250,14 +251,15 @@ def _waits(m: MigrationInput, settings: Settings) -> str:
         ", which a fixed --throttle allows (no ETA then)" if m.throttle_bytes_per_s is not None else ""
     )
     window = human_seconds(e.sample_s)
-    if settings.broker_metrics:
+    if settings.broker_metrics and e.rates_from_metrics:
         return (
             f"; its estimate reads the topics' write rates from the brokers' metrics, or, where they lack per-topic "
             f"rates, samples them for {window} before the first step (--sample sets the window, {skip})"
         )
+    why = "as --sample asks" if not e.rates_from_metrics else "as DROVER_BROKER_METRICS names no brokers' metrics"
     return (
-        f"; before its first step it samples the topics' write rates for {window} for its estimate, as "
-        f"DROVER_BROKER_METRICS names no brokers' metrics to read them from (--sample sets the window, {skip})"
+        f"; before its first step it samples the topics' write rates for {window} for its estimate, {why} "
+        f"(--sample sets the window, {skip})"
     )
 
 

@@ -27,6 +27,9 @@ class EstimateSettings(BaseModel):
     metrics_ref: str | None = None
     # Seconds over which each partition's log growth is sampled (its write rate).
     sample_s: float = Field(30.0, gt=0)
+    # Read the write rates from the brokers' metrics where the worker has them (the sample then only where they lack
+    # them); False: always sample (``--sample`` given).
+    rates_from_metrics: bool = True
     # The throttle is each broker's recommended rates (the migration's throttle_bytes_per_s is then unused).
     auto_throttle: bool = False
     headroom: float = Field(0.2, ge=0)
@@ -44,6 +47,7 @@ class SampleRequest(BaseModel):
     topics: list[str] = []
     plan_ref: str | None = None
     sample_s: float = Field(gt=0)
+    rates_from_metrics: bool = True
 
 
 class MigrationEstimateInput(BaseModel):
@@ -56,6 +60,7 @@ class MigrationEstimateInput(BaseModel):
     # The metrics at metrics_ref are Drover's own sample (not an operator's file, which is checked).
     metrics_sampled: bool = False
     sample_s: float = 30.0
+    rates_from_metrics: bool = True
     options: EstimateOptions
 
 

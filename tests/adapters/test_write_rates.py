@@ -150,3 +150,32 @@ def test_a_prometheus_servers_per_topic_counters_are_rated_over_their_samples_a_
     (tmp_path / "api" / "v1" / "query").write_text(json.dumps(answer))
     assert topic_rates(f"prometheus:{pages}", [1, 2]) == {1: {"orders": 200.0}, 2: {"orders": 200.0, "new": 0.0}}
     assert topic_rates(f"prometheus:{pages}", [1, 2, 3]) is None
+
+
+def test_a_sample_asked_for_is_taken_even_where_the_brokers_metrics_have_rates(tmp_path, pages):
+    # `drover start --sample 30s`: a bulk load of the last minute still counts in Kafka's one-minute rates.
+    kafka = Recorded()
+    with_rates = ",".join([page(tmp_path, 1, {"orders": 600.0}, pages), page(tmp_path, 2, {"orders": 250.0}, pages)])
+    rows = EstimateActivities(kafka, tmp_path, "local[1]", with_rates).write_rates(
+        ["orders"], 0.2, lambda: None, from_metrics=False
+    )
+    assert [r["bytes_in_per_sec"] for r in rows] == [0.0, 0.0, 0.0] and kafka.looks == 2
+
+
+def test_drover_start_reads_the_brokers_metrics_unless_sample_is_given_and_says_which():
+    from drover.cli.groups import EstimateInputs
+    from drover.cli.start import _waits, estimate_settings
+    from drover.models.migration import MigrationInput
+    from drover.settings import Settings
+
+    def given(sample: str | None) -> MigrationInput:
+        inputs = EstimateInputs(metrics=None, sample=sample, headroom=0.2, floor="10MiB/s", capacity=None)
+        return MigrationInput(cluster="c", plan_ref="plan.json", estimate=estimate_settings(inputs, auto=True))
+
+    default, asked = given(None), given("2s")
+    assert default.estimate.rates_from_metrics and default.estimate.sample_s == 30.0
+    assert not asked.estimate.rates_from_metrics and asked.estimate.sample_s == 2.0
+    with_metrics = Settings(broker_metrics="1=http://kafka-1:7071/metrics")
+    assert "reads the topics' write rates from the brokers' metrics" in _waits(default, with_metrics)
+    assert "samples the topics' write rates for 2s for its estimate, as --sample asks" in _waits(asked, with_metrics)
+    assert "as DROVER_BROKER_METRICS names no brokers' metrics" in _waits(default, Settings())

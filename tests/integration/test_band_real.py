@@ -80,7 +80,9 @@ async def banded_move(real_client, admin, real_settings, topic_name: str, mb: in
         code, _, err = await cli("cluster", "band", *band, "--reason", why)
         assert code == 0, err
         load.start()
-        estimate = EstimateSettings(sample_s=2, auto_throttle=True, floor_bytes_per_s=300_000)
+        # Sampled (as `drover start --sample 2s`): the fill just written counts for a minute in Kafka's one-minute
+        # rates, and the floor is the write rate while the partition moves.
+        estimate = EstimateSettings(sample_s=2, rates_from_metrics=False, auto_throttle=True, floor_bytes_per_s=300_000)
         migration = MigrationInput(
             cluster="clitest", moves=[PartitionReplicas(topic=data, partition=0, replicas=[1, 3])], estimate=estimate
         )

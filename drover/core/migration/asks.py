@@ -41,6 +41,7 @@ def sample_request(given: MigrationInput, migration_id: str) -> SampleRequest | 
         topics=sorted({m.topic for m in given.moves}),
         plan_ref=given.plan_ref,
         sample_s=spec.sample_s,
+        rates_from_metrics=spec.rates_from_metrics,
     )
 
 
@@ -79,6 +80,7 @@ def estimate_request(
         metrics_ref=metrics_ref,
         metrics_sampled=spec.metrics_ref is None,
         sample_s=spec.sample_s,
+        rates_from_metrics=spec.rates_from_metrics,
         options=options,
     )
 
