@@ -147,7 +147,7 @@ class ClusterActivities:
         entries for Drover's, never for an operator's, and keeps the operator's freeze, limits and rate. None if
         there was no earlier run."""
         client, current = activity.client(), activity.info().workflow_run_id
-        earlier = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'") if w.run_id != current]
+        earlier = [w for w in await _runs_listed_with(client, workflow_id, current or "") if w.run_id != current]
         if not earlier or max(earlier, key=lambda w: w.start_time).status == WorkflowExecutionStatus.COMPLETED:
             # None, or the last was retired (it ends only once it holds nothing and has written nothing).
             return None
@@ -318,3 +318,22 @@ async def _listed(entry: Registration) -> Registration:
             _REGISTERED.pop(next(iter(_REGISTERED)))
         _REGISTERED[key] = found
     return Registration(migration_id=entry.migration_id, partitions=_REGISTERED[key])
+
+
+# How long the take-over waits for Temporal's visibility to list the run asking, half a second at a time.
+VISIBLE_TRIES = 40
+
+
+async def _runs_listed_with(client: Client, workflow_id: str, current: str) -> list:
+    """The runs of ``workflow_id`` as Temporal's visibility lists them, once it lists the run ``current`` too.
+    Visibility lags the histories: a run lost a second before its successor started may not be listed yet, and
+    read too soon, the successor would take over nothing (not even the operator's freeze). The lost run started
+    before ``current``: a listing that has ``current`` has caught up past that start (a lost run still listed as
+    running is read all the same). Raises a retryable error if ``current`` is not listed within 20 s."""
+    for _ in range(VISIBLE_TRIES):
+        listed = [w async for w in client.list_workflows(f"WorkflowId = '{workflow_id}'")]
+        if any(w.run_id == current for w in listed):
+            return listed
+        activity.heartbeat("waiting for Temporal's visibility to list this run")
+        await asyncio.sleep(0.5)
+    raise ApplicationError(f"Temporal's visibility does not list run {current} of {workflow_id} yet")
