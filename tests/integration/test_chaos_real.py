@@ -36,7 +36,7 @@ from tests.integration.test_faults_real import start_worker
 from tests.integration.test_migration_real import cli_against
 from tests.integration.test_safe_paths_real import lists
 from tests.integration.test_system_real import SteadyProducer
-from tests.workflows.test_freeze import wait_for_holders, wait_for_new_run
+from tests.workflows.test_freeze import taken_over, wait_for_holders, wait_for_new_run
 
 pytestmark = pytest.mark.integration
 
@@ -160,7 +160,7 @@ async def test_a_migration_waiting_for_a_grant_rejoins_when_its_coordinator_is_l
             await lost.terminate(reason="lost")
             successor = await wait_for_new_run(real_client.get_workflow_handle(cluster_workflow_id(cluster_id)), first)
             await wait_for_holders(successor, handle.id)
-            status, took = await successor.query(ClusterWorkflow.status), (await successor.describe()).run_id
+            status, took = await taken_over(successor), (await successor.describe()).run_id
             assert status.frozen, "the new coordinator did not take the freeze over"
             assert admin.list_reassignments() == [] and lists(admin, topic_name) == {0: [1, 2]}
             code, _, err = await drover_cli("cluster", "unfreeze", "--reason", "over", "--actor", "ops")

@@ -12,7 +12,7 @@ from temporalio.service import RPCError
 from drover.core.move import state as move_state
 from drover.models import MoveInput
 from drover.models.admission import Limits
-from drover.models.coordination import ClusterInput, FreezeRequest, cluster_workflow_id
+from drover.models.coordination import ClusterInput, ClusterStatus, FreezeRequest, cluster_workflow_id
 from drover.models.migration import MigrationInput
 from drover.worker import activities_for
 from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
@@ -131,6 +131,18 @@ async def wait_for_holders(coordinator, migration_id: str, timeout_s: float = 30
                 return
         await asyncio.sleep(0.1)
     raise AssertionError(f"{migration_id} never joined the coordinator")
+
+
+async def taken_over(coordinator, timeout_s: float = 30) -> ClusterStatus:
+    """A successor's status once it has taken over its lost run (its audit says so). Until then its status answers
+    from the state a new run starts with, unfrozen, as the take-over's reading of the lost run is under way."""
+    for _ in range(int(timeout_s * 10)):
+        with contextlib.suppress(RPCError, WorkflowQueryFailedError):
+            status = await coordinator.query(ClusterWorkflow.status)
+            if any(a.action == "take-over" for a in status.actions):
+                return status
+        await asyncio.sleep(0.1)
+    raise AssertionError(f"the new coordinator did not take over within {timeout_s} s")
 
 
 async def wait_for_new_run(coordinator, lost_run: str, timeout_s: float = 30):
