@@ -22,22 +22,14 @@ def sample_metrics(
     A partition's write rate is its log's growth over the window. A log that shrank meanwhile (retention deleted a
     segment) did not stop being written: its rate is then the log-end offset's advance times the average record
     size (the log's bytes over the offsets it holds)."""
-    wanted = set(topics)
-    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(wanted))}
+    leaders = _leaders(admin, topics)
     partitions = [TopicPartition(topic=t, partition=p) for t, p in sorted(leaders)]
-
-    def sizes() -> dict[tuple[str, int], int]:
-        return {
-            (r.topic, r.partition): r.size_bytes
-            for r in admin.describe_log_dirs()
-            if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
-        }
-
-    before, offsets_before, t0 = sizes(), admin.log_offsets(partitions), time.monotonic()
+    before, offsets_before, t0 = _leader_sizes(admin, leaders), admin.log_offsets(partitions), time.monotonic()
     while time.monotonic() - t0 < window_s:
         tick()
         time.sleep(min(_TICK_S, max(0.0, window_s - (time.monotonic() - t0))))
-    after, offsets_after, elapsed = sizes(), admin.log_offsets(partitions), max(time.monotonic() - t0, 1e-3)
+    after, offsets_after = _leader_sizes(admin, leaders), admin.log_offsets(partitions)
+    elapsed = max(time.monotonic() - t0, 1e-3)
     rows = []
     for key in sorted(leaders):
         size = after.get(key, before.get(key, 0))
@@ -59,17 +51,13 @@ def rates_from_metrics(admin: KafkaPort, spec: str, topics: list[str]) -> list[d
     bytes-in rate (``topic_rates``), shared evenly among the partitions of that topic it leads, and its size from
     DescribeLogDirs. None when the brokers' metrics lack per-topic rates for a leader: the rates must be sampled.
     Raises BrokerMetricsError when the metrics cannot be read."""
-    leaders = {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(set(topics)))}
+    leaders = _leaders(admin, topics)
     brokers = sorted({b for b in leaders.values() if b is not None})
     per_topic = topic_rates(spec, brokers) if brokers else {}
     if per_topic is None:
         return None
     led = Counter((leader, topic) for (topic, _), leader in leaders.items() if leader is not None)
-    sizes = {
-        (r.topic, r.partition): r.size_bytes
-        for r in admin.describe_log_dirs()
-        if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
-    }
+    sizes = _leader_sizes(admin, leaders)
     rows = []
     for (topic, partition), leader in sorted(leaders.items()):
         rate = 0.0
@@ -85,3 +73,17 @@ def rates_from_metrics(admin: KafkaPort, spec: str, topics: list[str]) -> list[d
             }
         )
     return rows
+
+
+def _leaders(admin: KafkaPort, topics: list[str]) -> dict[tuple[str, int], int | None]:
+    """Each partition of ``topics`` and its leader (None: none)."""
+    return {(s.topic, s.partition): s.leader for s in admin.describe_topics(sorted(set(topics)))}
+
+
+def _leader_sizes(admin: KafkaPort, leaders: dict[tuple[str, int], int | None]) -> dict[tuple[str, int], int]:
+    """The size of each partition's log on its leader (a future replica of a move left out)."""
+    return {
+        (r.topic, r.partition): r.size_bytes
+        for r in admin.describe_log_dirs()
+        if not r.is_future and leaders.get((r.topic, r.partition)) == r.broker
+    }
