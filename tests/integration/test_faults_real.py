@@ -133,8 +133,13 @@ async def run_with_broker_stopped(real_client, admin, real_settings, stack, topi
     """Four partitions move (partition 0 onto broker 4, the rest onto 3) under a 200 KB/s throttle; broker 4 is
     stopped while partition 0's step is under way, and started again once the move is reported stuck (policy wait)
     or once partition 0 is back on its original list (policy rollback). Returns the result, what progress showed,
-    and how long after the stop the move was reported stuck."""
-    original = [[1, 2], [2, 1], [1, 2], [2, 1]]
+    and how long after the stop the move was reported stuck.
+
+    Partition 0 is the only one broker 1 leads. A leader's replication throttle is shared by every partition it
+    sends: the first megabyte of partition 0's copy puts broker 1 over its 200 KB/s for seconds, and a small copy
+    from broker 1 to broker 3 then gets nothing for longer than the 3 s stuck time (it was reported stuck and
+    rolled back so). The other three are led by broker 2."""
+    original = [[1, 2], [2, 1], [2, 1], [2, 1]]
     admin.create_topic(topic_name, original)
     written = await asyncio.to_thread(produce_topic, real_settings, topic_name, 4, 600)
     # About 4 MB more on partition 0: Kafka lets the first seconds' worth of a throttled copy through at once, so a
@@ -203,7 +208,8 @@ async def test_destination_broker_stopped_mid_step_rollback(
     assert outcomes[0].reverted_when_stuck and outcomes[0].final == [1, 2]
     others = {p: (outcomes[p].final, outcomes[p].error) for p in (1, 2, 3)}
     assert all(final == [outcomes[p].original[0], 3] and error is None for p, (final, error) in others.items()), others
-    assert [a for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
+    stuck = [a.detail for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
+    assert stuck and all(d.startswith(f"{topic_name}-0 ") for d in stuck), stuck
     print(
         f"\nbroker 4 stopped mid-step, policy rollback: stuck reported {stuck_after:.1f} s after the stop "
         f"(stuck_after 3 s); partition 0 back on {outcomes[0].final}, 3 others moved; no partition offline"
@@ -215,6 +221,8 @@ async def test_destination_broker_stopped_mid_step_wait(real_client, admin, real
         real_client, admin, real_settings, stack, topic_name, tmp_path, "wait"
     )
     assert result.verified and all(o.error is None and not o.reverted_when_stuck for o in result.moves)
+    stuck = [a.detail for a in progress.actions if a.action == "stuck" and a.actor == "drover"]
+    assert stuck and all(d.startswith(f"{topic_name}-0 ") for d in stuck), stuck
     assert {o.partition: o.final for o in result.moves}[0] == [1, 4]
     print(
         f"\nbroker 4 stopped mid-step, policy wait: stuck reported {stuck_after:.1f} s after the stop; the move "
