@@ -118,22 +118,29 @@ async def flow_timeline(client: Client, flow_id: str) -> Timeline:
                 [flow] = await client.data_converter.decode(completed.result.payloads, [FlowResult])
     actions = list(flow.audit) if flow is not None else []
     for child in children:
-        part = await timeline_of(client, child)
-        name = child.rsplit(":", 1)[-1]
-        timeline.moves |= {f"{name}:{token}": move for token, move in part.moves.items()}
-        # Each migration's own start (its limits and throttle as the flow gave them) is its mark, not an action.
-        actions += [a for a in part.actions if a.action != "start"]
-        timeline.limits += part.limits[:1]
-        timeline.throttle += part.throttle[:1]
-        if part.started is not None:
-            timeline.marks.append((part.started, name, f"{part.started:%H:%M:%S} migration {child} started"))
-        if part.ended is not None:
-            how = part.status or "ended"
-            timeline.marks.append((part.ended, f"{name} {how}", f"{part.ended:%H:%M:%S} migration {child} {how}"))
+        actions += _add_migration(timeline, child, await timeline_of(client, child))
     if flow is not None:
         timeline.status = flow.phase + ("; safe to stop" if flow.safe_to_stop else "")
     timeline.operator_actions(actions)
     return timeline
+
+
+def _add_migration(timeline: Timeline, child: str, part: Timeline) -> list[AuditEntry]:
+    """A flow's migration into the flow's picture: its moves (each row named by the migration), its first limits
+    and throttle, and a mark where it started and ended. Returns the operators' actions on it."""
+    name = child.rsplit(":", 1)[-1]
+    for token, move in part.moves.items():
+        move.stage = name
+        timeline.moves[f"{name}:{token}"] = move
+    timeline.limits += part.limits[:1]
+    timeline.throttle += part.throttle[:1]
+    if part.started is not None:
+        timeline.marks.append((part.started, name, f"{part.started:%H:%M:%S} migration {child} started"))
+    if part.ended is not None:
+        how = part.status or "ended"
+        timeline.marks.append((part.ended, f"{name} {how}", f"{part.ended:%H:%M:%S} migration {child} {how}"))
+    # Each migration's own start (its limits and throttle as the flow gave them) is its mark, not an action.
+    return [a for a in part.actions if a.action != "start"]
 
 
 async def workflow_type(client: Client, workflow_id: str) -> str:

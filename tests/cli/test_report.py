@@ -214,6 +214,11 @@ async def test_a_flows_report_draws_the_moves_of_all_its_migrations_with_where_e
     assert len(moved) == result.partitions_moved, (moved, result.partitions_moved)
     names = [m.rsplit(":", 1)[-1] for m in result.migrations]
     assert [text for _, text, _ in timeline.marks] == [x for n in names for x in (n, f"{n} completed")]
+    # Each row names the migration its move belongs to: a partition that a demote reordered and a drain then moved
+    # is two rows, not one row with both moves' bars.
+    assert all(m.label.startswith(f"{key.split(':')[0]}: ") for key, m in timeline.moves.items()), timeline.moves
+    labels = [m.label for m in timeline.moves.values()]
+    assert len(set(labels)) == len(labels) and {"demote: orders-4", "drain-1: orders-4"} <= set(labels), labels
     # The flow's own audit: who started it and why.
     assert ("start", "ops", "test") in [(a.action, a.actor, a.reason) for a in timeline.actions]
 

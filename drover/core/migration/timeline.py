@@ -33,10 +33,14 @@ class MoveSpan:
     # done, failed: <why>, cancelled, ...; None while in flight.
     outcome: str | None = None
     steps: list[StepSpan] = field(default_factory=list)
+    # In a flow's picture, the migration the move belongs to (demote, drain, ...): a partition a demote reordered
+    # and a drain then moved is a row for each.
+    stage: str = ""
 
     @property
     def label(self) -> str:
-        return f"{self.topic}-{self.partition}" + (" (rollback)" if self.rollback else "")
+        name = f"{self.topic}-{self.partition}" + (" (rollback)" if self.rollback else "")
+        return f"{self.stage}: {name}" if self.stage else name
 
     @property
     def original(self) -> list[int] | None:
