@@ -34,10 +34,7 @@ def render_status(s: ClusterStatus) -> str:
     shown = (
         "none yet (no migration running)"
         if lim is None
-        else (
-            f"{lim.max_partitions} partitions, {lim.max_per_broker} per broker, {lim.max_replicas} replicas, "
-            f"{lim.max_leaders} leaders" + ("" if s.limits else " (the highest any running migration asks for)")
-        )
+        else (lim.counts() + ("" if s.limits else " (the highest any running migration asks for)"))
     )
     lines = [
         f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "

@@ -191,10 +191,7 @@ async def _update(settings, migration_id: str, request: MigrationAction, out: Ou
     limits_now = progress.limits
     state = phase(progress)
     out.info(
-        f"{migration_id}: {state}; limits {limits_now.max_partitions} partitions, "
-        f"{limits_now.max_per_broker} per broker, {limits_now.max_replicas} replicas, "
-        f"{limits_now.max_leaders} leaders; "
-        f"throttle {human_rate(progress.throttle_bytes_per_s)}"
+        f"{migration_id}: {state}; limits {limits_now.counts()}; throttle {human_rate(progress.throttle_bytes_per_s)}"
     )
     out.data(progress)
 

@@ -280,8 +280,7 @@ def details_of(m: MigrationInput) -> str:
     return "\n".join(
         [
             f"started by {m.actor or 'not given'}: {m.reason or 'no reason given'}",
-            f"limits: {limits.max_partitions} partitions, {limits.max_per_broker} per broker, "
-            f"{limits.max_replicas} replicas, {limits.max_leaders} leaders; {m.replicas_per_step} replica(s) a step",
+            f"limits: {limits.counts()}; {counted(m.replicas_per_step, 'replica')} a step",
             f"throttle: {throttle}; order {m.order}; {stuck}",
         ]
     )

@@ -3,6 +3,8 @@ partition's move as admission sees it."""
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from drover.models.units import counted
+
 
 class Limits(BaseModel):
     """The migration's concurrency limits; changing them takes effect at the next admission."""
@@ -13,6 +15,13 @@ class Limits(BaseModel):
     max_per_broker: int = Field(2, ge=1, description="moves in flight touching one broker (as source or destination)")
     max_replicas: int = Field(10, ge=1, description="replicas being added at once in the cluster")
     max_leaders: int = Field(5, ge=1, description="moves in flight whose leader change is still to come")
+
+    def counts(self) -> str:
+        """As a person reads them: '1 partition, 2 per broker, 10 replicas, 5 leaders'."""
+        return (
+            f"{counted(self.max_partitions, 'partition')}, {self.max_per_broker} per broker, "
+            f"{counted(self.max_replicas, 'replica')}, {counted(self.max_leaders, 'leader')}"
+        )
 
     def text(self) -> str:
         return (

@@ -43,6 +43,7 @@ from drover.models.coordination import (
 )
 from drover.models.decommission import CordonsLifted
 from drover.models.throttle import Throttle
+from drover.models.units import counted
 from drover.models.windows import Asked, Windows, capped
 from drover.steps.admission import InFlight, least_busy
 from drover.steps.throttle import wanted_throttle
@@ -117,7 +118,7 @@ class ClusterState(BaseModel):
         self.freeze_notices.rejoined([(m.topic, m.partition) for m in req.in_flight])
         again = f", {len(req.in_flight)} move(s) in flight" if req.in_flight else ""
         count = self.holders[req.migration_id].partition_count
-        self.note("join", f"{req.migration_id}: {count} partition(s), priority {req.priority}{again}", now)
+        self.note("join", f"{req.migration_id}: {counted(count, 'partition')}, priority {req.priority}{again}", now)
         return None
 
     def registry(self, me: str) -> Registry:

@@ -73,7 +73,7 @@ def cluster_details(s: ClusterState, now: datetime) -> str:
         freeze = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
         state = "frozen" + (f" (by {freeze.actor}: {freeze.reason})" if freeze else "")
     limits, own = s.limits, "each migration's own"
-    bounds = f"{limits.max_partitions} partitions, {limits.max_per_broker} per broker" if limits else own
+    bounds = limits.counts() if limits else own
     rate = f"{human_bytes(s.rate)}/s" if s.rate else own
     lines = [
         f"**{state}**",

@@ -12,7 +12,7 @@ from drover.models.coordination import Demand, JoinStep, LeaveRequest
 from drover.models.estimate import EstimateOptions
 from drover.models.migration import MigrationEstimateInput, MigrationInput, SampleRequest
 from drover.models.requests import LeaderElection, PreflightRequest, RollbackRequest, VerifyRequest
-from drover.models.units import human_bytes
+from drover.models.units import counted, human_bytes
 
 
 def problems(e: ValidationError) -> str:
@@ -151,7 +151,7 @@ def move_details(s: MigrationState, r: MoveRecord, replicas_per_step: int) -> tu
     kind = "Rollback move: back to the original list" if s.direction == "rollback" else "Move"
     return (
         f"{m.topic}-{m.partition}: {m.original} → {m.target}",
-        f"{kind}; {human_bytes(m.size_bytes)} per new replica, {replicas_per_step} replica(s) a step.",
+        f"{kind}; {human_bytes(m.size_bytes)} per new replica, {counted(replicas_per_step, 'replica')} a step.",
     )
 
 

@@ -231,8 +231,7 @@ def details(p: MigrationProgress) -> str:
         + (f", {p.rolled_back} rolled back" if p.rolled_back else ""),
         f"bytes: {human_bytes(p.bytes_done)} of {human_bytes(p.bytes_total)}",
         # As in force now: an operator's limits or throttle change shows here (the static details keep the start's).
-        f"limits: {p.limits.max_partitions} partitions, {p.limits.max_per_broker} per broker, "
-        f"{p.limits.max_replicas} replicas, {p.limits.max_leaders} leaders; throttle "
+        f"limits: {p.limits.counts()}; throttle "
         + ("auto (each broker at its recommended rates)" if p.auto_throttle else human_rate(p.throttle_bytes_per_s)),
     ]
     if p.stuck:
