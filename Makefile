@@ -42,8 +42,8 @@ LOCK_VENV := .cache/lock-venv
 lock:
 	test -x $(LOCK_VENV)/bin/pip-compile || { $(PYTHON) -m venv $(LOCK_VENV) && \
 		$(LOCK_VENV)/bin/pip install --quiet "pip-tools>=7.6,<8"; }
-	$(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras --extra test --extra connect \
-		--no-emit-find-links --custom-compile-command "make lock" \
+	CUSTOM_COMPILE_COMMAND="make lock" $(LOCK_VENV)/bin/pip-compile --quiet --generate-hashes --strip-extras \
+		--extra test --extra connect --extra ui --no-emit-find-links \
 		--unsafe-package drover --output-file requirements.lock pyproject.toml
 
 # The wheel as a user installs it, into a fresh virtual environment outside the source tree (tests/package/check).

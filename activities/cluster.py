@@ -46,6 +46,7 @@ from drover.models.coordination import (
     ThrottleWrite,
     cluster_id_of,
     cluster_workflow_id,
+    coordinator_summary,
 )
 from drover.steps.throttle_writes import LISTS, RATES, ConfigWrite, throttle_writes, to_save, with_saved
 
@@ -99,6 +100,7 @@ class ClusterActivities:
             id=coordinator_id,
             task_queue=queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=coordinator_summary(step.cluster, cluster_id),
         )
         for _ in range(JOIN_ATTEMPTS):
             running = await _running(client, coordinator_id)
@@ -135,6 +137,7 @@ class ClusterActivities:
             id=req.coordinator_id,
             task_queue=activity.info().task_queue,
             id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+            static_summary=coordinator_summary(req.cluster, cluster_id_of(req.coordinator_id)),
         )
         return await activity.client().execute_update_with_start_workflow(
             "leave", req, start_workflow_operation=start, result_type=LeaveResult

@@ -27,6 +27,7 @@ from drover.models.coordination import (
     ClusterStatus,
     cluster_id_of,
     cluster_workflow_id,
+    coordinator_summary,
 )
 from drover.settings import Settings
 from drover.workflows import ClusterWorkflow
@@ -117,6 +118,7 @@ async def send_change(settings: Settings, name: str, signal: str, argument: Oper
         id=coordinator_id,
         task_queue=queue,
         id_conflict_policy=WorkflowIDConflictPolicy.USE_EXISTING,
+        static_summary=coordinator_summary(given.name, given.cluster_id),
     )
     try:
         try:
@@ -179,6 +181,7 @@ async def _recorded(client, coordinator_id: str, given: ClusterInput, queue: str
             task_queue=queue,
             start_signal=signal,
             start_signal_args=[argument],
+            static_summary=coordinator_summary(given.name, given.cluster_id),
         )
     except RPCError as e:
         raise DroverError(f"cluster {given.name}: {e.message}") from None

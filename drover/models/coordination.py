@@ -29,6 +29,11 @@ def cluster_workflow_id(cluster_id: str) -> str:
     return f"cluster:{cluster_id}"
 
 
+def coordinator_summary(name: str, cluster_id: str) -> str:
+    """The coordinator's summary in the Web UI (its list and its page), set when it starts."""
+    return f"Drover coordinator of Kafka cluster {name} ({cluster_id}): limits, throttle, freeze, windows, disk gate"
+
+
 def cluster_id_of(coordinator_id: str) -> str:
     """The Kafka cluster ID in a coordinator's workflow ID."""
     return coordinator_id.removeprefix("cluster:")
