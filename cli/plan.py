@@ -21,6 +21,7 @@ from drover.cli.plan_files import (
     validate,
     write_reassignment,
 )
+from drover.cli.plan_zones import PlanZones, show_zones, zone_map, zone_price
 from drover.cli.rates import parse_duration
 from drover.models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from drover.models.units import human_bytes
@@ -78,6 +79,7 @@ def plan(
     *,
     source: PlanSource,
     goals: PlanGoals,
+    zones: PlanZones,
     out: Path = typer.Option(..., "--out", help="Plan file to write (a rollback file is written beside it)"),
     as_json: bool = typer.Option(False, "--json", help="Print the summary as JSON on stdout"),
 ) -> None:
@@ -92,6 +94,9 @@ def plan(
     moved, then the fewest replica moves. The summary gives bytes per broker before and after, the bytes to move and
     a lower bound on them.
 
+    With sizes and racks it also gives the bytes that cross zones (a new replica copies from the partition's
+    leader): under Drover's steps and under kafka-reassign-partitions, and their cost at --zone-price.
+
     The plan holds only the partitions whose list changes (a reorder is a leader change), in Kafka's reassignment
     format: it works as-is with `kafka-reassign-partitions --execute`. The rollback file beside it holds the
     original lists of the same partitions. The same input always gives the same files.
@@ -105,11 +110,12 @@ def plan(
       drover plan --bootstrap 127.0.0.1:19092 --remove-brokers 4 --sample 30s --out plan.json
     """
     with collector_paused():
-        _plan(ctx, source, goals, out, Output(as_json))
+        _plan(ctx, source, goals, zones, out, Output(as_json))
 
 
-def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, out: Path, output: Output) -> None:
+def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZones, out: Path, output: Output):
     pattern = _topic_pattern(goals.topics)
+    zone_of_rack, price = zone_map(zones.zones), zone_price(zones.zone_price)
     remove = broker_ids("--remove-brokers", goals.remove_brokers)
     balance_tolerance = _tolerance(goals.tolerance)
     window = _window(source.sample, source.bootstrap, source.metrics)
@@ -144,6 +150,8 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, out: Path, o
         write_rates=rates,
         balance_tolerance=balance_tolerance,
         max_moves=goals.max_moves,
+        zones=zone_of_rack,
+        zone_price_per_gb=price,
     )
     try:
         result = make_plan(request)
@@ -311,6 +319,8 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
         )
     if s.bytes_balance is not None:
         _show_bytes(out, s)
+    if s.zone_traffic is not None:
+        show_zones(out, s.zone_traffic)
     if s.balance == "per-rack":
         out.warning("racks of unequal size make one global balance impossible; each rack is balanced within itself")
     if s.max_moves_reached:

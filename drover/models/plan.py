@@ -62,6 +62,10 @@ class PlanRequest(BaseModel):
         0.1, gt=0, lt=1, description="bytes (and replicas) per broker within this of the mean"
     )
     max_moves: int | None = Field(None, ge=0)
+    zones: dict[str, str] = Field(
+        {}, description="rack -> zone, where racks are not zones themselves; a rack not named is its own zone"
+    )
+    zone_price_per_gb: float = Field(0.02, ge=0, description="dollars per GB (10^9 bytes) between zones, both sides")
 
 
 class BrokerLoad(BaseModel):
@@ -111,6 +115,20 @@ class ByteBalance(BaseModel):
     leader_rate_after: tuple[float, float] | None = None
 
 
+class ZoneTraffic(BaseModel):
+    """With sizes and racks: the bytes the plan's copies move, and those that cross zones (a new replica fetches
+    from the leader) under Drover's steps and under Kafka's own reassignment tool, with their cost."""
+
+    zones: int
+    bytes_moved: int = Field(description="bytes of the copies priced (partitions with a zone for every broker)")
+    cross_zone_bytes: int = Field(description="under Drover's steps: the target's leader first, later copies from it")
+    cross_zone_bytes_kafka_tool: int = Field(description="under kafka-reassign-partitions: all from the old leader")
+    price_per_gb: float
+    cost: float = Field(description="dollars, Drover's steps")
+    cost_kafka_tool: float
+    partitions_without_zone: int = Field(description="left out: a broker of the partition has no rack")
+
+
 class PlanSummary(BaseModel):
     partitions: int
     replicas: int
@@ -132,6 +150,7 @@ class PlanSummary(BaseModel):
     )
     max_moves_reached: bool = False
     bytes_balance: ByteBalance | None = None
+    zone_traffic: ZoneTraffic | None = None
 
 
 class Plan(BaseModel):

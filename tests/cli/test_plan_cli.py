@@ -60,6 +60,10 @@ def plan_args(tmp_path, current_json, brokers_json, *extra: str, out: str = "pla
         (GOOD, BROKERS, ["--balance-tolerance", "150%"], ["--balance-tolerance '150%'", "below 100%"]),
         (GOOD, BROKERS, ["--balance-tolerance", "ten"], ["--balance-tolerance 'ten'", "like 10% or 0.1"]),
         (GOOD, BROKERS, ["--sample", "30s"], ["--sample", "goes with --bootstrap"]),
+        (GOOD, BROKERS, ["--zone-price", "cheap"], ["--zone-price 'cheap'", "0.02 or $0.02/GB"]),
+        (GOOD, BROKERS, ["--zone-price", "-1"], ["--zone-price '-1'", "dollars per GB"]),
+        (GOOD, BROKERS, ["--zones", "r1:east"], ["--zones 'r1:east'", "rack=zone pairs"]),
+        (GOOD, BROKERS, ["--zones", "r1=,r2=east"], ["--zones 'r1=,r2=east'", "rack=zone pairs"]),
     ],
 )
 def test_bad_input_is_one_line_exit_2_and_writes_nothing(tmp_path, current_json, brokers_json, extra, needles):
@@ -104,6 +108,26 @@ def test_plan_prints_the_summary_and_writes_both_files(tmp_path):
     rollback = json.loads((tmp_path / "out" / "plan.rollback.json").read_text())
     assert [p["partition"] for p in plan["partitions"]] == [p["partition"] for p in rollback["partitions"]]
     assert all(p["replicas"] == [1, 2] for p in rollback["partitions"])
+
+
+def test_with_sizes_and_racks_the_plan_prices_its_cross_zone_copies(tmp_path):
+    # Every partition on brokers 1, 2, 3 (zones a, b, c): the plan moves half of them onto 4, 5, 6.
+    brokers = [{"id": i, "rack": "abc"[(i - 1) % 3]} for i in range(1, 7)]
+    skewed = current(*[("t", p, [1, 2, 3]) for p in range(6)])
+    sizes = write(tmp_path, "sizes.json", [{"topic": "t", "partition": p, "size_bytes": 10**9} for p in range(6)])
+    args = plan_args(tmp_path, skewed, brokers, "--sizes", sizes, "--zone-price", "$0.01/GB")
+    done = drover(*args)
+    assert done.returncode == 0, done.stderr
+    summary = json.loads(drover(*args, "--json").stdout)
+    z = summary["zone_traffic"]
+    assert z["zones"] == 3 and z["bytes_moved"] == summary["bytes_to_move"] and z["price_per_gb"] == 0.01
+    line = next(line for line in done.stdout.splitlines() if line.startswith("cross-zone copies"))
+    crossing = z["cross_zone_bytes"] / 1e9
+    assert f"cross-zone copies over 3 zones: {crossing:.1f} GB of {z['bytes_moved'] / 1e9:.1f} GB copied" in line
+    assert f"${z['cost']:,.2f} at $0.01/GB; kafka-reassign-partitions: " in line, line
+    # The same racks in one zone: nothing crosses.
+    one = drover(*args, "--zones", "a=east,b=east,c=east", "--json")
+    assert json.loads(one.stdout)["zone_traffic"]["cross_zone_bytes"] == 0
 
 
 @pytest.mark.parametrize(

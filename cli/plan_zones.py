@@ -1,0 +1,66 @@
+"""drover plan's zones: which racks share a zone, the price of a byte between zones, and the line that prices the
+plan's copies (``drover.planner.zones``)."""
+
+import dataclasses
+import math
+
+import typer
+
+from drover.cli.errors import DroverError
+from drover.cli.output import Output
+from drover.models.plan import ZoneTraffic
+from drover.models.units import counted, human_bytes
+
+
+@dataclasses.dataclass
+class PlanZones:
+    """What its copies cost between zones (with sizes and racks)."""
+
+    zones: str = typer.Option(
+        "",
+        "--zones",
+        help="Racks that share a zone, as rack=zone pairs: r1=us-east-1a,r2=us-east-1a (by default each rack is a "
+        "zone)",
+    )
+    zone_price: str = typer.Option(
+        "0.02", "--zone-price", help="Dollars per GB (10^9 bytes) between zones, both sides counted: 0.02 or $0.02/GB"
+    )
+
+
+def zone_map(text: str) -> dict[str, str]:
+    """--zones as rack -> zone."""
+    pairs = [pair.strip() for pair in text.split(",") if pair.strip()]
+    if any(pair.count("=") != 1 or "" in pair.split("=") for pair in pairs):
+        raise DroverError(
+            f"--zones {text!r}: give rack=zone pairs, comma-separated: r1=us-east-1a,r2=us-east-1b", exit_code=2
+        )
+    return dict(pair.split("=") for pair in pairs)
+
+
+def zone_price(text: str) -> float:
+    """--zone-price in dollars per GB."""
+    number = text.strip().removeprefix("$").removesuffix("/GB").strip()
+    try:
+        price = float(number)
+    except ValueError:
+        price = -1.0
+    if not (math.isfinite(price) and price >= 0):
+        raise DroverError(f"--zone-price {text!r}: give dollars per GB, as 0.02 or $0.02/GB", exit_code=2)
+    return price
+
+
+def show_zones(out: Output, z: ZoneTraffic) -> None:
+    """The plan's cross-zone line: the bytes Drover's copies and Kafka's tool's cross between zones, priced."""
+    if z.zones < 2:
+        out.show("cross-zone copies: none, every broker with a rack is in one zone")
+        return
+    share = f" ({z.cross_zone_bytes / z.bytes_moved:.0%})" if z.bytes_moved else ""
+    crossing, copied = human_bytes(z.cross_zone_bytes), human_bytes(z.bytes_moved)
+    out.show(
+        f"cross-zone copies over {z.zones} zones: {crossing} of {copied} copied{share}, ${z.cost:,.2f} at "
+        f"${z.price_per_gb:g}/GB; kafka-reassign-partitions: "
+        f"{human_bytes(z.cross_zone_bytes_kafka_tool)}, ${z.cost_kafka_tool:,.2f}"
+    )
+    if z.partitions_without_zone:
+        left = counted(z.partitions_without_zone, "partition")
+        out.warning(f"{left} left out of the cross-zone count: a broker of each has no rack")
