@@ -9,6 +9,7 @@ it is on a balanced cluster.
 """
 
 from collections.abc import Mapping
+from functools import cache
 
 from drover.models.plan import BrokerSpec, PartitionReplicas, ZoneTraffic
 from drover.steps.calculator import next_step
@@ -38,7 +39,7 @@ def zone_traffic(
         key = (change.topic, change.partition)
         size = sizes.get(key, 0)
         original = before[key]
-        copies = list(_copies(original, change.replicas))
+        copies = _copies(original, change.replicas)
         if any(zone_of.get(b) is None for pair in copies for b in pair):
             unknown.add(key)
             continue
@@ -57,14 +58,23 @@ def zone_traffic(
     )
 
 
-def _copies(original: list[int], target: list[int]):
+def _copies(original: list[int], target: list[int]) -> list[tuple[int, int]]:
     """(leader it copies from, new replica) for each replica Drover's steps add on the way from ``original`` to
-    ``target``, every replica in sync between steps."""
-    current = original
+    ``target``, every replica in sync between steps. The steps depend only on where each broker appears in the two
+    lists, so they are worked out once for each such shape (a plan has few) on the brokers' positions."""
+    brokers = list(dict.fromkeys([*original, *target]))
+    index = {b: i for i, b in enumerate(brokers)}
+    shape = _copies_of_shape(tuple(index[b] for b in original), tuple(index[b] for b in target))
+    return [(brokers[source], brokers[new]) for source, new in shape]
+
+
+@cache
+def _copies_of_shape(original: tuple[int, ...], target: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    current, copies = list(original), []
     for _ in range(2 * (len(original) + len(target))):
-        step = next_step(current, target, current, 1, 1)
+        step = next_step(current, list(target), current, 1, 1)
         if step is None:
-            return
-        for new in step.added:
-            yield current[0], new
+            break
+        copies += [(current[0], new) for new in step.added]
         current = step.replicas
+    return tuple(copies)
