@@ -35,13 +35,14 @@ from drover.models.requests import (
     VerifyRequest,
 )
 from drover.models.results import MoveOutcome, OutcomesBatch
+from drover.models.units import counted
 from drover.steps.admission import ordered
 
 
 def _preflight_error(problems: list[str]) -> ApplicationError:
     unique = list(dict.fromkeys(problems))
     return ApplicationError(
-        f"preflight found {len(unique)} problem(s), nothing was changed: " + "; ".join(unique),
+        f"preflight found {counted(len(unique), 'problem')}, nothing was changed: " + "; ".join(unique),
         type=ErrorType.PREFLIGHT,
         non_retryable=True,
     )

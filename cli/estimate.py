@@ -22,6 +22,7 @@ from drover.estimator.service import SparkPlace, run_estimate, write_metrics
 from drover.models.admission import MoveSpec
 from drover.models.estimate import Estimate, EstimateOptions
 from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.models.units import counted
 from drover.settings import Settings
 from drover.steps.admission import ordered
 
@@ -144,7 +145,8 @@ def estimate(
                 if metrics is None:
                     topics = sorted({m.topic for m in moves})
                     out.info(
-                        f"sampling the write rates of {len(topics)} topic(s) for {human_seconds(window)}; starting "
+                        f"sampling the write rates of {counted(len(topics), 'topic')} for {human_seconds(window)}; "
+                        "starting "
                         f"Spark ({place.master}) meanwhile ..."
                     )
                     threading.Thread(target=_start_quietly, args=(place,), name="spark-start", daemon=True).start()
@@ -195,7 +197,8 @@ def _offline_moves(plan: Path, current: Path | None, targets: list[PartitionRepl
     missing = [f"{t.topic}-{t.partition}" for t in targets if (t.topic, t.partition) not in originals]
     if missing:
         raise DroverError(
-            f"{source}: no current list for {len(missing)} partition(s) of the plan, e.g. {missing[0]}", exit_code=2
+            f"{source}: no current list for {counted(len(missing), 'partition')} of the plan, e.g. {missing[0]}",
+            exit_code=2,
         )
     return [
         MoveSpec(topic=t.topic, partition=t.partition, original=originals[(t.topic, t.partition)], target=t.replicas)

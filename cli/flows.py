@@ -245,7 +245,7 @@ async def show_flow_status(settings: Settings, flow_id: str, out: Output) -> Non
 
 def show_flow(out: Output, flow_id: str, view, ended: bool) -> None:
     from drover.cli.migration_view import show_actions
-    from drover.models.units import human_bytes
+    from drover.models.units import counted, human_bytes
 
     head = f"{view.kind} of broker {', '.join(map(str, view.brokers))}: {view.phase}"
     if ended and getattr(view, "safe_to_stop", False):
@@ -256,7 +256,7 @@ def show_flow(out: Output, flow_id: str, view, ended: bool) -> None:
     if view.current_migration:
         out.show(f"migration in flight: {view.current_migration} (drover status shows it)")
     if view.late_arrivals:
-        out.show(f"late arrivals: {view.late_arrivals} partition(s) in {view.rounds} round(s)")
+        out.show(f"late arrivals: {counted(view.late_arrivals, 'partition')} in {counted(view.rounds, 'round')}")
     if view.cordoned:
         out.show(f"cordoned: broker {', '.join(str(c.broker) for c in view.cordoned)}")
     show_actions(out, view.audit)

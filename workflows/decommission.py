@@ -29,7 +29,7 @@ with workflow.unsafe.imports_passed_through():
     )
     from drover.models.errors import ErrorType
     from drover.models.results import MigrationResult
-    from drover.models.units import human_bytes
+    from drover.models.units import counted, human_bytes
     from drover.workflows.failures import failure_message
     from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from drover.workflows.migration import MigrationWorkflow
@@ -103,7 +103,7 @@ class DecommissionWorkflow:
                 plan = await self._plan("drain", "drain-1")
                 if plan.count:
                     await self._migrate("drain-1", plan)
-                self._s.done("drain", f"{plan.count} partition(s) moved")
+                self._s.done("drain", f"{counted(plan.count, 'partition')} moved")
             case "late arrivals":
                 await self._late_arrivals()
             case "verify":
@@ -123,13 +123,14 @@ class DecommissionWorkflow:
         found = await workflow.execute_activity_method(FlowActivities.check_flow, req, **QUICK_CALL)
         if found.problems:
             raise ApplicationError(
-                f"the check found {len(found.problems)} problem(s), nothing was changed: " + "; ".join(found.problems),
+                f"the check found {counted(len(found.problems), 'problem')}, nothing was changed: "
+                + "; ".join(found.problems),
                 type=ErrorType.INPUT,
                 non_retryable=True,
             )
         self._s.done(
             "check",
-            f"{found.partitions_on_brokers} partition(s) with a replica on the brokers, "
+            f"{counted(found.partitions_on_brokers, 'partition')} with a replica on the brokers, "
             f"{human_bytes(found.bytes_on_brokers)}",
         )
 
@@ -165,7 +166,7 @@ class DecommissionWorkflow:
             await self._migrate("demote", plan)
         if self._in.kind != "undo-demote":
             await workflow.execute_activity_method(FlowActivities.elect_away, self._in.brokers, **JOIN)
-        self._s.done("demote", f"{plan.count} partition(s) reordered")
+        self._s.done("demote", f"{counted(plan.count, 'partition')} reordered")
 
     async def _late_arrivals(self) -> None:
         while True:
@@ -187,7 +188,9 @@ class DecommissionWorkflow:
             plan = await self._plan("drain", name)
             if plan.count:
                 await self._migrate(name, plan)
-        self._s.done("late arrivals", f"{self._s.late_arrivals} partition(s) in {self._s.rounds} round(s)")
+        self._s.done(
+            "late arrivals", f"{counted(self._s.late_arrivals, 'partition')} in {counted(self._s.rounds, 'round')}"
+        )
 
     async def _verify(self) -> None:
         scan = BrokerScan(replicas=0, leaders=0)
@@ -225,7 +228,7 @@ class DecommissionWorkflow:
             migration.model_dump(mode="json"),
             id=child_id,
             parent_close_policy=workflow.ParentClosePolicy.REQUEST_CANCEL,
-            static_summary=f"{name} of broker {', '.join(map(str, g.brokers))}: {plan.count} partition(s)",
+            static_summary=f"{name} of broker {', '.join(map(str, g.brokers))}: {counted(plan.count, 'partition')}",
         )
         if self._s.cancel is not None and not reverting:
             await self._pass_cancel()

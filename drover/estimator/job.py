@@ -106,7 +106,7 @@ def _totals(parts: DataFrame, metrics_name: str) -> Row:
         example = totals["example"]
         raise MetricsError(
             f"metrics {metrics_name}: columns topic, partition: no row for {totals['missing']} moving "
-            f"partition(s), e.g. {example['topic']}-{example['partition']}"
+            f"{'partition' if totals['missing'] == 1 else 'partitions'}, e.g. {example['topic']}-{example['partition']}"
         )
     return totals
 

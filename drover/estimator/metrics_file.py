@@ -12,6 +12,7 @@ from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
 from drover.models.estimate import METRIC_COLUMNS
+from drover.models.units import counted
 
 _TYPES = {"topic": "string", "partition": "int", "bytes_in_per_sec": "double", "size_bytes": "bigint", "leader": "int"}
 # The columns of the metrics Drover samples itself, JSON lines (``drover.estimator.service.write_metrics``).
@@ -80,7 +81,7 @@ def _read(spark: SparkSession, path: Path) -> DataFrame:
     if "_corrupt_record" in columns:
         bad = raw.filter(F.col("_corrupt_record").isNotNull()).count()
         if bad:
-            raise MetricsError(f"metrics {path}: {bad} line(s) are not JSON objects")
+            raise MetricsError(f"metrics {path}: lines that are not JSON objects: {bad}")
     missing = [c for c in METRIC_COLUMNS if c not in columns]
     if missing:
         raise MetricsError(f"metrics {path}: missing column {', '.join(missing)} (needs {', '.join(METRIC_COLUMNS)})")
@@ -108,7 +109,7 @@ def _check_values(path: Path, typed: DataFrame, wanted: list[str]) -> None:
             example = first_row(typed.filter(cond).select("topic", "partition", f"_raw_{column}"))
             where = f"{example['topic']}-{example['partition']}" if example["topic"] is not None else "a row"
             raise MetricsError(
-                f"metrics {path}: column {column} {problem} in {row[f'c{i}']} row(s), "
+                f"metrics {path}: column {column} {problem} in {counted(row[f'c{i}'], 'row')}, "
                 f"e.g. {where}: {example[f'_raw_{column}']!r}"
             )
     if row["rows"] == 0:

@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from drover.models.admission import Limits
 from drover.models.throttle import Throttle
+from drover.models.units import counted
 
 # The columns a metrics dataset must have (Parquet, CSV or JSON lines); ``leader`` is optional.
 METRIC_COLUMNS = ("topic", "partition", "bytes_in_per_sec", "size_bytes")
@@ -120,7 +121,7 @@ class Estimate(BaseModel):
         )
         more = f" (and {len(flagged) - 3} more)" if len(flagged) > 3 else ""
         return (
-            f"{partitions} partition(s) would never catch up at the chosen throttle, nothing was changed: "
+            f"{counted(partitions, 'partition')} would never catch up at the chosen throttle, nothing was changed: "
             f"{shown}{more}; raise the throttle or use --throttle auto"
         )
 

@@ -161,7 +161,7 @@ def test_drovers_own_sampled_metrics_are_read_as_written_and_give_the_same_estim
         (None, ["t0,0,1,lots"], ["column size_bytes is empty or not a number", "t0-0", "lots"]),
         (None, ["t0,zero,1,1"], ["column partition is empty or not a number"]),
         (None, ["t0,0,1,100", "t0,0,2,100"], ["t0-0 appears 2 times"]),
-        (None, ["t0,0,1,100"], ["columns topic, partition: no row for 3 moving partition(s)"]),
+        (None, ["t0,0,1,100"], ["columns topic, partition: no row for 3 moving partitions"]),
     ],
 )
 def test_bad_metrics_name_the_file_and_the_column(session, tmp_path, header, rows, needles):

@@ -638,7 +638,7 @@ async def test_plain_drover_start_returns_once_preflight_passed_and_fails_a_plan
         # Without --wait too: the problems, one error line, a non-zero exit; nothing was changed.
         assert code == 1, err
         errors = [line for line in err.splitlines() if line.startswith("error: ")]
-        assert len(errors) == 1 and "preflight found 1 problem(s), nothing was changed" in errors[0], err
+        assert len(errors) == 1 and "preflight found 1 problem, nothing was changed" in errors[0], err
         # Its status in JSON has the "status" key of every phase, with the error.
         failed_id = re.search(r"migration:clitest:\S+", err)
         assert failed_id is not None, err

@@ -349,5 +349,5 @@ async def test_preflight_refuses_a_destination_broker_without_room(real_client, 
                 id=f"migration-{uuid.uuid4().hex[:8]}",
             )
     message = refused.value.cause.message
-    assert message.startswith("preflight found 1 problem(s), nothing was changed: broker 3 would receive ")
+    assert message.startswith("preflight found 1 problem, nothing was changed: broker 3 would receive ")
     assert lists(admin, topic_name) == {0: [1, 2]} and no_reassignment(admin, topic_name)

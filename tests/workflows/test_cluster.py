@@ -636,9 +636,9 @@ async def test_a_plan_by_reference_is_registered_by_its_file_and_overlaps_with_i
         # An inline plan, and another plan by reference, each sharing partitions with it: refused, nothing moved.
         before = len(fake.altered)
         inline = await start(local_env, queue, name, plan_a[4:], Limits())
-        assert "2 partition(s) belong to another running migration: a-4" in await refused(inline)
+        assert "2 partitions belong to another running migration: a-4" in await refused(inline)
         second = await start_migration(local_env.client, by_ref("ab.json", [*plan_b[:2], plan_a[5]]), queue)
-        assert f"1 partition(s) belong to another running migration: a-5 ({first.id})" in await refused(second)
+        assert f"1 partition belongs to another running migration: a-5 ({first.id})" in await refused(second)
         assert len(fake.altered) == before and all(t == "a" for (t, _), _ in fake.altered)
         # One that shares none joins beside it, and both finish.
         third = await start_migration(local_env.client, by_ref("b.json", plan_b), queue)

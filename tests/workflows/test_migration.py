@@ -88,7 +88,7 @@ async def test_preflight_lists_every_problem_and_changes_nothing(local_env):
         await run(local_env, fake, MigrationInput(cluster="c", moves=plan, throttle_bytes_per_s=1000))
     message = failure.value.cause.message
     # One line, said once: not "Preflight: Preflight: preflight found ...".
-    assert message.startswith("preflight found 3 problem(s), nothing was changed: ")
+    assert message.startswith("preflight found 3 problems, nothing was changed: ")
     for problem in ("broker 9 is not a live broker", "partition orders-7 does not exist", "topic nope does not exist"):
         assert problem in message
     assert fake.altered == [] and fake.topic_configs == {} and fake.broker_configs == {}

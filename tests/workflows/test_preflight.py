@@ -11,6 +11,7 @@ from drover.models.admission import Limits
 from drover.models.decommission import CORDON_CONFIG
 from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
+from drover.models.units import counted
 from drover.worker import activities_for
 from tests.conftest import start_migration, worker_for
 from tests.workflows.test_migration import cluster, run, spread_plan, wait_for_progress
@@ -57,7 +58,7 @@ async def test_a_target_below_the_topics_min_insync_replicas_is_refused(local_en
     with pytest.raises(WorkflowFailureError) as failure:
         await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
     assert (
-        "orders-0: its target has 2 replica(s), fewer than the topic's min.insync.replicas 3"
+        "orders-0: its target has 2 replicas, fewer than the topic's min.insync.replicas 3"
         in failure.value.cause.message
     )
     assert fake.altered == []
@@ -93,7 +94,7 @@ async def test_a_plan_whose_targets_name_a_cordoned_broker_is_refused_naming_it(
         await run(local_env, fake, MigrationInput(cluster=name(), moves=plan))
     assert (
         f"broker 4 is cordoned (cordoned.log.dirs=*) and Kafka refuses any replica list that names it: "
-        f"{len(onto_4)} move(s) of the plan name it ({', '.join(onto_4)})" in failure.value.cause.message
+        f"{counted(len(onto_4), 'move')} of the plan name it ({', '.join(onto_4)})" in failure.value.cause.message
     )
     assert fake.altered == []
 

@@ -9,6 +9,7 @@ from pydantic import BaseModel
 from drover.models.admission import MoveSpec
 from drover.models.coordination import Demand, PartitionKey, Registration
 from drover.models.throttle import Throttle
+from drover.models.units import counted
 
 
 class Holder(BaseModel):
@@ -64,7 +65,8 @@ def overlap_refusal(partitions: Mapping[str, Collection[int]], others: list[Regi
     if not taken:
         return None
     shown = ", ".join(taken[:5]) + (f" and {len(taken) - 5} more" if len(taken) > 5 else "")
-    return f"{len(taken)} partition(s) belong to another running migration: {shown}; nothing was changed"
+    belong = "belongs" if len(taken) == 1 else "belong"
+    return f"{counted(len(taken), 'partition')} {belong} to another running migration: {shown}; nothing was changed"
 
 
 class FreezeNotices(BaseModel):

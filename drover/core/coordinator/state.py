@@ -116,7 +116,7 @@ class ClusterState(BaseModel):
         )
         self.registry_version += 1
         self.freeze_notices.rejoined([(m.topic, m.partition) for m in req.in_flight])
-        again = f", {len(req.in_flight)} move(s) in flight" if req.in_flight else ""
+        again = f", {counted(len(req.in_flight), 'move')} in flight" if req.in_flight else ""
         count = self.holders[req.migration_id].partition_count
         self.note("join", f"{req.migration_id}: {counted(count, 'partition')}, priority {req.priority}{again}", now)
         return None
@@ -208,7 +208,7 @@ class ClusterState(BaseModel):
         ]
         self.note(
             "clean-up",
-            f"{migration_id} ended without releasing {len(h.in_flight)} move(s); "
+            f"{migration_id} ended without releasing {counted(len(h.in_flight), 'move')}; "
             "they are cancelled and their slots, partitions and throttle released",
             now,
         )
@@ -385,7 +385,8 @@ class ClusterState(BaseModel):
         in flight), or None."""
         running = sorted({*self.holders, *(o.migration_id for o in self.orphans)})
         if running:
-            return f"{len(running)} migration(s) still hold moves or partitions on it: {', '.join(running[:5])}"
+            held = counted(len(running), "migration")
+            return f"{held} still holding moves or partitions on it: {', '.join(running[:5])}"
         return None
 
     def retired(self, by: OperatorAction, now: datetime) -> None:

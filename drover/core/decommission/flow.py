@@ -17,6 +17,7 @@ from drover.models.decommission import (
 )
 from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
+from drover.models.units import counted
 
 # Partitions named in a scan or a problem, at most.
 EXAMPLES = 5
@@ -78,16 +79,16 @@ def _room(staying: list[int], leaving: set[int], margin: float, facts: Facts) ->
     if most > len(staying):
         wide = [p for p in partitions if len(p.replicas) > len(staying)]
         problems.append(
-            f"{len(staying)} broker(s) would remain, fewer than the replication factor {most} of "
-            f"{len(wide)} partition(s) ({', '.join(_names(wide))})"
+            f"{counted(len(staying), 'broker')} would remain, fewer than the replication factor {most} of "
+            f"{counted(len(wide), 'partition')} ({', '.join(_names(wide))})"
         )
     rack_of = {b.id: b.rack for b in cluster.brokers}
     racks_now = {r for r in rack_of.values() if r is not None}
     racks_left = {rack_of[b] for b in staying if rack_of.get(b) is not None}
     if len(racks_now) > 1 and len(racks_left) < min(most, len(racks_now)):
         problems.append(
-            f"the remaining brokers span {len(racks_left)} rack(s) of {len(racks_now)}: partitions with a replication "
-            f"factor of {min(most, len(racks_now))} or more would lose their spread over racks"
+            f"the remaining brokers span {counted(len(racks_left), 'rack')} of {len(racks_now)}: partitions with a "
+            f"replication factor of {min(most, len(racks_now))} or more would lose their spread over racks"
         )
     by_broker = {d.broker: d for d in disks}
     moving = sum(held.get(b, 0) for b in leaving)
@@ -143,14 +144,16 @@ def verdict(kind: FlowKind, scan: BrokerScan) -> tuple[str | None, str, bool]:
     are safe to stop."""
     held = ", ".join(scan.examples)
     if kind == "undo-demote":
-        return None, f"broker(s) lead {scan.leaders} partition(s) again", False
+        return None, f"the brokers lead {counted(scan.leaders, 'partition')} again", False
     if kind == "demote":
         if scan.movable_leaders:
-            return f"the brokers still lead {scan.movable_leaders} partition(s): {held}", "", False
-        stays = f"; {scan.leaders} partition(s) have no replica elsewhere and stay led there" if scan.leaders else ""
+            return f"the brokers still lead {counted(scan.movable_leaders, 'partition')}: {held}", "", False
+        stays = (
+            f"; {counted(scan.leaders, 'partition')} with no replica elsewhere stay led there" if scan.leaders else ""
+        )
         return None, "the brokers lead no partition that another broker holds" + stays, scan.leaders == 0
     if scan.replicas:
-        return f"the brokers still hold {scan.replicas} partition(s): {held}", "", False
+        return f"the brokers still hold {counted(scan.replicas, 'partition')}: {held}", "", False
     return None, "the brokers hold no replica and lead nothing: safe to stop", True
 
 

@@ -30,6 +30,7 @@ from drover.models.decommission import (
     StepState,
 )
 from drover.models.results import MigrationResult
+from drover.models.units import counted
 
 PHASE_TRANSFER: dict[FlowPhase, frozenset[FlowPhase]] = {
     "running": frozenset({"cancelling", "failed", "done"}),
@@ -189,7 +190,7 @@ class FlowState(FlowProgress):
     def late_round(self, replicas: int) -> None:
         self.rounds += 1
         self.late_arrivals += replicas
-        self.says("late arrivals", f"round {self.rounds}: {replicas} partition(s)")
+        self.says("late arrivals", f"round {self.rounds}: {counted(replicas, 'partition')}")
 
     def reverts(self) -> list[tuple[str, FlowPlan]]:
         """What a cancel with rollback reverts, newest first, each with its migration's name: the finished

@@ -8,7 +8,7 @@ from drover.models.admission import MoveSpec
 from drover.models.cluster import BrokerDisk, PartitionState
 from drover.models.coordination import PartitionKey
 from drover.models.plan import PartitionReplicas
-from drover.models.units import human_bytes
+from drover.models.units import counted, human_bytes
 
 
 def plan_problems(
@@ -53,7 +53,8 @@ def cordon_problems(
             naming.setdefault(b, []).append(f"{m.topic}-{m.partition}")
     return [
         f"broker {b} is cordoned (cordoned.log.dirs={cordoned[b]}) and Kafka refuses any replica list that names it: "
-        f"{len(names)} move(s) of the plan name it ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
+        f"{counted(len(names), 'move')} of the plan name it "
+        f"({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
         "uncordon it first (drover uncordon) or plan without it"
         for b, names in sorted(naming.items())
     ]
@@ -63,7 +64,7 @@ def min_insync_problems(moves: list[PartitionReplicas], min_insync: Mapping[str,
     """Targets with fewer replicas than their topic's min.insync.replicas: producers with acks=all would be
     refused."""
     return [
-        f"{m.topic}-{m.partition}: its target has {len(m.replicas)} replica(s), fewer than the topic's "
+        f"{m.topic}-{m.partition}: its target has {counted(len(m.replicas), 'replica')}, fewer than the topic's "
         f"min.insync.replicas {min_insync[m.topic]} (producers with acks=all would be refused)"
         for m in moves
         if len(m.replicas) < min_insync[m.topic]

@@ -43,7 +43,7 @@ def test_unknown_and_every_broker_are_refused():
 def test_too_few_brokers_for_a_replication_factor_is_refused():
     problems = check([3, 4], "decommission", 0.1, facts()).problems
     assert len(problems) == 1
-    assert problems[0].startswith("2 broker(s) would remain, fewer than the replication factor 3 of 2 partition(s)")
+    assert problems[0].startswith("2 brokers would remain, fewer than the replication factor 3 of 2 partitions")
 
 
 def test_leaving_a_single_rack_is_refused():
@@ -51,7 +51,7 @@ def test_leaving_a_single_rack_is_refused():
     parts = [part("t", 0, [1, 2, 3])]
     problems = check([2, 4], "decommission", 0.1, facts(cluster=racks, partitions=parts)).problems
     assert problems == [
-        "the remaining brokers span 1 rack(s) of 2: partitions with a replication factor of 2 or more would "
+        "the remaining brokers span 1 rack of 2: partitions with a replication factor of 2 or more would "
         "lose their spread over racks"
     ]
 
@@ -91,7 +91,7 @@ def test_the_verify_says_safe_to_stop_only_when_the_brokers_hold_and_lead_nothin
     held = BrokerScan(replicas=2, leaders=1, examples=["__consumer_offsets-3"])
     assert flow.verdict("decommission", empty)[::2] == (None, True)
     failed, _, safe = flow.verdict("decommission", held)
-    assert failed == "the brokers still hold 2 partition(s): __consumer_offsets-3" and not safe
+    assert failed == "the brokers still hold 2 partitions: __consumer_offsets-3" and not safe
     only_here = BrokerScan(replicas=1, leaders=1, movable_leaders=0)
     assert flow.looked_enough("demote", only_here) and flow.verdict("demote", only_here)[::2] == (None, False)
     assert not flow.looked_enough("decommission", only_here)

@@ -147,9 +147,9 @@ def test_a_failure_marks_the_step_it_was_in_and_ends_the_flow():
     s = flow()
     s.enter("check")
     s.migration_started("migration:f:demote")
-    s.failed("the check found 1 problem(s), nothing was changed: broker 4 is already in flow x", LATER)
+    s.failed("the check found 1 problem, nothing was changed: broker 4 is already in flow x", LATER)
     assert s.phase == "failed" and s.current_migration is None and s.label() == "failed"
-    assert s.steps[0].state == "failed" and s.steps[0].detail.startswith("the check found 1 problem(s)")
+    assert s.steps[0].state == "failed" and s.steps[0].detail.startswith("the check found 1 problem")
     # An ended flow takes no cancel, and cannot end again.
     assert s.take_cancel(cancel(), NOW) == "the flow is failed: there is nothing to cancel"
     with pytest.raises(InvalidTransition):

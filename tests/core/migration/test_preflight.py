@@ -48,7 +48,7 @@ def test_every_problem_of_the_plan_is_named_once_each():
 def test_a_target_below_min_insync_replicas_is_refused():
     moves = [replicas("orders", 0, 3), replicas("orders", 1, 1, 3)]
     assert preflight.min_insync_problems(moves, {"orders": 2}) == [
-        "orders-0: its target has 1 replica(s), fewer than the topic's min.insync.replicas 2 "
+        "orders-0: its target has 1 replica, fewer than the topic's min.insync.replicas 2 "
         "(producers with acks=all would be refused)"
     ]
     assert preflight.min_insync_problems(moves, {"orders": 1}) == []
