@@ -79,6 +79,8 @@ def _read(spark: SparkSession, path: Path) -> DataFrame:
     except AnalysisException as e:
         raise MetricsError(f"metrics {path}: cannot be read as {kind}: {str(e).splitlines()[0]}") from None
     if "_corrupt_record" in columns:
+        # Spark refuses a query of the raw file that reads the corrupt-record column alone; a cached read it allows.
+        raw = raw.cache()
         bad = raw.filter(F.col("_corrupt_record").isNotNull()).count()
         if bad:
             raise MetricsError(f"metrics {path}: lines that are not JSON objects: {bad}")

@@ -157,7 +157,7 @@ def test_drovers_own_sampled_metrics_are_read_as_written_and_give_the_same_estim
     "header, rows, needles",
     [
         ("topic,partition,bytes_in_per_sec", ["t0,0,1"], ["missing column size_bytes"]),
-        (None, ["t0,0,-5,100"], ["column bytes_in_per_sec is negative", "t0-0"]),
+        (None, ["t0,0,-5,100"], ["column bytes_in_per_sec is negative in 1 row, e.g. t0-0"]),
         (None, ["t0,0,1,lots"], ["column size_bytes is empty or not a number", "t0-0", "lots"]),
         (None, ["t0,zero,1,1"], ["column partition is empty or not a number"]),
         (None, ["t0,0,1,100", "t0,0,2,100"], ["t0-0 appears 2 times"]),
@@ -183,6 +183,9 @@ def test_metrics_as_parquet_and_json_lines(session, tmp_path):
         assert e.duration_s == pytest.approx(37.5), name
     with pytest.raises(MetricsError, match="no such file"):
         run(session, tmp_path, str(tmp_path / "absent.parquet"), throttle=11)
+    (tmp_path / "bad.json").write_text("".join(json.dumps(r) + "\n" for r in rows) + "{not json\n")
+    with pytest.raises(MetricsError, match="bad.json: lines that are not JSON objects: 1$"):
+        run(session, tmp_path, str(tmp_path / "bad.json"), throttle=11)
     (tmp_path / "m.txt").write_text("x")
     with pytest.raises(MetricsError, match="unknown format .txt"):
         run(session, tmp_path, str(tmp_path / "m.txt"), throttle=11)
