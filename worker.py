@@ -25,6 +25,7 @@ from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
 from drover.adapters.kafka_factory import open_kafka
 from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.search_attributes import SearchAttributesError, ensure_search_attributes
 from drover.adapters.temporal import connect_waiting
 from drover.estimator import classes
 from drover.estimator.service import ESTIMATES, SparkPlace, warm_up
@@ -102,6 +103,8 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
     admin = open_kafka(settings)
     # A worker started while Temporal restarts (or before it is up) waits for it rather than exiting.
     client = await connect_waiting(settings, log.warning, serve_metrics=True)
+    # Before polling: a workflow setting an attribute the namespace lacks would fail its tasks for ever.
+    await ensure_search_attributes(client, log.info)
     with ThreadPoolExecutor(max_workers=ACTIVITY_SLOTS + LOCAL_ACTIVITY_SLOTS, thread_name_prefix="activity") as pool:
         worker = Worker(
             client,
@@ -189,6 +192,9 @@ def main() -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         loop.run_until_complete(run(settings, stop))
+    except SearchAttributesError as e:
+        log.error("worker_not_started", error=str(e))
+        sys.exit(f"error: {e}")
     finally:
         loop.close()
     log.info("worker_stopped")

@@ -4,7 +4,8 @@ and the benchmarks run their workflows on (each its own, on a free port)."""
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.testing import WorkflowEnvironment
 
-from drover.sandbox.stack import SEARCH_ATTRIBUTES, find_temporal
+from drover.adapters.search_attributes import SEARCH_ATTRIBUTES
+from drover.sandbox.stack import find_temporal
 
 
 async def start_dev_server(*extra_args: str) -> WorkflowEnvironment:

@@ -10,6 +10,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from drover.adapters.search_attributes import SEARCH_ATTRIBUTES
 from drover.sandbox.kafka_nodes import (
     JMX_POM,
     POM,
@@ -32,8 +33,6 @@ TEMPORAL_SQLITE = ["--sqlite-pragma", "journal_mode=wal", "--sqlite-pragma", "sy
 
 # The worker as the installed package runs it (``drover worker`` runs the same), in this Python.
 WORKER_ARGV = [sys.executable, "-m", "drover.worker"]
-
-SEARCH_ATTRIBUTES = {"DroverCluster": "Keyword", "DroverStatus": "Keyword", "DroverAliases": "KeywordList"}
 
 
 class Sandbox:
