@@ -29,6 +29,13 @@ async def step_of(client, name: str, m: InFlightMove) -> InFlightMove:
     return m.model_copy(update={"current": found.current, "step": found.step_target})
 
 
+def _freeze(s: ClusterStatus) -> str:
+    if s.taking_over:
+        # The lost run's freeze, limits and windows are being read: what this run holds is not the cluster's yet.
+        return "taking over from a lost run: no new steps until it has read its freeze, limits and windows"
+    return "FROZEN: no new steps" if s.frozen else "not frozen"
+
+
 def render_status(s: ClusterStatus) -> str:
     lim = s.effective_limits
     shown = (
@@ -37,8 +44,7 @@ def render_status(s: ClusterStatus) -> str:
         else (lim.counts() + ("" if s.limits else " (the highest any running migration asks for)"))
     )
     lines = [
-        f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; "
-        + ("FROZEN: no new steps" if s.frozen else "not frozen"),
+        f"cluster {s.name}: Kafka cluster ID {s.cluster_id or 'not bound yet'}; " + _freeze(s),
         "names: " + (", ".join(s.aliases) or s.name),
         f"limits: {shown}",
         "throttle: "

@@ -389,4 +389,4 @@ class ClusterWorkflow:
 
     @workflow.query
     def status(self) -> ClusterStatus:
-        return cluster_status(self.s, self._throttle.book.written, workflow.now())
+        return cluster_status(self.s, self._throttle.book.written, workflow.now(), not self._takeover.done)

@@ -309,6 +309,9 @@ class ClusterStatus(BaseModel):
     cluster_id: str | None
     aliases: list[str] = []
     frozen: bool
+    # A new run reading what its lost predecessor held: until it has, ``frozen`` and the settings are a new run's,
+    # not the cluster's (no move takes a new step meanwhile).
+    taking_over: bool = False
     limits: Limits | None
     effective_limits: Limits | None
     rate_bytes_per_s: int | None

@@ -6,13 +6,15 @@ import asyncio
 import contextlib
 import uuid
 
+from temporalio import activity
 from temporalio.client import WorkflowExecutionStatus, WorkflowQueryFailedError
 from temporalio.service import RPCError
 
+from drover.cli.cluster_status import render_status
 from drover.core.move import state as move_state
 from drover.models import MoveInput
 from drover.models.admission import Limits
-from drover.models.coordination import ClusterInput, ClusterStatus, FreezeRequest, cluster_workflow_id
+from drover.models.coordination import ClusterInput, ClusterStatus, FreezeRequest, Takeover, cluster_workflow_id
 from drover.models.migration import MigrationInput
 from drover.worker import activities_for
 from drover.workflows import ClusterWorkflow, PartitionMoveWorkflow
@@ -174,3 +176,39 @@ async def test_an_unfreeze_that_started_a_successor_holds_when_that_successor_is
         status = await handle.query(ClusterWorkflow.status)
         await end_coordinators(local_env.client, worker.task_queue)
     assert not status.frozen, "the unfreeze was lost with the coordinator that took it"
+
+
+async def test_a_status_read_while_a_successor_takes_over_says_so_and_not_that_the_cluster_is_unfrozen(local_env):
+    """The coordinator of a frozen cluster is lost; its successor's take-over (the read of the lost run) is held.
+    A status read meanwhile says the take-over is under way, and `drover cluster status` says the freeze is not
+    known yet, never "not frozen"; once taken over, it says frozen."""
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("a", 0): [1, 2]}, ticks=2)
+    name = f"c{uuid.uuid4().hex[:6]}"
+    coordinator = ClusterInput(name=name, cluster_id=fake.cluster_id)
+    real = activities_for(fake)
+    reading = next(a for a in real if getattr(a, "__name__", "") == "previous_run")
+    release = asyncio.Event()
+
+    @activity.defn(name="previous_run")
+    async def held_previous_run(workflow_id: str) -> Takeover | None:
+        await release.wait()
+        return await reading(workflow_id)
+
+    held = [a for a in real if a is not reading] + [held_previous_run]
+    handle = local_env.client.get_workflow_handle(cluster_workflow_id(fake.cluster_id))
+    async with worker_for(local_env.client, held) as worker:
+        release.set()
+        await send_freeze(local_env, worker.task_queue, coordinator, frozen=True)
+        await handle.terminate(reason="lost")
+        release.clear()
+        await local_env.client.start_workflow(
+            ClusterWorkflow.run, coordinator, id=handle.id, task_queue=worker.task_queue
+        )
+        during = await handle.query(ClusterWorkflow.status)
+        release.set()
+        after = await taken_over(handle)
+        await end_coordinators(local_env.client, worker.task_queue)
+    assert during.taking_over and not after.taking_over and after.frozen
+    first = render_status(during).splitlines()[0]
+    assert "taking over from a lost run" in first and "not frozen" not in first, first
+    assert "FROZEN" in render_status(after).splitlines()[0]

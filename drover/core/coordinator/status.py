@@ -8,9 +8,10 @@ from drover.models.coordination import ClusterStatus, HolderStatus, InFlightMove
 from drover.models.units import human_bytes
 
 
-def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> ClusterStatus:
+def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime, taking_over: bool = False) -> ClusterStatus:
     """The binding, freeze, limits, every migration with its share, every move in flight, the throttle written
-    (``written``, the coordinator's book) and the last actions."""
+    (``written``, the coordinator's book) and the last actions; ``taking_over`` while a new run reads what its lost
+    predecessor held (its freeze, limits and windows are not known until then)."""
     holders = [
         HolderStatus(
             migration_id=h.migration_id,
@@ -41,6 +42,7 @@ def cluster_status(s: ClusterState, written: ThrottleWanted, now: datetime) -> C
         cluster_id=s.cluster_id,
         aliases=s.aliases,
         frozen=s.frozen,
+        taking_over=taking_over,
         limits=s.limits,
         effective_limits=s.effective_limits(),
         rate_bytes_per_s=s.rate,
