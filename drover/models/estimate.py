@@ -12,7 +12,7 @@ from pydantic import BaseModel, Field, model_validator
 
 from drover.models.admission import Limits
 from drover.models.throttle import Throttle
-from drover.models.units import counted
+from drover.models.units import counted, human_rate
 
 # The columns a metrics dataset must have (Parquet, CSV or JSON lines); ``leader`` is optional.
 METRIC_COLUMNS = ("topic", "partition", "bytes_in_per_sec", "size_bytes")
@@ -110,19 +110,26 @@ class Estimate(BaseModel):
         times = [b.transfer_s for b in self.brokers if b.transfer_s is not None]
         return max(times) if times and len(times) == len(self.brokers) else None
 
-    def never_catch_up_message(self) -> str:
-        """One line naming the partitions that could never catch up at the chosen throttle."""
+    def never_catch_up_message(self, one_minute_rates: bool = False) -> str:
+        """One line naming the partitions that could never catch up at the chosen throttle; with
+        ``one_minute_rates`` (the write rates may be the brokers' one-minute rates), how to measure them now."""
         flagged = self.never_catch_up
         partitions = len({(f.topic, f.partition) for f in flagged})
         shown = "; ".join(
-            f"{f.topic}-{f.partition} writes {f.write_rate / 1e6:.2f} MB/s, its share of broker "
-            f"{f.broker}'s {f.role} throttle is {f.share / 1e6:.2f} MB/s"
+            f"{f.topic}-{f.partition} writes {human_rate(f.write_rate)}, its share of broker "
+            f"{f.broker}'s {f.role} throttle is {human_rate(f.share)}"
             for f in flagged[:3]
         )
         more = f" (and {len(flagged) - 3} more)" if len(flagged) > 3 else ""
         return (
             f"{counted(partitions, 'partition')} would never catch up at the chosen throttle, nothing was changed: "
             f"{shown}{more}; raise the throttle or use --throttle auto"
+            + (
+                "; the write rates are the brokers' one-minute rates, which still count what was written in the last "
+                "minutes; --sample 30s measures them now"
+                if one_minute_rates
+                else ""
+            )
         )
 
     def recommended(self) -> Throttle:

@@ -626,7 +626,7 @@ async def test_a_partition_that_never_catches_up_fails_the_migration_before_any_
             await local_env.client.execute_workflow(
                 MigrationWorkflow.run, migration, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=worker.task_queue
             )
-    assert "orders-2 writes 0.01 MB/s" in str(failed.value.cause) and "nothing was changed" in str(failed.value.cause)
+    assert "orders-2 writes 5.0 KB/s" in str(failed.value.cause) and "nothing was changed" in str(failed.value.cause)
     assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {}
 
 
@@ -658,7 +658,7 @@ async def test_a_dry_run_tells_the_order_throttles_eta_and_problems_and_changes_
     assert found.throttle == {b: (4000, 4000) for b in range(1, 6)}
     assert found.estimate is not None and found.eta_s == found.estimate.duration_s
     # The partition writing faster than the throttle would fail a real run; the dry run names it.
-    assert len(found.problems) == 1 and "orders-2 writes 0.01 MB/s" in found.problems[0]
+    assert len(found.problems) == 1 and "orders-2 writes 5.0 KB/s" in found.problems[0]
     assert described.typed_search_attributes.get(STATUS_ATTR) == "dry_run"
     # Nothing changed: no step, no throttle, and the cluster's coordinator was never joined (nor started).
     assert fake.replicas == before and fake.altered == [] and fake.broker_configs == {} and fake.topic_configs == {}

@@ -191,7 +191,7 @@ def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:
         throttle=throttle,
         eta_s=estimate.duration_s if estimate else None,
         estimate=estimate,
-        problems=[estimate.never_catch_up_message()] if estimate and estimate.never_catch_up else [],
+        problems=[estimate.never_catch_up_message(s.one_minute_rates)] if estimate and estimate.never_catch_up else [],
     )
     return MigrationResult(
         status="dry_run",

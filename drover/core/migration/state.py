@@ -75,6 +75,8 @@ class MigrationState(BaseModel):
     unchanged: int = 0
     min_insync: dict[str, int] = {}
     estimate: Estimate | None = None
+    # The estimate's write rates may be the brokers' one-minute rates (no metrics file, no sample asked for).
+    one_minute_rates: bool = False
     link: CoordinatorLink = CoordinatorLink()
 
     # -- transitions ------------------------------------------------------------------------------------------
@@ -107,8 +109,11 @@ class MigrationState(BaseModel):
         """The estimate is in; with auto throttle its rates become the throttle. A partition that could never catch
         up fails the migration (not a dry run, which reports it): the reason is returned."""
         self.estimate = estimate
+        asked = given.estimate
+        # Without a metrics file and unless told to sample, the worker read the brokers' metrics where it could.
+        self.one_minute_rates = asked is not None and asked.metrics_ref is None and asked.rates_from_metrics
         if estimate.never_catch_up and not given.dry_run:
-            self.fail(estimate.never_catch_up_message())
+            self.fail(estimate.never_catch_up_message(self.one_minute_rates))
             return self.failure
         if given.estimate is not None and given.estimate.auto_throttle:
             self.throttle = estimate.recommended()

@@ -5,9 +5,12 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from drover.core.migration import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
-from drover.core.migration.progress import details, progress
+from drover.core.migration.progress import details, dry_run_result, progress
 from drover.models.admission import Limits, MoveSpec
 from drover.models.control import MIGRATION_ACTIONS, Cancel, MigrationAction, OperatorAction
+from drover.models.estimate import Estimate, NeverCatchesUp
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas
 from drover.models.results import MoveOutcome
 from drover.models.throttle import Throttle
 
@@ -577,3 +580,44 @@ def test_the_plans_eta_is_not_given_once_a_cancel_cleans_up():
     assert progress(s, "c", later).eta_s is not None
     s.apply(request(Action.CANCEL, "rollback"), later)
     assert progress(s, "c", later).eta_s is None and progress(s, "c", later).cancelling == "rollback"
+
+
+@pytest.mark.parametrize(
+    ("settings", "hinted"),
+    [
+        (EstimateSettings(), True),
+        (EstimateSettings(rates_from_metrics=False), False),
+        (EstimateSettings(metrics_ref="/data/traffic.parquet"), False),
+    ],
+)
+def test_a_partition_that_could_never_catch_up_fails_the_migration_with_where_its_rate_came_from(settings, hinted):
+    """Rates read from the brokers' one-minute rates still count a load written in the last minutes: the failure
+    says so, and how to measure the rates now, where the migration read them so."""
+    estimate = Estimate(
+        moves=1,
+        bytes_to_move=10**9,
+        write_rate=4e5,
+        throttle=100_000,
+        brokers=[],
+        duration_s=None,
+        duration_method="bound",
+        bottleneck=None,
+        never_catch_up=[
+            NeverCatchesUp(topic="orders", partition=0, broker=3, role="follower", write_rate=4e5, share=1e5)
+        ],
+    )
+    given = MigrationInput(
+        cluster="c", moves=[PartitionReplicas(topic="orders", partition=0, replicas=[3, 4])], estimate=settings
+    )
+    s = MigrationState(phase=Phase.PREFLIGHT, moves_total=1)
+    s.preflight_done(estimating=True, dry_run=False)
+    failure = s.estimated(estimate, given, NOW)
+    assert failure is not None and failure.startswith("1 partition would never catch up at the chosen throttle")
+    hint = "one-minute rates, which still count what was written in the last minutes; --sample 30s measures them now"
+    assert (hint in failure) == hinted, failure
+    # A dry run names the partition among its problems, the same way.
+    dry = MigrationState(phase=Phase.PREFLIGHT, moves_total=1)
+    dry.preflight_done(estimating=True, dry_run=True)
+    assert dry.estimated(estimate, given.model_copy(update={"dry_run": True}), NOW) is None
+    found = dry_run_result(dry, NOW).dry_run
+    assert found is not None and len(found.problems) == 1 and (hint in found.problems[0]) == hinted, found.problems
