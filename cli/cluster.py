@@ -1,6 +1,7 @@
 """`drover cluster ...`: the cluster's coordinator, shared by every migration on one Kafka cluster."""
 
 import asyncio
+import dataclasses
 
 import typer
 from pydantic import ValidationError
@@ -224,7 +225,9 @@ def traffic(
     the brokers' Prometheus metrics (DROVER_BROKER_METRICS: Prometheus' JMX exporter agent on each broker, which
     the sandbox's brokers run, or a Prometheus server scraping them, whose latest rates are shown whatever the
     window), else from the growth of every partition's log through the Admin API (which cannot tell bytes out to
-    consumers)."""
+    consumers). Beside it, the clients' produce latency (the 99th percentile Kafka keeps of produce requests, and
+    the request queue's size) where the brokers' metrics serve it; the Admin API has none."""
+    from drover.adapters.broker_latency import produce_latency
     from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
 
     settings: Settings = ctx.obj
@@ -241,13 +244,36 @@ def traffic(
     finally:
         admin.close()
     keys = ("bytes_in", "bytes_out", "replication_in", "replication_out")
+    latency = produce_latency(settings.broker_metrics, sorted(found.brokers))
 
     def shown(rates: dict[str, float], key: str) -> str:
         return f"{human_bytes(rates[key])}/s" if key in rates else "-"
 
+    def waits(b: int) -> list[str]:
+        r = latency[b]
+        p99 = "-" if r.p99_ms is None else f"{r.p99_ms:.1f} ms"
+        return [p99, "-" if r.request_queue is None else f"{r.request_queue:.0f}"]
+
     out.table(
-        f"Broker traffic over {window} (from {found.source})",
-        ["broker", "bytes in", "bytes out", "replication in", "replication out"],
-        [[b, *(shown(rates, k) for k in keys)] for b, rates in sorted(found.brokers.items())],
+        f"Broker traffic over {window} (from {found.source}), and produce latency now",
+        ["broker", "bytes in", "bytes out", "replication in", "replication out", "produce p99", "request queue"],
+        [[b, *(shown(rates, k) for k in keys), *waits(b)] for b, rates in sorted(found.brokers.items())],
     )
-    out.data({"source": found.source, "window_s": seconds, "brokers": found.brokers})
+    for why, brokers in _grouped({b: r.missing for b, r in latency.items() if r.missing}).items():
+        out.warning(f"produce latency of broker {', '.join(map(str, brokers))} not known: {why}")
+    out.data(
+        {
+            "source": found.source,
+            "window_s": seconds,
+            "brokers": found.brokers,
+            "latency": {b: dataclasses.asdict(r) for b, r in latency.items()},
+        }
+    )
+
+
+def _grouped(reasons: dict[int, str]) -> dict[str, list[int]]:
+    """The brokers of each reason, in order."""
+    by: dict[str, list[int]] = {}
+    for broker, why in sorted(reasons.items()):
+        by.setdefault(why, []).append(broker)
+    return by

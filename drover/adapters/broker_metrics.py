@@ -62,7 +62,7 @@ def parse(text: str) -> dict[str, float]:
     return found
 
 
-def _page(url: str, timeout_s: float) -> str:
+def read_page(url: str, timeout_s: float) -> str:
     try:
         with urllib.request.urlopen(url, timeout=timeout_s) as answer:
             return answer.read().decode()
@@ -72,7 +72,7 @@ def _page(url: str, timeout_s: float) -> str:
 
 def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
     """One scrape of a broker's metrics page."""
-    text = _page(url, timeout_s)
+    text = read_page(url, timeout_s)
     try:
         counters = parse(text)
     except ValueError as e:
@@ -106,7 +106,7 @@ def topic_rates(spec: str, brokers: Sequence[int], timeout_s: float = 5.0) -> di
     if server is not None:
         # The samples themselves, not rate(): rate() divides by the whole range, so a series younger than it (a new
         # topic) would read low.
-        for series in _ask(server, f"{TOPIC_COUNTER}_total[{TOPIC_RANGE}]", timeout_s):
+        for series in ask_prometheus(server, f"{TOPIC_COUNTER}_total[{TOPIC_RANGE}]", timeout_s):
             labels = series.get("metric", {})
             broker, topic = labels.get(server.label, ""), labels.get("topic", "")
             if broker.isdigit() and topic:
@@ -117,7 +117,7 @@ def topic_rates(spec: str, brokers: Sequence[int], timeout_s: float = 5.0) -> di
         if set(brokers) - set(urls):
             return None
         for b in brokers:
-            text = _page(urls[b], timeout_s)
+            text = read_page(urls[b], timeout_s)
             try:
                 families = {f.name: f for f in text_string_to_metric_families(text)}
             except ValueError as e:
@@ -146,7 +146,7 @@ def query(server: PrometheusServer, brokers: Sequence[int] = (), timeout_s: floa
     found: dict[int, dict[str, float]] = {}
     for key, name in COUNTERS.items():
         promql = f'sum by ({server.label}) (irate({name}_total{{topic=""}}[{PROMETHEUS_RANGE}]))'
-        for series in _ask(server, promql, timeout_s):
+        for series in ask_prometheus(server, promql, timeout_s):
             broker = series.get("metric", {}).get(server.label, "")
             if broker.isdigit() and (not brokers or int(broker) in brokers):
                 found.setdefault(int(broker), {})[key] = float(series["value"][1])
@@ -160,7 +160,7 @@ def query(server: PrometheusServer, brokers: Sequence[int] = (), timeout_s: floa
     return found
 
 
-def _ask(server: PrometheusServer, promql: str, timeout_s: float) -> list[dict]:
+def ask_prometheus(server: PrometheusServer, promql: str, timeout_s: float) -> list[dict]:
     """The result of an instant query (a vector)."""
     url = f"{server.url}/api/v1/query?" + urllib.parse.urlencode({"query": promql})
     try:

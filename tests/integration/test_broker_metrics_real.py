@@ -104,6 +104,15 @@ def test_drover_cluster_traffic_shows_a_steady_write_on_its_leader_and_follower(
     assert brokers[1]["replication_out"] > 0.1 * MB
     # The brokers that hold no replica of the topic take in nothing from it (nothing else writes meanwhile).
     assert all(brokers[b]["bytes_in"] < 0.01 * MB for b in brokers if b not in (1, 2))
+    # The clients' produce latency beside it: the leader answered the writer's produce requests in some ms; through
+    # the Admin API there is none, and it says so.
+    latency = {int(b): r for b, r in shown["latency"].items()}
+    print("produce p99: " + "; ".join(f"{b}: {r['p99_ms']} ms {r['missing']}" for b, r in sorted(latency.items())))
+    assert set(latency) == set(brokers)
+    if source == "log growth":
+        assert all(r["p99_ms"] is None and "Admin API has no latency" in r["missing"] for r in latency.values())
+    else:
+        assert latency[1]["p99_ms"] > 0 and latency[1]["missing"] == "" and latency[1]["request_queue"] is not None
 
 
 def test_the_band_reads_a_prometheus_server_and_falls_back_to_log_growth_when_it_does_not_answer(

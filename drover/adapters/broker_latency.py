@@ -1,0 +1,97 @@
+"""What the clients feel on each broker: the time Kafka takes to answer a produce request, from the same metrics as
+the traffic (``broker_metrics``). Kafka keeps, for each request type, percentiles of its recent requests
+(``kafka.network:type=RequestMetrics,name=TotalTimeMs,request=Produce``, and ``RequestQueueTimeMs``, the part spent
+waiting for a request thread) and the size of the request queue (``kafka.network:type=RequestChannel,
+name=RequestQueueSize``). The JMX exporter serves them as below; a Prometheus server that scrapes it has their
+latest samples. The Admin API has no latency at all.
+
+A reading that could not be had says why (``missing``): it is never taken for a quiet broker.
+"""
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from drover.adapters.broker_metrics import BrokerMetricsError, ask_prometheus, read_page
+from drover.settings import broker_metrics_urls, prometheus_server
+
+# The exporter's names (drover/sandbox/jmx-exporter.yaml): the percentiles of produce requests, labelled
+# request="Produce" and quantile="0.99" (from Kafka's 99thPercentile), and the request queue's size.
+TOTAL = "kafka_network_requestmetrics_totaltimems"
+QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
+QUEUE_SIZE = "kafka_network_requestchannel_requestqueuesize"
+P99 = {"request": "Produce", "quantile": "0.99"}
+# How recent a Prometheus server's latest sample must be to count: the exporter is scraped every 15-30 s.
+FRESH = "1m"
+
+
+@dataclass(frozen=True)
+class ProduceLatency:
+    """A broker's produce requests now: the 99th percentile of their total time and of their wait in the request
+    queue (ms), and the queue's size; ``missing`` says why the total is not known (then the rest is not either)."""
+
+    p99_ms: float | None = None
+    queue_p99_ms: float | None = None
+    request_queue: float | None = None
+    missing: str = ""
+
+
+def produce_latency(spec: str | None, brokers: Sequence[int], timeout_s: float = 5.0) -> dict[int, ProduceLatency]:
+    """Each of ``brokers``' produce latency from where DROVER_BROKER_METRICS ``spec`` says: the brokers' pages or
+    a Prometheus server. Every broker gets a reading; one that could not be had says why."""
+    if not spec:
+        why = "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
+        return {b: ProduceLatency(missing=why) for b in brokers}
+    server = prometheus_server(spec)
+    if server is not None:
+        found: dict[int, dict[str, float]] = {}
+        try:
+            series = ask_prometheus(server, f'{{__name__=~"{TOTAL}|{QUEUE_TIME}|{QUEUE_SIZE}"}}[{FRESH}]', timeout_s)
+        except BrokerMetricsError as e:
+            return {b: ProduceLatency(missing=str(e)) for b in brokers}
+        for one in series:
+            labels, values = one.get("metric", {}), one.get("values", [])
+            broker = labels.get(server.label, "")
+            if broker.isdigit() and values:
+                _keep(found.setdefault(int(broker), {}), labels.get("__name__", ""), labels, float(values[-1][1]))
+        where = f"Prometheus at {server.url} has no produce latency of this broker within the last {FRESH}"
+        return {b: _reading(found.get(b, {}), where) for b in brokers}
+    urls = broker_metrics_urls(spec, brokers)
+    return {b: _from_url(urls[b], timeout_s) if b in urls else _unnamed(b) for b in brokers}
+
+
+def _unnamed(broker: int) -> ProduceLatency:
+    return ProduceLatency(missing=f"DROVER_BROKER_METRICS names no page of broker {broker}")
+
+
+def _from_url(url: str, timeout_s: float) -> ProduceLatency:
+    try:
+        found = _from_page(read_page(url, timeout_s))
+    except BrokerMetricsError as e:
+        return ProduceLatency(missing=str(e))
+    except ValueError as e:
+        return ProduceLatency(missing=f"broker metrics at {url}: not a Prometheus page: {e}")
+    return _reading(found, f"broker metrics at {url}: no {TOTAL} of produce requests on the page")
+
+
+def _from_page(text: str) -> dict[str, float]:
+    found: dict[str, float] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            _keep(found, sample.name, sample.labels, sample.value)
+    return found
+
+
+def _keep(found: dict[str, float], name: str, labels: dict[str, str], value: float) -> None:
+    if name in (TOTAL, QUEUE_TIME) and all(labels.get(k) == v for k, v in P99.items()):
+        found[name] = value
+    elif name == QUEUE_SIZE:
+        # One queue per broker; summed should an exporter split it.
+        found[name] = found.get(name, 0.0) + value
+
+
+def _reading(found: dict[str, float], why_missing: str) -> ProduceLatency:
+    if TOTAL not in found:
+        return ProduceLatency(missing=why_missing)
+    return ProduceLatency(p99_ms=found[TOTAL], queue_p99_ms=found.get(QUEUE_TIME), request_queue=found.get(QUEUE_SIZE))

@@ -1,0 +1,72 @@
+"""Reading the clients' produce latency on each broker from its JMX exporter page or a Prometheus server; a reading
+that could not be had says why, and is never a quiet broker."""
+
+import json
+
+from drover.adapters.broker_latency import ProduceLatency, produce_latency
+from tests.adapters.test_write_rates import pages  # noqa: F401 - the fixture
+
+PAGE = """# TYPE kafka_network_requestmetrics_totaltimems gauge
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.50",} 2.0
+kafka_network_requestmetrics_totaltimems{request="Produce",quantile="0.99",} 41.5
+kafka_network_requestmetrics_totaltimems{request="Fetch",quantile="0.99",} 500.0
+# TYPE kafka_network_requestmetrics_requestqueuetimems gauge
+kafka_network_requestmetrics_requestqueuetimems{request="Produce",quantile="0.99",} 3.25
+# TYPE kafka_network_requestchannel_requestqueuesize gauge
+kafka_network_requestchannel_requestqueuesize 4.0
+# TYPE kafka_server_brokertopicmetrics_bytesinpersec_total counter
+kafka_server_brokertopicmetrics_bytesinpersec_total 1000.0
+"""
+
+
+def test_each_brokers_produce_p99_is_read_from_its_page_and_one_without_it_says_why(tmp_path, pages):  # noqa: F811
+    (tmp_path / "1").write_text(PAGE)
+    (tmp_path / "2").write_text("# TYPE kafka_server_brokertopicmetrics_bytesinpersec_total counter\nx_total 1.0\n")
+    (tmp_path / "3").write_text("<html>not metrics</html>\n")
+    spec = f"1={pages}/1,2={pages}/2,3={pages}/3,4=http://127.0.0.1:9/metrics"
+    found = produce_latency(spec, [1, 2, 3, 4, 5], timeout_s=1)
+    # The produce requests' 99th percentile, not the median's nor a fetch's.
+    assert found[1] == ProduceLatency(p99_ms=41.5, queue_p99_ms=3.25, request_queue=4.0)
+    assert found[2].p99_ms is None and found[2].missing == (
+        f"broker metrics at {pages}/2: no kafka_network_requestmetrics_totaltimems of produce requests on the page"
+    )
+    assert found[3].p99_ms is None and "not a Prometheus page" in found[3].missing
+    assert found[4].p99_ms is None and found[4].missing.startswith("broker metrics at http://127.0.0.1:9/metrics: ")
+    assert found[5] == ProduceLatency(missing="DROVER_BROKER_METRICS names no page of broker 5")
+
+
+def test_without_broker_metrics_there_is_no_latency_and_it_says_so():
+    found = produce_latency(None, [1, 2])
+    assert set(found) == {1, 2} and all(r.p99_ms is None for r in found.values())
+    assert found[1].missing == "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
+
+
+def test_a_prometheus_servers_latest_samples_and_a_broker_it_has_none_of_lately(tmp_path, pages):  # noqa: F811
+    def series(name: str, broker: str, values: list[float], **labels: str) -> dict:
+        metric = {"__name__": name, "broker": broker, **labels}
+        return {"metric": metric, "values": [[100.0 + i, str(v)] for i, v in enumerate(values)]}
+
+    p99 = {"request": "Produce", "quantile": "0.99"}
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                series("kafka_network_requestmetrics_totaltimems", "1", [10.0, 30.0], **p99),
+                series("kafka_network_requestmetrics_totaltimems", "1", [900.0], request="Fetch", quantile="0.99"),
+                series("kafka_network_requestmetrics_requestqueuetimems", "1", [1.0, 2.0], **p99),
+                series("kafka_network_requestchannel_requestqueuesize", "1", [0.0, 7.0]),
+                # Broker 2 has only its queue size: no latency, so no reading.
+                series("kafka_network_requestchannel_requestqueuesize", "2", [1.0]),
+            ],
+        },
+    }
+    (tmp_path / "api" / "v1").mkdir(parents=True)
+    (tmp_path / "api" / "v1" / "query").write_text(json.dumps(answer))
+    found = produce_latency(f"prometheus:{pages}", [1, 2])
+    assert found[1] == ProduceLatency(p99_ms=30.0, queue_p99_ms=2.0, request_queue=7.0)
+    assert found[2] == ProduceLatency(
+        missing=f"Prometheus at {pages} has no produce latency of this broker within the last 1m"
+    )
+    down = produce_latency("prometheus:http://127.0.0.1:9", [1], timeout_s=1)
+    assert down[1].p99_ms is None and down[1].missing.startswith("Prometheus at http://127.0.0.1:9: cannot be read")
