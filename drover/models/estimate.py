@@ -125,8 +125,8 @@ class Estimate(BaseModel):
             f"{counted(partitions, 'partition')} would never catch up at the chosen throttle, nothing was changed: "
             f"{shown}{more}; raise the throttle or use --throttle auto"
             + (
-                "; the write rates are the brokers' one-minute rates, which still count what was written in the last "
-                "minutes; --sample 30s measures them now"
+                "; where the worker reads the brokers' metrics, these are their one-minute rates, which still count "
+                "what was written in the last minutes; --sample 30s measures them now"
                 if one_minute_rates
                 else ""
             )
