@@ -23,6 +23,7 @@ from drover.cli.plan_files import (
 )
 from drover.cli.plan_zones import PlanZones, show_zones, zone_map, zone_price
 from drover.cli.rates import parse_duration
+from drover.core.zones import priced
 from drover.models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from drover.models.units import human_bytes
 from drover.planner import PlanError, make_plan
@@ -150,13 +151,12 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         write_rates=rates,
         balance_tolerance=balance_tolerance,
         max_moves=goals.max_moves,
-        zones=zone_of_rack,
-        zone_price_per_gb=price,
     )
     try:
         result = make_plan(request)
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
+    result = priced(result, broker_specs, size_map, zone_of_rack, price)
     rollback_path = rollback_file(out)
     write_reassignment(out, result.changes)
     write_reassignment(rollback_path, result.rollback)

@@ -1,5 +1,5 @@
 """drover plan's zones: which racks share a zone, the price of a byte between zones, and the line that prices the
-plan's copies (``drover.planner.zones``)."""
+plan's copies (``drover.core.zones``)."""
 
 import dataclasses
 import math

@@ -62,10 +62,6 @@ class PlanRequest(BaseModel):
         0.1, gt=0, lt=1, description="bytes (and replicas) per broker within this of the mean"
     )
     max_moves: int | None = Field(None, ge=0)
-    zones: dict[str, str] = Field(
-        {}, description="rack -> zone, where racks are not zones themselves; a rack not named is its own zone"
-    )
-    zone_price_per_gb: float = Field(0.02, ge=0, description="dollars per GB (10^9 bytes) between zones, both sides")
 
 
 class BrokerLoad(BaseModel):

@@ -24,7 +24,6 @@ from drover.planner.placement import Placement
 from drover.planner.quotas import broker_quotas, even_split, rack_limit
 from drover.planner.replicas import evict_for_balance, evict_mandatory, fill, rebalance
 from drover.planner.weights import Balancer
-from drover.planner.zones import zone_of_brokers, zone_traffic
 
 
 class PlanError(ValueError):
@@ -38,15 +37,10 @@ def make_plan(request: PlanRequest) -> Plan:
     enabled = gc.isenabled()
     gc.disable()
     try:
-        plan = _plan(request)
+        return _plan(request)
     finally:
         if enabled:
             gc.enable()
-    zone_of = zone_of_brokers(request.brokers, request.zones)
-    if not request.sizes or not zone_of:
-        return plan
-    traffic = zone_traffic(plan.changes, plan.rollback, zone_of, request.sizes, request.zone_price_per_gb)
-    return plan.model_copy(update={"summary": plan.summary.model_copy(update={"zone_traffic": traffic})})
 
 
 def _plan(request: PlanRequest) -> Plan:

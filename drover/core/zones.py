@@ -11,7 +11,7 @@ it is on a balanced cluster.
 from collections.abc import Mapping
 from functools import cache
 
-from drover.models.plan import BrokerSpec, PartitionReplicas, ZoneTraffic
+from drover.models.plan import BrokerSpec, PartitionReplicas, Plan, ZoneTraffic
 from drover.steps.calculator import next_step
 
 # Clouds charge each gigabyte (10^9 bytes) between zones on both sides: AWS $0.01 out and $0.01 in.
@@ -21,6 +21,21 @@ ZONE_PRICE_PER_GB = 0.02
 def zone_of_brokers(brokers: list[BrokerSpec], zones: Mapping[str, str]) -> dict[int, str]:
     """Each broker's zone: its rack, or the zone ``zones`` maps its rack to. A broker without a rack has none."""
     return {b.id: zones.get(b.rack, b.rack) for b in brokers if b.rack is not None}
+
+
+def priced(
+    plan: Plan,
+    brokers: list[BrokerSpec],
+    sizes: Mapping[tuple[str, int], int],
+    zones: Mapping[str, str],
+    price_per_gb: float = ZONE_PRICE_PER_GB,
+) -> Plan:
+    """The plan with its summary's ``zone_traffic``, where there are sizes and racks to price it by."""
+    zone_of = zone_of_brokers(brokers, zones)
+    if not sizes or not zone_of:
+        return plan
+    traffic = zone_traffic(plan.changes, plan.rollback, zone_of, sizes, price_per_gb)
+    return plan.model_copy(update={"summary": plan.summary.model_copy(update={"zone_traffic": traffic})})
 
 
 def zone_traffic(
