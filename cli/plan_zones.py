@@ -8,6 +8,7 @@ import typer
 
 from drover.cli.errors import DroverError
 from drover.cli.output import Output
+from drover.core.zones import ZONE_PRICE_PER_GB
 from drover.models.plan import ZoneTraffic
 from drover.models.units import counted, human_bytes
 
@@ -23,7 +24,9 @@ class PlanZones:
         "zone)",
     )
     zone_price: str = typer.Option(
-        "0.02", "--zone-price", help="Dollars per GB (10^9 bytes) between zones, both sides counted: 0.02 or $0.02/GB"
+        str(ZONE_PRICE_PER_GB),
+        "--zone-price",
+        help="Dollars per GB (10^9 bytes) between zones, both sides counted: 0.02 or $0.02/GB",
     )
 
 
