@@ -12,6 +12,7 @@ copy in flight onto it. A broker's write rate is its growth between two readings
 by; retention makes it smaller, never below zero. A broker that does not report its disk is not gated.
 """
 
+from collections.abc import Iterator
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
@@ -144,6 +145,12 @@ class DiskGate(BaseModel):
         """The first broker ``move`` adds a replica to whose projected peak passes its limit, with why; or None.
         ``coming_now``: the copies in flight still to come onto each broker (``coming``); ``rates``: the follower
         throttle into each broker (None: unthrottled)."""
+        return next(self.refusals(move, coming_now, rates), None)
+
+    def refusals(
+        self, move: MoveSpec, coming_now: dict[int, int], rates: dict[int, int | None]
+    ) -> Iterator[tuple[int, str]]:
+        """Each broker ``move`` adds a replica to whose projected peak passes its limit, with why (``refusal``)."""
         for b in sorted(added(move)):
             disk = self.disks.get(b)
             if disk is None:
@@ -155,12 +162,14 @@ class DiskGate(BaseModel):
             peak = disk.used_bytes + coming + growth
             limit = self.limits.of(b)
             if peak > disk.total_bytes * limit / 100:
-                return b, (
-                    f"broker {b}: {_pct(peak, disk.total_bytes)} of {human_bytes(disk.total_bytes)} projected "
-                    f"(in use {_pct(disk.used_bytes, disk.total_bytes)}, copies to come {human_bytes(coming)}, "
-                    f"growth {human_bytes(growth)}) would pass its disk limit of {limit:g}%"
+                yield (
+                    b,
+                    (
+                        f"broker {b}: {_pct(peak, disk.total_bytes)} of {human_bytes(disk.total_bytes)} projected "
+                        f"(in use {_pct(disk.used_bytes, disk.total_bytes)}, copies to come {human_bytes(coming)}, "
+                        f"growth {human_bytes(growth)}) would pass its disk limit of {limit:g}%"
+                    ),
                 )
-        return None
 
     def tell(self, waiting: dict[int, str]) -> list[str]:
         """What the operator is told as the brokers new copies wait for change: each that starts waiting (why), and

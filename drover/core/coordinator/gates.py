@@ -23,8 +23,13 @@ def disk_news(s: ClusterState, now: datetime) -> list[AuditEntry]:
     if not moving:
         s.disk.idle()
     coming = s.disk.coming(moving)
-    waits = [s.disk.refusal(m, coming, rates_into(m, s.rate, h.demand)) for h in s.holders.values() for m in h.waiting]
-    told = s.disk.tell(dict(w for w in reversed(waits) if w is not None))
+    waits = [
+        w
+        for h in s.holders.values()
+        for m in h.waiting
+        for w in s.disk.refusals(m, coming, rates_into(m, s.rate, h.demand))
+    ]
+    told = s.disk.tell(dict(reversed(waits)))
     return [_told(s, "disk", text, now) for text in told]
 
 

@@ -163,3 +163,14 @@ def test_moves_granted_in_one_pass_count_against_each_others_room():
     # The operator's limit is taken over, and carried: the one from the lost run is set again.
     s.took_over(Takeover(disk_max=DiskLimits(percent=95)))
     assert s.disk.limits.percent == 95 and s.allocate() == {"m1": [second]}
+
+
+def test_a_move_onto_two_full_disks_names_both_brokers():
+    s = ClusterState(name="c")
+    both = MoveSpec(topic="t", partition=0, original=[1, 2], target=[3, 4], size_bytes=6 * GB)
+    joined(s, [both])
+    full = [DiskReading(broker=b, total_bytes=100 * GB, used_bytes=80 * GB) for b in (3, 4)]
+    s.disk.read(full, T0)
+    assert s.allocate() == {}
+    told = [e.reason for e in disk_news(s, T0)]
+    assert [t.split(":")[0] for t in told] == ["new copies onto broker 3", "new copies onto broker 4"], told
