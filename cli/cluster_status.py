@@ -3,6 +3,7 @@ step, and the freeze notice `drover status` and `drover watch` show."""
 
 import asyncio
 from datetime import UTC, datetime
+from typing import NamedTuple
 
 from temporalio.service import RPCError
 
@@ -103,21 +104,48 @@ def _window_now(s: ClusterStatus) -> str:
     return f"; {now} now, until {_utc(s.next_change)}"
 
 
-async def freeze_notice(client, name: str) -> str | None:
-    """ "cluster NAME is frozen ..." with who froze it and why, when it is; None otherwise (or with no running
-    coordinator of that name)."""
+class Held(NamedTuple):
+    """A gate of the cluster's coordinator holding a migration's moves: what its ETA says meanwhile ("none while
+    ..."), and the warning that says why and until when."""
+
+    eta: str
+    warning: str
+
+
+async def held_by(client, name: str, waiting: bool) -> list[Held]:
+    """What holds the moves of a migration on cluster NAME (``holds``; none without a running coordinator of that
+    name); ``waiting``: it has moves waiting for a grant."""
     try:
         found = await coordinators_named(client, name)
         if not found:
-            return None
+            return []
         s = await client.get_workflow_handle(found[0]).query(ClusterWorkflow.status)
     except RPCError:
-        return None
-    if not s.frozen:
-        if s.outside and s.windows.outside_rate is None:
-            until = f" until {_utc(s.next_change)}" if s.next_change else ""
-            return f"cluster {name} is outside its time windows{until}: no move takes a new step"
-        return None
-    by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
-    who = f" since {by.at:%Y-%m-%d %H:%M:%S} by {by.actor}: {by.reason}" if by else ""
-    return f"cluster {name} is frozen{who}; no move takes a new step until `drover cluster unfreeze`"
+        return []
+    return holds(s, name, waiting)
+
+
+def holds(s: ClusterStatus, name: str, waiting: bool) -> list[Held]:
+    """The gates of cluster NAME's coordinator holding a migration's moves: its freeze, or its time windows when no
+    move takes a step outside them; and, if it has moves waiting, the disk gate with every broker it holds copies
+    from."""
+    held = []
+    if s.frozen:
+        by = next((a for a in reversed(s.actions) if a.action == "freeze"), None)
+        who = f" since {by.at:%Y-%m-%d %H:%M:%S} by {by.actor}: {by.reason}" if by else ""
+        warning = f"cluster {name} is frozen{who}; no move takes a new step until `drover cluster unfreeze`"
+        held.append(Held("the cluster is frozen", warning))
+    elif s.outside and s.windows.outside_rate is None:
+        until = f" until {_utc(s.next_change)}" if s.next_change else ""
+        warning = f"cluster {name} is outside its time windows{until}: no move takes a new step"
+        held.append(Held("the cluster is outside its time windows", warning))
+    gated = [d for d in s.disks if d.waiting]
+    if waiting and gated:
+        brokers = ", ".join(str(d.broker) for d in gated)
+        why = "; ".join(d.waiting or "" for d in gated)
+        eta = f"new copies onto broker{'s' if len(gated) > 1 else ''} {brokers} wait for disk"
+        warning = (
+            f"new copies onto {why}: they wait until there is room or the limit is raised (`drover cluster disk-max`)"
+        )
+        held.append(Held(eta, warning))
+    return held

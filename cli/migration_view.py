@@ -10,7 +10,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, Wor
 from temporalio.service import RPCError, RPCStatusCode
 
 from drover.adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
-from drover.cli.cluster_status import freeze_notice
+from drover.cli.cluster_status import held_by
 from drover.cli.errors import DroverError, failure_message
 from drover.cli.estimate import summary as estimate_summary
 from drover.cli.output import Output, default_actor
@@ -83,8 +83,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         progress = await asyncio.to_thread(meter.measure, progress)
     finally:
         meter.close()
-    frozen = await freeze_notice(client, progress.cluster)
-    shown = summary("running", progress, frozen=frozen is not None)
+    held = await held_by(client, progress.cluster, progress.waiting > 0)
+    shown = summary("running", progress, held=held[0].eta if held else None)
     out.show(f"migration {migration_id}: {shown}; {settings.workflow_url(migration_id)}")
     for line in preparing(described):
         out.show(line)
@@ -92,8 +92,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         out.warning(line)
     if meter.off:
         out.warning(f"bytes of the steps in progress not read: {meter.off}")
-    if frozen:
-        out.warning(frozen)
+    for gate in held:
+        out.warning(gate.warning)
     if progress.estimate is not None:
         out.show(estimate_summary(progress.estimate))
     if progress.stuck:
@@ -217,8 +217,9 @@ def as_of_now(progress: MigrationProgress, now: datetime | None = None) -> Migra
     )
 
 
-def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> str:
-    """One line: state, moves by state, bytes, elapsed and ETA (none while the cluster is frozen), throttle."""
+def summary(state: str, progress: MigrationProgress, held: str | None = None) -> str:
+    """One line: state, moves by state, bytes, elapsed and ETA (none while a gate of the cluster, ``held``, holds its
+    moves: "the cluster is frozen"), throttle."""
     if state == "running":
         state = phase(progress)
     if progress.phase == "preflight":
@@ -235,13 +236,13 @@ def summary(state: str, progress: MigrationProgress, frozen: bool = False) -> st
         f"{state}; {progress.done} of {progress.moves_total} moves done, {len(progress.in_flight)} in flight, "
         f"{progress.waiting} waiting, {progress.failed} failed{cancelled}{back}; {human_bytes(progress.bytes_done)} of "
         f"{human_bytes(progress.bytes_total)}{copying}; elapsed {human_seconds(progress.elapsed_s)}, "
-        f"ETA {_eta(progress, frozen)}; throttle {rate}" + _against_bound(progress, frozen)
+        f"ETA {_eta(progress, held)}; throttle {rate}" + _against_bound(progress, held is not None)
     )
 
 
-def _eta(progress: MigrationProgress, frozen: bool) -> str:
-    if frozen:
-        return "none while the cluster is frozen"
+def _eta(progress: MigrationProgress, held: str | None) -> str:
+    if held:
+        return f"none while {held}"
     if progress.cancelling and progress.eta_s is None:
         return "none during the cancel's clean-up"
     return human_seconds(progress.eta_s)

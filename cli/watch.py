@@ -13,7 +13,7 @@ from temporalio.client import WorkflowExecutionStatus
 from temporalio.service import RPCError
 
 from drover.adapters.temporal import connect, patiently
-from drover.cli.cluster_status import freeze_notice
+from drover.cli.cluster_status import held_by
 from drover.cli.errors import DroverError
 from drover.cli.migration_view import as_of_now, current_batch, describe, require_worker, show_status, summary
 from drover.cli.options import migration_id_checked
@@ -74,11 +74,12 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
                 await asyncio.sleep(interval)
                 continue
             progress = await asyncio.to_thread(meter.measure, progress)
-            frozen = await freeze_notice(client, progress.cluster) is not None
+            gates = await held_by(client, progress.cluster, progress.waiting > 0)
+            held = gates[0].eta if gates else None
             if meter.off and not said_off:
                 out.warning(f"bytes of the steps in progress not read: {meter.off}")
                 said_off = True
-            last_line = _show_look(out, live, migration_id, progress, frozen, last_line)
+            last_line = _show_look(out, live, migration_id, progress, held, last_line)
             await asyncio.sleep(interval)
     finally:
         meter.close()
@@ -91,24 +92,29 @@ async def watch_migration(settings: Settings, migration_id: str, interval: float
 
 
 def _show_look(
-    out: Output, live: Live | None, migration_id: str, progress: MigrationProgress, frozen: bool, last_line: str | None
+    out: Output,
+    live: Live | None,
+    migration_id: str,
+    progress: MigrationProgress,
+    held: str | None,
+    last_line: str | None,
 ) -> str | None:
     """One look shown: a JSON line, the live panel, or the summary line when it changed; the summary line last shown."""
     if out.as_json:
         sys.stdout.write(progress.model_dump_json() + "\n")
         sys.stdout.flush()
     elif live:
-        live.update(_render(migration_id, progress, current_batch(progress), frozen), refresh=True)
+        live.update(_render(migration_id, progress, current_batch(progress), held), refresh=True)
     else:
-        line = summary("running", progress, frozen=frozen)
+        line = summary("running", progress, held=held)
         if line != last_line:
             out.show(line)
         return line
     return last_line
 
 
-def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]], frozen: bool) -> Group:
-    parts: list[RenderableType] = [Text(f"{migration_id}: {summary('running', progress, frozen=frozen)}")]
+def _render(migration_id: str, progress: MigrationProgress, batch: list[list[object]], held: str | None) -> Group:
+    parts: list[RenderableType] = [Text(f"{migration_id}: {summary('running', progress, held=held)}")]
     parts.append(Text(f"moves  {bar(progress.done, progress.moves_total)} {progress.done}/{progress.moves_total}"))
     if progress.bytes_total:
         parts.append(

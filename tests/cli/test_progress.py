@@ -3,10 +3,13 @@
 from datetime import UTC, datetime, timedelta
 
 from drover.adapters.kafka_port import KafkaAdminError
+from drover.cli.cluster_status import holds
 from drover.cli.migration_view import as_of_now, summary
 from drover.cli.progress import CopyMeter
 from drover.models.admission import Limits
+from drover.models.coordination import BrokerDiskStatus, ClusterStatus
 from drover.models.progress import BatchEntry, MigrationProgress
+from drover.models.windows import Windows
 from drover.settings import Settings
 from tests.fakes import FakeKafka
 
@@ -46,10 +49,43 @@ def test_a_cancels_clean_up_says_it_has_no_eta():
     assert "ETA none during the cancel's clean-up" in summary("rolling back", seen)
 
 
-def test_no_eta_is_given_while_the_cluster_is_frozen():
+def cluster(**kw) -> ClusterStatus:
+    empty = {"limits": None, "effective_limits": None, "rate_bytes_per_s": None, "holders": [], "in_flight": []}
+    more = {"broker_throttles": {}, "topic_throttles": {}, "peak_in_flight": 0, "peak_per_broker": 0, "actions": []}
+    return ClusterStatus(name="c", cluster_id="x", runs=1, now=START, **({"frozen": False} | empty | more | kw))
+
+
+def disk(broker: int, waiting: str | None) -> BrokerDiskStatus:
+    return BrokerDiskStatus(
+        broker=broker, total_bytes=100, used_bytes=90, write_rate=0.0, pending_bytes=0, waiting=waiting
+    )
+
+
+def test_no_eta_is_given_while_a_gate_of_the_cluster_holds_the_moves_and_each_says_why():
     seen = progress("running", 10.0, 2.0)
     assert "ETA 2s" in summary("running", seen)
-    assert "ETA none while the cluster is frozen" in summary("running", seen, frozen=True)
+    assert holds(cluster(), "c", waiting=True) == []
+    (frozen,) = holds(cluster(frozen=True), "c", waiting=True)
+    assert "ETA none while the cluster is frozen" in summary("running", seen, held=frozen.eta)
+    assert frozen.warning.startswith("cluster c is frozen; no move takes a new step")
+    outside = cluster(outside=True, windows=Windows(texts=["daily 01:00-02:00"]), next_change=START)
+    (held,) = holds(outside, "c", waiting=True)
+    assert "ETA none while the cluster is outside its time windows" in summary("running", seen, held=held.eta)
+    assert (
+        held.warning == "cluster c is outside its time windows until Thu 2026-01-01 12:00 UTC: no move takes a new step"
+    )
+    # Under the disk gate: every broker it holds copies from is named, and the ETA waits for it.
+    full = cluster(
+        disks=[disk(3, "broker 3: 91% would pass 85%"), disk(4, "broker 4: 95% would pass 85%"), disk(5, None)]
+    )
+    (gated,) = holds(full, "c", waiting=True)
+    assert "ETA none while new copies onto brokers 3, 4 wait for disk" in summary("running", seen, held=gated.eta)
+    assert gated.warning == (
+        "new copies onto broker 3: 91% would pass 85%; broker 4: 95% would pass 85%: they wait until there is room "
+        "or the limit is raised (`drover cluster disk-max`)"
+    )
+    # A migration with no move waiting is not held by it.
+    assert holds(full, "c", waiting=False) == []
 
 
 def test_an_ended_migration_keeps_the_elapsed_time_it_ended_with():
@@ -150,7 +186,7 @@ def test_the_projected_makespan_is_shown_against_the_estimates_bandwidth_bound()
     tiny = seen.model_copy(update={"bound_s": 0.2})
     assert tiny.makespan_to_bound is not None and "x the" not in summary("running", tiny)
     # Frozen (no ETA), or without an estimate, nothing is said of the bound.
-    assert "bound" not in summary("running", seen, frozen=True)
+    assert "bound" not in summary("running", seen, held="the cluster is frozen")
     assert progress("running", 45.0, 20.0).makespan_to_bound is None
     # The wall clock moves the moving time on as it does the elapsed time.
     assert as_of_now(seen, now=START + timedelta(seconds=50)).moving_s == 45.0
