@@ -1,12 +1,15 @@
 """The brokers' live traffic, read for the coordinator's throttle band (``drover.core.coordinator.band``): from each
 broker's Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or
-when a page does not answer) from the growth of the partitions' logs through the Admin API."""
+when a page does not answer) from the growth of the partitions' logs through the Admin API; with it, each broker's
+produce latency from the same metrics (``drover.adapters.broker_latency``), which the Admin API has none of."""
 
 from temporalio import activity
 
+from drover.adapters.broker_latency import NO_METRICS, produce_latency, with_requests
 from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
 from drover.adapters.kafka_port import KafkaPort
 from drover.models.band import TrafficReading, TrafficRequest
+from drover.settings import prometheus_server
 
 LOG_GROWTH = "log growth (the Admin API)"
 SOURCES = {"metrics": "the brokers' metrics", "prometheus": "a Prometheus server"}
@@ -20,14 +23,22 @@ class TrafficActivities:
     @activity.defn
     def read_traffic(self, req: TrafficRequest) -> TrafficReading:
         """The brokers' bytes per second over the window (every broker when none is named), heartbeating while it
-        passes. When the source named cannot tell, log growth does, and the reading says why."""
-        source = LOG_GROWTH
-        if self.broker_metrics:
-            try:
-                found = traffic_from(self.admin, self.broker_metrics, req.window_s, req.brokers, activity.heartbeat)
-                return TrafficReading(source=SOURCES[found.source], brokers=found.brokers)
-            except BrokerMetricsError as e:
-                activity.logger.warning("broker traffic from log growth: %s", e)
-                source = f"{LOG_GROWTH}, as {e}"
-        found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
-        return TrafficReading(source=source, brokers=found.brokers)
+        passes. When the source named cannot tell, log growth does, and the reading says why. Each broker read gets
+        its produce latency at the window's end (one that could not be had says why)."""
+        if not self.broker_metrics:
+            found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
+            return TrafficReading(source=LOG_GROWTH, brokers=found.brokers, latency_off=NO_METRICS)
+        # The brokers' own pages count the produce requests over the window (a Prometheus server's samples are too
+        # far apart for it).
+        pages = prometheus_server(self.broker_metrics) is None
+        counted = req.brokers or (self.admin.describe_cluster().broker_ids if pages else [])
+        before = produce_latency(self.broker_metrics, counted) if pages else {}
+        try:
+            found = traffic_from(self.admin, self.broker_metrics, req.window_s, req.brokers, activity.heartbeat)
+            source = SOURCES[found.source]
+        except BrokerMetricsError as e:
+            activity.logger.warning("broker traffic from log growth: %s", e)
+            found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
+            source = f"{LOG_GROWTH}, as {e}"
+        latency = with_requests(before, produce_latency(self.broker_metrics, sorted({*req.brokers, *found.brokers})))
+        return TrafficReading(source=source, brokers=found.brokers, latency=latency)

@@ -1,7 +1,6 @@
 """`drover cluster ...`: the cluster's coordinator, shared by every migration on one Kafka cluster."""
 
 import asyncio
-import dataclasses
 
 import typer
 from pydantic import ValidationError
@@ -266,7 +265,7 @@ def traffic(
             "source": found.source,
             "window_s": seconds,
             "brokers": found.brokers,
-            "latency": {b: dataclasses.asdict(r) for b, r in latency.items()},
+            "latency": {b: r.model_dump() for b, r in latency.items()},
         }
     )
 

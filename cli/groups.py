@@ -20,7 +20,7 @@ import typer
 
 from drover.cli.errors import DroverError
 from drover.models.admission import Limits
-from drover.models.band import DEFAULT_HEADROOM, BandSettings
+from drover.models.band import DEFAULT_HEADROOM, DEFAULT_LATENCY_MAX, BandSettings
 
 _DEFAULTS = Limits()
 LIMIT_OPTIONS = "--max-partitions, --max-per-broker, --max-replicas, --max-leaders"
@@ -168,7 +168,16 @@ class BandOptions:
         "pause (their copies slow to what headroom leaves; no new move goes through that broker)",
     )
 
-    def settings(self) -> BandSettings:
-        from drover.cli.rates import band_settings
+    latency_max: str = typer.Option(
+        DEFAULT_LATENCY_MAX,
+        "--latency-max",
+        help="The clients' produce p99 each broker is held under: a ratio of its quiet value, measured before the "
+        "first move through it (2x), or a time (50ms); off: the band follows bytes alone. Needs the brokers' "
+        "metrics (DROVER_BROKER_METRICS on the worker); without them the band says so and follows bytes",
+    )
 
-        return band_settings(self.throttle_max, self.capacities or [], self.headroom, self.when_starved)
+    def settings(self) -> BandSettings:
+        from drover.cli.rates import band_settings, latency_target
+
+        chosen = band_settings(self.throttle_max, self.capacities or [], self.headroom, self.when_starved)
+        return chosen.model_copy(update={"latency_max": latency_target(self.latency_max)})

@@ -378,6 +378,8 @@ def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
             f"moves took {human_seconds(result.moving_s)}, {result.moving_s / result.bound_s:.2f}x the bandwidth "
             f"bound ({human_seconds(result.bound_s)}: each broker's bytes over its throttle)"
         )
+    for broker, cost in sorted(result.latency.items()):
+        out.show("clients' cost: " + cost.text(broker))
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     for broker in result.throttle_left:

@@ -1,11 +1,12 @@
 """Rates, sizes and durations as operators write and read them: 50MB/s, 10MiB/s, 1Gb/s; 90s, 10m, 2h."""
 
+import math
 import re
 
 from pydantic import ByteSize, TypeAdapter, ValidationError
 
 from drover.cli.errors import DroverError
-from drover.models.band import BandSettings
+from drover.models.band import BandSettings, LatencyTarget
 from drover.models.coordination import DEFAULT_DISK_MAX, DiskLimits
 from drover.models.units import human_bytes
 
@@ -140,3 +141,21 @@ def _rate_of(option: str, text: str) -> int:
         return parse_rate(text)
     except ValueError as e:
         raise DroverError(f"{option}: {e}", exit_code=2) from None
+
+
+def latency_target(text: str) -> LatencyTarget | None:
+    """`drover cluster band --latency-max`: 2x (a ratio of the quiet p99), 50ms, or off (None)."""
+    value = text.strip().lower()
+    if value == "off":
+        return None
+    try:
+        number = float(value.removesuffix("ms").removesuffix("x"))
+        if math.isfinite(number) and value.endswith("ms"):
+            return LatencyTarget(ms=number)
+        if math.isfinite(number) and value.endswith("x"):
+            return LatencyTarget(ratio=number)
+    except ValueError:
+        pass
+    raise DroverError(
+        f"--latency-max {text!r}: give a ratio above 1 of the quiet p99 (2x), a time (50ms), or off", exit_code=2
+    )

@@ -52,6 +52,19 @@ def render(t: Timeline) -> str:
     span = f"{t.started:%Y-%m-%d %H:%M:%S} to {until:%H:%M:%S} UTC" if t.started else ""
     if t.moving_s and t.bound_s:
         span += f"; moving {t.moving_s:.0f} s against a bound of {t.bound_s:.0f} s ({t.moving_s / t.bound_s:.2f}x)"
+    if t.latency:
+        # Under the timeline and its legend: what the moves cost the clients.
+        fig.add_annotation(
+            text="clients' produce p99: " + "<br>".join(t.latency),
+            xref="paper",
+            yref="paper",
+            x=0,
+            y=-0.09,
+            xanchor="left",
+            yanchor="top",
+            align="left",
+            showarrow=False,
+        )
     fig.update_layout(
         title=f"Drover {t.what} {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
         height=gantt_px + 260 + 200 + 180,

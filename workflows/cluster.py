@@ -247,6 +247,8 @@ class ClusterWorkflow:
     @workflow.update
     async def leave(self, req: LeaveRequest) -> LeaveResult:
         self._takeover.leaving(req.migration_id)
+        held = self.s.holders.get(req.migration_id)
+        latency = dict(held.latency) if held is not None else {}
         self.s.leave(req.migration_id, workflow.now())
         deadline = workflow.now() + CLEAR_WAIT
         while True:
@@ -254,7 +256,7 @@ class ClusterWorkflow:
             await self._throttle.pass_after(self._throttle.passes)
             # A broker that is down keeps the rate written on it: waited for (a while), like a restart.
             if not self._throttle.left or workflow.now() >= deadline:
-                return LeaveResult(throttle_left=self._throttle.left, error=self._throttle.error)
+                return LeaveResult(throttle_left=self._throttle.left, error=self._throttle.error, latency=latency)
             await workflow.sleep(CLEAR_RETRY)
 
     # -- operators --------------------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.core.coordinator.state import ClusterState
     from drover.core.coordinator.status import cluster_details
     from drover.workflows.ids import ALIASES_ATTR, STATUS_ATTR
-    from drover.workflows.metrics import record_cluster, record_gates
+    from drover.workflows.metrics import record_band, record_cluster, record_gates
 
 
 class Published:
@@ -31,3 +31,4 @@ class Published:
         workflow.set_current_details(cluster_details(s, workflow.now()))
         record_cluster(s.name, s.frozen, s.limits)
         record_gates(s.name, s.disk, s.outside)
+        record_band(s.name, s.band.brokers)

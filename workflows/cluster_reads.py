@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.activities.cluster import ClusterActivities
     from drover.activities.traffic import TrafficActivities
     from drover.core.coordinator import gates
-    from drover.core.coordinator.band import floors
+    from drover.core.coordinator.band import floors, through, touched
     from drover.core.coordinator.state import ClusterState
     from drover.core.coordinator.takeover import TakeoverWait
     from drover.models.band import TrafficReading, TrafficRequest
@@ -103,7 +103,18 @@ class TrafficReader:
             reading, self._reading = self._reading, None
             try:
                 found = reading.result()
-                told = s.band.read(found.brokers, found.source, floors(s.asked()), workflow.now())
+                asked = s.asked()
+                told = s.band.read(
+                    found.brokers,
+                    found.source,
+                    floors(asked),
+                    workflow.now(),
+                    latency=found.latency,
+                    latency_off=found.latency_off,
+                    moves=through(asked),
+                )
+                for h in s.holders.values():
+                    s.band.charge({b for m in h.in_flight for b in touched(m)}, h.latency)
             except ActivityError as e:
                 why = str(e.cause or e)
                 workflow.logger.warning("broker traffic not read: %s", why)

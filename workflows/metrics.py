@@ -32,6 +32,7 @@ from temporalio import workflow
 with workflow.unsafe.imports_passed_through():
     from drover.core.coordinator.disk import DiskGate
     from drover.models.admission import Limits
+    from drover.models.band import BrokerBand
     from drover.models.progress import MigrationProgress
 
 
@@ -95,6 +96,21 @@ def record_gates(cluster: str, disk: DiskGate, outside: bool) -> None:
         used.set(d.used_bytes / d.total_bytes if d.total_bytes else 0.0, where)
         copying.set(d.copy_rate, where)
         waiting.set(int(b in disk.waiting), where)
+
+
+def record_band(cluster: str, brokers: dict[int, BrokerBand]) -> None:
+    """The clients' produce p99 on each broker of a banded move, its target and the seconds spent over it (with the
+    band's latency target)."""
+    meter = workflow.metric_meter()
+    p99 = meter.create_gauge_float("drover_broker_produce_p99_ms", "Clients' produce p99 the band read", "ms")
+    target = meter.create_gauge_float("drover_broker_produce_p99_target_ms", "The band's produce p99 target", "ms")
+    over = meter.create_gauge_float("drover_broker_produce_p99_over_seconds", "Time over the target", "s")
+    for b, band in brokers.items():
+        if band.moving and band.target_ms is not None and band.p99_ms is not None:
+            where = {"cluster": cluster, "broker": str(b)}
+            p99.set(band.p99_ms, where)
+            target.set(band.target_ms, where)
+            over.set(band.over_s, where)
 
 
 def record_throttle(cluster: str, before: dict[int, tuple[int, int]], now: dict[int, tuple[int, int]]) -> None:

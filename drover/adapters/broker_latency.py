@@ -9,11 +9,11 @@ A reading that could not be had says why (``missing``): it is never taken for a 
 """
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from drover.adapters.broker_metrics import BrokerMetricsError, ask_prometheus, read_page
+from drover.models.band import ProduceLatency
 from drover.settings import broker_metrics_urls, prometheus_server
 
 # The exporter's names (drover/sandbox/jmx-exporter.yaml): the percentiles of produce requests, labelled
@@ -21,33 +21,27 @@ from drover.settings import broker_metrics_urls, prometheus_server
 TOTAL = "kafka_network_requestmetrics_totaltimems"
 QUEUE_TIME = "kafka_network_requestmetrics_requestqueuetimems"
 QUEUE_SIZE = "kafka_network_requestchannel_requestqueuesize"
+# The produce requests the broker has answered since it started: a p99 read while none came in since the last
+# reading is of old requests (Kafka's percentiles keep their last samples while no request comes).
+COUNT = "kafka_server_brokertopicmetrics_totalproducerequestspersec_total"
 P99 = {"request": "Produce", "quantile": "0.99"}
 # How recent a Prometheus server's latest sample must be to count: the exporter is scraped every 15-30 s.
 FRESH = "1m"
-
-
-@dataclass(frozen=True)
-class ProduceLatency:
-    """A broker's produce requests now: the 99th percentile of their total time and of their wait in the request
-    queue (ms), and the queue's size; ``missing`` says why the total is not known (then the rest is not either)."""
-
-    p99_ms: float | None = None
-    queue_p99_ms: float | None = None
-    request_queue: float | None = None
-    missing: str = ""
+NO_METRICS = "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
 
 
 def produce_latency(spec: str | None, brokers: Sequence[int], timeout_s: float = 5.0) -> dict[int, ProduceLatency]:
     """Each of ``brokers``' produce latency from where DROVER_BROKER_METRICS ``spec`` says: the brokers' pages or
     a Prometheus server. Every broker gets a reading; one that could not be had says why."""
     if not spec:
-        why = "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
-        return {b: ProduceLatency(missing=why) for b in brokers}
+        return {b: ProduceLatency(missing=NO_METRICS) for b in brokers}
     server = prometheus_server(spec)
     if server is not None:
         found: dict[int, dict[str, float]] = {}
         try:
-            series = ask_prometheus(server, f'{{__name__=~"{TOTAL}|{QUEUE_TIME}|{QUEUE_SIZE}"}}[{FRESH}]', timeout_s)
+            series = ask_prometheus(
+                server, f'{{__name__=~"{TOTAL}|{QUEUE_TIME}|{QUEUE_SIZE}|{COUNT}"}}[{FRESH}]', timeout_s
+            )
         except BrokerMetricsError as e:
             return {b: ProduceLatency(missing=str(e)) for b in brokers}
         for one in series:
@@ -84,7 +78,12 @@ def _from_page(text: str) -> dict[str, float]:
 
 
 def _keep(found: dict[str, float], name: str, labels: dict[str, str], value: float) -> None:
-    if name in (TOTAL, QUEUE_TIME) and all(labels.get(k) == v for k, v in P99.items()):
+    if (
+        name in (TOTAL, QUEUE_TIME)
+        and all(labels.get(k) == v for k, v in P99.items())
+        or name == COUNT
+        and "topic" not in labels
+    ):
         found[name] = value
     elif name == QUEUE_SIZE:
         # One queue per broker; summed should an exporter split it.
@@ -94,4 +93,20 @@ def _keep(found: dict[str, float], name: str, labels: dict[str, str], value: flo
 def _reading(found: dict[str, float], why_missing: str) -> ProduceLatency:
     if TOTAL not in found:
         return ProduceLatency(missing=why_missing)
-    return ProduceLatency(p99_ms=found[TOTAL], queue_p99_ms=found.get(QUEUE_TIME), request_queue=found.get(QUEUE_SIZE))
+    return ProduceLatency(
+        p99_ms=found[TOTAL],
+        queue_p99_ms=found.get(QUEUE_TIME),
+        request_queue=found.get(QUEUE_SIZE),
+        count=found.get(COUNT),
+    )
+
+
+def with_requests(before: dict[int, ProduceLatency], after: dict[int, ProduceLatency]) -> dict[int, ProduceLatency]:
+    """``after``'s readings, each with the produce requests its broker answered since ``before``'s, where both
+    counted them."""
+    done = {}
+    for b, now in after.items():
+        was = before.get(b)
+        then = was.count if was is not None else None
+        done[b] = now if now.count is None or then is None else now.model_copy(update={"requests": now.count - then})
+    return done

@@ -9,6 +9,52 @@ from drover.models.units import human_bytes
 
 # The share of a broker's network capacity kept for the traffic that is not a move's copy, unless told.
 DEFAULT_HEADROOM = 30.0
+# `drover cluster band`'s latency target unless told: each broker's produce p99 at most twice its quiet value.
+DEFAULT_LATENCY_MAX = "2x"
+# No ratio target is below this: a broker with few produce requests has a quiet p99 of a millisecond or nothing.
+MIN_LATENCY_TARGET_MS = 10.0
+
+
+def ms(value: float) -> str:
+    """Milliseconds as a person reads them: whole ones from 10 up, two figures under (0.5 ms, 4.3 ms)."""
+    return f"{value:.0f} ms" if value >= 10 else f"{value:.2g} ms"
+
+
+class LatencyTarget(BaseModel):
+    """The clients' produce p99 the band holds each broker under: ``ratio`` times the broker's quiet value (measured
+    before the first move through it; never under MIN_LATENCY_TARGET_MS), or ``ms``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    ratio: float | None = Field(None, gt=1)
+    ms: float | None = Field(None, gt=0)
+
+    def of(self, quiet_ms: float | None) -> float:
+        """The target in milliseconds of a broker whose quiet p99 was ``quiet_ms`` (None: not measured)."""
+        if self.ms is not None:
+            return self.ms
+        assert self.ratio is not None
+        return max(self.ratio * (quiet_ms or 0.0), MIN_LATENCY_TARGET_MS)
+
+    def text(self) -> str:
+        if self.ms is not None:
+            return f"produce p99 under {self.ms:g} ms"
+        return f"produce p99 under {self.ratio:g}x its quiet value (at least {MIN_LATENCY_TARGET_MS:g} ms)"
+
+
+class ProduceLatency(BaseModel):
+    """A broker's produce requests now: the 99th percentile of their total time and of their wait in the request
+    queue (ms), and the queue's size; ``missing`` says why the total is not known (then the rest is not either)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    p99_ms: float | None = None
+    queue_p99_ms: float | None = None
+    request_queue: float | None = None
+    missing: str = ""
+    # The produce requests it has answered since it started, and since the reading before (None: not known).
+    count: float | None = None
+    requests: float | None = None
 
 
 class BandSettings(BaseModel):
@@ -25,6 +71,8 @@ class BandSettings(BaseModel):
     capacities: dict[int, int] = {}
     headroom: float = Field(DEFAULT_HEADROOM, ge=0, lt=100)
     when_starved: Literal["floor", "pause"] = "floor"
+    # None: the band follows bytes alone.
+    latency_max: LatencyTarget | None = None
 
     def capacity_of(self, broker: int) -> int:
         return self.capacities.get(broker, self.capacity)
@@ -35,7 +83,37 @@ class BandSettings(BaseModel):
             f"up to {human_bytes(self.ceiling)}/s, leaving {self.headroom:g}% of "
             f"{human_bytes(self.capacity)}/s per broker"
             + (f" ({each})" if each else "")
+            + (f"; {self.latency_max.text()}" if self.latency_max else "; bytes only, no latency target")
             + f"; starved: {self.when_starved}"
+        )
+
+
+class ClientLatency(BaseModel):
+    """What a migration's moves cost the clients of one broker they went through: its produce p99 quiet (the last
+    reading before a banded move went through it) against the readings while this migration's moves did (their mean
+    and highest), the band's target, and the time over it."""
+
+    quiet_ms: float | None = None
+    mean_ms: float = 0.0
+    peak_ms: float = 0.0
+    readings: int = 0
+    target_ms: float | None = None
+    over_s: float = 0.0
+
+    def add(self, p99_ms: float, quiet_ms: float | None, target_ms: float, over_s: float) -> None:
+        self.mean_ms = (self.mean_ms * self.readings + p99_ms) / (self.readings + 1)
+        self.readings += 1
+        self.peak_ms = max(self.peak_ms, p99_ms)
+        self.quiet_ms, self.target_ms = quiet_ms, target_ms
+        self.over_s += over_s
+
+    def text(self, broker: int) -> str:
+        quiet = "not measured" if self.quiet_ms is None else f"{ms(self.quiet_ms)}"
+        over = f"{self.over_s:.0f}s over" if self.over_s else "never over"
+        target = f"; {over} its target ({ms(self.target_ms)} at the end)" if self.target_ms is not None else ""
+        return (
+            f"broker {broker}: produce p99 {quiet} quiet, {ms(self.mean_ms)} during the moves "
+            f"(highest {ms(self.peak_ms)}){target}"
         )
 
 
@@ -50,6 +128,17 @@ class BrokerBand(BaseModel):
     starved: bool = False
     # A banded move goes through it (else it was read ahead of one, as if its floor were nothing).
     moving: bool = True
+    # The clients' produce p99 (ms): quiet (the last reading before a banded move went through it), the last
+    # reading, the highest while moves went through it, the target, and the time over it while they did.
+    quiet_ms: float | None = None
+    p99_ms: float | None = None
+    peak_ms: float | None = None
+    target_ms: float | None = None
+    over_s: float = 0.0
+    # The rate and the moves in flight the latency allows (None: no bound), and readings in a row without it.
+    latency_cap: int | None = None
+    moves_cap: int | None = None
+    stale: int = 0
 
     def text(self) -> str:
         """How it reads in `drover cluster status`."""
@@ -59,7 +148,18 @@ class BrokerBand(BaseModel):
             f"follower {h(fr)}/s, leader {h(lr)}/s (floor {h(ff)}/s / {h(lf)}/s; headroom leaves {h(fm)}/s in, "
             f"{h(lm)}/s out; other traffic in {h(self.traffic[0])}/s, out {h(self.traffic[1])}/s)"
             + ("; STARVED" if self.starved else "")
+            + self.latency_text()
         )
+
+    def latency_text(self) -> str:
+        """The clients' produce p99 against the target, as `drover cluster status` shows it ("" with no target)."""
+        if self.target_ms is None:
+            return ""
+        now = "not read" if self.p99_ms is None or self.stale else f"{ms(self.p99_ms)}"
+        quiet = "not measured" if self.quiet_ms is None else f"{ms(self.quiet_ms)}"
+        over = f", over it {self.over_s:.0f}s" if self.over_s else ""
+        moves = f"; moves through it at most {self.moves_cap}" if self.moves_cap is not None else ""
+        return f"; produce p99 {now} (quiet {quiet}, target {ms(self.target_ms)}{over}){moves}"
 
 
 class TrafficRequest(BaseModel):
@@ -71,7 +171,10 @@ class TrafficRequest(BaseModel):
 
 class TrafficReading(BaseModel):
     """Each broker's bytes per second by counter (``drover.adapters.broker_metrics.COUNTERS``' keys), and where they
-    were read: the brokers' metrics pages, or log growth (saying why, when the pages failed)."""
+    were read: the brokers' metrics pages, or log growth (saying why, when the pages failed); each broker's produce
+    latency from the same metrics, or (``latency_off``) why there is none at all."""
 
     source: str
     brokers: dict[int, dict[str, float]]
+    latency: dict[int, ProduceLatency] = {}
+    latency_off: str = ""

@@ -6,7 +6,7 @@ from typing import Self
 from pydantic import BaseModel, ConfigDict, Field
 
 from drover.models.admission import Limits, MoveSpec
-from drover.models.band import BandSettings, BrokerBand
+from drover.models.band import BandSettings, BrokerBand, ClientLatency
 from drover.models.control import AuditEntry, OperatorAction
 from drover.models.throttle import Throttle
 from drover.models.units import human_rate
@@ -132,6 +132,8 @@ class LeaveResult(BaseModel):
     throttle_left: list[int] = []
     # The last throttle write failed: what it could not remove may be left on Kafka.
     error: str | None = None
+    # What its moves cost the clients of each broker they went through (with the band's latency target).
+    latency: dict[int, ClientLatency] = {}
 
 
 class ClusterLimitsChange(OperatorAction):

@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, Field
 
 from drover.models.admission import MoveSpec, bytes_to_copy
+from drover.models.band import ClientLatency
 from drover.models.control import AuditEntry
 from drover.models.estimate import Estimate
 
@@ -88,6 +89,8 @@ class MigrationResult(BaseModel):
     # Brokers that were down when the throttle was removed: their leader/follower rates stay set until cleared
     # (inert meanwhile: no replica is listed as throttled).
     throttle_left: list[int] = []
+    # What its moves cost the clients of each broker they went through (with the band's latency target).
+    latency: dict[int, ClientLatency] = {}
     # Every operator action (and what Drover did on its own), applied or refused.
     actions: list[AuditEntry] = []
 

@@ -3,7 +3,8 @@ that could not be had says why, and is never a quiet broker."""
 
 import json
 
-from drover.adapters.broker_latency import ProduceLatency, produce_latency
+from drover.adapters.broker_latency import produce_latency, with_requests
+from drover.models.band import ProduceLatency
 from tests.adapters.test_write_rates import pages  # noqa: F401 - the fixture
 
 PAGE = """# TYPE kafka_network_requestmetrics_totaltimems gauge
@@ -16,6 +17,9 @@ kafka_network_requestmetrics_requestqueuetimems{request="Produce",quantile="0.99
 kafka_network_requestchannel_requestqueuesize 4.0
 # TYPE kafka_server_brokertopicmetrics_bytesinpersec_total counter
 kafka_server_brokertopicmetrics_bytesinpersec_total 1000.0
+# TYPE kafka_server_brokertopicmetrics_totalproducerequestspersec_total counter
+kafka_server_brokertopicmetrics_totalproducerequestspersec_total{topic="orders",} 200.0
+kafka_server_brokertopicmetrics_totalproducerequestspersec_total 262.0
 """
 
 
@@ -26,7 +30,8 @@ def test_each_brokers_produce_p99_is_read_from_its_page_and_one_without_it_says_
     spec = f"1={pages}/1,2={pages}/2,3={pages}/3,4=http://127.0.0.1:9/metrics"
     found = produce_latency(spec, [1, 2, 3, 4, 5], timeout_s=1)
     # The produce requests' 99th percentile, not the median's nor a fetch's.
-    assert found[1] == ProduceLatency(p99_ms=41.5, queue_p99_ms=3.25, request_queue=4.0)
+    # With the produce requests it has answered (the broker's, not one topic's).
+    assert found[1] == ProduceLatency(p99_ms=41.5, queue_p99_ms=3.25, request_queue=4.0, count=262.0)
     assert found[2].p99_ms is None and found[2].missing == (
         f"broker metrics at {pages}/2: no kafka_network_requestmetrics_totaltimems of produce requests on the page"
     )
@@ -70,3 +75,12 @@ def test_a_prometheus_servers_latest_samples_and_a_broker_it_has_none_of_lately(
     )
     down = produce_latency("prometheus:http://127.0.0.1:9", [1], timeout_s=1)
     assert down[1].p99_ms is None and down[1].missing.startswith("Prometheus at http://127.0.0.1:9: cannot be read")
+
+
+def test_the_produce_requests_between_two_readings_are_counted_where_both_have_them():
+    before = {1: ProduceLatency(p99_ms=5.0, count=100.0), 2: ProduceLatency(missing="page down")}
+    after = {1: ProduceLatency(p99_ms=9.0, count=130.0), 2: ProduceLatency(p99_ms=3.0, count=7.0)}
+    assert with_requests(before, after) == {
+        1: ProduceLatency(p99_ms=9.0, count=130.0, requests=30.0),
+        2: ProduceLatency(p99_ms=3.0, count=7.0),
+    }

@@ -428,6 +428,23 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
             "give floor or pause",
         ),
         (["band", "of", "--reason", "x"], "'of': give `off`, or the band options"),
+        *[
+            (
+                [
+                    "band",
+                    "--throttle-max",
+                    "1MB/s",
+                    "--broker-capacity",
+                    "1GB/s",
+                    "--latency-max",
+                    bad,
+                    "--reason",
+                    "x",
+                ],
+                f"--latency-max '{bad}': give a ratio above 1 of the quiet p99 (2x), a time (50ms), or off",
+            )
+            for bad in ("0.5x", "50", "fast", "-3ms", "infx")
+        ],
     ],
 )
 def test_bad_cluster_commands_are_one_line_and_change_nothing(args, message):

@@ -6,7 +6,9 @@ import pytest
 import typer
 from typer.testing import CliRunner
 
-from drover.cli.groups import LimitChanges, LimitOptions, grouped
+from drover.cli.groups import BandOptions, LimitChanges, LimitOptions, grouped
+from drover.cli.rates import latency_target
+from drover.models.band import LatencyTarget
 
 
 @dataclasses.dataclass
@@ -65,3 +67,21 @@ def test_two_groups_with_one_option_name_are_refused_at_definition():
 
     with pytest.raises(TypeError, match="max_leaders"):
         grouped(command)
+
+
+@pytest.mark.parametrize(
+    ("given", "target"),
+    [
+        ("3x", LatencyTarget(ratio=3)),
+        ("1.5X", LatencyTarget(ratio=1.5)),
+        ("50ms", LatencyTarget(ms=50)),
+        (" off ", None),
+    ],
+)
+def test_the_band_follows_latency_at_twice_the_quiet_p99_unless_told(given, target):
+    default = BandOptions.__dataclass_fields__["latency_max"].default.default
+    assert latency_target(default) == LatencyTarget(ratio=2)
+    options = BandOptions(
+        throttle_max="20MB/s", capacities=["125MB/s"], headroom="30%", when_starved="floor", latency_max=given
+    )
+    assert options.settings().latency_max == target

@@ -8,9 +8,11 @@ import asyncio
 import contextlib
 import threading
 import time
+from typing import NamedTuple
 
 import pytest
 
+from drover.adapters.broker_latency import produce_latency
 from drover.models import TopicPartition
 from drover.models.migration import EstimateSettings, MigrationInput
 from drover.models.plan import PartitionReplicas
@@ -58,15 +60,32 @@ class ConfigSampler(threading.Thread):
         return time.monotonic() - self.start_at
 
     def follower_on(self, broker: int, since: float) -> list[int]:
-        return [r[broker][1] for t, r in self.samples if t >= since and r.get(broker, (None, None))[1] is not None]
+        return self.rate_on(broker, since, 1)
+
+    def leader_on(self, broker: int, since: float) -> list[int]:
+        return self.rate_on(broker, since, 0)
+
+    def rate_on(self, broker: int, since: float, side: int) -> list[int]:
+        return [rate for t, r in self.samples if t >= since and (rate := r.get(broker, (None, None))[side]) is not None]
+
+
+class Run(NamedTuple):
+    """How a banded move runs: the worker's broker metrics (None: none), the operator's reason, `drover cluster
+    band --latency-max`, and the estimate's floor."""
+
+    metrics: str | None
+    why: str
+    latency: str = "off"
+    floor: int = 300_000
 
 
 @contextlib.asynccontextmanager
-async def banded_move(real_client, admin, real_settings, topic_name: str, mb: int, metrics: str | None, why: str):
+async def banded_move(real_client, admin, real_settings, topic_name: str, mb: int, run: Run):
     """Partition 0 of ``topic_name`` (``mb`` MB on brokers 1 and 2) moving to brokers 1 and 3, estimated, under the
-    band set by `drover cluster band`, with a worker reading the brokers' metrics at ``metrics`` (None: none), while
-    a producer writes LOW to a load topic led by broker 1 and followed on broker 3: (the migration, the coordinator,
-    the producer, the partition moving). The producer stops at the end."""
+    band set by `drover cluster band`, with a worker as ``run`` says, while a producer writes LOW to a load topic led
+    by broker 1 and followed on broker 3: (the migration, the coordinator, the producer, the partition moving, the
+    CLI). The producer stops at the end."""
+    metrics, why, latency, floor = run
     data, loaded = topic_name, f"{topic_name}-load"
     admin.create_topic(data, [[1, 2]])
     admin.create_topic(loaded, [[1, 3]])
@@ -77,19 +96,19 @@ async def banded_move(real_client, admin, real_settings, topic_name: str, mb: in
     async with worker_for(real_client, activities_for(admin, broker_metrics=metrics)) as worker:
         cli = cli_against(real_settings, worker.task_queue)
         band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
-        code, _, err = await cli("cluster", "band", *band, "--reason", why)
+        code, _, err = await cli("cluster", "band", *band, "--latency-max", latency, "--reason", why)
         assert code == 0, err
         load.start()
         # Sampled (as `drover start --sample 2s`): the fill just written counts for a minute in Kafka's one-minute
         # rates, and the floor is the write rate while the partition moves.
-        estimate = EstimateSettings(sample_s=2, rates_from_metrics=False, auto_throttle=True, floor_bytes_per_s=300_000)
+        estimate = EstimateSettings(sample_s=2, rates_from_metrics=False, auto_throttle=True, floor_bytes_per_s=floor)
         migration = MigrationInput(
             cluster="clitest", moves=[PartitionReplicas(topic=data, partition=0, replicas=[1, 3])], estimate=estimate
         )
         handle = await start_migration(real_client, migration, worker.task_queue)
         coordinator = real_client.get_workflow_handle(f"cluster:{admin.describe_cluster().cluster_id}")
         try:
-            yield handle, coordinator, load, tp
+            yield handle, coordinator, load, tp, cli
         finally:
             load.stopped.set()
     admin.delete_topics([data, loaded])
@@ -100,8 +119,10 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
 ):
     metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
     sampler = ConfigSampler(admin, [1, 2, 3])
-    moving = banded_move(real_client, admin, real_settings, topic_name, DATA_MB, metrics, "use what the brokers spare")
-    async with moving as (handle, coordinator, load, tp):
+    moving = banded_move(
+        real_client, admin, real_settings, topic_name, DATA_MB, Run(metrics, "use what the brokers spare")
+    )
+    async with moving as (handle, coordinator, load, tp, _):
         sampler.start()
         try:
             # The first reading under the low load: the copy runs well above its floor.
@@ -170,8 +191,10 @@ async def test_without_metrics_pages_or_with_one_dead_log_growth_drives_the_band
     urls = {1: stack.s.broker_metrics_url(1), 2: stack.s.broker_metrics_url(2), 3: dead}
     metrics = None if pages == "none" else ",".join(f"{b}={u}" for b, u in urls.items())
     sampler = ConfigSampler(admin, [1, 3])
-    async with banded_move(real_client, admin, real_settings, topic_name, 200, metrics, "from log growth") as moving:
-        handle, coordinator, _, _ = moving
+    async with banded_move(
+        real_client, admin, real_settings, topic_name, 200, Run(metrics, "from log growth")
+    ) as moving:
+        handle, coordinator, *_ = moving
         sampler.start()
         try:
             banded = lambda: [r for r in sampler.follower_on(3, 0) if 6 * MB <= r <= 8.5 * MB]  # noqa: E731
@@ -188,3 +211,105 @@ async def test_without_metrics_pages_or_with_one_dead_log_growth_drives_the_band
     else:
         assert source.startswith(f"traffic read from log growth (the Admin API), as broker metrics at {dead}"), told
     print(f"{pages}: {source}; broker 3's follower rate {max(banded()) / MB:.2f} MB/s at most in the band")
+
+
+async def test_the_band_follows_the_clients_produce_latency(
+    stack: Sandbox, real_client, admin, real_settings, topic_name
+):
+    """With a latency target, the band reads each broker's produce p99 from its metrics page. Broker 1 leads both the
+    moving partition and the load topic, so its clients' p99 bounds its leader rate: an operator's target under what
+    they see now halves the rate within two readings, told with the p99 and the target; a target well above it lets
+    the rate climb again a step a reading. `drover cluster status` shows each broker's p99 against its target."""
+    metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    sampler = ConfigSampler(admin, [1, 2, 3])
+    band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
+    run = Run(metrics, "the clients first", latency="1000ms")
+    moving = banded_move(real_client, admin, real_settings, topic_name, DATA_MB, run)
+    async with moving as (handle, coordinator, _, tp, cli):
+        sampler.start()
+        try:
+            await asyncio.to_thread(
+                wait_until, lambda: any(r > 4 * MB for r in sampler.leader_on(1, 0)), 180, 0.5, "the band's rate"
+            )
+            # Acknowledged by all replicas, the load's produce requests take a few milliseconds: far over half of one.
+            seen = produce_latency(metrics, [1])[1].p99_ms
+            assert seen and seen >= 1, f"broker 1 serves the load's produce requests, yet its p99 reads {seen}"
+            low = "0.5ms"
+            before, down_at = sampler.leader_on(1, 0)[-1], sampler.now()
+            code, _, err = await cli("cluster", "band", *band, "--latency-max", low, "--reason", "clients complain")
+            assert code == 0, err
+            await asyncio.to_thread(
+                wait_until,
+                lambda: any(r <= before * 0.6 for r in sampler.leader_on(1, down_at)),
+                TWO_READINGS_S,
+                0.5,
+                f"broker 1's leader rate down from {before} under a {low} target",
+            )
+            lowest, down_s = min(sampler.leader_on(1, down_at)), sampler.now() - down_at
+            code, shown, err = await cli("cluster", "status")
+            assert code == 0, err
+            up_at = sampler.now()
+            code, _, err = await cli("cluster", "band", *band, "--latency-max", "1000ms", "--reason", "all quiet")
+            assert code == 0, err
+            await asyncio.to_thread(
+                wait_until,
+                lambda: any(r > sampler.leader_on(1, up_at)[0] for r in sampler.leader_on(1, up_at)),
+                TWO_READINGS_S,
+                0.5,
+                "broker 1's leader rate up again under a 1000 ms target",
+            )
+            up_s = sampler.now() - up_at
+            assert admin.list_reassignments([tp]), "the move ended before the rate rose again: give it more data"
+            result = await asyncio.wait_for(handle.result(), 600)
+        finally:
+            sampler.stopped.set()
+        status = await coordinator.query(ClusterWorkflow.status)
+        assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
+    told = [a.reason for a in status.actions if a.action == "band" and a.actor == "drover"]
+    over = [t for t in told if t.startswith("broker 1: produce p99") and "over the 0.5 ms target" in t]
+    assert over and "leader rate" in over[0], "\n".join(told)
+    assert any(t.startswith("broker 1: produce p99") and "under the 1000 ms target" in t for t in told), told
+    assert "broker 1 band:" in shown and "produce p99" in shown and "target 0.5 ms" in shown, shown
+    # The migration's result keeps what its moves cost broker 1's clients: readings over the low target.
+    cost = result.latency[1]
+    assert cost.readings >= 2 and cost.over_s > 0 and cost.peak_ms >= cost.mean_ms > 0, result.latency
+    assert cost.target_ms is not None and cost.target_ms >= 1000 and cost.quiet_ms is not None, cost
+    print(
+        f"broker 1's produce p99 {seen} ms; target {low}: leader rate {before / MB:.2f} → {lowest / MB:.2f} MB/s "
+        f"in {down_s:.1f} s; target 1000ms: up in {up_s:.1f} s. {over[0]}. Result: {cost.text(1)}"
+    )
+
+
+async def test_a_dead_metrics_page_puts_its_broker_at_the_floor_with_a_warning(
+    stack: Sandbox, real_client, admin, real_settings, topic_name
+):
+    """Broker 3's metrics page does not answer: its traffic comes from log growth, and its latency from nowhere. It is
+    never taken for a quiet broker: after two readings without it, broker 3 runs at its floor, with a warning in the
+    audit, while broker 1 (read) stays above it."""
+    dead = "http://127.0.0.1:9/metrics"
+    urls = {1: stack.s.broker_metrics_url(1), 2: stack.s.broker_metrics_url(2), 3: dead}
+    metrics = ",".join(f"{b}={u}" for b, u in urls.items())
+    sampler = ConfigSampler(admin, [1, 3])
+    floor = 1 * MB
+    moving = banded_move(real_client, admin, real_settings, topic_name, 60, Run(metrics, "page down", "2x", floor))
+    async with moving as (handle, coordinator, *_):
+        sampler.start()
+        try:
+            progress = await handle.query(MigrationWorkflow.progress)
+            await asyncio.to_thread(
+                wait_until, lambda: sampler.follower_on(3, 0) and sampler.leader_on(1, 0), 180, 0.5, "the band's rates"
+            )
+            result = await asyncio.wait_for(handle.result(), 600)
+        finally:
+            sampler.stopped.set()
+        status = await coordinator.query(ClusterWorkflow.status)
+        progress = await handle.query(MigrationWorkflow.progress)
+    assert result.verified and progress.estimate is not None
+    floors = progress.estimate.recommended().per_broker
+    told = [a.reason for a in status.actions if a.action == "band" and a.actor == "drover"]
+    warned = [t for t in told if t.startswith("broker 3: produce latency not read")]
+    assert warned and f"broker metrics at {dead}" in warned[0] and "back to the floor" in warned[0], "\n".join(told)
+    # At its floor at every sample (never nothing), while broker 1's leader rate runs above its own.
+    assert set(sampler.follower_on(3, 0)) == {floors[3][1]}, (sampler.follower_on(3, 0), floors)
+    assert max(sampler.leader_on(1, 0)) > floors[1][0], (sampler.leader_on(1, 0), floors)
+    print(f"broker 3 at its floor {floors[3][1] / MB:.2f} MB/s throughout; {warned[0]}")

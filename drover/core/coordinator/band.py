@@ -18,15 +18,29 @@ the copies through it run at what headroom leaves (never below MIN_RATE) and no 
 Brokers read before their first banded move (while its migration estimates) get a band as if their floor were
 nothing, so that move starts in the band; its floor counts from the next reading, and the change is told then.
 
+With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
+- a broker's **quiet** p99 is its latest reading while no banded move went through it (the target: a ratio of it,
+  or a value in ms);
+- over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
+  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
+- the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
+  flight remain; under it, one more is let through a reading, up to the operator's limits;
+- never below the floor: where the floor itself is over the target, the broker is starved (as by headroom);
+- a broker whose latency was not read STALE_READINGS times in a row runs at its floor, never at nothing, with a
+  warning, until it is read again;
+- where the worker reads no broker metrics at all (Kafka's Admin API has no latency), the band follows bytes alone
+  and says so once.
+
 A fixed throttle (a migration's own ``--throttle RATE``, or the operator's cluster-wide rate) is not banded.
 """
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
 from drover.models.admission import MoveSpec
-from drover.models.band import BandSettings, BrokerBand
+from drover.models.band import BandSettings, BrokerBand, ClientLatency, ProduceLatency, ms
 from drover.models.throttle import Rates, Throttle
 from drover.models.units import human_bytes
 from drover.models.windows import Asked
@@ -38,6 +52,13 @@ STEADY = 0.10
 FALL_WEIGHT = 0.5
 # A starved broker's copies, paused, still run at this rate (Kafka's throttle of 0 would stall them silently).
 MIN_RATE = 10_000
+# Over the latency target: the rate latency allows is the rates in force times this.
+LATENCY_DECREASE = 0.5
+# Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
+LATENCY_STEP = 0.10
+LATENCY_CALM = 0.8
+# Readings in a row without a broker's latency before its rates go back to the floor.
+STALE_READINGS = 2
 
 
 def other_traffic(rates: dict[str, float]) -> tuple[float, float]:
@@ -60,30 +81,62 @@ def floors(asked: Asked) -> dict[int, Rates]:
     return wanted_throttle(banded(asked)).brokers
 
 
+def touched(m: MoveSpec) -> set[int]:
+    """The brokers whose clients a move's copies reach: those it adds or removes, and those it keeps (its leader
+    sends the copies)."""
+    return {*m.original, *m.target}
+
+
+def through(asked: Asked) -> dict[int, int]:
+    """Per broker, how many banded moves in flight go through it (``touched``)."""
+    counts: dict[int, int] = {}
+    for m, _ in banded(asked):
+        for b in touched(m):
+            counts[b] = counts.get(b, 0) + 1
+    return counts
+
+
 class ThrottleBand(BaseModel):
     settings: BandSettings | None = None
     brokers: dict[int, BrokerBand] = {}
     # Where the traffic was read from last ("metrics", "log growth"), and when.
     source: str = ""
     read_at: datetime | None = None
-    # Why the last reading failed (told once), or None.
+    # Why the last reading failed (told once), or None; why the worker reads no latency at all ("": it does).
     error: str | None = None
+    latency_off: str = ""
+    # Seconds between the last two readings; the last reading of the band before its settings changed.
+    interval_s: float = 0.0
+    last_at: datetime | None = None
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
 
     def read(
-        self, traffic: dict[int, dict[str, float]], source: str, wanted: dict[int, Rates], now: datetime
+        self,
+        traffic: dict[int, dict[str, float]],
+        source: str,
+        wanted: dict[int, Rates],
+        now: datetime,
+        latency: dict[int, ProduceLatency] | None = None,
+        latency_off: str = "",
+        moves: dict[int, int] | None = None,
     ) -> list[str]:
         """A reading of the brokers' traffic (bytes per second by counter, ``drover.adapters.broker_metrics``) taken
-        from ``source``; ``wanted``: the brokers of banded moves with their floors. The band worked out again for every
-        broker read (one with no banded move as if its floor were nothing: ready for the first). The changes on the
-        brokers of banded moves, each with its reason (a change of source too). A broker the reading lacks keeps its
-        floor. A reading that ends after the band was turned off changes nothing."""
+        from ``source``, with their produce ``latency`` (or ``latency_off``: why there is none at all); ``wanted``:
+        the brokers of banded moves with their floors, ``moves``: how many moves are in flight through each. The band
+        worked out again for every broker read (one with no banded move as if its floor were nothing: ready for the
+        first). The changes on the brokers of banded moves, each with its reason (a change of source too). A broker
+        the reading lacks keeps its floor. A reading that ends after the band was turned off changes nothing."""
         if self.settings is None:
             return []
         told = [f"traffic read from {source}"] if source != self.source else []
-        self.source, self.read_at, self.error = source, now, None
+        target = self.settings.latency_max
+        if target is not None and latency_off and latency_off != self.latency_off:
+            told.append(f"{latency_off}: the band follows bytes alone, not the clients' latency")
+        last = self.read_at or self.last_at
+        since = self.interval_s = (now - last).total_seconds() if last is not None else 0.0
+        self.source, self.read_at, self.error, self.latency_off = source, now, None, latency_off
         for b in sorted({*traffic, *wanted}):
             if b not in traffic:
                 self.brokers.pop(b, None)
@@ -99,10 +152,21 @@ class ThrottleBand(BaseModel):
             free = self.settings.capacity_of(b) * (1 - self.settings.headroom / 100)
             # The leader rate spends the broker's bytes out, the follower rate its bytes in.
             room = (int(max(free - smooth[1], 0)), int(max(free - smooth[0], 0)))
-            target = (self._target(room[0], floor[0]), self._target(room[1], floor[1]))
-            rates = target if was is None else (_steady(was.rates[0], target[0]), _steady(was.rates[1], target[1]))
-            starved = room[0] < floor[0] or room[1] < floor[1]
-            now_band = BrokerBand(rates=rates, floor=floor, room=room, traffic=smooth, starved=starved, moving=moving)
+            now_band = BrokerBand(rates=(0, 0), floor=floor, room=room, traffic=smooth, moving=moving)
+            why = ""
+            if target is not None and not latency_off:
+                why = self._follow_latency(now_band, was, (latency or {}).get(b), (moves or {}).get(b, 0), since)
+            allowed = room if now_band.latency_cap is None else tuple(min(r, now_band.latency_cap) for r in room)
+            if now_band.stale and (now_band.stale >= STALE_READINGS or now_band.p99_ms is None):
+                wanted_rates = floor
+            else:
+                wanted_rates = (self._target(allowed[0], floor[0]), self._target(allowed[1], floor[1]))
+                now_band.starved = allowed[0] < floor[0] or allowed[1] < floor[1]
+            now_band.rates = (
+                wanted_rates
+                if was is None
+                else (_steady(was.rates[0], wanted_rates[0]), _steady(was.rates[1], wanted_rates[1]))
+            )
             # What a move through it ran at until now: its floor, or (read ahead of it) the band's rates then.
             began = self.rates_for(b, floor)
             self.brokers[b] = now_band
@@ -111,10 +175,64 @@ class ThrottleBand(BaseModel):
             # A broker is told once it has a banded move, with the rates in force, against those its first move
             # started at.
             if was is None or not was.moving:
-                told.append(self._reason(b, None, now_band, began))
-            elif rates != was.rates or starved != was.starved:
-                told.append(self._reason(b, was, now_band, was.rates))
+                told.append(self._reason(b, None, now_band, began, why))
+            elif now_band.rates != was.rates or now_band.starved != was.starved or now_band.moves_cap != was.moves_cap:
+                told.append(self._reason(b, was, now_band, was.rates, why))
         return told
+
+    def _follow_latency(
+        self, band: BrokerBand, was: BrokerBand | None, reading: ProduceLatency | None, moves: int, since: float
+    ) -> str:
+        """The latency law on ``band`` (being worked out, ``was`` the broker's band before): its quiet and current
+        p99, the target, the rate and the moves the latency allows. Why they changed, or ""."""
+        assert self.settings is not None and self.settings.latency_max is not None
+        if was is not None:
+            for kept in ("quiet_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
+                setattr(band, kept, getattr(was, kept))
+        p99 = reading.p99_ms if reading is not None and not reading.missing else None
+        if reading is not None and reading.requests == 0 and p99 is not None:
+            # No produce request came in: Kafka's percentiles are of old ones, and no client waits on this broker.
+            p99 = 0.0
+        band.target_ms = self.settings.latency_max.of(band.quiet_ms)
+        if p99 is None:
+            # One reading missed holds the rates, unless the broker was never read: it is not taken for quiet.
+            band.stale = (was.stale if was is not None else 0) + 1
+            if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
+                return ""
+            band.latency_cap, band.moves_cap = None, None
+            missing = reading.missing if reading is not None else "not in the reading"
+            times = f" {band.stale} times in a row" if band.stale > 1 else ""
+            return f"produce latency not read{times} ({missing}): back to the floor"
+        band.p99_ms = p99
+        if not band.moving:
+            band.quiet_ms = p99
+        band.target_ms = goal = self.settings.latency_max.of(band.quiet_ms)
+        in_force = max(was.rates) if was is not None else self.settings.ceiling
+        if band.moving:
+            band.peak_ms = max(band.peak_ms or 0.0, p99)
+            band.over_s += since if p99 > goal else 0.0
+        if p99 > goal:
+            band.latency_cap = int(in_force * LATENCY_DECREASE)
+            band.moves_cap = max(moves // 2, 1)
+            return f"produce p99 {ms(p99)} over the {ms(goal)} target"
+        if p99 < LATENCY_CALM * goal and (band.latency_cap is not None or band.moves_cap is not None):
+            # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
+            raised = in_force + int(LATENCY_STEP * self.settings.ceiling)
+            band.latency_cap = None if raised >= min(self.settings.ceiling, max(band.room)) else raised
+            more = (band.moves_cap or 0) + 1
+            band.moves_cap = None if band.latency_cap is None or more > moves else more
+            return f"produce p99 {ms(p99)} under the {ms(goal)} target"
+        return ""
+
+    def charge(self, brokers: set[int], costs: dict[int, ClientLatency]) -> None:
+        """The last reading's produce p99 on ``brokers`` (those a migration's moves go through) added to what its
+        moves cost their clients (``costs``, per broker)."""
+        for b in sorted(brokers):
+            band = self.brokers.get(b)
+            if band is None or not band.moving or band.p99_ms is None or band.target_ms is None or band.stale:
+                continue
+            over = self.interval_s if band.p99_ms > band.target_ms else 0.0
+            costs.setdefault(b, ClientLatency()).add(band.p99_ms, band.quiet_ms, band.target_ms, over)
 
     def failed(self, why: str, now: datetime) -> bool:
         """A reading that failed: the rates stay as they are. True the first time (to be told)."""
@@ -146,11 +264,27 @@ class ThrottleBand(BaseModel):
             for m, t in asked
         ]
 
-    def holds(self, m: MoveSpec) -> bool:
-        """Paused for starvation: the move goes through a starved broker."""
-        if self.settings is None or self.settings.when_starved != "pause":
+    def holds(self, m: MoveSpec, in_flight: Mapping[int, int]) -> bool:
+        """Held: the move goes through a broker starved (when starved moves pause), or one with as many moves in
+        flight (``in_flight`` per broker) as its latency allows."""
+        if self.settings is None:
             return False
-        return any((band := self.brokers.get(b)) is not None and band.starved and band.moving for b in m.brokers)
+        for b in touched(m):
+            band = self.brokers.get(b)
+            if band is None or not band.moving:
+                continue
+            if band.starved and self.settings.when_starved == "pause":
+                return True
+            if band.moves_cap is not None and in_flight.get(b, 0) >= band.moves_cap:
+                return True
+        return False
+
+    def unread(self) -> bool:
+        """With a latency target, a banded move waits for the band's first reading of every broker (a broker down is
+        in none), so that their quiet p99 is measured before the first move through them."""
+        if self.settings is None or self.settings.latency_max is None or self.latency_off:
+            return False
+        return self.read_at is None and self.last_at is None
 
     def _target(self, room: int, floor: int) -> int:
         assert self.settings is not None
@@ -158,8 +292,8 @@ class ThrottleBand(BaseModel):
             return max(room, MIN_RATE)
         return max(floor, min(room, self.settings.ceiling))
 
-    def _reason(self, b: int, was: BrokerBand | None, now: BrokerBand, before: Rates) -> str:
-        parts = []
+    def _reason(self, b: int, was: BrokerBand | None, now: BrokerBand, before: Rates, why: str = "") -> str:
+        parts = [why] if why else []
         for i, side in enumerate(("in", "out")):
             old = was.traffic[i] if was is not None else None
             if old is None or abs(now.traffic[i] - old) > STEADY * max(old, 1.0):
@@ -170,18 +304,26 @@ class ThrottleBand(BaseModel):
                 parts.append(f"{side} rate {human_bytes(before[i])}/s → {human_bytes(now.rates[i])}/s")
             elif was is None:
                 parts.append(f"{side} rate {human_bytes(now.rates[i])}/s")
+        if now.moves_cap != (was.moves_cap if was is not None else None):
+            parts.append(
+                "moves through it unbounded by latency"
+                if now.moves_cap is None
+                else f"moves through it at most {now.moves_cap}"
+            )
         text = f"broker {b}: " + "; ".join(parts or ["band unchanged"])
         if now.starved:
-            i = 0 if now.room[0] < now.floor[0] else 1
-            room, floor = now.room[i], now.floor[i]
             assert self.settings is not None
+            headroom = now.room[0] < now.floor[0] or now.room[1] < now.floor[1]
+            i = (0 if now.room[0] < now.floor[0] else 1) if headroom else (0 if now.floor[0] >= now.floor[1] else 1)
+            room = now.room[i] if headroom else min(now.room[i], now.latency_cap or 0)
+            leaves = "headroom leaves" if headroom else "the clients' latency leaves"
             held = (
-                "its copies run at what headroom leaves and no new move goes through it"
+                f"its copies run at what {leaves.removesuffix(' leaves')} leaves and no new move goes through it"
                 if self.settings.when_starved == "pause"
                 else "the floor holds"
             )
-            need = f"under the {human_bytes(floor)}/s its moves need"
-            text += f"; STARVED: headroom leaves {human_bytes(room)}/s, {need}: {held}"
+            need = f"under the {human_bytes(now.floor[i])}/s its moves need"
+            text += f"; STARVED: {leaves} {human_bytes(room)}/s, {need}: {held}"
         elif was is not None and was.starved:
             text += "; no longer starved"
         return text

@@ -7,6 +7,7 @@ from collections.abc import Collection, Mapping
 from pydantic import BaseModel
 
 from drover.models.admission import MoveSpec
+from drover.models.band import ClientLatency
 from drover.models.coordination import Demand, PartitionKey, Registration
 from drover.models.throttle import Throttle
 from drover.models.units import counted
@@ -31,6 +32,8 @@ class Holder(BaseModel):
     # The grant counter's value at this holder's last grant: ties between equal shares go to the one served least
     # recently.
     last_grant: int = 0
+    # What its moves cost the clients of each broker they went through (the band's latency readings).
+    latency: dict[int, ClientLatency] = {}
 
     @property
     def waiting(self) -> list[MoveSpec]:

@@ -302,7 +302,8 @@ class ClusterState(BaseModel):
                 for m in fitted.get(h.migration_id, h.demand.candidates)
                 if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
                 and self.disk.refusal(m, coming, rates_into(m, self.rate, h.demand)) is None
-                and not self.band.holds(m)
+                and not self.band.holds(m, cluster.per_broker)
+                and not (self.rate is None and h.demand.throttle.estimated and self.band.unread())
             ]
             if not fitting:
                 continue
@@ -357,7 +358,8 @@ class ClusterState(BaseModel):
         self.frozen, self.limits, self.rate = settings.frozen, settings.limits, settings.rate_bytes_per_s
         self.disk.limits, self.windows = settings.disk_max or DiskLimits(), settings.windows or Windows()
         if settings.band != self.band.settings:
-            self.band = ThrottleBand(settings=settings.band, brokers=self.band.brokers if settings.band else {})
+            kept = {"brokers": self.band.brokers, "last_at": self.band.read_at} if settings.band else {}
+            self.band = ThrottleBand(settings=settings.band, **kept)
 
     def setting(self, change: ClusterSetting, now: datetime) -> None:
         """An operator's cluster-wide setting, audited with what it is now."""

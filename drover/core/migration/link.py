@@ -3,6 +3,8 @@ the demands it numbered, the moves it releases with the next one, and the grants
 
 from pydantic import BaseModel
 
+from drover.models.band import ClientLatency
+
 PartitionKey = tuple[str, int]
 
 
@@ -21,6 +23,9 @@ class CoordinatorLink(BaseModel):
     # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
     # run takes it up).
     granted: list[PartitionKey] = []
+    # What its moves cost the clients of each broker they went through, as the coordinator's band read it (told as
+    # it leaves; a coordinator lost takes its part with it).
+    latency: dict[int, ClientLatency] = {}
 
     def joined_to(self, coordinator: str = "", coordinator_id: str = "") -> None:
         self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
@@ -65,5 +70,5 @@ class CoordinatorLink(BaseModel):
         """A demand that did not reach the coordinator: the next one releases its moves."""
         self.released = [*released, *self.released]
 
-    def left(self) -> None:
-        self.joined, self.rejoin_due = False, False
+    def left(self, latency: dict[int, ClientLatency]) -> None:
+        self.joined, self.rejoin_due, self.latency = False, False, {**self.latency, **latency}

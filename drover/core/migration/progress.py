@@ -173,6 +173,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         unchanged=s.unchanged,
         runs=s.runs,
         throttle_left=s.throttle_left,
+        latency=s.link.latency,
         actions=list(s.actions),
     )
 

@@ -223,7 +223,7 @@ class MigrationState(BaseModel):
         self.throttle_left = sorted(set(self.throttle_left) | set(left.throttle_left))
         if left.error is not None:
             self.note("throttle", "drover", left.error, now, "what could not be removed may be left on Kafka")
-        self.link.left()
+        self.link.left(left.latency)
 
     # -- the window -------------------------------------------------------------------------------------------
 

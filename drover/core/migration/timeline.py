@@ -74,6 +74,8 @@ class Timeline:
     # with marks (when, label, hover text) where each of its migrations started and ended.
     what: str = "migration"
     marks: list[tuple[datetime, str, str]] = field(default_factory=list)
+    # From its result: what its moves cost the clients of each broker (the band's produce p99), one line each.
+    latency: list[str] = field(default_factory=list)
 
     # -- the events, in history order -----------------------------------------------------------------------------
 

@@ -80,7 +80,7 @@ def test_a_starved_broker_keeps_its_floor_with_a_warning():
         "the floor holds"
     )
     m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
-    assert not b.holds(m)
+    assert not b.holds(m, {})
     (told,) = b.read({3: traffic(0)}, "log growth", {3: (2 * MB, 3 * MB)}, T0 + timedelta(seconds=10))
     assert told.endswith("; no longer starved") and not b.brokers[3].starved
 
@@ -92,7 +92,7 @@ def test_paused_when_starved_the_copies_slow_and_no_new_move_goes_through_the_br
     assert told.endswith("its copies run at what headroom leaves and no new move goes through it")
     through = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
     elsewhere = MoveSpec(topic="t", partition=1, original=[1, 2], target=[1, 4], size_bytes=1)
-    assert b.holds(through) and not b.holds(elsewhere)
+    assert b.holds(through, {}) and not b.holds(elsewhere, {})
     assert b.rates_for(3, (2 * MB, 3 * MB)) == (7 * MB, int(0.5 * MB))
     b.read({3: traffic(20 * MB)}, "metrics", {3: (2 * MB, 3 * MB)}, T0 + timedelta(seconds=10))
     assert b.brokers[3].rates[1] == MIN_RATE
@@ -144,7 +144,10 @@ def test_the_band_throttles_estimated_moves_and_leaves_fixed_rates_alone():
         6: (5 * MB, 5 * MB),
     }
     s.setting(ClusterBandChange(band=BandSettings(ceiling=50 * MB, capacity=100 * MB), actor="ops", reason="r"), T0)
-    assert s.actions[-1].detail == "up to 50.0 MB/s, leaving 30% of 100.0 MB/s per broker; starved: floor"
+    assert (
+        s.actions[-1].detail
+        == "up to 50.0 MB/s, leaving 30% of 100.0 MB/s per broker; bytes only, no latency target; starved: floor"
+    )
     from drover.core.coordinator.band import floors
 
     assert floors(s.asked()) == {1: FLOOR, 2: FLOOR, 3: FLOOR}
@@ -199,7 +202,7 @@ def test_brokers_read_before_their_first_move_start_it_in_the_band_and_are_told_
     assert b.read({3: traffic(10 * MB)}, "metrics", {}, T0) == ["traffic read from metrics"]
     assert not b.brokers[3].moving and b.rates_for(3, FLOOR) == (70 * MB, 60 * MB)
     m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=1)
-    assert not b.holds(m)
+    assert not b.holds(m, {})
     (told,) = b.read({3: traffic(10 * MB)}, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10))
     # Its move started at the band's rates, not at its floor: told as they are, not as a change from the floor.
     assert told.endswith("follower rate 60.0 MB/s; leader rate 70.0 MB/s")

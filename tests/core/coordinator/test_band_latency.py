@@ -1,0 +1,242 @@
+"""The throttle band's latency law (drover.core.coordinator.band), pure: the quiet p99 measured before a broker's
+first move, the target as a ratio of it or in ms, the rate halved over the target and raised a step under it (held
+between), the moves through a broker following the same law, the floor when the floor itself is too much, and the
+floor when the signal stays stale."""
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from drover.core.coordinator.band import LATENCY_STEP, MIN_RATE, STALE_READINGS, STEADY, ThrottleBand, through
+from drover.core.coordinator.state import ClusterState
+from drover.models.admission import Limits, MoveSpec
+from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, LatencyTarget, ProduceLatency
+from drover.models.coordination import ClusterBandChange, Demand, JoinRequest
+from drover.models.throttle import Throttle
+
+T0 = datetime(2026, 1, 1, tzinfo=UTC)
+MB = 10**6
+FLOOR = (1 * MB, 1 * MB)
+CEILING = 20 * MB
+TWICE = LatencyTarget(ratio=2)
+BY = {"actor": "ops", "reason": "r"}
+QUIET = {3: {"bytes_in": 0.0, "bytes_out": 0.0}}
+
+
+def band(target=TWICE, when_starved="floor") -> ThrottleBand:
+    settings = BandSettings(
+        ceiling=CEILING, capacity=1000 * MB, headroom=0, when_starved=when_starved, latency_max=target
+    )
+    return ThrottleBand(settings=settings)
+
+
+class Clock:
+    """Readings 10 s apart."""
+
+    def __init__(self) -> None:
+        self.at = T0
+
+    def __call__(self) -> datetime:
+        self.at += timedelta(seconds=10)
+        return self.at
+
+
+def p99(ms: float | None, broker: int = 3) -> dict[int, ProduceLatency]:
+    return {broker: ProduceLatency(p99_ms=ms) if ms is not None else ProduceLatency(missing="page did not answer")}
+
+
+def moving(b: ThrottleBand, clock: Clock, ms: float | None, floor=FLOOR, moves: int = 1) -> list[str]:
+    return b.read(QUIET, "metrics", {3: floor}, clock(), latency=p99(ms), moves={3: moves})
+
+
+def started(target=TWICE, quiet_ms=15.0, when_starved="floor") -> tuple[ThrottleBand, Clock]:
+    """A band whose broker 3 read ``quiet_ms`` before its first move, then started that move at the ceiling."""
+    b, clock = band(target, when_starved), Clock()
+    assert b.read(QUIET, "metrics", {}, clock(), latency=p99(quiet_ms)) == ["traffic read from metrics"]
+    assert b.brokers[3].quiet_ms == quiet_ms
+    moving(b, clock, quiet_ms)
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    return b, clock
+
+
+def test_over_the_target_the_rate_halves_at_the_next_reading_and_the_audit_says_why():
+    b, clock = started(quiet_ms=15.0)
+    (told,) = moving(b, clock, 41.0)
+    assert told == (
+        "broker 3: produce p99 41 ms over the 30 ms target; follower rate 20.0 MB/s → 10.0 MB/s; "
+        "leader rate 20.0 MB/s → 10.0 MB/s; moves through it at most 1"
+    )
+    assert b.brokers[3].rates == (10 * MB, 10 * MB)
+    moving(b, clock, 35.0)
+    assert b.brokers[3].rates == (5 * MB, 5 * MB)
+    # Between the calm share of the target and the target: held, nothing told.
+    assert moving(b, clock, 27.0) == []
+    assert b.brokers[3].rates == (5 * MB, 5 * MB)
+    # Under it: up by a step of the ceiling a reading, until the ceiling lifts the bound.
+    step = int(LATENCY_STEP * CEILING)
+    (told,) = moving(b, clock, 12.0)
+    assert b.brokers[3].rates == (5 * MB + step, 5 * MB + step)
+    assert told.startswith("broker 3: produce p99 12 ms under the 30 ms target; follower rate 5.0 MB/s → 7.0 MB/s")
+    for _ in range(10):
+        moving(b, clock, 12.0)
+    # (A rate within STEADY of the ceiling is not rewritten.)
+    assert b.brokers[3].latency_cap is None and min(b.brokers[3].rates) >= (1 - STEADY) * CEILING
+    # The report: quiet, the highest while moving, and the time over the target (two readings 10 s apart).
+    assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms, b.brokers[3].over_s) == (15.0, 41.0, 20.0)
+    assert "produce p99 12 ms (quiet 15 ms, target 30 ms, over it 20s)" in b.brokers[3].text()
+
+
+def test_the_rate_never_goes_under_the_floor_and_a_floor_over_the_target_starves_the_broker():
+    b, clock = started(quiet_ms=15.0)
+    told = [t for _ in range(6) for t in moving(b, clock, 90.0, floor=(2 * MB, 2 * MB))]
+    assert b.brokers[3].rates == (2 * MB, 2 * MB) and b.brokers[3].starved
+    assert "STARVED: the clients' latency leaves" in told[-1] and "the floor holds" in told[-1]
+
+
+def test_when_starved_pause_the_copies_slow_below_the_floor_and_new_moves_wait():
+    b, clock = started(quiet_ms=15.0, when_starved="pause")
+    for _ in range(12):
+        moving(b, clock, 90.0, floor=(2 * MB, 2 * MB))
+    assert b.brokers[3].starved and b.brokers[3].rates == (MIN_RATE, MIN_RATE)
+    assert b.holds(MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3]), {})
+
+
+def test_the_moves_through_a_broker_follow_the_same_law():
+    b, clock = started(quiet_ms=15.0)
+    through, elsewhere = (
+        MoveSpec(topic="t", partition=9, original=[1, 2], target=[1, 3]),
+        MoveSpec(topic="t", partition=8, original=[1, 2], target=[1, 4]),
+    )
+    (told,) = moving(b, clock, 50.0, moves=6)
+    assert b.brokers[3].moves_cap == 3 and told.endswith("moves through it at most 3")
+    assert b.holds(through, {3: 3}) and not b.holds(through, {3: 2}) and not b.holds(elsewhere, {3: 3})
+    moving(b, clock, 50.0, moves=3)
+    assert b.brokers[3].moves_cap == 1
+    # Under the target: one more a reading, lifted once it is above the moves in flight.
+    moving(b, clock, 5.0, moves=3)
+    assert b.brokers[3].moves_cap == 2
+    moving(b, clock, 5.0, moves=3)
+    assert b.brokers[3].moves_cap == 3
+    moving(b, clock, 5.0, moves=3)
+    assert b.brokers[3].moves_cap is None and not b.holds(through, {3: 50})
+
+
+def test_a_moves_leader_counts_among_the_brokers_it_goes_through():
+    # Broker 1 keeps its replica and sends the copy to broker 3: its clients feel it.
+    m = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3])
+    assert through([(m, Throttle(per_broker={1: FLOOR}))]) == {1: 1, 2: 1, 3: 1}
+    assert through([(m, Throttle.fixed(MB))]) == {}
+
+
+def test_the_latency_bound_is_lifted_once_headroom_binds_tighter():
+    settings = BandSettings(ceiling=CEILING, capacity=10 * MB, headroom=0, latency_max=TWICE)
+    b, clock = ThrottleBand(settings=settings), Clock()
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    moving(b, clock, 15.0)
+    moving(b, clock, 50.0)
+    assert b.brokers[3].rates == (5 * MB, 5 * MB) and b.brokers[3].latency_cap is not None
+    # 5 + 2 MB/s is still under the 10 MB/s headroom leaves; 7 + 2 is too; 9 + 2 passes it: lifted.
+    moving(b, clock, 5.0)
+    moving(b, clock, 5.0)
+    assert b.brokers[3].latency_cap is not None
+    moving(b, clock, 5.0)
+    assert b.brokers[3].latency_cap is None and b.brokers[3].rates == (10 * MB, 10 * MB)
+    assert moving(b, clock, 5.0) == []
+
+
+def test_a_stale_signal_puts_the_rates_back_to_the_floor_never_to_nothing_and_a_reading_resumes_the_law():
+    b, clock = started(quiet_ms=15.0)
+    # One reading missed: the rates stand.
+    assert moving(b, clock, None) == []
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    for _ in range(STALE_READINGS - 1):
+        (told,) = moving(b, clock, None)
+    assert b.brokers[3].rates == FLOOR
+    assert "produce latency not read 2 times in a row (page did not answer): back to the floor" in told
+    (told,) = moving(b, clock, 10.0)
+    assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].stale == 0
+
+
+def test_without_latency_at_all_the_band_says_so_once_and_follows_bytes():
+    b, clock = band(), Clock()
+    off = "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
+    told = b.read(QUIET, "log growth", {3: FLOOR}, clock(), latency_off=off)
+    assert f"{off}: the band follows bytes alone, not the clients' latency" in told
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    assert b.read(QUIET, "log growth", {3: FLOOR}, clock(), latency_off=off) == []
+    assert b.brokers[3].rates == (CEILING, CEILING)
+
+
+@pytest.mark.parametrize(
+    ("target", "quiet", "goal"),
+    [
+        (LatencyTarget(ratio=2), 15.0, 30.0),
+        # A broker with next to no produce requests reads a p99 of 0: the target is never under the minimum.
+        (LatencyTarget(ratio=2), 0.0, MIN_LATENCY_TARGET_MS),
+        (LatencyTarget(ms=50), 40.0, 50.0),
+    ],
+)
+def test_the_target_is_a_ratio_of_the_quiet_p99_or_a_value(target, quiet, goal):
+    b, clock = started(target, quiet_ms=quiet)
+    moving(b, clock, goal * 0.9)
+    assert b.brokers[3].target_ms == goal and b.brokers[3].rates == (CEILING, CEILING)
+    moving(b, clock, goal * 1.1)
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+
+
+def test_a_band_without_a_target_ignores_latency():
+    b, clock = band(target=None), Clock()
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=p99(5.0), moves={3: 1})
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=p99(500.0), moves={3: 1})
+    assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].target_ms is None
+
+
+def test_a_broker_whose_latency_was_never_read_runs_at_its_floor_from_its_first_reading():
+    b, clock = band(), Clock()
+    _, told = moving(b, clock, None)
+    assert b.brokers[3].rates == FLOOR
+    assert told.startswith("broker 3: produce latency not read (page did not answer): back to the floor")
+    assert "produce p99 not read" in b.brokers[3].text()
+
+
+def test_time_over_the_target_counts_across_a_change_of_the_bands_settings():
+    s = ClusterState(name="c")
+    settings = BandSettings(ceiling=CEILING, capacity=1000 * MB, headroom=0, latency_max=TWICE)
+    s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
+    s.band.read(QUIET, "metrics", {3: FLOOR}, T0, latency=p99(15.0), moves={3: 1})
+    lower = settings.model_copy(update={"latency_max": LatencyTarget(ms=5)})
+    s.setting(ClusterBandChange(band=lower, actor="ops", reason="clients complain"), T0)
+    s.band.read(QUIET, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10), latency=p99(15.0), moves={3: 1})
+    assert s.band.brokers[3].over_s == 10.0
+
+
+def test_with_a_latency_target_estimated_moves_wait_for_the_bands_first_reading_and_fixed_ones_do_not():
+    s = ClusterState(name="c")
+    s.setting(ClusterBandChange(band=BandSettings(ceiling=CEILING, capacity=CEILING, latency_max=TWICE), **BY), T0)
+    for mid, p in (("m1", 0), ("m2", 1)):
+        s.join(JoinRequest(migration_id=mid, cluster="c", cluster_id="k", partitions={"t": [p]}), T0)
+    estimated = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=10)
+    fixed = MoveSpec(topic="t", partition=1, original=[4, 5], target=[4, 6], size_bytes=10)
+    s.demand(
+        Demand(
+            migration_id="m1", seq=1, candidates=[estimated], limits=Limits(), throttle=Throttle(per_broker={3: FLOOR})
+        )
+    )
+    s.demand(Demand(migration_id="m2", seq=1, candidates=[fixed], limits=Limits(), throttle=Throttle.fixed(MB)))
+    assert s.allocate() == {"m2": [fixed]}
+    # The first reading measures broker 1, 2 and 3's quiet p99 before the move through them.
+    quiet = {b: {"bytes_in": 0.0, "bytes_out": 0.0} for b in (1, 2, 3)}
+    s.band.read(quiet, "metrics", {}, T0, latency={b: ProduceLatency(p99_ms=4.0) for b in (1, 2, 3)})
+    assert s.allocate() == {"m1": [estimated]}
+    assert {b: s.band.brokers[b].quiet_ms for b in (1, 2, 3)} == {1: 4.0, 2: 4.0, 3: 4.0}
+
+
+def test_a_broker_with_no_produce_request_since_the_last_reading_has_no_client_waiting():
+    # Kafka's percentiles keep the last requests' times while none comes in: 36 ms of old requests is no client's.
+    b, clock = started(quiet_ms=4.0)
+    idle = {3: ProduceLatency(p99_ms=36.0, count=445, requests=0)}
+    assert b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=idle, moves={3: 1}) == []
+    assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].p99_ms == 0.0
+    busy = {3: ProduceLatency(p99_ms=36.0, count=460, requests=15)}
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=busy, moves={3: 1})
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
