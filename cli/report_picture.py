@@ -67,7 +67,8 @@ def render(t: Timeline) -> str:
         )
     fig.update_layout(
         title=f"Drover {t.what} {t.migration_id} on {t.cluster or '?'}: {status}, {len(t.moves)} moves, {span}",
-        height=gantt_px + 260 + 200 + 180,
+        height=gantt_px + 260 + 200 + 180 + 18 * len(t.latency),
+        margin={"b": 80 + 18 * len(t.latency)},
         barmode="overlay",
         template="plotly_white",
         legend={"orientation": "h", "y": -0.02, "yanchor": "top"},

@@ -108,6 +108,8 @@ class ClientLatency(BaseModel):
         self.over_s += over_s
 
     def text(self, broker: int) -> str:
+        if not self.peak_ms and not self.quiet_ms:
+            return f"broker {broker}: no produce request while the moves went through it"
         quiet = "not measured" if self.quiet_ms is None else f"{ms(self.quiet_ms)}"
         over = f"{self.over_s:.0f}s over" if self.over_s else "never over"
         target = f"; {over} its target ({ms(self.target_ms)} at the end)" if self.target_ms is not None else ""

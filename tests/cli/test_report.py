@@ -133,6 +133,16 @@ async def test_the_report_draws_every_step_the_limits_and_the_operator_actions(l
     assert (tmp_path / "report.png").stat().st_size > 10_000
 
 
+def test_what_the_moves_cost_the_clients_is_written_under_the_timeline(tmp_path):
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    t = Timeline("m", started=t0, ended=t0 + timedelta(seconds=9), status="completed")
+    t.move_admitted(t0, "a", "orders", 0, [2, 3], rollback=False)
+    t.latency = ["broker 1: produce p99 7 ms quiet, 9 ms during the moves (highest 12 ms); never over its target"]
+    write_report(tmp_path / "r.html", t)
+    page = (tmp_path / "r.html").read_text()
+    assert "clients' produce p99: broker 1: produce p99 7 ms quiet, 9 ms during the moves" in page
+
+
 def test_a_step_still_on_kafka_runs_to_the_end_of_the_picture():
     # The pure timeline: a step issued and not ended counts in flight until the report's "now".
     from datetime import UTC, datetime

@@ -10,7 +10,7 @@ import pytest
 from drover.core.coordinator.band import LATENCY_STEP, MIN_RATE, STALE_READINGS, STEADY, ThrottleBand, through
 from drover.core.coordinator.state import ClusterState
 from drover.models.admission import Limits, MoveSpec
-from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, LatencyTarget, ProduceLatency
+from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, ClientLatency, LatencyTarget, ProduceLatency
 from drover.models.coordination import ClusterBandChange, Demand, JoinRequest
 from drover.models.throttle import Throttle
 
@@ -240,3 +240,14 @@ def test_a_broker_with_no_produce_request_since_the_last_reading_has_no_client_w
     busy = {3: ProduceLatency(p99_ms=36.0, count=460, requests=15)}
     b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=busy, moves={3: 1})
     assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+
+
+def test_what_a_migrations_moves_cost_the_clients_reads_as_a_person_reads_it():
+    cost = ClientLatency()
+    cost.add(41.0, 15.0, 30.0, 10.0)
+    cost.add(21.0, 15.0, 30.0, 0.0)
+    assert cost.text(3) == (
+        "broker 3: produce p99 15 ms quiet, 31 ms during the moves (highest 41 ms); 10s over its target (30 ms at "
+        "the end)"
+    )
+    assert ClientLatency(quiet_ms=0.0).text(4) == "broker 4: no produce request while the moves went through it"
