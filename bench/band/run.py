@@ -114,10 +114,16 @@ async def set_band(client, settings: Settings, cluster_id: str, band: BandSettin
 
 
 async def migrate(
-    settings: Settings, admin: KafkaAdmin, load: "ChangingLoad", mb: int, ceiling: int, banded: bool
+    settings: Settings,
+    admin: KafkaAdmin,
+    load: "ChangingLoad",
+    mb: int,
+    ceiling: int,
+    banded: bool,
+    fixed: int | None = None,
 ) -> dict:
-    """One migration of a fresh topic, under the band (its estimate the floor) or a fixed throttle of ``ceiling``;
-    the clients' latency counts from its first move."""
+    """One migration of a fresh topic, under the band (its estimate the floor) or a fixed throttle of ``fixed``
+    (else ``ceiling``); the clients' latency counts from its first move, and its bound is at ``ceiling``."""
     topic = f"bench-band-{uuid.uuid4().hex[:6]}"
     original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)]
     target = [[3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)]
@@ -135,7 +141,7 @@ async def migrate(
             cluster=settings.cluster_name,
             moves=plan,
             limits=LIMITS,
-            throttle_bytes_per_s=None if banded else ceiling,
+            throttle_bytes_per_s=None if banded else fixed or ceiling,
             estimate=estimate,
         )
         client = await connect(settings)
