@@ -72,10 +72,13 @@ class InFlight:
         self.leaders = 0
         self.receiving: Counter[int] = Counter()
         self.serving: Counter[int] = Counter()
+        # Every broker a move's copies reach: those it changes and those it keeps (its leader sends the copies).
+        self.touching: Counter[int] = Counter()
 
     def add(self, m: MoveSpec, replicas_per_step: int) -> None:
         self.partitions += 1
         self.per_broker.update(m.brokers)
+        self.touching.update({*m.original, *m.target})
         self.replicas += min(replicas_per_step, m.adds)
         self.leaders += m.moving_leader
         into, leader = copying(m)

@@ -88,9 +88,9 @@ def touched(m: MoveSpec) -> set[int]:
 
 
 def through(asked: Asked) -> dict[int, int]:
-    """Per broker, how many banded moves in flight go through it (``touched``)."""
+    """Per broker, how many moves in flight go through it (``touched``), as the admission counts them."""
     counts: dict[int, int] = {}
-    for m, _ in banded(asked):
+    for m, _ in asked:
         for b in touched(m):
             counts[b] = counts.get(b, 0) + 1
     return counts

@@ -302,7 +302,7 @@ class ClusterState(BaseModel):
                 for m in fitted.get(h.migration_id, h.demand.candidates)
                 if (first or (cluster.fits(m, limits, r) and mine.fits(m, h.demand.limits, r)))
                 and self.disk.refusal(m, coming, rates_into(m, self.rate, h.demand)) is None
-                and not self.band.holds(m, cluster.per_broker)
+                and not self.band.holds(m, cluster.touching)
                 and not (self.rate is None and h.demand.throttle.estimated and self.band.unread())
             ]
             if not fitting:
