@@ -12,7 +12,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.activities.cluster import ClusterActivities
     from drover.activities.traffic import TrafficActivities
     from drover.core.coordinator import gates
-    from drover.core.coordinator.band import floors, through, touched
+    from drover.core.coordinator.band import floors, through
     from drover.core.coordinator.state import ClusterState
     from drover.core.coordinator.takeover import TakeoverWait
     from drover.models.band import TrafficReading, TrafficRequest
@@ -114,7 +114,7 @@ class TrafficReader:
                     moves=through(asked),
                 )
                 for h in s.holders.values():
-                    s.band.charge({b for m in h.in_flight for b in touched(m)}, h.latency)
+                    s.band.charge({b for m in h.in_flight for b in m.touched}, h.latency)
             except ActivityError as e:
                 why = str(e.cause or e)
                 workflow.logger.warning("broker traffic not read: %s", why)

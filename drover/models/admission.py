@@ -59,6 +59,11 @@ class MoveSpec(BaseModel):
         return set(self.original) ^ set(self.target)
 
     @property
+    def touched(self) -> set[int]:
+        """Every broker of either list: those the move changes and those it keeps (its leader sends the copies)."""
+        return {*self.original, *self.target}
+
+    @property
     def bytes_to_copy(self) -> int:
         return bytes_to_copy(self.original, self.target, self.size_bytes)
 

@@ -78,7 +78,7 @@ class InFlight:
     def add(self, m: MoveSpec, replicas_per_step: int) -> None:
         self.partitions += 1
         self.per_broker.update(m.brokers)
-        self.touching.update({*m.original, *m.target})
+        self.touching.update(m.touched)
         self.replicas += min(replicas_per_step, m.adds)
         self.leaders += m.moving_leader
         into, leader = copying(m)

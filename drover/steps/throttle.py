@@ -54,9 +54,9 @@ def wanted_throttle(asked: list[tuple[MoveSpec, Throttle]]) -> ThrottleWanted:
     for m, throttle in asked:
         if throttle.unset:
             continue
-        leaders.setdefault(m.topic, set()).update((m.partition, b) for b in {*m.original, *m.target})
+        leaders.setdefault(m.topic, set()).update((m.partition, b) for b in m.touched)
         followers.setdefault(m.topic, set()).update((m.partition, b) for b in set(m.target) - set(m.original))
-        for b in {*m.original, *m.target}:
+        for b in m.touched:
             on = throttle.on(b)
             assert on is not None
             leader, follower = on

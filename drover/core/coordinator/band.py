@@ -81,17 +81,11 @@ def floors(asked: Asked) -> dict[int, Rates]:
     return wanted_throttle(banded(asked)).brokers
 
 
-def touched(m: MoveSpec) -> set[int]:
-    """The brokers whose clients a move's copies reach: those it adds or removes, and those it keeps (its leader
-    sends the copies)."""
-    return {*m.original, *m.target}
-
-
 def through(asked: Asked) -> dict[int, int]:
-    """Per broker, how many moves in flight go through it (``touched``), as the admission counts them."""
+    """Per broker, how many moves in flight go through it (``MoveSpec.touched``), as the admission counts them."""
     counts: dict[int, int] = {}
     for m, _ in asked:
-        for b in touched(m):
+        for b in m.touched:
             counts[b] = counts.get(b, 0) + 1
     return counts
 
@@ -255,9 +249,7 @@ class ThrottleBand(BaseModel):
         return [
             (
                 m,
-                Throttle(
-                    per_broker={b: self.rates_for(b, t.per_broker.get(b, t.top())) for b in {*m.original, *m.target}}
-                ),
+                Throttle(per_broker={b: self.rates_for(b, t.per_broker.get(b, t.top())) for b in m.touched}),
             )
             if t.estimated
             else (m, t)
@@ -269,7 +261,7 @@ class ThrottleBand(BaseModel):
         flight (``in_flight`` per broker) as its latency allows."""
         if self.settings is None:
             return False
-        for b in touched(m):
+        for b in m.touched:
             band = self.brokers.get(b)
             if band is None or not band.moving:
                 continue
