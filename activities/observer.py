@@ -118,13 +118,13 @@ class KafkaObserver:
             wanted = [TopicPartition(topic=t, partition=p) for t, p in sorted(keys)]
             look.ongoing = {(o.topic, o.partition): o for o in self._admin.list_reassignments(wanted)}
             try:
-                described = self._admin.describe_topics(topics)
+                described = self._admin.describe_topics(topics, only=keys)
             except KafkaAdminError:
                 # One topic that cannot be described fails its own steps, not every waiting step.
                 described = []
                 for topic in topics:
                     try:
-                        described += self._admin.describe_topics([topic])
+                        described += self._admin.describe_topics([topic], only=keys)
                     except KafkaAdminError as e:
                         look.topic_errors[topic] = e
             look.states = {(s.topic, s.partition): s for s in described if (s.topic, s.partition) in keys}

@@ -7,7 +7,7 @@ All methods block; activities run them on a thread pool.
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 import structlog
 from confluent_kafka import ElectionType, KafkaError, KafkaException, TopicCollection
@@ -135,7 +135,9 @@ class KafkaAdmin:
         metadata = self._ck.list_topics(timeout=self._timeout)
         return sorted(metadata.topics)
 
-    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
+    def describe_topics(
+        self, topics: Iterable[str] | None = None, only: Collection[tuple[str, int]] | None = None
+    ) -> list[PartitionState]:
         """Replicas, ISR and leader of every partition of ``topics`` (every topic when None, internal ones included:
         a topic deleted between the listing and its description is left out)."""
         names = sorted(set(topics)) if topics is not None else self.list_topics()
@@ -151,6 +153,8 @@ class KafkaAdmin:
                     continue
                 raise
             for p in description.partitions:
+                if only is not None and (name, p.id) not in only:
+                    continue
                 states.append(
                     PartitionState(
                         topic=name,

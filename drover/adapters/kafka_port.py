@@ -1,7 +1,7 @@
 """The Kafka port: every Kafka call Drover's activities make. ``KafkaAdmin`` implements it against a real cluster;
 the tests' in-memory Kafka implements it too, and mypy checks both against this declaration (tests/port_check.py)."""
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Protocol
 
 from drover.models import (
@@ -33,9 +33,12 @@ class KafkaPort(Protocol):
         """Every topic, Kafka's internal ones included."""
         ...
 
-    def describe_topics(self, topics: Iterable[str] | None = None) -> list[PartitionState]:
+    def describe_topics(
+        self, topics: Iterable[str] | None = None, only: Collection[tuple[str, int]] | None = None
+    ) -> list[PartitionState]:
         """Replicas, in-sync replicas and leader of every partition of those topics (all topics by default, Kafka's
-        internal ones included)."""
+        internal ones included); with ``only``, of those partitions alone (Kafka still describes whole topics, but
+        the states of the others are not built: a look for a few partitions of a topic of thousands costs a few)."""
         ...
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState: ...

@@ -113,12 +113,12 @@ class InMemoryKafka:
     def list_topics(self) -> list[str]:
         return sorted({topic for topic, _ in self.replicas})
 
-    def describe_topics(self, topics=None) -> list[PartitionState]:
+    def describe_topics(self, topics=None, only=None) -> list[PartitionState]:
         self._hook("describe_topics", topics)
         names = set(topics) if topics is not None else set(self.list_topics())
         return [
             self.describe_partition(TopicPartition(topic=t, partition=p))
-            for t, p in sorted(self.replicas)
+            for t, p in sorted(self.replicas if only is None else set(only) & self.replicas.keys())
             if t in names
         ]
 

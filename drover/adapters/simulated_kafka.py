@@ -88,11 +88,11 @@ class SimulatedKafka(InMemoryKafka):
     def list_topics(self) -> list[str]:
         return sorted(self._topics)
 
-    def describe_topics(self, topics=None) -> list[PartitionState]:
+    def describe_topics(self, topics=None, only=None) -> list[PartitionState]:
         names = sorted(set(topics)) if topics is not None else sorted(self._topics)
         with self._lock:
             self._advance()
-            return [self._state(k) for t in names for k in self._topics.get(t, [])]
+            return [self._state(k) for t in names for k in self._topics.get(t, []) if only is None or k in only]
 
     def describe_log_dirs(self, brokers=None) -> list[ReplicaSize]:
         """Each replica in sync holds the whole log; a replica being added holds what it has copied so far."""

@@ -27,9 +27,10 @@ def test_waiting_steps_share_one_round_of_calls_per_half_second(steps):
     calls = {"list": 0, "describe": 0}
     fake.hooks["list_reassignments"] = lambda _: calls.__setitem__("list", calls["list"] + 1)
     describe = fake.describe_topics
-    fake.describe_topics = lambda topics=None: (calls.__setitem__("describe", calls["describe"] + 1), describe(topics))[
-        1
-    ]
+    fake.describe_topics = lambda topics=None, only=None: (
+        calls.__setitem__("describe", calls["describe"] + 1),
+        describe(topics, only),
+    )[1]
     fake.alter_reassignments({TopicPartition(topic="orders", partition=p): [1, 2, 3] for p in range(steps)})
     activities = KafkaActivities(fake)
     requests = [
@@ -51,15 +52,33 @@ def test_waiting_steps_share_one_round_of_calls_per_half_second(steps):
     assert calls["list"] <= took / LOOK_GAP_S + 1 and calls["describe"] == calls["list"]
 
 
+def test_a_look_builds_the_state_of_the_partitions_waiting_alone():
+    # Two steps wait on a topic of 2,000 partitions: each round builds two partition states, not 2,000 (the worker's
+    # activations share the GIL with this thread, and Temporal fails one that takes 2 s as a deadlock).
+    fake = FakeKafka({b: None for b in range(1, 5)}, {("orders", p): [1, 2] for p in range(2000)}, ticks=3)
+    built: list[tuple[str, int]] = []
+    fake.hooks["describe_partition"] = lambda tp: built.append((tp.topic, tp.partition))
+    fake.alter_reassignments({TopicPartition(topic="orders", partition=p): [1, 2, 3] for p in (7, 1999)})
+    activities = KafkaActivities(fake)
+    with ThreadPoolExecutor(2) as pool:
+        steps = [
+            pool.submit(wait, activities, StepRequest(topic="orders", partition=p, expected=[1, 2], target=[1, 2, 3]))
+            for p in (7, 1999)
+        ]
+        assert [s.result(timeout=30).state.replicas for s in steps] == [[1, 2, 3], [1, 2, 3]]
+    print(f"{len(built)} partition states built by {activities.observer.looks} looks")
+    assert set(built) == {("orders", 7), ("orders", 1999)} and activities.observer.looks >= 1
+
+
 def test_a_deleted_topic_fails_its_own_steps_only():
     fake = FakeKafka({b: None for b in range(1, 5)}, {("gone", 0): [1, 2], ("kept", 0): [1, 2]}, ticks=4)
     fake.alter_reassignments({TopicPartition(topic=t, partition=0): [1, 2, 3] for t in ("gone", "kept")})
     describe = fake.describe_topics
 
-    def describe_topics(topics=None):
+    def describe_topics(topics=None, only=None):
         if "gone" in (topics or []):
             raise KafkaAdminError("describe topics failed: topic gone does not exist")
-        return describe(topics)
+        return describe(topics, only)
 
     fake.describe_topics = describe_topics
     activities = KafkaActivities(fake)

@@ -119,3 +119,23 @@ def test_the_in_memory_and_simulated_kafka_show_what_the_real_one_shows(admin, s
     assert simulated == real
     assert in_memory[0] == ("step done", ([3, 1], [1, 3], 1))
     assert in_memory[2] == ("stalled step", [([4, 3, 1], [4], [1])], ([4, 3, 1], [1, 3], 3))
+
+
+def test_a_description_of_some_partitions_of_a_topic_shows_those_alone(admin, topic_name):
+    """``only``: the partitions asked for, as the whole topic's description shows them, and no state of the others
+    (the worker's look at Kafka asks for the few partitions with a step waiting, of topics of thousands)."""
+    lists = {(topic_name, p): [1 + p % 3, 1 + (p + 1) % 3] for p in range(3)}
+    admin.create_topic(topic_name, list(lists.values()))
+    until(lambda: admin.describe_topics([topic_name]), lambda s: len(s) == 3, "topic described", 30)
+    brokers = {b: None for b in range(1, 5)}
+    ports: list[KafkaPort] = [
+        admin,
+        FakeKafka(brokers, lists),
+        SimulatedKafka(brokers, lists, sizes=dict.fromkeys(lists, 0)),
+    ]
+    for port in ports:
+        whole = {(s.topic, s.partition): s for s in port.describe_topics([topic_name])}
+        some = port.describe_topics([topic_name], only={(topic_name, 2), (topic_name, 0), (topic_name, 9)})
+        assert [(s.topic, s.partition) for s in some] == [(topic_name, 0), (topic_name, 2)], type(port).__name__
+        assert some == [whole[topic_name, 0], whole[topic_name, 2]], type(port).__name__
+        assert port.describe_topics([topic_name], only=set()) == [], type(port).__name__
