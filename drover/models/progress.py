@@ -5,6 +5,7 @@ from datetime import datetime
 from pydantic import BaseModel, computed_field
 
 from drover.models.admission import Limits, MoveSpec
+from drover.models.band import ClientLatency
 from drover.models.control import AuditEntry, CancelMode
 from drover.models.estimate import Estimate
 
@@ -94,3 +95,6 @@ class MigrationProgress(BaseModel):
     # The estimate is being made (write rates sampled, then the Spark job): no move has started yet.
     estimating: bool = False
     auto_throttle: bool = False
+    # What its moves cost the clients of each broker they went through (the band's produce p99), told by the
+    # coordinator as the migration leaves it: shown from the clean-up on, and kept in the result.
+    latency: dict[int, ClientLatency] = {}

@@ -54,6 +54,7 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
         estimate=s.estimate,
         estimating=s.phase == Phase.ESTIMATING,
         auto_throttle=s.throttle.estimated,
+        latency=s.link.latency,
     )
 
 
@@ -244,6 +245,7 @@ def details(p: MigrationProgress) -> str:
             lines.append(f"- {b.topic}-{b.partition}: {b.current}, {step}, final {b.final}")
         if len(p.batch) > DETAILS_BATCH:
             lines.append(f"- and {len(p.batch) - DETAILS_BATCH} more")
+    lines += [f"clients' cost: {cost.text(broker)}" for broker, cost in sorted(p.latency.items())]
     if last is not None:
         lines.append(
             f"last action: {last.action} by {last.actor} ({last.reason})" + (" refused" if last.refused else "")

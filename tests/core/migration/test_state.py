@@ -7,6 +7,7 @@ import pytest
 from drover.core.migration import ENDED, VALID_TRANSFER, Action, InvalidTransition, MigrationState, Phase
 from drover.core.migration.progress import details, dry_run_result, progress
 from drover.models.admission import Limits, MoveSpec
+from drover.models.band import ClientLatency
 from drover.models.control import MIGRATION_ACTIONS, Cancel, MigrationAction, OperatorAction
 from drover.models.estimate import Estimate, NeverCatchesUp
 from drover.models.migration import EstimateSettings, MigrationInput
@@ -510,6 +511,20 @@ def test_the_web_ui_details_say_who_paused_and_what_is_in_flight_and_no_cancel_o
     assert "**stopping, cancelling (rollback)**" in details(progress(s, "c", NOW))
     ended = MigrationState(phase=Phase.ROLLED_BACK, cancel="rollback")
     assert details(progress(ended, "c", NOW)).startswith("**rolled_back**\n")
+
+
+def test_the_web_ui_details_show_what_the_moves_cost_the_clients_once_the_coordinator_told_it():
+    s = running(1)
+    assert "clients' cost" not in details(progress(s, "c", NOW))
+    cost = ClientLatency(quiet_ms=7.0, mean_ms=12.5, peak_ms=19.0, readings=4, target_ms=14.0, over_s=10.0)
+    s.link.left({2: cost, 1: ClientLatency()})
+    text = details(progress(s, "c", NOW))
+    assert (
+        "clients' cost: broker 1: no produce request while the moves went through it\n"
+        "clients' cost: broker 2: produce p99 7 ms quiet, 12 ms during the moves (highest 19 ms); 10s over its "
+        "target (14 ms at the end)"
+    ) in text, text
+    assert progress(s, "c", NOW).latency == {1: ClientLatency(), 2: cost}
 
 
 def test_bytes_count_each_replica_a_move_adds_as_plan_and_estimate_do():
