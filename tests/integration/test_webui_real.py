@@ -41,22 +41,34 @@ def user_metadata(ui_url: str, workflow_ids: dict[str, tuple[str, str]], out) ->
                 page.goto(f"{ui_url}/namespaces/default/workflows/{workflow_id}")
                 page.click("text=User Metadata", timeout=30_000)
                 for _ in range(60):
-                    if loaded in shown(page):
+                    seen = shown(page)
+                    if loaded in seen:
                         break
                     page.wait_for_timeout(500)
                 else:
                     page.screenshot(path=out / f"{name}-failed.png", full_page=True)
-                    raise AssertionError(f"{name}: no {loaded!r} within 30 s on {page.url}: {shown(page)}")
+                    raise AssertionError(f"{name}: no {loaded!r} within 30 s on {page.url}: {seen}")
                 page.screenshot(path=out / f"{name}.png", full_page=True)
-                texts[name] = shown(page)
+                texts[name] = seen
         finally:
             browser.close()
     return texts
 
 
 def shown(page) -> str:
-    """The page's text with that of the frames it shows Markdown in (a frame each)."""
-    return "\n".join(frame.inner_text("body") for frame in page.frames)
+    """The page's text with that of the frames it shows Markdown in (a frame each). The Web UI replaces a frame as
+    it renders the details again (it polls the workflow): one detached while it was read is left out of this look,
+    and the next look reads its successor."""
+    from playwright.sync_api import Error
+
+    texts = []
+    for frame in page.frames:
+        try:
+            texts.append(frame.inner_text("body", timeout=5_000))
+        except Error as e:
+            if not frame.is_detached() and "detached" not in str(e):
+                raise
+    return "\n".join(texts)
 
 
 async def test_the_web_ui_shows_a_running_migration_its_move_and_the_coordinator_as_they_are_now(
