@@ -178,9 +178,7 @@ class MigrationActivities:
             if o.error is None and o.final is not None and o.final != o.original
         ]
         wanted = {(p.topic, p.partition) for p in [*req.partitions, *saved]}
-        states = [
-            s for s in self.admin.describe_topics(sorted({t for t, _ in wanted})) if (s.topic, s.partition) in wanted
-        ]
+        states = self.admin.describe_topics(sorted({t for t, _ in wanted}), only=wanted)
         off = [s for s in states if s.replicas and s.leader != s.replicas[0] and s.replicas[0] in s.isr]
         elected = 0
         for i in range(0, len(off), req.batch):
@@ -188,8 +186,10 @@ class MigrationActivities:
             batch = [TopicPartition(topic=s.topic, partition=s.partition) for s in off[i : i + req.batch]]
             self.admin.elect_preferred_leaders(batch)
             deadline = time.monotonic() + 30
+            keys = {(p.topic, p.partition) for p in batch}
             while True:
-                now = {(s.topic, s.partition): s for s in self.admin.describe_topics(sorted({p.topic for p in batch}))}
+                shown = self.admin.describe_topics(sorted({t for t, _ in keys}), only=keys)
+                now = {(s.topic, s.partition): s for s in shown}
                 led = [
                     p for p in batch if now[(p.topic, p.partition)].leader == now[(p.topic, p.partition)].replicas[0]
                 ]
@@ -198,12 +198,8 @@ class MigrationActivities:
                 activity.heartbeat(i)
                 time.sleep(0.25)
             elected += len(led)
-        after = self.admin.describe_topics(sorted({t for t, _ in wanted}))
-        not_preferred = [
-            f"{s.topic}-{s.partition}"
-            for s in after
-            if (s.topic, s.partition) in wanted and s.replicas and s.leader != s.replicas[0]
-        ]
+        after = self.admin.describe_topics(sorted({t for t, _ in wanted}), only=wanted)
+        not_preferred = [f"{s.topic}-{s.partition}" for s in after if s.replicas and s.leader != s.replicas[0]]
         return LeaderElectionResult(elected=elected, not_preferred=not_preferred)
 
     @activity.defn(name="verify")

@@ -127,7 +127,7 @@ class KafkaObserver:
                         described += self._admin.describe_topics([topic], only=keys)
                     except KafkaAdminError as e:
                         look.topic_errors[topic] = e
-            look.states = {(s.topic, s.partition): s for s in described if (s.topic, s.partition) in keys}
+            look.states = {(s.topic, s.partition): s for s in described}
         except Exception as e:  # every waiting step sees the failure and handles it as its own call's
             look.error = e
         self.looks += 1
