@@ -514,12 +514,18 @@ async def test_a_broker_holding_and_leading_internal_topics_leaves_none_of_them_
 async def test_bad_requests_change_nothing(five):
     topic = f"rf3-{uuid.uuid4().hex[:4]}"
     five.admin.create_topic(topic, [[1, 2, 5], [5, 3, 4]])
-    # The snapshot waits until the metadata shows the new topic: one taken before lacked its two partitions, which the
-    # snapshot after the bad requests then had, though no request had touched them.
-    await asyncio.to_thread(
-        wait_until, lambda: {(topic, 0), (topic, 1)} <= five.assignment().keys(), 30, 0.2, f"topic {topic} in metadata"
-    )
-    before, cordons = five.assignment(), five.cordons()
+    # Each snapshot is a read whose metadata shows the new topic. Brokers learn of a topic at different moments, and
+    # each read may ask another broker: a read taken just after one that showed the topic lacked its two partitions,
+    # though no request had touched them.
+
+    def snapshot() -> dict[tuple[str, int], list[int]]:
+        def read():
+            seen = five.assignment()
+            return seen if {(topic, 0), (topic, 1)} <= seen.keys() else None
+
+        return wait_until(read, 30, 0.2, f"topic {topic} in metadata")
+
+    before, cordons = await asyncio.to_thread(snapshot), five.cordons()
     cases = {
         ("--brokers", "9"): "no broker 9 in the cluster",
         ("--brokers", "1,2,3,4,5"): "every broker of the cluster is named",
@@ -532,7 +538,7 @@ async def test_bad_requests_change_nothing(five):
         assert "Traceback" not in err and [ln for ln in err.splitlines() if ln.startswith("error:")] == [
             err.strip().splitlines()[-1]
         ], err
-    assert five.assignment() == before and five.cordons() == cordons
+    assert await asyncio.to_thread(snapshot) == before and five.cordons() == cordons
     # A broker another running flow has.
     await asyncio.to_thread(five.loaded_topic, f"busy-{uuid.uuid4().hex[:4]}", [[5, 1], [5, 2]], 1500)
     code, out, err = await five.drover(
