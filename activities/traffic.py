@@ -5,7 +5,7 @@ produce latency from the same metrics (``drover.adapters.broker_latency``), whic
 
 from temporalio import activity
 
-from drover.adapters.broker_latency import NO_METRICS, produce_latency, with_requests
+from drover.adapters.broker_latency import NO_METRICS, latency_after, produce_latency
 from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
 from drover.adapters.kafka_port import KafkaPort
 from drover.models.band import TrafficReading, TrafficRequest
@@ -28,17 +28,17 @@ class TrafficActivities:
         if not self.broker_metrics:
             found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
             return TrafficReading(source=LOG_GROWTH, brokers=found.brokers, latency_off=NO_METRICS)
-        # The brokers' own pages count the produce requests over the window (a Prometheus server's samples are too
-        # far apart for it).
-        pages = prometheus_server(self.broker_metrics) is None
-        counted = req.brokers or (self.admin.describe_cluster().broker_ids if pages else [])
-        before = produce_latency(self.broker_metrics, counted) if pages else {}
         try:
             found = traffic_from(self.admin, self.broker_metrics, req.window_s, req.brokers, activity.heartbeat)
-            source = SOURCES[found.source]
+            source, before = SOURCES[found.source], {}
         except BrokerMetricsError as e:
             activity.logger.warning("broker traffic from log growth: %s", e)
+            # The brokers' pages that answer still count the produce requests over the log growth's window (a
+            # Prometheus server's samples are too far apart for it).
+            pages = prometheus_server(self.broker_metrics) is None
+            counted = req.brokers or (self.admin.describe_cluster().broker_ids if pages else [])
+            before = produce_latency(self.broker_metrics, counted) if pages else {}
             found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
             source = f"{LOG_GROWTH}, as {e}"
-        latency = with_requests(before, produce_latency(self.broker_metrics, sorted({*req.brokers, *found.brokers})))
+        latency = latency_after(self.broker_metrics, found, sorted({*req.brokers, *found.brokers}), before)
         return TrafficReading(source=source, brokers=found.brokers, latency=latency)

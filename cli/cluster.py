@@ -226,7 +226,7 @@ def traffic(
     window), else from the growth of every partition's log through the Admin API (which cannot tell bytes out to
     consumers). Beside it, the clients' produce latency (the 99th percentile Kafka keeps of produce requests, and
     the request queue's size) where the brokers' metrics serve it; the Admin API has none."""
-    from drover.adapters.broker_latency import produce_latency
+    from drover.adapters.broker_latency import latency_after
     from drover.adapters.broker_metrics import BrokerMetricsError, traffic_from
 
     settings: Settings = ctx.obj
@@ -243,7 +243,7 @@ def traffic(
     finally:
         admin.close()
     keys = ("bytes_in", "bytes_out", "replication_in", "replication_out")
-    latency = produce_latency(settings.broker_metrics, sorted(found.brokers))
+    latency = latency_after(settings.broker_metrics, found, sorted(found.brokers))
 
     def shown(rates: dict[str, float], key: str) -> str:
         return f"{human_bytes(rates[key])}/s" if key in rates else "-"

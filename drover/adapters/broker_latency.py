@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from drover.adapters.broker_metrics import BrokerMetricsError, ask_prometheus, read_page
+from drover.adapters.broker_metrics import BrokerMetricsError, Traffic, ask_prometheus, read_page
 from drover.models.band import ProduceLatency
 from drover.settings import broker_metrics_urls, prometheus_server
 
@@ -55,15 +55,37 @@ def produce_latency(spec: str | None, brokers: Sequence[int], timeout_s: float =
     return {b: _from_url(urls[b], timeout_s) if b in urls else _unnamed(b) for b in brokers}
 
 
+def latency_after(
+    spec: str | None, traffic: Traffic, brokers: Sequence[int], before: dict[int, ProduceLatency] | None = None
+) -> dict[int, ProduceLatency]:
+    """Each of ``brokers``' produce latency at the end of ``traffic``'s window, with the produce requests answered
+    since: parsed from the two pages the traffic read where it read the broker's page (no page is read again), else
+    read now (with the requests since ``before``, a reading at the window's start, where it has the broker)."""
+    urls = broker_metrics_urls(spec, list(traffic.pages)) if spec and traffic.pages else {}
+    paged = [b for b in brokers if b in traffic.pages and b in urls]
+    first = {b: _from_text(urls[b], traffic.pages[b][0]) for b in paged}
+    found = with_requests(first, {b: _from_text(urls[b], traffic.pages[b][1]) for b in paged})
+    rest = [b for b in brokers if b not in found]
+    if rest:
+        found |= with_requests(before or {}, produce_latency(spec, rest))
+    return found
+
+
 def _unnamed(broker: int) -> ProduceLatency:
     return ProduceLatency(missing=f"DROVER_BROKER_METRICS names no page of broker {broker}")
 
 
 def _from_url(url: str, timeout_s: float) -> ProduceLatency:
     try:
-        found = _from_page(read_page(url, timeout_s))
+        text = read_page(url, timeout_s)
     except BrokerMetricsError as e:
         return ProduceLatency(missing=str(e))
+    return _from_text(url, text)
+
+
+def _from_text(url: str, text: str) -> ProduceLatency:
+    try:
+        found = _from_page(text)
     except ValueError as e:
         return ProduceLatency(missing=f"broker metrics at {url}: not a Prometheus page: {e}")
     return _reading(found, f"broker metrics at {url}: no {TOTAL} of produce requests on the page")

@@ -9,7 +9,7 @@ import time
 import urllib.parse
 import urllib.request
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -45,10 +45,12 @@ class BrokerMetricsError(Exception):
 
 @dataclass(frozen=True)
 class TrafficSample:
-    """A broker's byte counters (COUNTERS' keys) at a moment (``at``, time.monotonic())."""
+    """A broker's byte counters (COUNTERS' keys) at a moment (``at``, time.monotonic()), and the page they were read
+    from (``text``: other readings of the same moment, the produce latency, parse it rather than read it again)."""
 
     at: float
     counters: dict[str, float]
+    text: str = field(default="", repr=False, compare=False)
 
 
 def parse(text: str) -> dict[str, float]:
@@ -79,7 +81,7 @@ def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
         raise BrokerMetricsError(f"broker metrics at {url}: not a Prometheus page: {e}") from None
     if not counters:
         raise BrokerMetricsError(f"broker metrics at {url}: no Kafka BrokerTopicMetrics byte counters on the page")
-    return TrafficSample(at=time.monotonic(), counters=counters)
+    return TrafficSample(at=time.monotonic(), counters=counters, text=text)
 
 
 def rates(before: TrafficSample, after: TrafficSample) -> dict[str, float]:
@@ -180,10 +182,11 @@ def ask_prometheus(server: PrometheusServer, promql: str, timeout_s: float) -> l
 class Traffic:
     """Each broker's bytes per second over a window (COUNTERS' keys; one a source cannot tell is missing), and the
     source: "metrics" (the brokers' JMX exporter pages), "prometheus" (a Prometheus server's latest rates) or "log
-    growth" (the Admin API)."""
+    growth" (the Admin API). From the pages, each broker's page as read at the window's start and end (``pages``)."""
 
     source: str
     brokers: dict[int, dict[str, float]]
+    pages: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)
 
 
 def traffic_from(
@@ -219,7 +222,12 @@ def traffic_of(
     if urls:
         before = {b: scrape(url) for b, url in sorted(urls.items())}
         _wait(window_s, tick)
-        return Traffic("metrics", {b: rates(before[b], scrape(url)) for b, url in sorted(urls.items())})
+        after = {b: scrape(url) for b, url in sorted(urls.items())}
+        return Traffic(
+            "metrics",
+            {b: rates(before[b], after[b]) for b in after},
+            pages={b: (before[b].text, after[b].text) for b in after},
+        )
     return Traffic("log growth", _from_log_growth(admin, window_s, tick))
 
 
