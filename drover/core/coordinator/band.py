@@ -187,9 +187,9 @@ class ThrottleBand(BaseModel):
         if reading is not None and reading.requests == 0 and p99 is not None:
             # No produce request came in: Kafka's percentiles are of old ones, and no client waits on this broker.
             p99 = 0.0
-        band.target_ms = self.settings.latency_max.of(band.quiet_ms)
         if p99 is None:
             # One reading missed holds the rates, unless the broker was never read: it is not taken for quiet.
+            band.target_ms = self.settings.latency_max.of(band.quiet_ms)
             band.stale = (was.stale if was is not None else 0) + 1
             if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
                 return ""
