@@ -25,6 +25,8 @@ QUEUE_SIZE = "kafka_network_requestchannel_requestqueuesize"
 # reading is of old requests (Kafka's percentiles keep their last samples while no request comes).
 COUNT = "kafka_server_brokertopicmetrics_totalproducerequestspersec_total"
 P99 = {"request": "Produce", "quantile": "0.99"}
+# How many produce requests a Prometheus server's samples of COUNT show over FRESH (a key of a reading's own).
+REQUESTS = "requests"
 # How recent a Prometheus server's latest sample must be to count: the exporter is scraped every 15-30 s.
 FRESH = "1m"
 NO_METRICS = "no broker metrics (DROVER_BROKER_METRICS): Kafka's Admin API has no latency"
@@ -46,9 +48,14 @@ def produce_latency(spec: str | None, brokers: Sequence[int], timeout_s: float =
             return {b: ProduceLatency(missing=str(e)) for b in brokers}
         for one in series:
             labels, values = one.get("metric", {}), one.get("values", [])
-            broker = labels.get(server.label, "")
+            broker, name = labels.get(server.label, ""), labels.get("__name__", "")
             if broker.isdigit() and values:
-                _keep(found.setdefault(int(broker), {}), labels.get("__name__", ""), labels, float(values[-1][1]))
+                kept = found.setdefault(int(broker), {})
+                _keep(kept, name, labels, float(values[-1][1]))
+                grew = float(values[-1][1]) - float(values[0][1])
+                if name == COUNT and "topic" not in labels and len(values) > 1 and grew >= 0:
+                    # The produce requests answered over the range (a count gone down: the broker restarted).
+                    kept[REQUESTS] = grew
         where = f"Prometheus at {server.url} has no produce latency of this broker within the last {FRESH}"
         return {b: _reading(found.get(b, {}), where) for b in brokers}
     urls = broker_metrics_urls(spec, brokers)
@@ -120,6 +127,7 @@ def _reading(found: dict[str, float], why_missing: str) -> ProduceLatency:
         queue_p99_ms=found.get(QUEUE_TIME),
         request_queue=found.get(QUEUE_SIZE),
         count=found.get(COUNT),
+        requests=found.get(REQUESTS),
     )
 
 

@@ -61,15 +61,26 @@ def test_a_prometheus_servers_latest_samples_and_a_broker_it_has_none_of_lately(
                 series("kafka_network_requestmetrics_totaltimems", "1", [900.0], request="Fetch", quantile="0.99"),
                 series("kafka_network_requestmetrics_requestqueuetimems", "1", [1.0, 2.0], **p99),
                 series("kafka_network_requestchannel_requestqueuesize", "1", [0.0, 7.0]),
+                # Its produce requests over the range, the broker's (not a topic's): 40 answered.
+                series("kafka_server_brokertopicmetrics_totalproducerequestspersec_total", "1", [200.0, 240.0]),
+                series("kafka_server_brokertopicmetrics_totalproducerequestspersec_total", "1", [5.0, 9.0], topic="a"),
                 # Broker 2 has only its queue size: no latency, so no reading.
                 series("kafka_network_requestchannel_requestqueuesize", "2", [1.0]),
+                # Broker 3 answered no produce request over the range: its p99 is of old ones.
+                series("kafka_network_requestmetrics_totaltimems", "3", [36.2, 36.2], **p99),
+                series("kafka_server_brokertopicmetrics_totalproducerequestspersec_total", "3", [77.0, 77.0]),
+                # Broker 4 restarted within the range: its count went down, so how many it answered is not known.
+                series("kafka_network_requestmetrics_totaltimems", "4", [8.0], **p99),
+                series("kafka_server_brokertopicmetrics_totalproducerequestspersec_total", "4", [900.0, 12.0]),
             ],
         },
     }
     (tmp_path / "api" / "v1").mkdir(parents=True)
     (tmp_path / "api" / "v1" / "query").write_text(json.dumps(answer))
-    found = produce_latency(f"prometheus:{pages}", [1, 2])
-    assert found[1] == ProduceLatency(p99_ms=30.0, queue_p99_ms=2.0, request_queue=7.0)
+    found = produce_latency(f"prometheus:{pages}", [1, 2, 3, 4])
+    assert found[1] == ProduceLatency(p99_ms=30.0, queue_p99_ms=2.0, request_queue=7.0, count=240.0, requests=40.0)
+    assert found[3] == ProduceLatency(p99_ms=36.2, count=77.0, requests=0.0)
+    assert found[4] == ProduceLatency(p99_ms=8.0, count=12.0)
     assert found[2] == ProduceLatency(
         missing=f"Prometheus at {pages} has no produce latency of this broker within the last 1m"
     )
