@@ -1,8 +1,8 @@
 # Drover: `make demo` runs a real migration step by step on the local stack; `make test` runs the lint, format and
 # type checks (`make lint`), the wheel as a user installs it (`make package`) and then the test suite. They install
 # what they need first: a virtual environment in .venv (pip, the exact versions of requirements.lock), Kafka jars from
-# Maven Central on first use (into .cache/), and for the tests the docker-compose checker, Chromium and Prometheus
-# (Debian packages).
+# Maven Central on first use (into .cache/), and for the tests the docker-compose checker, Chromium, Prometheus and
+# PostgreSQL (Debian packages); the test on Temporal server builds it from its Go module into .cache/ (Go needed).
 
 PYTHON ?= python3.11
 VENV := .venv
@@ -10,14 +10,14 @@ STAMP := $(VENV)/.installed
 DROVER := $(VENV)/bin/drover
 PYTEST_ARGS ?=
 
-.PHONY: demo test lint install lock package docker-compose chromium prometheus stack-down clean
+.PHONY: demo test lint install lock package docker-compose chromium prometheus postgresql stack-down clean
 
 demo: $(STAMP)
 	$(DROVER) sandbox up
 	$(DROVER) demo
 
 # The tests on the real stack and the rest run side by side (tests/run); PYTEST_ARGS runs one pytest with them.
-test: lint package docker-compose chromium prometheus
+test: lint package docker-compose chromium prometheus postgresql
 	tests/run $(PYTEST_ARGS)
 
 # Lint, format and type check (configured in pyproject.toml); `make test` and CI run it first.
@@ -73,6 +73,15 @@ prometheus:
 		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null 2>&1 || \
 		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q --no-install-recommends prometheus >/dev/null; }; }
+
+# PostgreSQL (Debian package) holds the data of the Temporal server the production-shaped test runs (`drover sandbox
+# up --temporal server`); the test builds the server itself from its Go module.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/postgres >/dev/null 2>&1 || command -v postgres >/dev/null || { \
+		echo "installing postgresql (Debian package) for the test on Temporal server"; \
+		SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get install -y -q --no-install-recommends postgresql >/dev/null 2>&1 || \
+		{ $$SUDO apt-get update -q >/dev/null && $$SUDO apt-get install -y -q --no-install-recommends postgresql >/dev/null; }; }
 
 stack-down:
 	$(DROVER) sandbox down

@@ -21,8 +21,9 @@ app = typer.Typer(
 )
 
 
-def _sandbox(brokers: int | None = None, racks: int | None = None) -> Sandbox:
-    overrides: dict[str, typing.Any] = {k: v for k, v in {"brokers": brokers, "racks": racks}.items() if v is not None}
+def _sandbox(brokers: int | None = None, racks: int | None = None, temporal: str | None = None) -> Sandbox:
+    given = {"brokers": brokers, "racks": racks, "temporal": temporal}
+    overrides: dict[str, typing.Any] = {k: v for k, v in given.items() if v is not None}
     try:
         return Sandbox(SandboxSettings(**overrides))
     except ValidationError as e:
@@ -39,7 +40,8 @@ def show_status(out: Output, status: SandboxStatus) -> None:
         rows.append([node.name + controller, node.rack, node.address, alive, node.pid])
     out.table("Drover sandbox", ["node", "rack", "address", "state", "pid"], rows)
     out.show(f"Kafka bootstrap: {status.bootstrap}")
-    out.show(f"Temporal: {status.temporal_address}   Web UI: {status.ui_url}")
+    ui = status.ui_url or "none (Temporal server serves none; the temporal CLI reads its workflows)"
+    out.show(f"Temporal: {status.temporal_address}   Web UI: {ui}")
     out.data(status)
 
 
@@ -51,13 +53,24 @@ def up(
     racks: int = typer.Option(
         None, "--racks", min=1, max=20, help="Racks to spread them over [env: DROVER_SANDBOX_RACKS; default 2]"
     ),
+    temporal: str = typer.Option(
+        None,
+        "--temporal",
+        metavar="dev|server",
+        help="dev: Temporal's dev server, one process on a SQLite file, with its Web UI (the default). server: "
+        "Temporal server as operators run it, built once from its Go module (several minutes; needs Go) with "
+        "PostgreSQL (the machine's) for persistence and visibility, on ports from port_base+150; no Web UI "
+        "[env: DROVER_SANDBOX_TEMPORAL]",
+    ),
     worker: bool = typer.Option(True, "--worker/--no-worker", help="Also start the Drover worker"),
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout"),
 ) -> None:
     """Start the stack (or what is missing of it) and wait until every broker is registered and Temporal answers.
     Kafka jars are resolved with Maven on first use into .cache/."""
     out = Output(as_json)
-    sandbox = _sandbox(brokers, racks)
+    if temporal not in (None, "dev", "server"):
+        raise DroverError(f"--temporal: {temporal!r} is neither dev nor server", exit_code=2)
+    sandbox = _sandbox(brokers, racks, temporal)
     status = sandbox.up(worker=worker, say=out.info)
     show_status(out, status)
     if worker:

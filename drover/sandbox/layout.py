@@ -16,6 +16,8 @@ class Layout(BaseModel):
     racks: int
     port_base: int
     kafka_version: str
+    # The dev server, or Temporal server with PostgreSQL (layouts written by earlier versions: the dev server).
+    temporal: str = "dev"
     # Not in layouts written by earlier versions.
     temporal_port: int | None = None
     ui_port: int | None = None

@@ -32,7 +32,14 @@ class ProcessTable:
     def log_path(self, name: str) -> Path:
         return self.log_dir / f"{name}.log"
 
-    def start(self, name: str, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> int:
+    def start(
+        self,
+        name: str,
+        argv: list[str],
+        env: dict[str, str] | None = None,
+        cwd: Path | None = None,
+        user: str | None = None,
+    ) -> int:
         self.pid_dir.mkdir(parents=True, exist_ok=True)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         with open(self.log_path(name), "ab") as out:
@@ -45,6 +52,7 @@ class ProcessTable:
                 env=env,
                 cwd=cwd,
                 start_new_session=True,
+                user=user,
             )
         (self.pid_dir / f"{name}.pid").write_text(json.dumps({"pid": proc.pid, "start": _start_time(proc.pid)}))
         return proc.pid

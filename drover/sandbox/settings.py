@@ -1,6 +1,7 @@
 """The local sandbox's settings (DROVER_SANDBOX_*) and its error: what the CLI needs without starting anything."""
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -23,6 +24,11 @@ class SandboxSettings(BaseSettings):
     brokers: int = Field(4, ge=1, le=20, description="Number of brokers")
     racks: int = Field(2, ge=1, le=20, description="Number of racks the brokers are spread over")
     port_base: int = Field(19092, ge=1024, le=65000, description="Broker N listens on port_base+N-1")
+    temporal: Literal["dev", "server"] = Field(
+        "dev",
+        description="Temporal to run: the dev server (one process, SQLite), or Temporal server built from its Go "
+        "module with PostgreSQL for persistence and visibility (ports from port_base+150)",
+    )
     temporal_port: int = Field(7233, description="Temporal frontend port")
     ui_port: int = Field(8233, description="Temporal Web UI port")
     metrics_port: int = Field(0, ge=0, le=65535, description="The worker's Prometheus metrics port (0: port_base+110)")
@@ -44,6 +50,17 @@ class SandboxSettings(BaseSettings):
         return self.port_base + 100
 
     @property
+    def postgres_port(self) -> int:
+        """PostgreSQL of Temporal server (``temporal`` "server"): port_base+150."""
+        return self.port_base + 150
+
+    def temporal_server_ports(self) -> dict[str, int]:
+        """Temporal server's own ports beside its frontend's: port_base+151 on."""
+        names = ["history", "matching", "worker", "frontend_http"]
+        names += [f"{n}_membership" for n in ("frontend", "history", "matching", "worker")]
+        return {name: self.port_base + 151 + i for i, name in enumerate(names)}
+
+    @property
     def temporal_address(self) -> str:
         return f"127.0.0.1:{self.temporal_port}"
 
@@ -61,10 +78,12 @@ class SandboxSettings(BaseSettings):
 
     def client_env(self) -> dict[str, str]:
         """The settings that point Drover's CLI and worker at this sandbox (``drover sandbox env``)."""
+        # Temporal server serves no Web UI.
+        ui = {"DROVER_TEMPORAL_UI_URL": self.ui_url} if self.temporal == "dev" else {}
         return {
             "DROVER_KAFKA_BOOTSTRAP": self.bootstrap,
             "DROVER_TEMPORAL_ADDRESS": self.temporal_address,
-            "DROVER_TEMPORAL_UI_URL": self.ui_url,
+            **ui,
             # The `temporal` CLI's own setting, so it reaches this sandbox's Temporal too.
             "TEMPORAL_ADDRESS": self.temporal_address,
             "DROVER_BROKER_METRICS": ",".join(f"{i}={self.broker_metrics_url(i)}" for i in range(1, self.brokers + 1)),

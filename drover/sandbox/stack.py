@@ -24,6 +24,7 @@ from drover.sandbox.kafka_nodes import (
 from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, recorded_layout
 from drover.sandbox.processes import ProcessTable
 from drover.sandbox.settings import HOME, SandboxError, SandboxSettings
+from drover.sandbox.temporal_server import TemporalServer
 
 # The dev server's SQLite file in write-ahead-log mode, synced at checkpoints rather than at every commit: it survives
 # the server's restart (what the sandbox needs) and starts child workflows about 3.4 times as fast (empty children in
@@ -43,6 +44,8 @@ class Sandbox:
         self.s = given if recorded is None else recorded.settings(given)
         self.procs = ProcessTable(self.state / "pids", self.state / "logs")
         self.temporal_binary = temporal_binary or find_temporal()
+        # Temporal server with its PostgreSQL instead of the dev server (``temporal`` "server").
+        self.server = TemporalServer(self.s, self.state, self.procs) if self.s.temporal == "server" else None
 
     # -- names -------------------------------------------------------------------------------------------------
 
@@ -63,13 +66,15 @@ class Sandbox:
         return self.s.cache_dir.resolve() / "jmx-exporter" / "libs"
 
     def up(self, worker: bool = True, say=lambda msg: None) -> SandboxStatus:
-        wanted = [*self.kafka_names(), "temporal", *(["worker"] if worker else [])]
+        wanted = [*self.kafka_names(), *self._temporal_names(), *(["worker"] if worker else [])]
         if all(self.procs.pid(n) for n in wanted):
             say("the sandbox is already running")
             return self.wait_ready()
         java = check_java()
         self.resolve_jars(say)
         agent = jmx_agent(maven_libs(JMX_POM, self.agent_libs, self.s.cache_dir, "the JMX exporter agent", say=say))
+        if self.server is not None:
+            self.server.build(say)
         self._check_ports()
         layout = self._layout()
         self._write_configs(layout)
@@ -81,10 +86,16 @@ class Sandbox:
                 if not self.procs.pid(name):
                     self.procs.start(name, java_argv(self.s, self.state, self.libs, java, name, agent))
                     launched.append(name)
+            if self.server is not None and not self.procs.pid("postgres"):
+                launched.append("postgres")
+                self.server.start_postgres()
+                self.server.setup_schema(say)
             if not self.procs.pid("temporal"):
-                self.procs.start("temporal", self._temporal_argv())
+                self.procs.start("temporal", self.server.argv() if self.server else self._temporal_argv())
                 launched.append("temporal")
             status = self.wait_ready()
+            if self.server is not None:
+                self.server.ensure_namespace(self.temporal_binary, say)
             if worker and not self.procs.pid("worker"):
                 self.procs.log_path("worker").unlink(missing_ok=True)
                 self.procs.start("worker", WORKER_ARGV, env=self.worker_env(), cwd=HOME)
@@ -97,6 +108,9 @@ class Sandbox:
             raise SandboxError(f"{e}; stopped what had started" if launched else str(e)) from None
         say(f"ready in {time.monotonic() - started:.1f} s")
         return status
+
+    def _temporal_names(self) -> list[str]:
+        return ["temporal", "postgres"] if self.server is not None else ["temporal"]
 
     def worker_env(self) -> dict[str, str]:
         return os.environ | self.s.client_env() | {"DROVER_METRICS_PORT": str(self.s.worker_metrics_port)}
@@ -111,8 +125,8 @@ class Sandbox:
         path = self.state / "layout.json"
         if path.exists():
             layout = Layout.model_validate_json(path.read_text())
-            asked = (self.s.brokers, self.s.racks, self.s.port_base, self.s.kafka_version)
-            made = (layout.brokers, layout.racks, layout.port_base, layout.kafka_version)
+            asked = (self.s.brokers, self.s.racks, self.s.port_base, self.s.kafka_version, self.s.temporal)
+            made = (layout.brokers, layout.racks, layout.port_base, layout.kafka_version, layout.temporal)
             if layout.cluster_id.startswith("-") and not any(self._formatted(n) for n in self.kafka_names()):
                 # Written by an earlier version that could draw such an ID, which kafka-storage reads as an option.
                 layout = layout.model_copy(update={"cluster_id": new_cluster_id()})
@@ -120,9 +134,9 @@ class Sandbox:
             if asked != made:
                 raise SandboxError(
                     f"the sandbox in {self.state} was made with {layout.brokers} brokers, {layout.racks} racks, "
-                    f"ports from {layout.port_base}, Kafka {layout.kafka_version}; run 'drover sandbox down --wipe' "
-                    f"to start over with {self.s.brokers} brokers, {self.s.racks} racks, ports from "
-                    f"{self.s.port_base}, Kafka {self.s.kafka_version}"
+                    f"ports from {layout.port_base}, Kafka {layout.kafka_version}, Temporal {layout.temporal}; run "
+                    f"'drover sandbox down --wipe' to start over with {self.s.brokers} brokers, {self.s.racks} racks, "
+                    f"ports from {self.s.port_base}, Kafka {self.s.kafka_version}, Temporal {self.s.temporal}"
                 )
             ports = self._started_ports()
             if layout.model_dump(include=set(ports)) != ports:
@@ -135,6 +149,7 @@ class Sandbox:
             racks=self.s.racks,
             port_base=self.s.port_base,
             kafka_version=self.s.kafka_version,
+            temporal=self.s.temporal,
             **self._started_ports(),
         )
         self.state.mkdir(parents=True, exist_ok=True)
@@ -150,11 +165,15 @@ class Sandbox:
         ports |= {f"broker-{i} (metrics)": self.s.broker_metrics_port(i) for i in range(1, self.s.brokers + 1)}
         if self.s.sasl_password:
             ports |= {f"broker-{i} (SASL)": self.s.sasl_port(i) for i in range(1, self.s.brokers + 1)}
+        if self.server is not None:
+            ports |= {"postgres": self.s.postgres_port}
+            ports |= {f"temporal ({name})": port for name, port in self.s.temporal_server_ports().items()}
         return ports
 
     def _check_ports(self) -> None:
         for name, port in self._ports().items():
-            owner = "temporal" if name == "temporal UI" else name.removesuffix(" (SASL)").removesuffix(" (metrics)")
+            owner = name.split(" ")[0] if name.startswith("temporal") else name
+            owner = owner.removesuffix(" (SASL)").removesuffix(" (metrics)")
             if self.procs.pid(owner):
                 continue
             with socket.socket() as sock:
@@ -230,7 +249,7 @@ class Sandbox:
         """Wait until every broker is registered and Temporal answers; fail fast if a process dies."""
         deadline = time.monotonic() + self.s.start_timeout_s
         while True:
-            for name in [*self.kafka_names(), "temporal"]:
+            for name in [*self.kafka_names(), *self._temporal_names()]:
                 if not self.procs.pid(name):
                     raise SandboxError(f"{name} exited during start-up; {self._why(name)}")
             status = self.status()
@@ -312,20 +331,25 @@ class Sandbox:
                 )
             )
         nodes.append(NodeStatus(name="temporal", pid=self.procs.pid("temporal"), address=self.s.temporal_address))
+        if self.server is not None:
+            address = f"127.0.0.1:{self.s.postgres_port}"
+            nodes.append(NodeStatus(name="postgres", pid=self.procs.pid("postgres"), address=address))
         if self.procs.pid("worker") or (self.state / "pids" / "worker.pid").exists():
             nodes.append(NodeStatus(name="worker", pid=self.procs.pid("worker"), address="task queue drover"))
         return SandboxStatus(
             bootstrap=self.s.bootstrap,
             temporal_address=self.s.temporal_address,
-            ui_url=self.s.ui_url,
+            ui_url=self.s.ui_url if self.server is None else "",
             controller_id=controller_id,
             nodes=nodes,
         )
 
     def down(self, wipe: bool = False) -> list[str]:
-        stopped = self._stop_in_order(["worker", *self._all_broker_names(), "controller", "temporal"])
+        stopped = self._stop_in_order(["worker", *self._all_broker_names(), "controller", "temporal", "postgres"])
         if wipe:
             shutil.rmtree(self.state, ignore_errors=True)
+            if self.server is not None:
+                self.server.wipe()
         return stopped
 
     def _stop_in_order(self, names: list[str], timeout_s: float = 30.0) -> list[str]:
@@ -334,6 +358,8 @@ class Sandbox:
         # Brokers before the controller: a broker's controlled shutdown needs the controller to answer.
         stopped += self.procs.stop(sorted(n for n in wanted if n.startswith("broker-")), timeout_s)
         stopped += self.procs.stop([n for n in ["controller", "temporal"] if n in wanted], timeout_s)
+        # Temporal server before its database.
+        stopped += self.procs.stop([n for n in ["postgres"] if n in wanted], timeout_s)
         return stopped
 
     def _all_broker_names(self) -> list[str]:
