@@ -11,6 +11,7 @@ import time
 import uuid
 from asyncio.subprocess import PIPE
 from datetime import UTC, datetime
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -514,16 +515,9 @@ async def test_a_broker_holding_and_leading_internal_topics_leaves_none_of_them_
 async def test_bad_requests_change_nothing(five):
     topic = f"rf3-{uuid.uuid4().hex[:4]}"
     five.admin.create_topic(topic, [[1, 2, 5], [5, 3, 4]])
-    # Each snapshot is a read whose metadata shows the new topic. Brokers learn of a topic at different moments, and
-    # each read may ask another broker: a read taken just after one that showed the topic lacked its two partitions,
-    # though no request had touched them.
 
     def snapshot() -> dict[tuple[str, int], list[int]]:
-        def read():
-            seen = five.assignment()
-            return seen if {(topic, 0), (topic, 1)} <= seen.keys() else None
-
-        return wait_until(read, 30, 0.2, f"topic {topic} in metadata")
+        return showing(five.assignment, lambda seen: seen, topic)
 
     before, cordons = await asyncio.to_thread(snapshot), five.cordons()
     cases = {
@@ -595,6 +589,18 @@ async def test_the_flow_survives_a_worker_kill_and_a_temporal_restart(five):
     assert code == 0, err
 
 
+def showing(read, assignment_of, topic: str):
+    """A read (``read()``) whose assignment (``assignment_of`` it) shows both partitions of ``topic``. Brokers learn of
+    a topic at different moments, and each read may ask another broker: a read taken just after one that showed the
+    topic lacked its two partitions, though nothing had touched them."""
+
+    def seen():
+        found = read()
+        return found if {(topic, 0), (topic, 1)} <= assignment_of(found).keys() else None
+
+    return wait_until(seen, 30, 0.2, f"topic {topic} in metadata")
+
+
 def cluster_state(admin: KafkaAdmin) -> tuple:
     """What a command could change on a Kafka cluster: every partition's replicas, every broker's and topic's config
     overrides, and the reassignments in flight."""
@@ -625,7 +631,8 @@ async def test_commands_that_reach_another_cluster_than_the_worker_serves_are_re
             "plan", "--bootstrap", stack.s.bootstrap, "--topics", topic, "--remove-brokers", "4", "--out", str(plan)
         )
         assert code == 0, err
-        before = await asyncio.to_thread(cluster_state, admin), await asyncio.to_thread(cluster_state, five.admin)
+        state = partial(showing, partial(cluster_state, admin), lambda found: found[0], topic)
+        before = await asyncio.to_thread(state), await asyncio.to_thread(cluster_state, five.admin)
         for args in (
             ("decommission", "--brokers", "4", "--reason", "wrong cluster"),
             ("demote", "--brokers", "4", "--reason", "wrong cluster"),
@@ -636,7 +643,7 @@ async def test_commands_that_reach_another_cluster_than_the_worker_serves_are_re
             assert code == 1 and "Traceback" not in err, (args, err)
             assert [ln for ln in err.splitlines() if ln.startswith("error:")] == [err.strip().splitlines()[-1]], err
             assert f"Kafka cluster ID {mine}" in err and f"Kafka cluster ID {served}" in err, (args, err)
-        after = await asyncio.to_thread(cluster_state, admin), await asyncio.to_thread(cluster_state, five.admin)
+        after = await asyncio.to_thread(state), await asyncio.to_thread(cluster_state, five.admin)
         assert after == before
     finally:
         await asyncio.to_thread(admin.delete_topics, [topic])
