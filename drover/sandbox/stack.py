@@ -86,13 +86,7 @@ class Sandbox:
                 if not self.procs.pid(name):
                     self.procs.start(name, java_argv(self.s, self.state, self.libs, java, name, agent))
                     launched.append(name)
-            if self.server is not None and not self.procs.pid("postgres"):
-                launched.append("postgres")
-                self.server.start_postgres()
-                self.server.setup_schema(say)
-            if not self.procs.pid("temporal"):
-                self.procs.start("temporal", self.server.argv() if self.server else self._temporal_argv())
-                launched.append("temporal")
+            self._start_temporal(launched, say)
             status = self.wait_ready()
             if self.server is not None:
                 self.server.ensure_namespace(self.temporal_binary, say)
@@ -108,6 +102,17 @@ class Sandbox:
             raise SandboxError(f"{e}; stopped what had started" if launched else str(e)) from None
         say(f"ready in {time.monotonic() - started:.1f} s")
         return status
+
+    def _start_temporal(self, launched: list[str], say) -> None:
+        """The dev server, or Temporal server once its PostgreSQL answers with Temporal's schemas."""
+        if self.server is not None:
+            if not self.procs.pid("postgres"):
+                launched.append("postgres")
+                self.server.start_postgres()
+            self.server.setup_schema(say)
+        if not self.procs.pid("temporal"):
+            self.procs.start("temporal", self.server.argv() if self.server else self._temporal_argv())
+            launched.append("temporal")
 
     def _temporal_names(self) -> list[str]:
         return ["temporal", "postgres"] if self.server is not None else ["temporal"]

@@ -86,7 +86,10 @@ class TemporalServer:
             text=True,
             cwd=partial,
         )
-        shutil.copytree(Path(found.stdout.strip()) / "schema" / "postgresql" / "v12", partial / "schema")
+        schemas = Path(found.stdout.strip()) / "schema" / "postgresql" / "v12"
+        if found.returncode != 0 or not schemas.is_dir():
+            raise SandboxError(f"the SQL schemas of {MODULE}@{VERSION} were not found in Go's module cache")
+        shutil.copytree(schemas, partial / "schema")
         shutil.rmtree(self.home, ignore_errors=True)
         partial.rename(self.home)
         say(f"Temporal server {VERSION} built in {time.monotonic() - began:.0f} s")
