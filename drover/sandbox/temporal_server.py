@@ -65,7 +65,8 @@ class TemporalServer:
         """The server and its SQL tool built from the Go module, with the module's SQL schemas beside them, once."""
         if self.binary.exists() and self.sql_tool.exists() and (self.home / "schema").exists():
             return
-        go = shutil.which("go")
+        # The go command on the PATH, else where Go's own archive installs it.
+        go = shutil.which("go") or next((g for g in ("/usr/local/go/bin/go",) if Path(g).exists()), None)
         if go is None:
             raise SandboxError("--temporal server builds Temporal server from its Go module: install Go 1.21 or later")
         say(f"building Temporal server {VERSION} from {MODULE} (once, into {self.home}; several minutes)")
