@@ -177,8 +177,8 @@ class Sandbox:
 
     def _check_ports(self) -> None:
         for name, port in self._ports().items():
-            owner = name.split(" ")[0] if name.startswith("temporal") else name
-            owner = owner.removesuffix(" (SASL)").removesuffix(" (metrics)")
+            # Its process: "broker-1 (SASL)" is broker-1's, "temporal UI" and "temporal (history)" are Temporal's.
+            owner = name.split(" ")[0]
             if self.procs.pid(owner):
                 continue
             with socket.socket() as sock:

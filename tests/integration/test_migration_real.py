@@ -261,13 +261,14 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
         assert await asyncio.to_thread(consume_all, real_settings, topic_name, p) == written[p]
 
 
-def cli_against(settings, task_queue: str):
-    """`drover` as a subprocess against the test stack and a test worker's task queue: (exit code, stdout, stderr)."""
+def cli_against(settings, task_queue: str, cluster: str = "clitest"):
+    """`drover` as a subprocess against the stack ``settings`` name and a test worker's task queue, naming the Kafka
+    cluster ``cluster``: (exit code, stdout, stderr)."""
     env = os.environ | {
         "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
         "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
         "DROVER_TASK_QUEUE": task_queue,
-        "DROVER_CLUSTER_NAME": "clitest",
+        "DROVER_CLUSTER_NAME": cluster,
     }
 
     async def drover_cli(*args: str) -> tuple[int, str, str]:

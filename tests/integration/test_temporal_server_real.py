@@ -9,7 +9,6 @@ import json
 import os
 import signal
 import uuid
-from asyncio.subprocess import PIPE
 
 import pytest
 from temporalio.api.operatorservice.v1 import ListSearchAttributesRequest
@@ -25,10 +24,11 @@ from drover.models.results import MigrationResult
 from drover.sandbox import Sandbox, SandboxSettings
 from drover.settings import Settings
 from drover.steps.throttle import FOLLOWER_RATE, FOLLOWER_REPLICAS, LEADER_RATE, LEADER_REPLICAS
-from tests.cli.test_cli import DROVER, ROOT
+from tests.cli.test_cli import ROOT
 from tests.conftest import end_coordinators, start_migration
 from tests.integration.helpers import consume_topic, produce, wait_until
 from tests.integration.test_faults_real import start_worker
+from tests.integration.test_migration_real import cli_against
 from tests.integration.test_system_real import SteadyProducer
 
 pytestmark = pytest.mark.integration
@@ -54,18 +54,6 @@ def server(tmp_path_factory):
     yield sandbox
     if not os.environ.get("DROVER_TEST_KEEP_STACK"):
         sandbox.down(wipe=True)
-
-
-async def drover(settings: Settings, *args: str) -> tuple[int, str, str]:
-    env = os.environ | {
-        "DROVER_TEMPORAL_ADDRESS": settings.temporal_address,
-        "DROVER_KAFKA_BOOTSTRAP": settings.kafka_bootstrap,
-        "DROVER_TASK_QUEUE": settings.task_queue,
-        "DROVER_CLUSTER_NAME": settings.cluster_name,
-    }
-    proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
-    out, err = await proc.communicate()
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 def left_on_kafka(admin: KafkaAdmin, topics: list[str]) -> list[str]:
@@ -106,6 +94,7 @@ async def test_a_migration_lives_through_the_server_and_its_database_restarting_
     producer = SteadyProducer(settings, topic, 100, partitions=PARTITIONS)
     worker = start_worker(settings, queue, tmp_path)
     client = await connect(settings)
+    drover = cli_against(settings, queue, cluster=settings.cluster_name)
     producer.start()
     try:
         migration = MigrationInput(
@@ -134,14 +123,12 @@ async def test_a_migration_lives_through_the_server_and_its_database_restarting_
             m.partition: m.replicas for m in plan
         }
         # A decommission of broker 4 through the command line, to the end.
-        code, out, err = await drover(
-            settings, "decommission", "--brokers", "4", "--reason", "retired", "--wait", "--json"
-        )
+        code, out, err = await drover("decommission", "--brokers", "4", "--reason", "retired", "--wait", "--json")
         assert code == 0, err
         flow = FlowResult.model_validate(json.loads(out))
         assert flow.phase == "done" and flow.safe_to_stop, flow
         assert not [s for s in admin.describe_topics([topic]) if 4 in s.replicas]
-        code, out, err = await drover(settings, "uncordon", "--brokers", "4", "--reason", "test over")
+        code, out, err = await drover("uncordon", "--brokers", "4", "--reason", "test over")
         assert code == 0, err
     finally:
         producer.stopped.set()
