@@ -9,7 +9,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from drover.activities.binding import wrong_cluster
+from drover.activities.binding import acl_problems, wrong_cluster
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaAdminError, KafkaPort
 from drover.adapters.live_cluster import read_for_plan
@@ -61,18 +61,25 @@ class FlowActivities:
         return busy
 
     def _check(self, req: CheckRequest, busy: dict[int, str]) -> CheckResult:
-        wrong = wrong_cluster(self.admin, req.cluster_id)
-        if wrong is not None:
-            # Nothing else is read: the rest would describe the other cluster.
-            return CheckResult(problems=[wrong], bytes_on_brokers=0, partitions_on_brokers=0)
+        refused = acl_problems(self.admin)
+        wrong = refused or [w for w in [wrong_cluster(self.admin, req.cluster_id)] if w]
+        if wrong:
+            # Nothing else is read: the rest would describe the other cluster, or be refused.
+            return CheckResult(problems=wrong, bytes_on_brokers=0, partitions_on_brokers=0)
         cluster = self.admin.describe_cluster()
-        states = self.admin.describe_topics()
         # Only the brokers the cluster has are asked (Kafka answers an unknown one with an error, the check names it).
         known = [b for b in req.brokers if b in set(cluster.broker_ids)]
+        # Every topic: one the principal may not describe is missing from Kafka's lists (of topics, and of the
+        # replicas in log dirs), and a flow that did not see it could call a broker empty that is not.
+        refused = acl_problems(self.admin, {"*", *self.admin.list_topics()})
+        if refused:
+            return CheckResult(problems=refused, bytes_on_brokers=0, partitions_on_brokers=0)
+        disks, replicas = self.admin.describe_usage(cluster.broker_ids)
+        states = self.admin.describe_topics()
         held: dict[int, int] = {}
-        for r in self.admin.describe_log_dirs(known) if known else []:
-            held[r.broker] = held.get(r.broker, 0) + r.size_bytes
-        disks = self.admin.describe_disks()
+        for r in replicas:
+            if r.broker in known:
+                held[r.broker] = held.get(r.broker, 0) + r.size_bytes
         facts = decommission.Facts(cluster=cluster, partitions=states, held=held, disks=disks, busy=busy)
         result = decommission.check(req.brokers, req.kind, req.disk_margin, facts)
         if req.cordon and req.kind != "undo-demote" and known:

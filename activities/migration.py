@@ -13,7 +13,7 @@ from pathlib import Path
 from temporalio import activity
 from temporalio.exceptions import ApplicationError
 
-from drover.activities.binding import wrong_cluster
+from drover.activities.binding import acl_problems, wrong_cluster
 from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
@@ -59,9 +59,10 @@ class MigrationActivities:
 
         The moves that change a list come back in the order they will run: inline, or for a plan passed by
         reference (or one above INLINE_MOVES) in the migration's folder, to be paged in."""
-        wrong = wrong_cluster(self.admin, req.cluster_id)
-        if wrong is not None:
-            raise _preflight_error([wrong])
+        refused = acl_problems(self.admin)
+        wrong = refused or [w for w in [wrong_cluster(self.admin, req.cluster_id)] if w]
+        if wrong:
+            raise _preflight_error(wrong)
         moves = req.moves
         if req.plan_ref is not None:
             try:
@@ -131,8 +132,11 @@ class MigrationActivities:
     ) -> tuple[list[MoveSpec], dict[str, int], set[tuple[str, int]]]:
         """Every problem the plan has on this cluster, or the moves as it will run them, the topics'
         min.insync.replicas and the partitions that are offline (no replica in sync)."""
-        alive = set(self.admin.describe_cluster().broker_ids)
         topics = sorted({m.topic for m in moves})
+        refused = acl_problems(self.admin, topics)
+        if refused:
+            raise _preflight_error(refused)
+        alive = set(self.admin.describe_cluster().broker_ids)
         known = set(self.admin.list_topics())
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics([t for t in topics if t in known])}
         ongoing = {(r.topic, r.partition) for r in self.admin.list_reassignments()}

@@ -25,6 +25,7 @@ from kafka.errors import KafkaError as KpKafkaError
 from kafka.errors import NodeNotReadyError as KpNodeNotReadyError
 from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
+from drover.adapters.kafka_acls import missing_acls
 from drover.adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
 from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
 from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
@@ -321,6 +322,9 @@ class KafkaAdmin:
 
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None:
         self._configs.alter(ResourceType.TOPIC, topic, set_, delete)
+
+    def missing_acls(self, topics: Iterable[str]) -> list[str]:
+        return missing_acls(self._ck, topics, self._timeout, self._wait)
 
     def _wait(self, future, what: str):
         self._reach()

@@ -86,6 +86,12 @@ class KafkaPort(Protocol):
 
     def alter_topic_config(self, topic: str, set_: Mapping[str, str], delete: Iterable[str] = ()) -> None: ...
 
+    def missing_acls(self, topics: Iterable[str]) -> list[str]:
+        """The ACLs Drover needs on the cluster and on ``topics`` that Kafka's authorizer does not grant its
+        principal, one line each naming the operation and the resource (none without an authorizer; topics that do
+        not exist are left to the caller)."""
+        ...
+
     def close(self) -> None:
         """Release the clients' connections."""
         ...

@@ -55,6 +55,8 @@ class InMemoryKafka:
         self.offsets: dict[tuple[str, int], tuple[int, int]] = {}
         # Called (outside the lock) before the call of that name with its arguments: a test slows or breaks a call.
         self.hooks: dict[str, Callable[..., None]] = {}
+        # What an authorizer would not grant Drover's principal (missing_acls' lines): none by default.
+        self.lacking: list[str] = []
         self._lock = threading.Lock()
         # A cluster of its own: each in-memory Kafka has its own cluster ID, so its own coordinator.
         self.cluster_id = f"memory-{uuid.uuid4().hex[:12]}"
@@ -63,6 +65,9 @@ class InMemoryKafka:
         hook = self.hooks.get(name)
         if hook is not None:
             hook(*args)
+
+    def missing_acls(self, topics) -> list[str]:
+        return list(self.lacking)
 
     def describe_cluster(self) -> ClusterDescription:
         return ClusterDescription(

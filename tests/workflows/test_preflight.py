@@ -111,3 +111,15 @@ async def test_a_migration_started_for_another_kafka_cluster_is_refused_naming_b
     assert "Kafka cluster ID another-cluster" in message and f"Kafka cluster ID {fake.cluster_id}" in message
     assert "nothing was changed" in message
     assert fake.replicas == before and fake.altered == [] and not any(fake.topic_configs.values())
+
+
+async def test_an_acl_the_principal_lacks_is_refused_before_anything_changes(local_env):
+    fake = cluster(4)
+    fake.lacking = ["ALTER on Cluster (steps and their undo)"]
+    with pytest.raises(WorkflowFailureError) as failure:
+        await run(local_env, fake, MigrationInput(cluster=name(), moves=spread_plan(fake)))
+    assert (
+        "the workers' Kafka principal lacks ALTER on Cluster (steps and their undo); grant it as docs/operations.md "
+        "shows" in failure.value.cause.message
+    )
+    assert fake.altered == [] and fake.topic_configs == {} and fake.broker_configs == {}
