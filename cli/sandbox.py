@@ -21,8 +21,10 @@ app = typer.Typer(
 )
 
 
-def _sandbox(brokers: int | None = None, racks: int | None = None, temporal: str | None = None) -> Sandbox:
-    given = {"brokers": brokers, "racks": racks, "temporal": temporal}
+def _sandbox(
+    brokers: int | None = None, racks: int | None = None, temporal: str | None = None, secure: bool | None = None
+) -> Sandbox:
+    given = {"brokers": brokers, "racks": racks, "temporal": temporal, "secure": secure}
     overrides: dict[str, typing.Any] = {k: v for k, v in given.items() if v is not None}
     try:
         return Sandbox(SandboxSettings(**overrides))
@@ -62,6 +64,14 @@ def up(
         "PostgreSQL (the machine's) for persistence and visibility, on ports from port_base+150; no Web UI "
         "[env: DROVER_SANDBOX_TEMPORAL]",
     ),
+    secure: bool = typer.Option(
+        None,
+        "--secure",
+        help="Kafka as production runs it: clients on SASL_SSL only, as SCRAM-SHA-512 users admin (a super user) "
+        "and drover; TLS certificates made at the first start; KRaft's StandardAuthorizer, refusing what no ACL "
+        "grants; user drover holds only the ACLs of docs/operations.md. The properties files of both users are in "
+        "the state folder's secure/, and `drover sandbox env` points drover at drover's [env: DROVER_SANDBOX_SECURE]",
+    ),
     worker: bool = typer.Option(True, "--worker/--no-worker", help="Also start the Drover worker"),
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout"),
 ) -> None:
@@ -70,13 +80,16 @@ def up(
     out = Output(as_json)
     if temporal not in (None, "dev", "server"):
         raise DroverError(f"--temporal: {temporal!r} is neither dev nor server", exit_code=2)
-    sandbox = _sandbox(brokers, racks, temporal)
+    sandbox = _sandbox(brokers, racks, temporal, secure)
     status = sandbox.up(worker=worker, say=out.info)
     show_status(out, status)
     if worker:
         out.info(f"worker metrics: {sandbox.s.metrics_url}")
     urls = [sandbox.s.broker_metrics_url(i) for i in range(1, sandbox.s.brokers + 1)]
     out.info(f"broker metrics (Prometheus' JMX exporter): {' '.join(urls)}")
+    if sandbox.s.secure:
+        where = sandbox.s.properties("admin").parent
+        out.info(f"Kafka is secured (SASL_SSL, ACLs): Kafka's tools take {where}/admin.properties (--command-config)")
     out.info('for drover in another shell (or `eval "$(drover sandbox env)"`):')
     for line in _exports(sandbox):
         out.info(f"  {line}")

@@ -8,6 +8,7 @@ import subprocess
 import uuid
 from pathlib import Path
 
+from drover.sandbox import secure
 from drover.sandbox.settings import SandboxError, SandboxSettings
 
 POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
@@ -59,7 +60,7 @@ def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: s
 
 def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dict[str, object]]:
     """Each Kafka node's server.properties: the controller, and every broker with its rack and listeners (a SASL one
-    too when the sandbox has a password)."""
+    too when the sandbox has a password; SASL_SSL alone, and an authorizer, when it is ``secure``)."""
     voters = f"{CONTROLLER_ID}@127.0.0.1:{s.controller_port}"
     common = {
         "controller.quorum.voters": voters,
@@ -74,11 +75,12 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
             "listeners": f"CONTROLLER://127.0.0.1:{s.controller_port}",
             "log.dirs": state / "data" / "controller",
         }
+        | (secure.controller_config(state) if s.secure else {})
     }
     internal_rf = min(3, brokers)
     for i in range(1, brokers + 1):
         listener = f"PLAINTEXT://127.0.0.1:{s.broker_port(i)}"
-        sasl = {}
+        sasl: dict[str, object] = {}
         if s.sasl_password:
             # A second listener for clients with credentials; brokers talk to each other in plain text.
             listener += f",SASL_PLAINTEXT://127.0.0.1:{s.sasl_port(i)}"
@@ -94,6 +96,9 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
                     "org.apache.kafka.common.security.scram.ScramLoginModule required;"
                 ),
             }
+        if s.secure:
+            sasl = secure.broker_config(state)
+            listener = secure.broker_listeners(s.broker_port(i), s.sasl_port(i))
         configs[f"broker-{i}"] = (
             common
             | sasl
@@ -103,7 +108,7 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
                 "broker.rack": s.rack(i),
                 "listeners": listener,
                 "advertised.listeners": listener,
-                "inter.broker.listener.name": "PLAINTEXT",
+                "inter.broker.listener.name": "BROKER" if s.secure else "PLAINTEXT",
                 "log.dirs": state / "data" / f"broker-{i}",
                 # Leader placement is Drover's to control.
                 "auto.leader.rebalance.enable": "false",

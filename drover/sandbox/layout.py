@@ -4,6 +4,7 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
+from drover.sandbox.kafka_nodes import new_cluster_id
 from drover.sandbox.settings import SandboxError, SandboxSettings
 
 
@@ -18,6 +19,8 @@ class Layout(BaseModel):
     kafka_version: str
     # The dev server, or Temporal server with PostgreSQL (layouts written by earlier versions: the dev server).
     temporal: str = "dev"
+    # SASL_SSL and an authorizer (layouts written by earlier versions: neither).
+    secure: bool = False
     # Not in layouts written by earlier versions.
     temporal_port: int | None = None
     ui_port: int | None = None
@@ -59,3 +62,36 @@ def recorded_layout(state: Path) -> Layout | None:
         return Layout.model_validate_json(path.read_text()) if path.exists() else None
     except ValueError:
         raise SandboxError(f"{path} is not a sandbox layout; run 'drover sandbox down --wipe'") from None
+
+
+def _made_with(brokers: int, racks: int, port_base: int, kafka_version: str, temporal: str, secure: bool) -> str:
+    return f"{brokers} brokers, {racks} racks, ports from {port_base}, Kafka {kafka_version}, Temporal {temporal}" + (
+        ", secured" if secure else ""
+    )
+
+
+def made_layout(state: Path, s: SandboxSettings, started_ports: dict[str, int], formatted: bool) -> Layout:
+    """The layout of the sandbox in ``state`` (recorded now if it is new), once it matches what ``s`` asks for;
+    ``formatted`` says whether any Kafka node's storage is formatted."""
+    path = state / "layout.json"
+    fields = ("brokers", "racks", "port_base", "kafka_version", "temporal", "secure")
+    if not path.exists():
+        layout = Layout(cluster_id=new_cluster_id(), **{f: getattr(s, f) for f in fields}, **started_ports)
+        state.mkdir(parents=True, exist_ok=True)
+        path.write_text(layout.model_dump_json(indent=2))
+        return layout
+    layout = Layout.model_validate_json(path.read_text())
+    asked, made = ({f: getattr(x, f) for f in fields} for x in (s, layout))
+    if layout.cluster_id.startswith("-") and not formatted:
+        # Written by an earlier version that could draw such an ID, which kafka-storage reads as an option.
+        layout = layout.model_copy(update={"cluster_id": new_cluster_id()})
+        path.write_text(layout.model_dump_json(indent=2))
+    if asked != made:
+        raise SandboxError(
+            f"the sandbox in {state} was made with {_made_with(**made)}; run 'drover sandbox down --wipe' to start "
+            f"over with {_made_with(**asked)}"
+        )
+    if layout.model_dump(include=set(started_ports)) != started_ports:
+        layout = layout.model_copy(update=started_ports)
+        path.write_text(layout.model_dump_json(indent=2))
+    return layout

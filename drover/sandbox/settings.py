@@ -35,6 +35,12 @@ class SandboxSettings(BaseSettings):
     broker_heap_mb: int = Field(384, ge=128, description="Heap of each broker JVM")
     controller_heap_mb: int = Field(256, ge=128, description="Heap of the controller JVM")
     start_timeout_s: float = Field(150.0, description="How long up waits for everything to be ready")
+    secure: bool = Field(
+        False,
+        description="Kafka as production runs it: SASL_SSL only (SCRAM-SHA-512 users admin and drover, certificates "
+        "made at the first start), KRaft's StandardAuthorizer with allow.everyone.if.no.acl.found=false, and user "
+        "drover with only the ACLs of docs/operations.md; its properties files in <state_dir>/secure",
+    )
     sasl_password: str | None = Field(
         None,
         description="With a password, broker N also listens with SASL on port_base+50+N-1: PLAIN (user drover), and "
@@ -87,7 +93,11 @@ class SandboxSettings(BaseSettings):
             # The `temporal` CLI's own setting, so it reaches this sandbox's Temporal too.
             "TEMPORAL_ADDRESS": self.temporal_address,
             "DROVER_BROKER_METRICS": ",".join(f"{i}={self.broker_metrics_url(i)}" for i in range(1, self.brokers + 1)),
-        }
+        } | ({"DROVER_KAFKA_PROPERTIES": str(self.properties("drover"))} if self.secure else {})
+
+    def properties(self, user: str) -> Path:
+        """The client properties file of a secured sandbox's user (admin or drover)."""
+        return self.state_dir.resolve() / "secure" / f"{user}.properties"
 
     def broker_port(self, broker_id: int) -> int:
         return self.port_base + broker_id - 1

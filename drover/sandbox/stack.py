@@ -10,7 +10,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from drover.adapters.kafka_clients import client_configs
 from drover.adapters.search_attributes import SEARCH_ATTRIBUTES
+from drover.sandbox import secure
 from drover.sandbox.kafka_nodes import (
     JMX_POM,
     POM,
@@ -18,10 +20,9 @@ from drover.sandbox.kafka_nodes import (
     java_argv,
     jmx_agent,
     maven_libs,
-    new_cluster_id,
     node_configs,
 )
-from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, recorded_layout
+from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, made_layout, recorded_layout
 from drover.sandbox.processes import ProcessTable
 from drover.sandbox.settings import HOME, SandboxError, SandboxSettings
 from drover.sandbox.temporal_server import TemporalServer
@@ -88,6 +89,8 @@ class Sandbox:
                     launched.append(name)
             self._start_temporal(launched, say)
             status = self.wait_ready()
+            if self.s.secure:
+                secure.grant_drover(client_configs(self._admin())[0])
             if self.server is not None:
                 self.server.ensure_namespace(self.temporal_binary, say)
             if worker and not self.procs.pid("worker"):
@@ -127,39 +130,9 @@ class Sandbox:
         )
 
     def _layout(self) -> Layout:
-        path = self.state / "layout.json"
-        if path.exists():
-            layout = Layout.model_validate_json(path.read_text())
-            asked = (self.s.brokers, self.s.racks, self.s.port_base, self.s.kafka_version, self.s.temporal)
-            made = (layout.brokers, layout.racks, layout.port_base, layout.kafka_version, layout.temporal)
-            if layout.cluster_id.startswith("-") and not any(self._formatted(n) for n in self.kafka_names()):
-                # Written by an earlier version that could draw such an ID, which kafka-storage reads as an option.
-                layout = layout.model_copy(update={"cluster_id": new_cluster_id()})
-                path.write_text(layout.model_dump_json(indent=2))
-            if asked != made:
-                raise SandboxError(
-                    f"the sandbox in {self.state} was made with {layout.brokers} brokers, {layout.racks} racks, "
-                    f"ports from {layout.port_base}, Kafka {layout.kafka_version}, Temporal {layout.temporal}; run "
-                    f"'drover sandbox down --wipe' to start over with {self.s.brokers} brokers, {self.s.racks} racks, "
-                    f"ports from {self.s.port_base}, Kafka {self.s.kafka_version}, Temporal {self.s.temporal}"
-                )
-            ports = self._started_ports()
-            if layout.model_dump(include=set(ports)) != ports:
-                layout = layout.model_copy(update=ports)
-                path.write_text(layout.model_dump_json(indent=2))
-            return layout
-        layout = Layout(
-            cluster_id=new_cluster_id(),
-            brokers=self.s.brokers,
-            racks=self.s.racks,
-            port_base=self.s.port_base,
-            kafka_version=self.s.kafka_version,
-            temporal=self.s.temporal,
-            **self._started_ports(),
+        return made_layout(
+            self.state, self.s, self._started_ports(), any(self._formatted(n) for n in self.kafka_names())
         )
-        self.state.mkdir(parents=True, exist_ok=True)
-        path.write_text(layout.model_dump_json(indent=2))
-        return layout
 
     def _started_ports(self) -> dict[str, int]:
         return {"temporal_port": self.s.temporal_port, "ui_port": self.s.ui_port, "metrics_port": self.s.metrics_port}
@@ -168,7 +141,7 @@ class Sandbox:
         ports = {"controller": self.s.controller_port, "temporal": self.s.temporal_port, "temporal UI": self.s.ui_port}
         ports |= {f"broker-{i}": self.s.broker_port(i) for i in range(1, self.s.brokers + 1)}
         ports |= {f"broker-{i} (metrics)": self.s.broker_metrics_port(i) for i in range(1, self.s.brokers + 1)}
-        if self.s.sasl_password:
+        if self.s.sasl_password or self.s.secure:
             ports |= {f"broker-{i} (SASL)": self.s.sasl_port(i) for i in range(1, self.s.brokers + 1)}
         if self.server is not None:
             ports |= {"postgres": self.s.postgres_port}
@@ -196,6 +169,8 @@ class Sandbox:
 
     def _write_configs(self, layout: Layout) -> None:
         (self.state / "config").mkdir(parents=True, exist_ok=True)
+        if self.s.secure:
+            secure.make_material(self.state)
         for name, values in node_configs(self.s, self.state, layout.brokers).items():
             self._config_path(name).write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
@@ -219,6 +194,7 @@ class Sandbox:
                 "-c",
                 str(self._config_path(name)),
                 "--ignore-formatted",
+                *(secure.scram_users(self.state) if self.s.secure and name == "controller" else []),
             ]
             pending.append((name, subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)))
         for name, proc in pending:
@@ -316,7 +292,7 @@ class Sandbox:
         registered: dict[int, str | None] = {}
         controller_id = None
         if any(self.procs.pid(n) for n in self.broker_names()):
-            described = _describe_quietly(self.s.bootstrap)
+            described = _describe_quietly(self._admin())
             if described is not None:
                 controller_id = described.controller_id
                 registered = {b.id: b.rack for b in described.brokers}
@@ -357,6 +333,13 @@ class Sandbox:
                 self.server.wipe()
         return stopped
 
+    def _admin(self):
+        """Settings that reach this sandbox's Kafka as its admin (a super user where it is secured)."""
+        from drover.settings import Settings
+
+        secured = {"kafka_properties": self.s.properties("admin")} if self.s.secure else {}
+        return Settings(kafka_bootstrap=self.s.bootstrap, kafka_request_timeout_s=3, **secured)
+
     def _stop_in_order(self, names: list[str], timeout_s: float = 30.0) -> list[str]:
         wanted = set(names)
         stopped = self.procs.stop([n for n in ["worker"] if n in wanted], timeout_s)
@@ -374,12 +357,11 @@ class Sandbox:
         return sorted(found | set(self.broker_names()), key=lambda n: int(n.split("-")[1]))
 
 
-def _describe_quietly(bootstrap: str):
+def _describe_quietly(settings):
     from drover.adapters.kafka_admin import KafkaAdmin
     from drover.adapters.kafka_port import KafkaAdminError
-    from drover.settings import Settings
 
-    admin = KafkaAdmin(Settings(kafka_bootstrap=bootstrap, kafka_request_timeout_s=3))
+    admin = KafkaAdmin(settings)
     try:
         with ThreadPoolExecutor(1) as pool:
             return pool.submit(admin.describe_cluster).result(timeout=10)

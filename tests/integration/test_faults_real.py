@@ -45,6 +45,8 @@ def start_worker(real_settings, queue: str, work_dir) -> subprocess.Popen:
         # These migrations run no estimate: the worker killed and started again needs no Spark session.
         "DROVER_SPARK_WARM": "false",
     }
+    if real_settings.kafka_properties is not None:  # a secured cluster's credentials
+        env["DROVER_KAFKA_PROPERTIES"] = str(real_settings.kafka_properties)
     # Its log, appended to by each worker started on this work folder, stays there for a failure to be read.
     with open(Path(work_dir) / "worker.log", "ab") as log:
         return subprocess.Popen([sys.executable, "worker.py"], cwd=ROOT, env=env, stdout=log, stderr=log)

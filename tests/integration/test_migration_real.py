@@ -270,6 +270,8 @@ def cli_against(settings, task_queue: str, cluster: str = "clitest"):
         "DROVER_TASK_QUEUE": task_queue,
         "DROVER_CLUSTER_NAME": cluster,
     }
+    if settings.kafka_properties is not None:  # a secured cluster's credentials
+        env["DROVER_KAFKA_PROPERTIES"] = str(settings.kafka_properties)
 
     async def drover_cli(*args: str) -> tuple[int, str, str]:
         proc = await asyncio.create_subprocess_exec(*DROVER, *args, stdout=PIPE, stderr=PIPE, env=env, cwd=ROOT)
