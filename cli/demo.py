@@ -64,9 +64,10 @@ def demo(
     progress, then verify it: every partition on its planned list, every message read back."""
     settings: Settings = ctx.obj
     out = Output(as_json)
-    admin = KafkaAdmin(settings)
+    clients = _demo_clients(settings)
+    admin = KafkaAdmin(clients)
     try:
-        demo_result = asyncio.run(_run(settings, admin, out))
+        demo_result = asyncio.run(_run(settings, clients, admin, out))
     finally:
         admin.close()
     r = demo_result.result
@@ -79,6 +80,22 @@ def demo(
     )
     out.info("The stack is still running: look around in the Web UI, or stop it with 'drover sandbox down'.")
     out.data(demo_result)
+
+
+def _demo_clients(settings: Settings) -> Settings:
+    """The settings of the demo's own Kafka clients (its topic, its messages, its checks): Drover's, except on a
+    secured sandbox (``drover sandbox up --secure``) whose user drover they name, where they are its admin's. Drover's
+    principal may not create a topic or write a record there, by design; the migration still runs as drover."""
+    from drover.sandbox.layout import recorded_layout
+    from drover.sandbox.settings import SandboxSettings
+
+    given = SandboxSettings()
+    layout = recorded_layout(given.state_dir.resolve())
+    sandbox = layout.settings(given) if layout is not None else given
+    named = settings.kafka_properties
+    if not sandbox.secure or named is None or named.resolve() != sandbox.properties("drover"):
+        return settings
+    return settings.model_copy(update={"kafka_properties": sandbox.properties("admin")})
 
 
 def _estimated(estimate: Estimate | None) -> str:
@@ -104,7 +121,7 @@ def _demo_plan(admin: KafkaAdmin, cluster: ClusterDescription, home: list[int]) 
     return plan, remove
 
 
-async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult:
+async def _run(settings: Settings, clients: Settings, admin: KafkaAdmin, out: Output) -> DemoResult:
     cluster = admin.describe_cluster()
     out.table(
         f"Kafka cluster {cluster.cluster_id} (controller {cluster.controller_id})",
@@ -123,7 +140,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
     if admin.list_reassignments([TopicPartition(topic=DEMO_TOPIC, partition=p) for p in range(PARTITIONS)]):
         raise DroverError(f"{DEMO_TOPIC} is being reassigned already; run the demo again when it has finished")
     run = uuid.uuid4().hex[:8]
-    produced = {p: _produce(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
+    produced = {p: _produce(clients, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
     out.info(f"wrote {sum(produced.values())} messages to {DEMO_TOPIC}")
 
     plan, remove = _demo_plan(admin, cluster, home)
@@ -159,7 +176,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
         static_details=details_of(migration),
     )
     out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
-    await watch_migration(settings, migration_id, 0.5, Output(False))
+    await watch_migration(settings, migration_id, 0.5, out.human())
     result: MigrationResult = await handle.result()
     seconds = time.monotonic() - started
     estimate = (await handle.query(MigrationWorkflow.progress)).estimate
@@ -168,7 +185,7 @@ async def _run(settings: Settings, admin: KafkaAdmin, out: Output) -> DemoResult
 
     await _check_final_lists(admin, moving)
     _check_no_throttle_left(admin, cluster)
-    consumed = {p: _consume(settings, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
+    consumed = {p: _consume(clients, TopicPartition(topic=DEMO_TOPIC, partition=p), run) for p in range(PARTITIONS)}
     short = [p for p in range(PARTITIONS) if consumed[p] < produced[p]]
     if short:
         raise DroverError(

@@ -24,6 +24,14 @@ class Output:
         """Where the human report goes: stdout, unless that holds the JSON."""
         return self.err if self.as_json else self.out
 
+    def human(self) -> "Output":
+        """An Output for a part of this command that reports as people read it (a live watch): the same as this
+        one, except that with --json its report goes to stderr, beside this command's JSON on stdout."""
+        other = Output(False)
+        if self.as_json:
+            other.out = other.err
+        return other
+
     def show(self, message: str) -> None:
         """A line of what the command reports (data, not a diagnostic)."""
         self._report.print(message, markup=False)

@@ -29,7 +29,7 @@ from drover.models.decommission import FlowResult
 from drover.models.results import MigrationResult
 from drover.sandbox import Sandbox, SandboxSettings
 from drover.settings import Settings
-from tests.cli.test_cli import ROOT
+from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import end_coordinators
 from tests.integration.helpers import consume_topic, internal_topics_with_data, produce, produce_topic, wait_until
 from tests.integration.test_decommission_real import cluster_state
@@ -214,3 +214,33 @@ async def test_each_acl_removed_in_turn_stops_the_commands_that_need_it(secured:
         worker.wait(timeout=60)
         admin.close()
     print("\n" + "\n".join(refusals))
+
+
+async def test_the_demo_runs_on_a_secured_sandbox_its_migration_as_drover(secured: Sandbox, tmp_path):
+    """`drover demo` after `drover sandbox up --secure` and `drover sandbox env`: its topic, messages and checks as
+    the sandbox's admin (Drover's principal may not create a topic or write a record), its migration as drover."""
+    queue = f"demo-{uuid.uuid4().hex[:6]}"
+    drover = as_user(secured, "drover", queue)
+    worker = start_worker(drover, queue, tmp_path)
+    client = await connect(drover)
+    env = os.environ | secured.s.client_env()
+    env |= {
+        "DROVER_SANDBOX_STATE_DIR": str(SECURE.state_dir),
+        "DROVER_TASK_QUEUE": queue,
+        "DROVER_CLUSTER_NAME": "demo",
+    }
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *DROVER, "demo", "--json", stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env=env, cwd=ROOT
+        )
+        out, err = await asyncio.wait_for(proc.communicate(), 300)
+    finally:
+        await end_coordinators(client, queue)
+        worker.send_signal(signal.SIGTERM)
+        worker.wait(timeout=60)
+    assert proc.returncode == 0, err.decode()
+    # stdout holds the JSON alone (the live progress goes to stderr).
+    shown = json.loads(out)
+    assert shown["result"]["verified"] and shown["consumed"] == shown["produced"] > 0, shown
+    # The migration ran on the worker, whose principal is drover's: it holds the four ACLs and no more.
+    assert lacking(drover, "drover-demo-orders") == []
