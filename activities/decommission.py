@@ -61,11 +61,10 @@ class FlowActivities:
         return busy
 
     def _check(self, req: CheckRequest, busy: dict[int, str]) -> CheckResult:
-        refused = acl_problems(self.admin)
-        wrong = refused or [w for w in [wrong_cluster(self.admin, req.cluster_id)] if w]
-        if wrong:
-            # Nothing else is read: the rest would describe the other cluster, or be refused.
-            return CheckResult(problems=wrong, bytes_on_brokers=0, partitions_on_brokers=0)
+        wrong = wrong_cluster(self.admin, req.cluster_id)
+        if wrong is not None:
+            # Nothing else is read: the rest would describe the other cluster.
+            return CheckResult(problems=[wrong], bytes_on_brokers=0, partitions_on_brokers=0)
         cluster = self.admin.describe_cluster()
         # Only the brokers the cluster has are asked (Kafka answers an unknown one with an error, the check names it).
         known = [b for b in req.brokers if b in set(cluster.broker_ids)]

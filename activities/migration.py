@@ -59,10 +59,9 @@ class MigrationActivities:
 
         The moves that change a list come back in the order they will run: inline, or for a plan passed by
         reference (or one above INLINE_MOVES) in the migration's folder, to be paged in."""
-        refused = acl_problems(self.admin)
-        wrong = refused or [w for w in [wrong_cluster(self.admin, req.cluster_id)] if w]
-        if wrong:
-            raise _preflight_error(wrong)
+        wrong = wrong_cluster(self.admin, req.cluster_id)
+        if wrong is not None:
+            raise _preflight_error([wrong])
         moves = req.moves
         if req.plan_ref is not None:
             try:

@@ -144,31 +144,29 @@ def scram_users(state: Path) -> list[str]:
     return [a for user in USERS for a in ("--add-scram", f"SCRAM-SHA-512=[name={user},password={words[user]}]")]
 
 
+def drover_binding(resource: str, op: str):
+    """The ACL that grants User:drover ``op`` on ``resource`` (Cluster, or every topic), as REQUIRED names them."""
+    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, ResourcePatternType, ResourceType
+
+    cluster = resource == "Cluster"
+    return AclBinding(
+        ResourceType.BROKER if cluster else ResourceType.TOPIC,
+        "kafka-cluster" if cluster else "*",
+        ResourcePatternType.LITERAL,
+        "User:drover",
+        "*",
+        AclOperation[op],
+        AclPermissionType.ALLOW,
+    )
+
+
 def grant_drover(admin_config: dict) -> None:
     """Drover's minimum ACLs (docs/operations.md) for User:drover, as the admin: creating one that exists is a
     no-op."""
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
+    from confluent_kafka.admin import AdminClient
 
     client = AdminClient(admin_config)
-    bindings = [
-        AclBinding(
-            ResourceType.BROKER if resource == "Cluster" else ResourceType.TOPIC,
-            "kafka-cluster" if resource == "Cluster" else "*",
-            ResourcePatternType.LITERAL,
-            "User:drover",
-            "*",
-            AclOperation[op],
-            AclPermissionType.ALLOW,
-        )
-        for resource, op, _ in REQUIRED
-    ]
+    bindings = [drover_binding(resource, op) for resource, op, _ in REQUIRED]
     for binding, future in client.create_acls(bindings, request_timeout=15).items():
         try:
             future.result(timeout=20)

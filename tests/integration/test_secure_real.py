@@ -14,11 +14,7 @@ import pytest
 from confluent_kafka.admin import (
     AclBinding,
     AclBindingFilter,
-    AclOperation,
-    AclPermissionType,
     AdminClient,
-    ResourcePatternType,
-    ResourceType,
 )
 
 from drover.adapters.kafka_acls import REQUIRED
@@ -28,6 +24,7 @@ from drover.adapters.temporal import connect
 from drover.models.decommission import FlowResult
 from drover.models.results import MigrationResult
 from drover.sandbox import Sandbox, SandboxSettings
+from drover.sandbox.secure import drover_binding
 from drover.settings import Settings
 from tests.cli.test_cli import DROVER, ROOT
 from tests.conftest import end_coordinators
@@ -144,19 +141,6 @@ async def test_a_migration_a_rollback_and_a_decommission_with_only_the_minimal_a
     admin.close()
 
 
-def binding(resource: str, op: str) -> AclBinding:
-    cluster = resource == "Cluster"
-    return AclBinding(
-        ResourceType.BROKER if cluster else ResourceType.TOPIC,
-        "kafka-cluster" if cluster else "*",
-        ResourcePatternType.LITERAL,
-        "User:drover",
-        "*",
-        AclOperation[op],
-        AclPermissionType.ALLOW,
-    )
-
-
 def as_filter(b: AclBinding) -> AclBindingFilter:
     return AclBindingFilter(
         b.restype, b.name, b.resource_pattern_type, b.principal, b.host, b.operation, b.permission_type
@@ -187,7 +171,7 @@ async def test_each_acl_removed_in_turn_stops_the_commands_that_need_it(secured:
     refusals = []
     try:
         for resource, op, _ in REQUIRED:
-            acl = binding(resource, op)
+            acl = drover_binding(resource, op)
             acls.delete_acls([as_filter(acl)])[as_filter(acl)].result(timeout=20)
             what = f"{op} on {resource}"
             gone = await asyncio.to_thread(
