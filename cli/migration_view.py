@@ -374,12 +374,14 @@ def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
         f"{result.leaders_elected} preferred leaders elected at the end; took {human_seconds(result.elapsed_s)}"
     )
     if result.bound_s and result.moving_s:
+        rates = "the band's rates on average" if result.bound_banded else "its throttle"
         out.show(
             f"moves took {human_seconds(result.moving_s)}, {result.moving_s / result.bound_s:.2f}x the bandwidth "
-            f"bound ({human_seconds(result.bound_s)}: each broker's bytes over its throttle)"
+            f"bound ({human_seconds(result.bound_s)}: each broker's bytes over {rates})"
         )
     for broker, cost in sorted(result.latency.items()):
-        out.show("clients' cost: " + cost.text(broker))
+        if cost.measured:
+            out.show("clients' cost: " + cost.text(broker))
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     for broker in result.throttle_left:

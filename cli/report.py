@@ -183,7 +183,7 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
     if result is not None:
         # The result's audit says what was applied and what was refused, and the notes (a move stuck, say).
         timeline.status, timeline.moving_s, timeline.bound_s = result.status, result.moving_s, result.bound_s
-        timeline.latency = [cost.text(b) for b, cost in sorted(result.latency.items())]
+        timeline.latency = [cost.text(b) for b, cost in sorted(result.latency.items()) if cost.measured]
         timeline.operator_actions(result.actions)
     else:
         timeline.operator_actions(signalled)

@@ -221,17 +221,11 @@ def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> 
     rec_f, rec_l = _recommended(min_f, broker, options), _recommended(min_l, broker, options)
     rate_f, rate_l = _chosen(rec_f, broker, options), _chosen(rec_l, broker, options)
 
-    def seconds(side, rate: int | None) -> float | None:
-        if side is None or not side["bytes"]:
-            return 0.0
+    def writing(side) -> float:
         # While copying, the partitions in flight together keep writing: on average that many times the mean.
-        writing = min(k, side["n"]) * float(side["mean_c"])
-        if rate is None or rate <= writing:
-            return None
-        return float(side["bytes"]) / (rate - writing)
+        return min(k, side["n"]) * float(side["mean_c"]) if side is not None and side["bytes"] else 0.0
 
-    follower_s, leader_s = seconds(follower, rate_f), seconds(leader, rate_l)
-    return BrokerEstimate(
+    estimate = BrokerEstimate(
         broker=broker,
         receive_bytes=int(follower["bytes"]) if follower else 0,
         serve_bytes=int(leader["bytes"]) if leader else 0,
@@ -243,8 +237,12 @@ def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> 
         recommended_follower_rate=rec_f,
         leader_rate=rate_l,
         follower_rate=rate_f,
-        transfer_s=None if follower_s is None or leader_s is None else max(follower_s, leader_s),
+        transfer_s=None,
+        receive_writing=writing(follower),
+        serve_writing=writing(leader),
     )
+    estimate.transfer_s = estimate.transfer_at((rate_l, rate_f))
+    return estimate
 
 
 def _never_catch_up(

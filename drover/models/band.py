@@ -99,6 +99,27 @@ class ClientLatency(BaseModel):
     readings: int = 0
     target_ms: float | None = None
     over_s: float = 0.0
+    # The band's rates while the moves went through it, summed over the readings (bytes a throttle let through at
+    # most, leader and follower side), and the seconds they cover.
+    banded_s: float = 0.0
+    leader_bytes: float = 0.0
+    follower_bytes: float = 0.0
+
+    @property
+    def measured(self) -> bool:
+        """Produce latency was read while the moves went through it (else only the band's rates were)."""
+        return self.readings > 0
+
+    def ran(self, rates: Rates, seconds: float) -> None:
+        self.banded_s += seconds
+        self.leader_bytes += rates[0] * seconds
+        self.follower_bytes += rates[1] * seconds
+
+    def mean_rates(self) -> Rates | None:
+        """The band's (leader, follower) rates on average while the moves went through it; None: never banded."""
+        if not self.banded_s:
+            return None
+        return (int(self.leader_bytes / self.banded_s), int(self.follower_bytes / self.banded_s))
 
     def add(self, p99_ms: float, quiet_ms: float | None, target_ms: float, over_s: float) -> None:
         self.mean_ms = (self.mean_ms * self.readings + p99_ms) / (self.readings + 1)

@@ -6,12 +6,13 @@ Rates are bytes per second, sizes bytes. A leader throttle caps what a broker se
 (``follower.replication.throttled.rate``); Kafka applies both only to replicas not yet in sync.
 """
 
+from collections.abc import Mapping
 from typing import Literal
 
 from pydantic import BaseModel, Field, model_validator
 
 from drover.models.admission import Limits
-from drover.models.throttle import Throttle
+from drover.models.throttle import Rates, Throttle
 from drover.models.units import counted, human_rate
 
 # The columns a metrics dataset must have (Parquet, CSV or JSON lines); ``leader`` is optional.
@@ -70,6 +71,27 @@ class BrokerEstimate(BaseModel):
     follower_rate: int | None
     # Seconds its transfers take at those rates, bytes written during catch-up included; None when unbounded.
     transfer_s: float | None
+    # What the partitions it receives / serves in flight together write meanwhile (bytes/s): each throttle copies
+    # only what it has beyond that.
+    receive_writing: float = 0.0
+    serve_writing: float = 0.0
+
+    def transfer_at(self, rates: tuple[float | None, float | None]) -> float | None:
+        """Seconds its transfers take at (leader rate, follower rate) ``rates``: the longer of what it serves and
+        what it receives, each its bytes over what its throttle has beyond the writes; None when never done."""
+        serve = transfer_seconds(self.serve_bytes, self.serve_writing, rates[0])
+        receive = transfer_seconds(self.receive_bytes, self.receive_writing, rates[1])
+        return None if serve is None or receive is None else max(serve, receive)
+
+
+def transfer_seconds(size: float, writing: float, rate: float | None) -> float | None:
+    """Seconds to copy ``size`` bytes at ``rate`` while ``writing`` bytes/s more come in; None: it never ends (no
+    rate, or one at or under the writes)."""
+    if not size:
+        return 0.0
+    if rate is None or rate <= writing:
+        return None
+    return size / (rate - writing)
 
 
 class NeverCatchesUp(BaseModel):
@@ -107,8 +129,14 @@ class Estimate(BaseModel):
     def bound_s(self) -> float | None:
         """The bandwidth lower bound: the longest any broker's transfers take at its rates (its bytes in and out,
         with what is written during catch-up, over its throttle); no schedule finishes sooner. None if unbounded."""
-        times = [b.transfer_s for b in self.brokers if b.transfer_s is not None]
-        return max(times) if times and len(times) == len(self.brokers) else None
+        return self.bound_at({})
+
+    def bound_at(self, rates: Mapping[int, Rates]) -> float | None:
+        """The bandwidth lower bound with the brokers in ``rates`` at those (leader, follower) rates (the band's, on
+        average, while the moves went through them) and the others at the estimate's."""
+        times = [b.transfer_at(rates[b.broker]) if b.broker in rates else b.transfer_s for b in self.brokers]
+        known = [t for t in times if t is not None]
+        return max(known) if known and len(known) == len(self.brokers) else None
 
     def never_catch_up_message(self, one_minute_rates: bool = False) -> str:
         """One line naming the partitions that could never catch up at the chosen throttle; with

@@ -78,9 +78,11 @@ class MigrationResult(BaseModel):
     leaders_elected: int = 0
     not_preferred: list[str] = []
     elapsed_s: float = 0.0
-    # Seconds from the first move's start to the last one's end, and the estimate's bandwidth lower bound on them.
+    # Seconds from the first move's start to the last one's end, and the estimate's bandwidth lower bound on them:
+    # at the estimate's rates, or (``bound_banded``) with each broker the band ran at the band's rates on average.
     moving_s: float = 0.0
     bound_s: float | None = None
+    bound_banded: bool = False
     # Moves that changed a list and finished; for a large migration ``moves`` holds only the last run's outcomes
     # and the failed ones, the rest being saved in the work folder under the migration's ID.
     moves_done: int = 0

@@ -171,9 +171,16 @@ async def test_the_band_follows_a_changing_load_and_stays_inside_it(
     assert any("rose to" in t and "follower rate" in t for t in told), told
     assert any("fell to" in t and "follower rate" in t for t in told), told
     followed = [r for r in sampler.follower_on(3, low_at)]
+    # The bound is at the rates the band ran the move at: no copy beats it (the estimate's rates, the floor, are
+    # far under them and would put the move "faster than its bound").
+    floor_bound = progress.estimate.bound_s
+    assert result.bound_banded and result.bound_s and floor_bound, (result.bound_s, floor_bound)
+    assert result.moving_s / result.bound_s >= 0.8 and result.bound_s < floor_bound, (result.moving_s, result.bound_s)
     print(
         f"broker 3 follower rate: {max(followed) / MB:.2f} MB/s at most, {min(followed) / MB:.2f} MB/s at least; "
-        f"down {down_s:.1f} s after the load rose, up {up_s:.1f} s after it fell; {len(told)} band changes, e.g. "
+        f"down {down_s:.1f} s after the load rose, up {up_s:.1f} s after it fell; moves took "
+        f"{result.moving_s:.0f} s, {result.moving_s / result.bound_s:.2f}x the bound at the band's rates "
+        f"({result.moving_s / floor_bound:.2f}x the bound at the estimate's); {len(told)} band changes, e.g. "
         + " | ".join(t for t in told if "rose to" in t)[:300]
     )
     # Nothing of Drover's is left on Kafka.

@@ -102,6 +102,8 @@ class ThrottleBand(BaseModel):
     # Seconds between the last two readings; the last reading of the band before its settings changed.
     interval_s: float = 0.0
     last_at: datetime | None = None
+    # The rates the banded moves on each broker ran at from the reading before the last to the last.
+    ran: dict[int, Rates] = {}
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -130,6 +132,7 @@ class ThrottleBand(BaseModel):
             told.append(f"{latency_off}: the band follows bytes alone, not the clients' latency")
         last = self.read_at or self.last_at
         since = self.interval_s = (now - last).total_seconds() if last is not None else 0.0
+        self.ran = self._in_force(wanted)
         self.source, self.read_at, self.error, self.latency_off = source, now, None, latency_off
         for b in sorted({*traffic, *wanted}):
             if b not in traffic:
@@ -173,6 +176,12 @@ class ThrottleBand(BaseModel):
             elif now_band.rates != was.rates or now_band.starved != was.starved or now_band.moves_cap != was.moves_cap:
                 told.append(self._reason(b, was, now_band, was.rates, why))
         return told
+
+    def _in_force(self, wanted: dict[int, Rates]) -> dict[int, Rates]:
+        """The rates banded moves ran at on each broker since the reading before (none on one they just reached)."""
+        return {
+            b: self.rates_for(b, floor) for b, floor in wanted.items() if b in self.brokers and self.brokers[b].moving
+        }
 
     def _follow_latency(
         self, band: BrokerBand, was: BrokerBand | None, reading: ProduceLatency | None, moves: int, since: float
@@ -220,8 +229,11 @@ class ThrottleBand(BaseModel):
 
     def charge(self, brokers: set[int], costs: dict[int, ClientLatency]) -> None:
         """The last reading's produce p99 on ``brokers`` (those a migration's moves go through) added to what its
-        moves cost their clients (``costs``, per broker)."""
+        moves cost their clients (``costs``, per broker), with the rates the band ran them at since the reading
+        before."""
         for b in sorted(brokers):
+            if b in self.ran:
+                costs.setdefault(b, ClientLatency()).ran(self.ran[b], self.interval_s)
             band = self.brokers.get(b)
             if band is None or not band.moving or band.p99_ms is None or band.target_ms is None or band.stale:
                 continue

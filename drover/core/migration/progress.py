@@ -155,6 +155,7 @@ def over_replicated(outcomes: list[MoveOutcome]) -> list[str]:
 def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: list[str], now: datetime):
     by_partition = lambda o: (o.topic, o.partition)  # noqa: E731
     over = over_replicated([*s.forward_outcomes, *s.rollback_outcomes])
+    banded = {b: rates for b, cost in s.link.latency.items() if (rates := cost.mean_rates()) is not None}
     return MigrationResult(
         status=s.phase.value,
         moves=sorted(s.forward_outcomes, key=by_partition),
@@ -169,7 +170,8 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         not_preferred=not_preferred,
         elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
         moving_s=(now - s.moving_since).total_seconds() if s.moving_since else 0.0,
-        bound_s=s.estimate.bound_s if s.estimate is not None else None,
+        bound_s=s.estimate.bound_at(banded) if s.estimate is not None else None,
+        bound_banded=bool(banded),
         moves_done=s.moves_done(),
         unchanged=s.unchanged,
         runs=s.runs,
@@ -245,7 +247,7 @@ def details(p: MigrationProgress) -> str:
             lines.append(f"- {b.topic}-{b.partition}: {b.current}, {step}, final {b.final}")
         if len(p.batch) > DETAILS_BATCH:
             lines.append(f"- and {len(p.batch) - DETAILS_BATCH} more")
-    lines += [f"clients' cost: {cost.text(broker)}" for broker, cost in sorted(p.latency.items())]
+    lines += [f"clients' cost: {cost.text(b)}" for b, cost in sorted(p.latency.items()) if cost.measured]
     if last is not None:
         lines.append(
             f"last action: {last.action} by {last.actor} ({last.reason})" + (" refused" if last.refused else "")

@@ -255,3 +255,23 @@ def test_what_a_migrations_moves_cost_the_clients_reads_as_a_person_reads_it():
         "the end)"
     )
     assert ClientLatency(quiet_ms=0.0).text(4) == "broker 4: no produce request while the moves went through it"
+
+
+def test_a_migrations_moves_carry_the_rates_the_band_ran_them_at_since_the_reading_before():
+    b, clock = started()
+    cost: dict[int, ClientLatency] = {}
+    b.charge({3}, cost)
+    assert 3 not in cost or cost[3].mean_rates() is None  # its move started in this reading: no time ran yet
+    moving(b, clock, 15.0)
+    b.charge({3}, cost)
+    assert cost[3].mean_rates() == (CEILING, CEILING) and cost[3].banded_s == 10.0
+    moving(b, clock, 41.0)  # over the target: the ceiling ran until now, halved from now
+    b.charge({3}, cost)
+    moving(b, clock, 41.0)
+    b.charge({3}, cost)
+    assert cost[3].banded_s == 30.0
+    assert cost[3].mean_rates() == ((CEILING * 2 + CEILING // 2) // 3,) * 2
+    # Only the band's rates known, no produce latency: nothing to tell the operator about the clients.
+    ran = ClientLatency()
+    ran.ran(FLOOR, 10.0)
+    assert not ran.measured and ran.mean_rates() == FLOOR

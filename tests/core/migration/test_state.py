@@ -517,14 +517,18 @@ def test_the_web_ui_details_show_what_the_moves_cost_the_clients_once_the_coordi
     s = running(1)
     assert "clients' cost" not in details(progress(s, "c", NOW))
     cost = ClientLatency(quiet_ms=7.0, mean_ms=12.5, peak_ms=19.0, readings=4, target_ms=14.0, over_s=10.0)
-    s.link.left({2: cost, 1: ClientLatency()})
+    idle, banded_only = ClientLatency(), ClientLatency()
+    idle.add(0.0, 0.0, 10.0, 0.0)  # read, but no produce request came in
+    banded_only.ran((10**6, 10**6), 10.0)  # the band's rates, no latency read: no line
+    s.link.left({2: cost, 1: idle, 3: banded_only})
     text = details(progress(s, "c", NOW))
     assert (
         "clients' cost: broker 1: no produce request while the moves went through it\n"
         "clients' cost: broker 2: produce p99 7 ms quiet, 12 ms during the moves (highest 19 ms); 10s over its "
         "target (14 ms at the end)"
     ) in text, text
-    assert progress(s, "c", NOW).latency == {1: ClientLatency(), 2: cost}
+    assert "broker 3" not in text
+    assert progress(s, "c", NOW).latency == {1: idle, 2: cost, 3: banded_only}
 
 
 def test_bytes_count_each_replica_a_move_adds_as_plan_and_estimate_do():
@@ -583,7 +587,14 @@ def test_progress_and_result_carry_the_moving_time_and_the_estimates_bandwidth_b
     s.to(Phase.CLEANING_UP)
     s.to(Phase.COMPLETED)
     ended = result(s, [], 0, [], start + timedelta(seconds=130))
-    assert (ended.moving_s, ended.bound_s) == (100.0, 80.0)
+    assert (ended.moving_s, ended.bound_s, ended.bound_banded) == (100.0, 80.0, False)
+    # Banded, broker 1 ran at 4x the estimate's rates on average (the coordinator told it as the migration left):
+    # its 10^9 bytes take 25 s, and broker 3's 50 s is the bound.
+    ran = ClientLatency()
+    ran.ran((4 * 10**7, 4 * 10**7), 60.0)
+    s.link.left({1: ran})
+    banded = result(s, [], 0, [], start + timedelta(seconds=130))
+    assert (banded.bound_s, banded.bound_banded) == (50.0, True)
 
 
 def test_the_plans_eta_is_not_given_once_a_cancel_cleans_up():
