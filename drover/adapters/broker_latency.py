@@ -10,9 +10,7 @@ A reading that could not be had says why (``missing``): it is never taken for a 
 
 from collections.abc import Sequence
 
-from prometheus_client.parser import text_string_to_metric_families
-
-from drover.adapters.broker_metrics import BrokerMetricsError, Traffic, ask_prometheus, read_page
+from drover.adapters.broker_metrics import BrokerMetricsError, Page, Traffic, ask_prometheus, parse_page, read_page
 from drover.models.band import ProduceLatency
 from drover.settings import broker_metrics_urls, prometheus_server
 
@@ -66,12 +64,13 @@ def latency_after(
     spec: str | None, traffic: Traffic, brokers: Sequence[int], before: dict[int, ProduceLatency] | None = None
 ) -> dict[int, ProduceLatency]:
     """Each of ``brokers``' produce latency at the end of ``traffic``'s window, with the produce requests answered
-    since: parsed from the two pages the traffic read where it read the broker's page (no page is read again), else
+    since: from the two pages the traffic read (and parsed) where it read the broker's page (no page is read or
+    parsed again), else
     read now (with the requests since ``before``, a reading at the window's start, where it has the broker)."""
     urls = broker_metrics_urls(spec, list(traffic.pages)) if spec and traffic.pages else {}
     paged = [b for b in brokers if b in traffic.pages and b in urls]
-    first = {b: _from_text(urls[b], traffic.pages[b][0]) for b in paged}
-    found = with_requests(first, {b: _from_text(urls[b], traffic.pages[b][1]) for b in paged})
+    first = {b: _from_page(urls[b], traffic.pages[b][0]) for b in paged}
+    found = with_requests(first, {b: _from_page(urls[b], traffic.pages[b][1]) for b in paged})
     rest = [b for b in brokers if b not in found]
     if rest:
         found |= with_requests(before or {}, produce_latency(spec, rest))
@@ -92,18 +91,18 @@ def _from_url(url: str, timeout_s: float) -> ProduceLatency:
 
 def _from_text(url: str, text: str) -> ProduceLatency:
     try:
-        found = _from_page(text)
+        page = parse_page(text)
     except ValueError as e:
         return ProduceLatency(missing=f"broker metrics at {url}: not a Prometheus page: {e}")
-    return _reading(found, f"broker metrics at {url}: no {TOTAL} of produce requests on the page")
+    return _from_page(url, page)
 
 
-def _from_page(text: str) -> dict[str, float]:
+def _from_page(url: str, page: Page) -> ProduceLatency:
     found: dict[str, float] = {}
-    for family in text_string_to_metric_families(text):
+    for family in page:
         for sample in family.samples:
             _keep(found, sample.name, sample.labels, sample.value)
-    return found
+    return _reading(found, f"broker metrics at {url}: no {TOTAL} of produce requests on the page")
 
 
 def _keep(found: dict[str, float], name: str, labels: dict[str, str], value: float) -> None:

@@ -11,6 +11,7 @@ import urllib.request
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 
 from drover.adapters.kafka_port import KafkaPort
@@ -43,21 +44,34 @@ class BrokerMetricsError(Exception):
     """A broker's metrics page could not be read, or lacks the traffic counters; the message names the URL."""
 
 
+# A metrics page as parsed once: its metric families (prometheus_client's), each with its samples.
+Page = tuple[Metric, ...]
+
+
 @dataclass(frozen=True)
 class TrafficSample:
     """A broker's byte counters (COUNTERS' keys) at a moment (``at``, time.monotonic()), and the page they were read
-    from (``text``: other readings of the same moment, the produce latency, parse it rather than read it again)."""
+    from, parsed (what else the page tells, its produce latency, is read from it without parsing it again)."""
 
     at: float
     counters: dict[str, float]
-    text: str = field(default="", repr=False, compare=False)
+    page: Page = field(default=(), repr=False, compare=False)
+
+
+def parse_page(text: str) -> Page:
+    """A Prometheus exposition's metric families; raises ValueError when it is not one."""
+    return tuple(text_string_to_metric_families(text))
 
 
 def parse(text: str) -> dict[str, float]:
     """The traffic counters in a Prometheus exposition; a counter the page lacks is left out."""
+    return counters_of(parse_page(text))
+
+
+def counters_of(page: Page) -> dict[str, float]:
     wanted = {name: key for key, name in COUNTERS.items()}
     found = {}
-    for family in text_string_to_metric_families(text):
+    for family in page:
         key = wanted.get(family.name)
         if key is not None:
             found[key] = sum(s.value for s in family.samples if s.name.endswith("_total"))
@@ -76,12 +90,13 @@ def scrape(url: str, timeout_s: float = 5.0) -> TrafficSample:
     """One scrape of a broker's metrics page."""
     text = read_page(url, timeout_s)
     try:
-        counters = parse(text)
+        page = parse_page(text)
     except ValueError as e:
         raise BrokerMetricsError(f"broker metrics at {url}: not a Prometheus page: {e}") from None
+    counters = counters_of(page)
     if not counters:
         raise BrokerMetricsError(f"broker metrics at {url}: no Kafka BrokerTopicMetrics byte counters on the page")
-    return TrafficSample(at=time.monotonic(), counters=counters, text=text)
+    return TrafficSample(at=time.monotonic(), counters=counters, page=page)
 
 
 def rates(before: TrafficSample, after: TrafficSample) -> dict[str, float]:
@@ -121,7 +136,7 @@ def topic_rates(spec: str, brokers: Sequence[int], timeout_s: float = 5.0) -> di
         for b in brokers:
             text = read_page(urls[b], timeout_s)
             try:
-                families = {f.name: f for f in text_string_to_metric_families(text)}
+                families = {f.name: f for f in parse_page(text)}
             except ValueError as e:
                 raise BrokerMetricsError(f"broker metrics at {urls[b]}: not a Prometheus page: {e}") from None
             if TOPIC_RATE in families:
@@ -182,11 +197,12 @@ def ask_prometheus(server: PrometheusServer, promql: str, timeout_s: float) -> l
 class Traffic:
     """Each broker's bytes per second over a window (COUNTERS' keys; one a source cannot tell is missing), and the
     source: "metrics" (the brokers' JMX exporter pages), "prometheus" (a Prometheus server's latest rates) or "log
-    growth" (the Admin API). From the pages, each broker's page as read at the window's start and end (``pages``)."""
+    growth" (the Admin API). From the pages, each broker's page as read (and parsed) at the window's start and end
+    (``pages``)."""
 
     source: str
     brokers: dict[int, dict[str, float]]
-    pages: dict[int, tuple[str, str]] = field(default_factory=dict, repr=False)
+    pages: dict[int, tuple[Page, Page]] = field(default_factory=dict, repr=False)
 
 
 def traffic_from(
@@ -226,7 +242,7 @@ def traffic_of(
         return Traffic(
             "metrics",
             {b: rates(before[b], after[b]) for b in after},
-            pages={b: (before[b].text, after[b].text) for b in after},
+            pages={b: (before[b].page, after[b].page) for b in after},
         )
     return Traffic("log growth", _from_log_growth(admin, window_s, tick))
 

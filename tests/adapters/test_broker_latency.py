@@ -3,7 +3,11 @@ that could not be had says why, and is never a quiet broker."""
 
 import json
 
-from drover.adapters.broker_latency import produce_latency, with_requests
+from prometheus_client import parser
+
+from drover.adapters.broker_latency import latency_after, produce_latency, with_requests
+from drover.adapters.broker_metrics import traffic_from
+from drover.adapters.memory_kafka import InMemoryKafka
 from drover.models.band import ProduceLatency
 from tests.adapters.test_write_rates import pages  # noqa: F401 - the fixture
 
@@ -95,3 +99,27 @@ def test_the_produce_requests_between_two_readings_are_counted_where_both_have_t
         1: ProduceLatency(p99_ms=9.0, count=130.0, requests=30.0),
         2: ProduceLatency(p99_ms=3.0, count=7.0),
     }
+
+
+def test_a_band_reading_parses_each_brokers_page_once_for_its_traffic_and_its_latency(
+    tmp_path,
+    pages,  # noqa: F811
+    monkeypatch,
+):
+    """The traffic's two scrapes of a page (the window's start and end) are all the parsing it gets: the produce
+    latency is read from them as parsed (a JMX exporter page of a broker with many partitions is megabytes)."""
+    (tmp_path / "1").write_text(PAGE)
+    spec = f"1={pages}/1"
+    parsed: list[object] = []
+    real = parser.text_fd_to_metric_families
+
+    def counted(fd):
+        parsed.append(fd)
+        return real(fd)
+
+    # What every parse of a page goes through, whoever imported prometheus_client's parser.
+    monkeypatch.setattr(parser, "text_fd_to_metric_families", counted)
+    traffic = traffic_from(InMemoryKafka({1: None}, {}), spec, 0.01, [1])
+    found = latency_after(spec, traffic, [1])
+    assert len(parsed) == 2
+    assert found[1] == ProduceLatency(p99_ms=41.5, queue_p99_ms=3.25, request_queue=4.0, count=262.0, requests=0.0)
