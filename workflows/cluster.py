@@ -74,6 +74,7 @@ class ClusterWorkflow:
         # The first pass runs at once: a run that continues takes up the demands it carries without waiting.
         self._wake = True
         self._checked_at = datetime.min.replace(tzinfo=UTC)  # set as the run starts
+        self._costs = messages.Costs()
         # Set when the migrations holding slots are to be checked at the next pass, not at the next period.
         self._check_due = False
         self._published = Published()
@@ -137,6 +138,7 @@ class ClusterWorkflow:
                     grants, self._untold_grants = self._untold_grants, {}
                     await messages.grant(self.s, grants, self._me)
             await messages.tell_freeze(self.s)
+            await self._costs.tell(self.s, self._me)
             news, self._cluster_news = self._cluster_news, []
             await messages.tell_holders(self.s, news)
             self._published.publish(self.s)
@@ -184,6 +186,7 @@ class ClusterWorkflow:
             await self._write_throttle()
             # A freeze is answered once the moves in flight are told.
             await messages.tell_freeze(self.s)
+            await self._costs.tell(self.s, self._me)
             try:
                 await workflow.wait_condition(workflow.all_handlers_finished, timeout=RESEND_EVERY)
                 return

@@ -3,6 +3,7 @@ the freeze to each move in flight, the operator's actions to each migration's au
 A workflow that has ended (or not started yet) cannot be told; the caller tries again where it matters."""
 
 import asyncio
+from datetime import datetime
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -14,7 +15,10 @@ with workflow.unsafe.imports_passed_through():
     from drover.models.control import AuditEntry
     from drover.models.coordination import Grant, PartitionKey
     from drover.workflows.ids import move_workflow_id
-    from drover.workflows.policies import QUICK_CALL
+    from drover.workflows.policies import COSTS_TOLD_EVERY, QUICK_CALL
+
+# Coordinators told their migrations the cost to the clients only as they left before this (their histories).
+TELLS_COSTS = "coordinator-tells-costs"
 
 
 async def quietly(call) -> bool:
@@ -36,11 +40,32 @@ async def grant(s: ClusterState, grants: dict[str, list[MoveSpec]], me: str) -> 
     async def one(migration_id: str, moves: list[MoveSpec]) -> None:
         h = s.holders.get(migration_id)
         seq = h.demand.seq if h and h.demand else 0
-        await _signal(
-            migration_id, "granted", Grant(seq=seq, keys=[(m.topic, m.partition) for m in moves], coordinator=me)
-        )
+        keys = [(m.topic, m.partition) for m in moves]
+        latency = dict(h.latency) if h else {}
+        await _signal(migration_id, "granted", Grant(seq=seq, keys=keys, coordinator=me, latency=latency))
 
     await asyncio.gather(*(one(mid, moves) for mid, moves in grants.items()))
+
+
+class Costs:
+    """Each migration with moves in flight is told, every COSTS_TOLD_EVERY, what they have cost the clients so far
+    (a grant of no moves): should this coordinator be lost, the migration keeps it."""
+
+    def __init__(self) -> None:
+        self.told_at: datetime | None = None
+
+    async def tell(self, s: ClusterState, me: str) -> None:
+        if self.told_at is None:
+            self.told_at = workflow.now()
+        if workflow.now() - self.told_at < COSTS_TOLD_EVERY or not workflow.patched(TELLS_COSTS):
+            return
+        self.told_at = workflow.now()
+        told = [
+            _signal(mid, "granted", Grant(seq=0, keys=[], coordinator=me, latency=dict(h.latency)))
+            for mid, h in sorted(s.holders.items())
+            if h.latency and h.in_flight
+        ]
+        await asyncio.gather(*told)
 
 
 async def refuse_all(s: ClusterState, error: str) -> None:

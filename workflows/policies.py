@@ -114,6 +114,8 @@ LEAVE_CALL: CallOptions = {**QUICK_CALL, "start_to_close_timeout": timedelta(min
 
 # How often the coordinator checks that the migrations holding slots still run (and orphaned moves have ended).
 CHECK_EVERY = timedelta(seconds=20)
+# How often each migration with moves in flight is told what they have cost the clients so far.
+COSTS_TOLD_EVERY = timedelta(minutes=1)
 # Moves cancelled after their migration ended are checked this often until they have ended.
 ORPHAN_CHECK_EVERY = timedelta(seconds=5)
 # A leave waits this long for a broker that is down to take its throttle off, trying again this often; the

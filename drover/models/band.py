@@ -121,6 +121,21 @@ class ClientLatency(BaseModel):
             return None
         return (int(self.leader_bytes / self.banded_s), int(self.follower_bytes / self.banded_s))
 
+    def merged(self, later: "ClientLatency") -> "ClientLatency":
+        """This cost and ``later``'s (told by a coordinator that took over from the one that read this) as one."""
+        readings = self.readings + later.readings
+        return ClientLatency(
+            quiet_ms=later.quiet_ms if later.quiet_ms is not None else self.quiet_ms,
+            mean_ms=(self.mean_ms * self.readings + later.mean_ms * later.readings) / readings if readings else 0.0,
+            peak_ms=max(self.peak_ms, later.peak_ms),
+            readings=readings,
+            target_ms=later.target_ms if later.target_ms is not None else self.target_ms,
+            over_s=self.over_s + later.over_s,
+            banded_s=self.banded_s + later.banded_s,
+            leader_bytes=self.leader_bytes + later.leader_bytes,
+            follower_bytes=self.follower_bytes + later.follower_bytes,
+        )
+
     def add(self, p99_ms: float, quiet_ms: float | None, target_ms: float, over_s: float) -> None:
         self.mean_ms = (self.mean_ms * self.readings + p99_ms) / (self.readings + 1)
         self.readings += 1

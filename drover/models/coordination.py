@@ -118,6 +118,9 @@ class Grant(BaseModel):
     coordinator: str = ""
     # The coordinator could not write the throttle: the migration stops, cleans up and fails with this.
     error: str | None = None
+    # What the migration's moves have cost the clients so far, as this coordinator read it (kept by the migration
+    # should the coordinator be lost); a grant of no moves tells only this.
+    latency: dict[int, ClientLatency] = {}
 
 
 class LeaveRequest(BaseModel):

@@ -14,6 +14,7 @@ import pytest
 
 from drover.adapters.broker_latency import produce_latency
 from drover.models import TopicPartition
+from drover.models.band import ClientLatency
 from drover.models.migration import EstimateSettings, MigrationInput
 from drover.models.plan import PartitionReplicas
 from drover.sandbox import Sandbox
@@ -320,3 +321,38 @@ async def test_a_dead_metrics_page_puts_its_broker_at_the_floor_with_a_warning(
     assert set(sampler.follower_on(3, 0)) == {floors[3][1]}, (sampler.follower_on(3, 0), floors)
     assert max(sampler.leader_on(1, 0)) > floors[1][0], (sampler.leader_on(1, 0), floors)
     print(f"broker 3 at its floor {floors[3][1] / MB:.2f} MB/s throughout; {warned[0]}")
+
+
+async def test_a_lost_coordinators_part_of_the_cost_to_the_clients_stays_in_the_result(
+    stack: Sandbox, real_client, admin, real_settings, topic_name
+):
+    """Every minute the coordinator tells each migration with moves in flight what they have cost the clients so
+    far. Terminated (as from the Web UI) under a target the clients' p99 is always over, it takes none of it with it:
+    the result counts its readings and its time over that target beside the next coordinator's, under a target the
+    p99 never reaches."""
+    metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
+    band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
+    moving = banded_move(real_client, admin, real_settings, topic_name, 200, Run(metrics, "strict", latency="0.5ms"))
+    async with moving as (handle, coordinator, _, tp, cli):
+
+        async def told() -> ClientLatency | None:
+            return (await handle.query(MigrationWorkflow.progress)).latency.get(1)
+
+        deadline = time.monotonic() + 180
+        while (first := await told()) is None or not first.readings:
+            assert time.monotonic() < deadline, "no word of the cost from the coordinator within 180 s"
+            await asyncio.sleep(2)
+        assert admin.list_reassignments([tp]), "the move ended before the coordinator was lost: give it more data"
+        await coordinator.terminate(reason="terminated from the Web UI")
+        code, _, err = await cli("cluster", "band", *band, "--latency-max", "1000ms", "--reason", "lenient")
+        assert code == 0, err
+        result = await asyncio.wait_for(handle.result(), 600)
+        assert result.verified and admin.describe_partition(tp).replicas == [1, 3]
+    cost = result.latency[1]
+    # The lost coordinator's readings over 0.5 ms are all the time over a target there is: the next one's target
+    # is 1000 ms.
+    assert cost.readings > first.readings and cost.over_s >= first.over_s > 0, (first, cost)
+    assert cost.target_ms is not None and cost.target_ms >= 1000, cost
+    left = admin.describe_broker_configs([1, 2, 3], overrides_only=True)
+    assert not any(LEADER_RATE in c or FOLLOWER_RATE in c for c in left.values())
+    print(f"told before the coordinator was lost: {first.text(1)}; in the result: {cost.text(1)}")

@@ -29,6 +29,7 @@ def granted(s: MigrationState, grant: Grant) -> bool:
         if s.phase in ACTIVE:
             s.fail(grant.error)
         return True
+    s.link.cost_told(grant.latency, grant.coordinator)
     return s.link.grant_heard([(k[0], k[1]) for k in grant.keys], grant.coordinator)
 
 

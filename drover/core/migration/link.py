@@ -23,8 +23,10 @@ class CoordinatorLink(BaseModel):
     # Moves the coordinator granted that have not been taken up yet (a grant can reach a run as it drains: the next
     # run takes it up).
     granted: list[PartitionKey] = []
-    # What its moves cost the clients of each broker they went through, as the coordinator's band read it (told as
-    # it leaves; a coordinator lost takes its part with it).
+    # What its moves cost the clients of each broker they went through, as each coordinator's band read it (by the
+    # coordinator's first run; told with its grants, every minute while moves go on, and as the migration leaves: a
+    # coordinator lost keeps what it told), and all of it together.
+    costs: dict[str, dict[int, ClientLatency]] = {}
     latency: dict[int, ClientLatency] = {}
 
     def joined_to(self, coordinator: str = "", coordinator_id: str = "") -> None:
@@ -71,4 +73,24 @@ class CoordinatorLink(BaseModel):
         self.released = [*released, *self.released]
 
     def left(self, latency: dict[int, ClientLatency]) -> None:
-        self.joined, self.rejoin_due, self.latency = False, False, {**self.latency, **latency}
+        self.joined, self.rejoin_due = False, False
+        self.cost_told(latency, self.coordinator)
+
+    def cost_told(self, latency: dict[int, ClientLatency], coordinator: str) -> None:
+        """A coordinator's reading of the cost so far: it replaces what that coordinator told before (a late word,
+        of fewer readings, does not)."""
+        if not latency:
+            return
+        had = self.costs.get(coordinator, {})
+        self.costs[coordinator] = had | {
+            b: cost for b, cost in latency.items() if b not in had or _extent(cost) >= _extent(had[b])
+        }
+        total: dict[int, ClientLatency] = {}
+        for told in self.costs.values():
+            for b, cost in told.items():
+                total[b] = total[b].merged(cost) if b in total else cost
+        self.latency = total
+
+
+def _extent(cost: ClientLatency) -> tuple[int, float]:
+    return cost.readings, cost.banded_s

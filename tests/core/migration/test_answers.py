@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 from drover.core.migration import MigrationState, Phase, answers
 from drover.models import MoveReport, MoveStuck
 from drover.models.admission import Limits, MoveSpec
-from drover.models.coordination import Grant, JoinResult
+from drover.models.band import ClientLatency
+from drover.models.coordination import Grant, JoinResult, LeaveResult
 from drover.models.results import CANCELLED
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
@@ -91,3 +92,30 @@ def test_a_child_that_ended_without_its_report_leaves_the_step_it_last_reported(
     assert cancelled.error == CANCELLED and cancelled.last_step == [[1, 2], [1, 2, 3]]
     failed = answers.ended_without_report(silent, cancelled=False, error="terminated", error_type="Terminated")
     assert (failed.error, failed.error_type, failed.last_step) == ("terminated", "Terminated", [])
+
+
+def cost(*p99s: float, banded_s: float = 0.0, rate: int = 0) -> ClientLatency:
+    c = ClientLatency()
+    for p99 in p99s:
+        c.add(p99, 10.0, 20.0, 5.0 if p99 > 20.0 else 0.0)
+    c.ran((rate, rate), banded_s)
+    return c
+
+
+def test_what_a_lost_coordinator_told_of_the_cost_to_the_clients_is_kept_beside_what_the_next_one_tells():
+    s = in_flight(2)
+    # Coordinator c1 tells the cost so far with a grant, then with a grant of no moves (its minute's word).
+    answers.granted(s, Grant(seq=2, keys=[], coordinator="c1", latency={3: cost(30.0, banded_s=10.0, rate=100)}))
+    answers.granted(s, Grant(seq=0, keys=[], coordinator="c1", latency={3: cost(30.0, 10.0, banded_s=20, rate=100)}))
+    assert s.link.latency[3].readings == 2 and s.link.take_granted() == []
+    # A late word of c1's, of fewer readings, replaces nothing.
+    answers.granted(s, Grant(seq=0, keys=[], coordinator="c1", latency={3: cost(30.0)}))
+    assert s.link.latency[3].readings == 2
+    # c1 is lost; the migration joins c2, which tells its own part as the migration leaves.
+    s.coordinator_lost()
+    assert answers.joined(s, JoinResult(coordinator="c2", coordinator_id="cluster:a"))
+    s.left_coordinator(LeaveResult(latency={3: cost(50.0, banded_s=10.0, rate=400), 4: cost(12.0)}), NOW)
+    both = s.link.latency[3]
+    assert (both.readings, both.peak_ms, both.mean_ms, both.over_s) == (3, 50.0, 30.0, 10.0)
+    assert (both.banded_s, both.mean_rates()) == (30.0, (200, 200))
+    assert s.link.latency[4].readings == 1
