@@ -260,9 +260,10 @@ def _against_bound(progress: MigrationProgress, frozen: bool) -> str:
     if ratio is None or frozen or (progress.bound_s or 0) < MEANINGFUL_BOUND_S:
         return ""
     projected, bound = human_seconds(progress.moving_s + (progress.eta_s or 0)), human_seconds(progress.bound_s)
+    rates = "the band's rates so far" if progress.bound_banded else "its throttle"
     return (
         f"; moves projected to take {projected}, {ratio:.2f}x the {bound} they would take with every broker copying "
-        "at its throttle throughout"
+        f"at {rates} throughout"
     )
 
 

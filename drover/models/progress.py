@@ -73,6 +73,8 @@ class MigrationProgress(BaseModel):
     # (``Estimate.bound_s``): the projected makespan (moving_s + eta_s) against it shows how far from the bound it runs.
     moving_s: float = 0.0
     bound_s: float | None = None
+    # The bound is at the band's rates (on average, as told so far) on the brokers the band ran the moves at.
+    bound_banded: bool = False
 
     @computed_field  # type: ignore[prop-decorator]
     @property

@@ -182,6 +182,9 @@ def test_the_projected_makespan_is_shown_against_the_estimates_bandwidth_bound()
         "; moves projected to take 1m00s, 1.20x the 50s they would take with every broker copying at its throttle "
         "throughout"
     )
+    # Banded: the bound is at the rates the band ran the brokers at, and says so.
+    banded = seen.model_copy(update={"bound_banded": True})
+    assert summary("running", banded).endswith("every broker copying at the band's rates so far throughout")
     # A bound under a second (a few small moves) gives no ratio worth reading ("350.10x the bound (0s ...)").
     tiny = seen.model_copy(update={"bound_s": 0.2})
     assert tiny.makespan_to_bound is not None and "x the" not in summary("running", tiny)

@@ -343,6 +343,10 @@ async def test_a_lost_coordinators_part_of_the_cost_to_the_clients_stays_in_the_
             assert time.monotonic() < deadline, "no word of the cost from the coordinator within 180 s"
             await asyncio.sleep(2)
         assert admin.list_reassignments([tp]), "the move ended before the coordinator was lost: give it more data"
+        # With it, the rates the band ran the move at: the live bound is at them, not at the estimate's floor.
+        seen = await handle.query(MigrationWorkflow.progress)
+        assert seen.bound_banded and seen.estimate is not None, seen
+        assert seen.bound_s is not None and seen.bound_s < (seen.estimate.bound_s or 0), seen
         await coordinator.terminate(reason="terminated from the Web UI")
         code, _, err = await cli("cluster", "band", *band, "--latency-max", "1000ms", "--reason", "lenient")
         assert code == 0, err

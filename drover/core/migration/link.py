@@ -4,6 +4,7 @@ the demands it numbered, the moves it releases with the next one, and the grants
 from pydantic import BaseModel
 
 from drover.models.band import ClientLatency
+from drover.models.throttle import Rates
 
 PartitionKey = tuple[str, int]
 
@@ -75,6 +76,10 @@ class CoordinatorLink(BaseModel):
     def left(self, latency: dict[int, ClientLatency]) -> None:
         self.joined, self.rejoin_due = False, False
         self.cost_told(latency, self.coordinator)
+
+    def band_rates(self) -> dict[int, Rates]:
+        """The rates the band ran this migration's moves at on each broker, on average, as told so far."""
+        return {b: rates for b, cost in self.latency.items() if (rates := cost.mean_rates()) is not None}
 
     def cost_told(self, latency: dict[int, ClientLatency], coordinator: str) -> None:
         """A coordinator's reading of the cost so far: it replaces what that coordinator told before (a late word,

@@ -79,8 +79,15 @@ def _rates(s: MigrationState, now: datetime) -> dict:
         bytes_done=bytes_done,
         eta_s=None if eta is None else round(max(eta, 0.0), 1),
         moving_s=round(moving, 1),
-        bound_s=s.estimate.bound_s if s.estimate is not None else None,
+        **_bound(s),
     )
+
+
+def _bound(s: MigrationState) -> dict:
+    """The estimate's bandwidth bound: with each broker the band ran this migration's moves at (as told so far) at
+    the band's rates on average, the others at the estimate's."""
+    banded = s.link.band_rates()
+    return dict(bound_s=s.estimate.bound_at(banded) if s.estimate is not None else None, bound_banded=bool(banded))
 
 
 def _eta(s: MigrationState, bytes_done: int, done_count: int, moving: float) -> float | None:
@@ -155,7 +162,6 @@ def over_replicated(outcomes: list[MoveOutcome]) -> list[str]:
 def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: list[str], now: datetime):
     by_partition = lambda o: (o.topic, o.partition)  # noqa: E731
     over = over_replicated([*s.forward_outcomes, *s.rollback_outcomes])
-    banded = {b: rates for b, cost in s.link.latency.items() if (rates := cost.mean_rates()) is not None}
     return MigrationResult(
         status=s.phase.value,
         moves=sorted(s.forward_outcomes, key=by_partition),
@@ -170,8 +176,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         not_preferred=not_preferred,
         elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
         moving_s=(now - s.moving_since).total_seconds() if s.moving_since else 0.0,
-        bound_s=s.estimate.bound_at(banded) if s.estimate is not None else None,
-        bound_banded=bool(banded),
+        **_bound(s),
         moves_done=s.moves_done(),
         unchanged=s.unchanged,
         runs=s.runs,

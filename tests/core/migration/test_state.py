@@ -595,6 +595,8 @@ def test_progress_and_result_carry_the_moving_time_and_the_estimates_bandwidth_b
     s.link.left({1: ran})
     banded = result(s, [], 0, [], start + timedelta(seconds=130))
     assert (banded.bound_s, banded.bound_banded) == (50.0, True)
+    seen = progress(s, "c", start + timedelta(seconds=130))
+    assert (seen.bound_s, seen.bound_banded) == (50.0, True)
 
 
 def test_the_plans_eta_is_not_given_once_a_cancel_cleans_up():
