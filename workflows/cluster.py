@@ -186,7 +186,6 @@ class ClusterWorkflow:
             await self._write_throttle()
             # A freeze is answered once the moves in flight are told.
             await messages.tell_freeze(self.s)
-            await self._costs.tell(self.s, self._me)
             try:
                 await workflow.wait_condition(workflow.all_handlers_finished, timeout=RESEND_EVERY)
                 return

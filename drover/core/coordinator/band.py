@@ -125,6 +125,7 @@ class ThrottleBand(BaseModel):
         first). The changes on the brokers of banded moves, each with its reason (a change of source too). A broker
         the reading lacks keeps its floor. A reading that ends after the band was turned off changes nothing."""
         if self.settings is None:
+            self.ran = {}
             return []
         told = [f"traffic read from {source}"] if source != self.source else []
         target = self.settings.latency_max

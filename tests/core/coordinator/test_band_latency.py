@@ -271,6 +271,11 @@ def test_a_migrations_moves_carry_the_rates_the_band_ran_them_at_since_the_readi
     b.charge({3}, cost)
     assert cost[3].banded_s == 30.0
     assert cost[3].mean_rates() == ((CEILING * 2 + CEILING // 2) // 3,) * 2
+    # A reading that ends after the band was turned off charges no rate.
+    b.settings = None
+    moving(b, clock, 41.0)
+    b.charge({3}, cost)
+    assert cost[3].banded_s == 30.0
     # Only the band's rates known, no produce latency: nothing to tell the operator about the clients.
     ran = ClientLatency()
     ran.ran(FLOOR, 10.0)
