@@ -86,12 +86,10 @@ def _demo_clients(settings: Settings) -> Settings:
     """The settings of the demo's own Kafka clients (its topic, its messages, its checks): Drover's, except on a
     secured sandbox (``drover sandbox up --secure``) whose user drover they name, where they are its admin's. Drover's
     principal may not create a topic or write a record there, by design; the migration still runs as drover."""
-    from drover.sandbox.layout import recorded_layout
+    from drover.sandbox.layout import as_recorded
     from drover.sandbox.settings import SandboxSettings
 
-    given = SandboxSettings()
-    layout = recorded_layout(given.state_dir.resolve())
-    sandbox = layout.settings(given) if layout is not None else given
+    sandbox = as_recorded(SandboxSettings())
     named = settings.kafka_properties
     if not sandbox.secure or named is None or named.resolve() != sandbox.properties("drover"):
         return settings

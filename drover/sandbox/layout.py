@@ -64,6 +64,12 @@ def recorded_layout(state: Path) -> Layout | None:
         raise SandboxError(f"{path} is not a sandbox layout; run 'drover sandbox down --wipe'") from None
 
 
+def as_recorded(given: SandboxSettings) -> SandboxSettings:
+    """``given`` with the layout its state folder records (ports, brokers, secured...), if it was ever started."""
+    recorded = recorded_layout(given.state_dir.resolve())
+    return given if recorded is None else recorded.settings(given)
+
+
 def _made_with(brokers: int, racks: int, port_base: int, kafka_version: str, temporal: str, secure: bool) -> str:
     return f"{brokers} brokers, {racks} racks, ports from {port_base}, Kafka {kafka_version}, Temporal {temporal}" + (
         ", secured" if secure else ""

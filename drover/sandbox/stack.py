@@ -22,7 +22,7 @@ from drover.sandbox.kafka_nodes import (
     maven_libs,
     node_configs,
 )
-from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, made_layout, recorded_layout
+from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, as_recorded, made_layout
 from drover.sandbox.processes import ProcessTable
 from drover.sandbox.settings import HOME, SandboxError, SandboxSettings
 from drover.sandbox.temporal_server import TemporalServer
@@ -41,8 +41,7 @@ class Sandbox:
     def __init__(self, settings: SandboxSettings | None = None, temporal_binary: Path | None = None):
         given = settings or SandboxSettings()
         self.state = given.state_dir.resolve()
-        recorded = recorded_layout(self.state)
-        self.s = given if recorded is None else recorded.settings(given)
+        self.s = as_recorded(given)
         self.procs = ProcessTable(self.state / "pids", self.state / "logs")
         self.temporal_binary = temporal_binary or find_temporal()
         # Temporal server with its PostgreSQL instead of the dev server (``temporal`` "server").
