@@ -63,12 +63,8 @@ def parse_page(text: str) -> Page:
     return tuple(text_string_to_metric_families(text))
 
 
-def parse(text: str) -> dict[str, float]:
-    """The traffic counters in a Prometheus exposition; a counter the page lacks is left out."""
-    return counters_of(parse_page(text))
-
-
 def counters_of(page: Page) -> dict[str, float]:
+    """The traffic counters on a parsed metrics page; a counter the page lacks is left out."""
     wanted = {name: key for key, name in COUNTERS.items()}
     found = {}
     for family in page:

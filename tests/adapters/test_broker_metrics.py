@@ -2,7 +2,15 @@
 
 import pytest
 
-from drover.adapters.broker_metrics import COUNTERS, BrokerMetricsError, TrafficSample, parse, rates, scrape
+from drover.adapters.broker_metrics import (
+    COUNTERS,
+    BrokerMetricsError,
+    TrafficSample,
+    counters_of,
+    parse_page,
+    rates,
+    scrape,
+)
 
 PAGE = """# HELP kafka_server_brokertopicmetrics_bytesinpersec_total Attribute exposed for management
 # TYPE kafka_server_brokertopicmetrics_bytesinpersec_total counter
@@ -17,7 +25,7 @@ jvm_memory_bytes_used{area="heap"} 1.2e8
 
 
 def test_the_traffic_counters_are_read_and_the_rest_left_out():
-    assert parse(PAGE) == {"bytes_in": 1000.0, "replication_in": 250.0}
+    assert counters_of(parse_page(PAGE)) == {"bytes_in": 1000.0, "replication_in": 250.0}
     assert set(COUNTERS) >= {"bytes_in", "bytes_out", "replication_in", "replication_out"}
 
 

@@ -26,9 +26,8 @@ class CoordinatorLink(BaseModel):
     granted: list[PartitionKey] = []
     # What its moves cost the clients of each broker they went through, as each coordinator's band read it (by the
     # coordinator's first run; told with its grants, every minute while moves go on, and as the migration leaves: a
-    # coordinator lost keeps what it told), and all of it together.
+    # coordinator lost keeps what it told).
     costs: dict[str, dict[int, ClientLatency]] = {}
-    latency: dict[int, ClientLatency] = {}
 
     def joined_to(self, coordinator: str = "", coordinator_id: str = "") -> None:
         self.joined, self.rejoin_due, self.coordinator = True, False, coordinator
@@ -90,11 +89,15 @@ class CoordinatorLink(BaseModel):
         self.costs[coordinator] = had | {
             b: cost for b, cost in latency.items() if b not in had or _extent(cost) >= _extent(had[b])
         }
+
+    @property
+    def latency(self) -> dict[int, ClientLatency]:
+        """What its moves cost the clients of each broker, every coordinator's word added up."""
         total: dict[int, ClientLatency] = {}
         for told in self.costs.values():
             for b, cost in told.items():
                 total[b] = total[b].merged(cost) if b in total else cost
-        self.latency = total
+        return total
 
 
 def _extent(cost: ClientLatency) -> tuple[int, float]:
