@@ -23,6 +23,7 @@ from drover.activities.decommission import FlowActivities
 from drover.activities.estimate import EstimateActivities
 from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
+from drover.adapters.deployments import DeploymentError, deployment_config, make_current
 from drover.adapters.kafka_factory import open_kafka
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.search_attributes import SearchAttributesError, ensure_search_attributes
@@ -115,8 +116,11 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
             max_concurrent_activities=ACTIVITY_SLOTS,
             max_concurrent_local_activities=LOCAL_ACTIVITY_SLOTS,
             graceful_shutdown_timeout=timedelta(seconds=10),
+            deployment_config=deployment_config(settings.deployment_name, settings.build_id),
         )
         async with worker:
+            if settings.deployment_name and settings.build_id:
+                await make_current(client, settings.deployment_name, settings.build_id, log.info)
             log.info(
                 "worker_started",
                 task_queue=settings.task_queue,
@@ -125,6 +129,7 @@ async def run(settings: Settings, stop: asyncio.Event) -> None:
                 if not settings.kafka_simulated
                 else f"simulated {settings.kafka_simulated}",
                 metrics=f"http://0.0.0.0:{settings.metrics_port}/metrics" if settings.metrics_port else None,
+                build=f"{settings.deployment_name}.{settings.build_id}" if settings.build_id else None,
             )
             if settings.spark_warm:
                 warm_spark(SparkPlace(settings.spark_master, settings.work_dir))
@@ -192,7 +197,7 @@ def main() -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         loop.run_until_complete(run(settings, stop))
-    except SearchAttributesError as e:
+    except (SearchAttributesError, DeploymentError) as e:
         log.error("worker_not_started", error=str(e))
         sys.exit(f"error: {e}")
     finally:

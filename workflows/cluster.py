@@ -40,6 +40,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.steps.throttle import throttle_union
     from drover.workflows import cluster_messages as messages
     from drover.workflows import cluster_reads as reads
+    from drover.workflows import versions
     from drover.workflows.cluster_published import Published
     from drover.workflows.ids import CLUSTER_ATTR
     from drover.workflows.metrics import record_throttle
@@ -147,9 +148,10 @@ class ClusterWorkflow:
                 return
             info = workflow.info()
             due = info.is_continue_as_new_suggested() or info.get_current_history_length() > given.events_per_run
+            due = due or versions.newer_build()
             if due and not self._untold_grants:
                 await self._settle()
-                workflow.continue_as_new(given.continued(self.s, self._throttle.book))
+                versions.continue_as_new(given.continued(self.s, self._throttle.book))
 
     async def _take_over(self, cluster_id: str) -> None:
         """A new coordinator whose workers reach another Kafka cluster (a command started it through its own

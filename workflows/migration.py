@@ -22,6 +22,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.models.progress import MigrationProgress
     from drover.models.results import MigrationResult, MoveOutcome
     from drover.workflows import migration_calls as calls
+    from drover.workflows import versions
     from drover.workflows.failures import INTERRUPTIONS, failure_message
     from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from drover.workflows.metrics import record_progress
@@ -158,7 +159,7 @@ class MigrationWorkflow:
             await self._join(given)
         if s.more_to_page() and len(s.window.waiting) < given.page_moves // 2:
             await calls.page_in(given, s)
-        suggested = workflow.info().is_continue_as_new_suggested()
+        suggested = workflow.info().is_continue_as_new_suggested() or versions.newer_build()
         if s.drain_if_due(self._ended_this_run, given.continue_every, suggested):
             self._publish()
         for record in s.cancels_due():
@@ -166,8 +167,7 @@ class MigrationWorkflow:
         if s.phase == Phase.DRAINING and not s.window.in_flight:
             await self._continue_as_new(given)
             return
-        # Granted moves start before the coordinator hears the demand that follows: a slot is not left idle for a
-        # signal's round trip.
+        # Granted moves start before the coordinator hears the demand that follows: no slot idles for a round trip.
         for record in s.take_granted():
             asyncio.ensure_future(self._run_child(given, record))
         await self._ask(given)
@@ -239,8 +239,8 @@ class MigrationWorkflow:
         self._publish()
 
     async def _continue_as_new(self, given: MigrationRun) -> None:
-        """Hand the state to a new run. Nothing is in flight (the window drained first), so no child's report can
-        reach this run after its state is taken."""
+        """Hand the state to a new run, on the current build if a newer one is. Nothing is in flight (the window
+        drained first), so no child's report can reach this run after its state is taken."""
         s = self.s
         self._handing_over = True
         await workflow.wait_condition(workflow.all_handlers_finished)
@@ -252,7 +252,7 @@ class MigrationWorkflow:
             return
         workflow.logger.info("continuing as new after %d moves, %d waiting", self._ended_this_run, s.waiting_count())
         # The plan is in the state now: the next run's input carries neither the plan nor a second copy of it.
-        workflow.continue_as_new(given.continued(s))
+        versions.continue_as_new(given.continued(s))
 
     # -- the cluster's coordinator: join, ask, hear grants, leave -------------------------------------------------
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Literal
 from urllib.parse import quote
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from drover.models.simulation import SimulationSpec
@@ -71,6 +71,20 @@ class Settings(BaseSettings):
         description="Temporal Web UI, for links (default: the local sandbox's, DROVER_SANDBOX_UI_PORT)",
     )
     task_queue: str = Field("drover", description="Temporal task queue the worker polls")
+    deployment_name: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9_-]+$",
+        description="The worker's Temporal Worker Deployment, with DROVER_BUILD_ID: migrations, moves and flows stay "
+        "on the build they started on, the coordinator and migrations move to a newer build at their next "
+        "continue-as-new (unset: an unversioned worker)",
+    )
+    build_id: str | None = Field(
+        None,
+        pattern=r"^[A-Za-z0-9._-]+$",
+        validate_default=True,
+        description="This worker's build in DROVER_DEPLOYMENT_NAME; a build's first worker to start makes it the "
+        "deployment's current one",
+    )
     work_dir: Path = Field(
         Path(".drover/work"),
         description="Folder for large plans passed by reference (paged in) and their outcomes; shared by all workers",
@@ -105,6 +119,13 @@ class Settings(BaseSettings):
         "holding the broker ID, broker if not given); unset: brokers' traffic is read from log growth through the "
         "Admin API",
     )
+
+    @field_validator("build_id")
+    @classmethod
+    def _build_with_deployment(cls, build: str | None, info: ValidationInfo) -> str | None:
+        if (build is None) != (info.data.get("deployment_name") is None):
+            raise ValueError("DROVER_DEPLOYMENT_NAME and DROVER_BUILD_ID are set together or not at all")
+        return build
 
     @field_validator("broker_metrics")
     @classmethod

@@ -92,6 +92,9 @@ def test_a_worker_with_no_class_archive_builds_one_that_the_next_worker_maps(rea
     [
         ("DROVER_LOG_LEVEL", "loud", "DROVER_LOG_LEVEL='loud'"),
         ("DROVER_KAFKA_SIMULATED", "brokers=10", "DROVER_KAFKA_SIMULATED='brokers=10': 'brokers=10' does not give"),
+        ("DROVER_BUILD_ID", "2.5.0", "DROVER_DEPLOYMENT_NAME and DROVER_BUILD_ID are set together or not at all"),
+        ("DROVER_DEPLOYMENT_NAME", "drover", "DROVER_DEPLOYMENT_NAME and DROVER_BUILD_ID are set together or not"),
+        ("DROVER_DEPLOYMENT_NAME", "drover prod", "DROVER_DEPLOYMENT_NAME='drover prod': String should match"),
     ],
 )
 def test_worker_with_a_bad_setting_exits_with_one_line(variable, value, named):
