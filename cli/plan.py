@@ -21,9 +21,9 @@ from drover.cli.plan_files import (
     validate,
     write_reassignment,
 )
-from drover.cli.plan_zones import PlanZones, show_zones, zone_map, zone_price
+from drover.cli.plan_zones import PlanZones, show_zones, zone_map, zone_price, zone_weight
 from drover.cli.rates import parse_duration
-from drover.core.zones import priced
+from drover.core.zones import priced, zone_of_brokers
 from drover.models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from drover.models.units import human_bytes
 from drover.planner import PlanError, make_plan
@@ -116,7 +116,7 @@ def plan(
 
 def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZones, out: Path, output: Output):
     pattern = _topic_pattern(goals.topics)
-    zone_of_rack, price = zone_map(zones.zones), zone_price(zones.zone_price)
+    zone_of_rack, price, weight = zone_map(zones.zones), zone_price(zones.zone_price), zone_weight(zones.zone_weight)
     remove = broker_ids("--remove-brokers", goals.remove_brokers)
     balance_tolerance = _tolerance(goals.tolerance)
     window = _window(source.sample, source.bootstrap, source.metrics)
@@ -151,12 +151,14 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         write_rates=rates,
         balance_tolerance=balance_tolerance,
         max_moves=goals.max_moves,
+        zones=zone_of_brokers(broker_specs, zone_of_rack) if weight else {},
+        zone_weight=weight,
     )
     try:
         result = make_plan(request)
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
-    result = priced(result, broker_specs, size_map, zone_of_rack, price)
+    result = priced(result, broker_specs, size_map, zone_of_rack, price, weight)
     rollback_path = rollback_file(out)
     write_reassignment(out, result.changes)
     write_reassignment(rollback_path, result.rollback)

@@ -28,6 +28,13 @@ class PlanZones:
         "--zone-price",
         help="Dollars per GB (10^9 bytes) between zones, both sides counted: 0.02 or $0.02/GB",
     )
+    zone_weight: str = typer.Option(
+        "0",
+        "--zone-weight",
+        help="From 0 to 1: how much the plan trades bytes moved for bytes copied between zones (a new replica copies "
+        "from the partition's leader). 0, the default, plans the fewest bytes moved and adds no move for zones; 1 "
+        "plans the fewest bytes between zones; at 0.5 a byte copied within a zone counts half",
+    )
 
 
 def zone_map(text: str) -> dict[str, str]:
@@ -52,6 +59,17 @@ def zone_price(text: str) -> float:
     return price
 
 
+def zone_weight(text: str) -> float:
+    """--zone-weight, from 0 to 1."""
+    try:
+        weight = float(text)
+    except ValueError:
+        weight = -1.0
+    if not 0 <= weight <= 1:
+        raise DroverError(f"--zone-weight {text!r}: give a number from 0 to 1, as 0.5", exit_code=2)
+    return weight
+
+
 def show_zones(out: Output, z: ZoneTraffic) -> None:
     """The plan's cross-zone line: the bytes Drover's copies and Kafka's tool's cross between zones, priced."""
     if z.zones < 2:
@@ -63,6 +81,7 @@ def show_zones(out: Output, z: ZoneTraffic) -> None:
         f"cross-zone copies over {z.zones} zones: {crossing} of {copied} copied{share}, ${z.cost:,.2f} at "
         f"${z.price_per_gb:g}/GB; kafka-reassign-partitions: "
         f"{human_bytes(z.cross_zone_bytes_kafka_tool)}, ${z.cost_kafka_tool:,.2f}"
+        + (f" (planned at --zone-weight {z.zone_weight:g})" if z.zone_weight else "")
     )
     if z.partitions_without_zone:
         left = counted(z.partitions_without_zone, "partition")

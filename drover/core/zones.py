@@ -29,12 +29,15 @@ def priced(
     sizes: Mapping[tuple[str, int], int],
     zones: Mapping[str, str],
     price_per_gb: float = ZONE_PRICE_PER_GB,
+    weight: float = 0.0,
 ) -> Plan:
-    """The plan with its summary's ``zone_traffic``, where there are sizes and racks to price it by."""
+    """The plan with its summary's ``zone_traffic``, where there are sizes and racks to price it by (``weight``: the
+    planner's zone weight it was made with)."""
     zone_of = zone_of_brokers(brokers, zones)
     if not sizes or not zone_of:
         return plan
     traffic = zone_traffic(plan.changes, plan.rollback, zone_of, sizes, price_per_gb)
+    traffic.zone_weight = weight
     return plan.model_copy(update={"summary": plan.summary.model_copy(update={"zone_traffic": traffic})})
 
 

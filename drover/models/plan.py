@@ -62,6 +62,19 @@ class PlanRequest(BaseModel):
         0.1, gt=0, lt=1, description="bytes (and replicas) per broker within this of the mean"
     )
     max_moves: int | None = Field(None, ge=0)
+    zones: dict[int, str] = Field(
+        {},
+        description="each broker's zone (its rack, or the zone its rack is in): with zone_weight, copies between "
+        "zones cost",
+    )
+    zone_weight: float = Field(
+        0.0,
+        ge=0,
+        le=1,
+        description="0: the fewest bytes moved (zones do not count); 1: the fewest bytes copied between zones; "
+        "between, a byte copied within a zone counts 1 - zone_weight of a byte moved. A new replica copies from the "
+        "partition's leader",
+    )
 
 
 class BrokerLoad(BaseModel):
@@ -123,6 +136,7 @@ class ZoneTraffic(BaseModel):
     cost: float = Field(description="dollars, Drover's steps")
     cost_kafka_tool: float
     partitions_without_zone: int = Field(description="left out: a broker of the partition has no rack")
+    zone_weight: float = Field(0.0, description="the planner's weight of bytes between zones (PlanRequest)")
 
 
 class PlanSummary(BaseModel):

@@ -32,6 +32,10 @@ class Placement:
     open: set[int] = field(default_factory=set)  # brokers below their quota
     by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
     bytes_changed: set[int] = field(default_factory=set)  # brokers whose bytes changed (for drover.planner.ranking)
+    # With a zone weight: each partition's leader before the plan (a new replica copies from it), each broker's zone.
+    leaders: list[int] = field(default_factory=list)
+    zone_of: dict[int, str] = field(default_factory=dict)
+    zone_weight: float = 0.0
 
     def __post_init__(self) -> None:
         # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
@@ -127,8 +131,8 @@ class Placement:
         return [b for b in brokers if b not in replicas and in_rack[self.rack_of[b]] < limit]
 
     def preference(self, i: int):
-        """The sort key among fitting brokers for partition ``i``: most room, then fewest replicas of its topic,
-        fewest bytes, lowest id."""
+        """The sort key among fitting brokers for partition ``i``: most room, then (with a zone weight) in its
+        leader's zone, fewest replicas of its topic, fewest bytes, lowest id."""
         topic, load, quota, topic_load, bytes_load = (
             self.topics[i],
             self.load,
@@ -136,4 +140,25 @@ class Placement:
             self.topic_load,
             self.bytes_load,
         )
+        if self.zone_weight:
+            return lambda b: (load[b] - quota[b], self.crosses(i, b), topic_load[b][topic], bytes_load[b], b)
         return lambda b: (load[b] - quota[b], topic_load[b][topic], bytes_load[b], b)
+
+    def crosses(self, i: int, dest: int) -> bool:
+        """With a zone weight: a copy of partition ``i`` onto ``dest`` crosses zones, taking the copy's source to be
+        the partition's leader before the plan. A replica replaced within its own zone (``dest`` the broker it
+        leaves) crosses unless it is the leader. Never where a zone is unknown."""
+        if not self.zone_weight:
+            return False
+        there, leader = self.zone_of.get(dest), self.zone_of.get(self.leaders[i])
+        return there is not None and leader is not None and there != leader
+
+    def move_price(self, i: int, dest: int) -> float:
+        """What a copy of partition ``i`` onto ``dest`` costs, in bytes: its size, less ``zone_weight`` of it where
+        the copy stays within a zone (at weight 1, only bytes between zones count). Without sizes, a copy is one."""
+        w = self.zone_weight
+        return (self.sizes[i] or 1) * (1 - w + w * self.crosses(i, dest)) if w else self.sizes[i]
+
+    def zone_penalty(self, i: int, dest: int) -> float:
+        """The bytes a copy of partition ``i`` onto ``dest`` counts for above one that stays within a zone."""
+        return (self.sizes[i] or 1) * self.zone_weight if self.crosses(i, dest) else 0.0

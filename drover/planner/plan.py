@@ -74,6 +74,9 @@ def _plan(request: PlanRequest) -> Plan:
         quota=dict.fromkeys(kept, 0),
         racked=racked,
         group=dict.fromkeys(kept),
+        leaders=[r[0] for r in original] if request.zone_weight else [],
+        zone_of=request.zones,
+        zone_weight=request.zone_weight,
     )
     # Replicas that must move whatever the quotas (removed or unknown broker, over a rack limit) leave first, the
     # fullest brokers giving up the rack's extra ones; quotas then fit what stays, so those moves count once.

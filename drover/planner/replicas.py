@@ -45,14 +45,15 @@ def evict_mandatory(p: Placement) -> list[Hole]:
 
 
 def evict_for_balance(p: Placement) -> list[Hole]:
-    """Holes for the replicas each broker holds over its quota: small partitions of its most repeated topics first."""
+    """Holes for the replicas each broker holds over its quota: small partitions of its most repeated topics first
+    (with a zone weight, the cheapest to replace within the broker's zone: a leader's copy stays in the zone)."""
     holes = []
     for b in sorted(p.rack_of):
         excess = p.load[b] - p.quota[b]
         if excess <= 0:
             continue
-        sizes, topics, of_topic = p.sizes, p.topics, p.topic_load[b]
-        keys = [(sizes[i], -of_topic[topics[i]], i) for i in p.hosted[b]]
+        topics, of_topic, price = p.topics, p.topic_load[b], p.move_price
+        keys = [(price(i, b), -of_topic[topics[i]], i) for i in p.hosted[b]]
         for *_, i in heapq.nsmallest(excess, keys):
             slot = p.replicas[i].index(b)
             holes.append(Hole(i, slot, p.take_out(i, slot), mandatory=False))

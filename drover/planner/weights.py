@@ -122,13 +122,13 @@ class Balancer:
         for hole in sorted(holes, key=lambda h: (-self.p.sizes[h.partition], h.partition, h.slot)):
             i = hole.partition
             fitting = self.p.fitting(i, self.p.rack_of) or [b for b in self.p.rack_of if b not in self.p.replicas[i]]
-            size = self.p.sizes[i]
+            size, penalty = self.p.sizes[i], self.p.zone_penalty
             self.place(
                 hole,
                 min(
                     fitting,
                     key=lambda b: (
-                        (self.bytes(b) + size) / max(self.b.bytes_target[b], 1),
+                        (self.bytes(b) + size + penalty(i, b)) / max(self.b.bytes_target[b], 1),
                         self.count(b) >= self.b.replicas_high[b],
                         self.count(b),
                         b,
@@ -193,7 +193,7 @@ class Balancer:
             if found is None:
                 continue
             size, i = found
-            key = (not self.untouched(i), abs(size - wanted), size, i, other)
+            key = (not self.untouched(i), abs(size - wanted) + self.p.zone_penalty(i, dest), size, i, other)
             if best is None or key < best:
                 best = key
             if key[0] is False and key[1] <= CLOSE * wanted:
@@ -207,23 +207,40 @@ class Balancer:
 
     def _nearest(self, source: int, dest: int, wanted: float, low: float, high: float, skip: int = -1):
         """The replica of ``source`` with size in [low, high] nearest ``wanted`` that may go to ``dest``, as
-        (size, partition), untouched partitions first; or None."""
+        (size, partition), untouched partitions first; or None. With a zone weight, a copy between zones counts as
+        that much further (``Placement.zone_penalty``): candidates come nearest first, so the first that stays
+        within a zone (any, without a weight) ends the search."""
+        penalty = self.p.zone_penalty
         for entries in (self.fresh[source], self.touched[source]):
-            start = bisect.bisect_left(entries, (low, -1))
-            end = bisect.bisect_right(entries, (high, len(self.p.replicas)))
-            mid = min(max(bisect.bisect_left(entries, (wanted, -1)), start), end)
-            down, up = mid - 1, mid
-            for _ in range(SCAN):
-                if down < start and up >= end:
+            best: tuple[float, int, int] | None = None
+            for size, i in self._outward(entries, wanted, low, high):
+                if i == skip or not self.may_go(i, source, dest):
+                    continue
+                distance = abs(size - wanted)
+                cost = distance + penalty(i, dest)
+                if best is None or cost < best[0]:
+                    best = (cost, size, i)
+                if cost == distance:
                     break
-                if up < end and (down < start or entries[up][0] - wanted <= wanted - entries[down][0]):
-                    k, up = up, up + 1
-                else:
-                    k, down = down, down - 1
-                size, i = entries[k]
-                if i != skip and self.may_go(i, source, dest):
-                    return size, i
+            if best is not None:
+                return best[1], best[2]
         return None
+
+    @staticmethod
+    def _outward(entries: list[tuple[int, int]], wanted: float, low: float, high: float):
+        """Up to SCAN of ``entries`` (sorted by size) with size in [low, high], nearest ``wanted`` first."""
+        start = bisect.bisect_left(entries, (low, -1))
+        end = bisect.bisect_right(entries, (high, 1 << 62))
+        mid = min(max(bisect.bisect_left(entries, (wanted, -1)), start), end)
+        down, up = mid - 1, mid
+        for _ in range(SCAN):
+            if down < start and up >= end:
+                return
+            if up < end and (down < start or entries[up][0] - wanted <= wanted - entries[down][0]):
+                k, up = up, up + 1
+            else:
+                k, down = down, down - 1
+            yield entries[k]
 
     def _smallest(self, broker: int, n: int) -> list[tuple[int, int]]:
         return heapq.nsmallest(n, [*self.fresh[broker][:n], *self.touched[broker][:n]])

@@ -63,6 +63,8 @@ def plan_args(tmp_path, current_json, brokers_json, *extra: str, out: str = "pla
         (GOOD, BROKERS, ["--zone-price", "cheap"], ["--zone-price 'cheap'", "0.02 or $0.02/GB"]),
         (GOOD, BROKERS, ["--zone-price", "-1"], ["--zone-price '-1'", "dollars per GB"]),
         (GOOD, BROKERS, ["--zones", "r1:east"], ["--zones 'r1:east'", "rack=zone pairs"]),
+        (GOOD, BROKERS, ["--zone-weight", "2"], ["--zone-weight '2'", "a number from 0 to 1"]),
+        (GOOD, BROKERS, ["--zone-weight", "half"], ["--zone-weight 'half'", "a number from 0 to 1"]),
         (GOOD, BROKERS, ["--zones", "r1=,r2=east"], ["--zones 'r1=,r2=east'", "rack=zone pairs"]),
     ],
 )
@@ -128,6 +130,11 @@ def test_with_sizes_and_racks_the_plan_prices_its_cross_zone_copies(tmp_path):
     # The same racks in one zone: nothing crosses.
     one = drover(*args, "--zones", "a=east,b=east,c=east", "--json")
     assert json.loads(one.stdout)["zone_traffic"]["cross_zone_bytes"] == 0
+    # Planned for zones: said on the line, and never more bytes between zones than planned without.
+    weighted = drover(*args, "--zone-weight", "1")
+    assert "(planned at --zone-weight 1)" in weighted.stdout, weighted.stdout
+    w = json.loads(drover(*args, "--zone-weight", "1", "--json").stdout)["zone_traffic"]
+    assert w["zone_weight"] == 1 and w["cross_zone_bytes"] <= z["cross_zone_bytes"]
 
 
 @pytest.mark.parametrize(
