@@ -26,7 +26,9 @@ from temporalio.worker import WorkerDeploymentConfig
 
 # A version is known to the server once its worker's pollers reached it: how long a starting worker waits for that.
 REGISTER_WAIT_S = 30.0
+# Statuses of a build that was never current (or, unspecified, that the server does not tell).
 _NEVER_CURRENT = (
+    WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_UNSPECIFIED,
     WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_INACTIVE,
     WorkerDeploymentVersionStatus.WORKER_DEPLOYMENT_VERSION_STATUS_CREATED,
 )
