@@ -9,6 +9,7 @@ from confluent_kafka import TopicPartition as CkTopicPartition
 
 from drover.adapters.kafka_admin import client_configs, rdkafka_logger
 from drover.models.coordination import cluster_workflow_id
+from drover.models.plan import PartitionReplicas
 from drover.settings import Settings
 from drover.workflows import ClusterWorkflow, MigrationWorkflow
 
@@ -167,6 +168,19 @@ def produce_topic(settings: Settings, topic: str, partitions: int, per_partition
         producer.poll(0)
     assert producer.flush(60) == 0
     return acked
+
+
+def topic_to_move(
+    admin, settings: Settings, topic: str, partitions: int, per_partition: int
+) -> tuple[list[PartitionReplicas], dict[int, list[str]]]:
+    """A topic of ``partitions`` at RF 2 on brokers 1 and 2 (leaders alternating), ``per_partition`` messages written
+    to each; and a plan that moves each partition's first replica onto broker 3 or 4. The plan, and the messages
+    Kafka acknowledged."""
+    original = [[1, 2] if p % 2 else [2, 1] for p in range(partitions)]
+    admin.create_topic(topic, original)
+    written = produce_topic(settings, topic, partitions, per_partition)
+    plan = [PartitionReplicas(topic=topic, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)]
+    return plan, written
 
 
 def consume_topic(settings: Settings, topic: str, partitions: int) -> dict[int, list[str]]:

@@ -28,6 +28,7 @@ from tests.integration.helpers import (
     produce,
     produce_topic,
     step_under_way,
+    topic_to_move,
     wait_until,
 )
 
@@ -58,12 +59,7 @@ async def test_worker_killed_three_times_mid_step_and_the_migration_completes(
     # Ten partitions at RF 2 with about 400 KB each under a 200 KB/s throttle: steps last a couple of seconds, so
     # each SIGKILL lands while a step is under way on Kafka.
     partitions = 10
-    original = [[1, 2] if p % 2 else [2, 1] for p in range(partitions)]
-    admin.create_topic(topic_name, original)
-    written = await asyncio.to_thread(produce_topic, real_settings, topic_name, partitions, 400)
-    plan = [
-        PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
-    ]
+    plan, written = await asyncio.to_thread(topic_to_move, admin, real_settings, topic_name, partitions, 400)
     migration = MigrationInput(
         cluster="test", moves=plan, limits=Limits(max_partitions=2, max_per_broker=2), throttle_bytes_per_s=200_000
     )

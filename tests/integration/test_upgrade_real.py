@@ -21,10 +21,9 @@ from temporalio.api.workflowservice.v1 import DescribeWorkerDeploymentRequest
 
 from drover.models.admission import Limits
 from drover.models.migration import MigrationInput
-from drover.models.plan import PartitionReplicas
 from drover.models.results import MigrationResult
 from tests.conftest import ROOT, end_coordinators, start_migration
-from tests.integration.helpers import assert_coordinator_released, consume_topic, produce_topic, wait_until
+from tests.integration.helpers import assert_coordinator_released, consume_topic, topic_to_move, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -119,12 +118,7 @@ async def test_a_migration_moves_to_a_new_build_at_continue_as_new_and_completes
     # One move at a time, each copying about 500 KB at 50 KB/s: the migration runs for longer than B's workers take
     # to start on a loaded machine.
     partitions = 10
-    original = [[1, 2] if p % 2 else [2, 1] for p in range(partitions)]
-    admin.create_topic(topic_name, original)
-    written = await asyncio.to_thread(produce_topic, real_settings, topic_name, partitions, 8000)
-    plan = [
-        PartitionReplicas(topic=topic_name, partition=p, replicas=[3 + p % 2, r[1]]) for p, r in enumerate(original)
-    ]
+    plan, written = await asyncio.to_thread(topic_to_move, admin, real_settings, topic_name, partitions, 8000)
     migration = MigrationInput(
         cluster="test", moves=plan, limits=Limits(max_partitions=1, max_per_broker=1), throttle_bytes_per_s=50_000
     )
