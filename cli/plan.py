@@ -21,8 +21,9 @@ from drover.cli.plan_files import (
     validate,
     write_reassignment,
 )
-from drover.cli.plan_zones import PlanZones, show_zones, zone_map, zone_price, zone_weight
+from drover.cli.plan_zones import PlanZones, show_tiered, show_zones, zone_map, zone_price, zone_weight
 from drover.cli.rates import parse_duration
+from drover.core.tiered import with_tiered
 from drover.core.zones import priced, zone_of_brokers
 from drover.models.plan import BrokerSpec, PartitionReplicas, PartitionSize, Plan, PlanRequest, ReassignmentFile
 from drover.models.units import human_bytes
@@ -123,8 +124,9 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
     if source.bootstrap and (source.current or source.brokers or source.sizes):
         raise DroverError("give --bootstrap, or --current with --brokers (and --sizes), not both", exit_code=2)
     rates: dict[tuple[str, int], float] = {}
+    full: dict[tuple[str, int], int] = {}
     if source.bootstrap:
-        partitions, broker_specs, size_map, rates = _read_cluster(ctx.obj, source.bootstrap, window, pattern)
+        partitions, broker_specs, size_map, rates, full = _read_cluster(ctx.obj, source.bootstrap, window, pattern)
     elif source.current and source.brokers:
         partitions = load_model(source.current, ReassignmentFile, partition_label).partitions
         broker_specs = load_model(source.brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
@@ -158,7 +160,7 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         result = make_plan(request)
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
-    result = priced(result, broker_specs, size_map, zone_of_rack, price, weight)
+    result = with_tiered(priced(result, broker_specs, size_map, zone_of_rack, price, weight), size_map, full)
     rollback_path = rollback_file(out)
     write_reassignment(out, result.changes)
     write_reassignment(rollback_path, result.rollback)
@@ -275,12 +277,14 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
 
 
 def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
-    """Assignment, brokers, sizes and, with a sampling window, write rates (see ``drover.adapters.live_cluster``)."""
-    from drover.adapters.live_cluster import read_for_plan
+    """Assignment, brokers, sizes (local logs), with a sampling window write rates, and the whole sizes of tiered
+    topics' partitions (see ``drover.adapters.live_cluster``)."""
+    from drover.adapters.live_cluster import full_sizes, read_for_plan
 
     admin = open_kafka(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:
-        return read_for_plan(admin, window, pattern)
+        partitions, brokers, sizes, rates = read_for_plan(admin, window, pattern)
+        return partitions, brokers, sizes, rates, full_sizes(admin, partitions, sizes)
     finally:
         admin.close()
 
@@ -323,6 +327,8 @@ def _show(out: Output, result: Plan, plan_path: Path, rollback_path: Path) -> No
         _show_bytes(out, s)
     if s.zone_traffic is not None:
         show_zones(out, s.zone_traffic)
+    if s.tiered is not None:
+        show_tiered(out, s.tiered)
     if s.balance == "per-rack":
         out.warning("racks of unequal size make one global balance impossible; each rack is balanced within itself")
     if s.max_moves_reached:

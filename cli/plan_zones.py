@@ -1,5 +1,5 @@
 """drover plan's zones: which racks share a zone, the price of a byte between zones, and the line that prices the
-plan's copies (``drover.core.zones``)."""
+plan's copies (``drover.core.zones``); and the line saying what tiered storage saves them (``drover.core.tiered``)."""
 
 import dataclasses
 import math
@@ -9,7 +9,7 @@ import typer
 from drover.cli.errors import DroverError
 from drover.cli.output import Output
 from drover.core.zones import ZONE_PRICE_PER_GB
-from drover.models.plan import ZoneTraffic
+from drover.models.plan import TieredCopies, ZoneTraffic
 from drover.models.units import counted, human_bytes
 
 
@@ -86,3 +86,13 @@ def show_zones(out: Output, z: ZoneTraffic) -> None:
     if z.partitions_without_zone:
         left = counted(z.partitions_without_zone, "partition")
         out.warning(f"{left} left out of the cross-zone count: a broker of each has no rack")
+
+
+def show_tiered(out: Output, t: TieredCopies) -> None:
+    """What the plan's copies of tiered partitions move: their local logs, against their whole size."""
+    partitions, topics = counted(t.partitions, "partition"), counted(t.topics, "tiered topic")
+    saved = t.bytes_in_full - t.bytes_copied
+    out.show(
+        f"tiered storage: {partitions} of {topics} copy their local logs only, {human_bytes(t.bytes_copied)}; "
+        f"tiered storage saves {human_bytes(saved)} of {human_bytes(t.bytes_in_full)}"
+    )

@@ -22,9 +22,13 @@ app = typer.Typer(
 
 
 def _sandbox(
-    brokers: int | None = None, racks: int | None = None, temporal: str | None = None, secure: bool | None = None
+    brokers: int | None = None,
+    racks: int | None = None,
+    temporal: str | None = None,
+    secure: bool | None = None,
+    tiered: bool | None = None,
 ) -> Sandbox:
-    given = {"brokers": brokers, "racks": racks, "temporal": temporal, "secure": secure}
+    given = {"brokers": brokers, "racks": racks, "temporal": temporal, "secure": secure, "tiered": tiered}
     overrides: dict[str, typing.Any] = {k: v for k, v in given.items() if v is not None}
     try:
         return Sandbox(SandboxSettings(**overrides))
@@ -72,6 +76,14 @@ def up(
         "grants; user drover holds only the ACLs of docs/operations.md. The properties files of both users are in "
         "the state folder's secure/, and `drover sandbox env` points drover at drover's [env: DROVER_SANDBOX_SECURE]",
     ),
+    tiered: bool = typer.Option(
+        None,
+        "--tiered",
+        help="Brokers with tiered storage (KIP-405), the remote log kept in the state folder's remote/ by a remote "
+        "storage manager of the sandbox's own (compiled with javac on first use). A topic tiers "
+        "with remote.storage.enable=true and keeps locally what local.retention.ms or local.retention.bytes says "
+        "[env: DROVER_SANDBOX_TIERED]",
+    ),
     worker: bool = typer.Option(True, "--worker/--no-worker", help="Also start the Drover worker"),
     as_json: bool = typer.Option(False, "--json", help="Print the status as JSON on stdout"),
 ) -> None:
@@ -80,7 +92,7 @@ def up(
     out = Output(as_json)
     if temporal not in (None, "dev", "server"):
         raise DroverError(f"--temporal: {temporal!r} is neither dev nor server", exit_code=2)
-    sandbox = _sandbox(brokers, racks, temporal, secure)
+    sandbox = _sandbox(brokers, racks, temporal, secure, tiered)
     status = sandbox.up(worker=worker, say=out.info)
     show_status(out, status)
     if worker:

@@ -18,6 +18,7 @@ from confluent_kafka.admin import (
     OffsetSpec,
     ResourceType,
 )
+from kafka import OffsetSpec as KpOffsetSpec
 from kafka import TopicPartition as KpTopicPartition
 from kafka.admin import KafkaAdminClient
 from kafka.errors import KafkaConnectionError as KpConnectionError
@@ -278,6 +279,19 @@ class KafkaAdmin:
                 for tp, f in futures.items()
             }
         return {key: (ends["start"][key], ends["end"][key]) for key in sorted(ends["end"])}
+
+    def local_log_starts(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Each partition's first offset in its leader's local log (ListOffsets EARLIEST_LOCAL, Kafka 3.6+): past
+        its log start where older segments live in remote storage only. confluent-kafka has no such spec."""
+        specs = {KpTopicPartition(p.topic, p.partition): KpOffsetSpec.EARLIEST_LOCAL for p in partitions}
+        if not specs:
+            return {}
+        with self._kp_lock:
+            try:
+                found = self._kp_call(lambda kp: kp.list_partition_offsets(specs))
+            except KpKafkaError as e:
+                raise KafkaAdminError(f"list local log start offsets: {e}") from e
+        return {(tp.topic, tp.partition): found[tp].offset for tp in specs}
 
     # -- log dirs ----------------------------------------------------------------------------------------------
 

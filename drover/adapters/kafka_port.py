@@ -57,6 +57,11 @@ class KafkaPort(Protocol):
         """(log start offset, log end offset) of each partition, as its leader reports them."""
         ...
 
+    def local_log_starts(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Each partition's first offset in its leader's local log (ListOffsets EARLIEST_LOCAL, KIP-405): past its
+        log start offset where the older segments are in remote storage only (tiered storage)."""
+        ...
+
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
         """Bytes held per replica (DescribeLogDirs)."""
         ...

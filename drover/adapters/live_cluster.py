@@ -5,7 +5,7 @@ import re
 
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.write_rates import sample_metrics
-from drover.models import PartitionState
+from drover.models import PartitionState, TopicPartition
 from drover.models.plan import BrokerSpec, PartitionReplicas
 
 
@@ -40,3 +40,23 @@ def read_for_plan(
         BrokerSpec(id=b.id, rack=b.rack, disk_bytes=disks[b.id] if every_disk else None) for b in cluster.brokers
     ]
     return partitions, brokers, sizes, rates
+
+
+def full_sizes(
+    admin: KafkaPort, partitions: list[PartitionReplicas], sizes: dict[tuple[str, int], int]
+) -> dict[tuple[str, int], int]:
+    """The whole size of each partition of a tiered topic (``remote.storage.enable=true``), remote log included: its
+    local bytes (``sizes``, what a new replica copies) times its offsets over those of its local log. None for the
+    partitions of other topics, whose local log is all of them."""
+    topics = sorted({p.topic for p in partitions})
+    configs = admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
+    tiered = {t for t, c in configs.items() if c.get("remote.storage.enable", "").lower() == "true"}
+    wanted = [TopicPartition(topic=p.topic, partition=p.partition) for p in partitions if p.topic in tiered]
+    if not wanted:
+        return {}
+    offsets, local_starts = admin.log_offsets(wanted), admin.local_log_starts(wanted)
+    full = {}
+    for key, (start, end) in offsets.items():
+        local_start, size = max(local_starts.get(key, start), start), sizes.get(key, 0)
+        full[key] = round(size * (end - start) / (end - local_start)) if end > local_start > start else size
+    return full

@@ -159,6 +159,10 @@ class InMemoryKafka:
         """(log start, log end) offsets as set in ``offsets``; (0, 0) otherwise."""
         return {(p.topic, p.partition): self.offsets.get((p.topic, p.partition), (0, 0)) for p in partitions}
 
+    def local_log_starts(self, partitions) -> dict[tuple[str, int], int]:
+        """Every log here is local: its log start offset."""
+        return {key: start for key, (start, _) in self.log_offsets(partitions).items()}
+
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         self._hook("describe_partition", tp)
         with self._lock:

@@ -115,6 +115,10 @@ class SimulatedKafka(InMemoryKafka):
                 ]
             return sizes
 
+    def local_log_starts(self, partitions) -> dict[Key, int]:
+        """No simulated partition is tiered: each log is local from offset 0."""
+        return {(p.topic, p.partition): 0 for p in partitions}
+
     def log_offsets(self, partitions) -> dict[Key, tuple[int, int]]:
         """Offsets of 1 KiB messages: the log end grows with the partition's writes."""
         at = self._clock()

@@ -139,6 +139,16 @@ class ZoneTraffic(BaseModel):
     zone_weight: float = Field(0.0, description="the planner's weight of bytes between zones (PlanRequest)")
 
 
+class TieredCopies(BaseModel):
+    """The plan's partitions of tiered topics (remote.storage.enable=true): a new replica copies the leader's local
+    log, not the segments already in remote storage."""
+
+    partitions: int
+    topics: int
+    bytes_copied: int = Field(description="their copies' bytes, local logs only (as bytes_to_move counts them)")
+    bytes_in_full: int = Field(description="the same copies had the whole partitions been copied")
+
+
 class PlanSummary(BaseModel):
     partitions: int
     replicas: int
@@ -161,6 +171,7 @@ class PlanSummary(BaseModel):
     max_moves_reached: bool = False
     bytes_balance: ByteBalance | None = None
     zone_traffic: ZoneTraffic | None = None
+    tiered: TieredCopies | None = None
 
 
 class Plan(BaseModel):

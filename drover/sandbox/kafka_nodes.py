@@ -2,9 +2,11 @@
 controller and brokers over racks) and the command line that starts it."""
 
 import base64
+import hashlib
 import re
 import shutil
 import subprocess
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -15,6 +17,11 @@ POM = Path(__file__).resolve().parent / "kafka-runtime" / "pom.xml"
 LOG4J = Path(__file__).resolve().parent / "log4j2.properties"
 # Prometheus' JMX exporter agent (its own Maven project, off the brokers' classpath) and what it exports.
 JMX_POM = Path(__file__).resolve().parent / "jmx-exporter-pom.xml"
+# The tiered sandbox's remote storage manager, compiled against the brokers' own jars. Kafka's LocalTieredStorage
+# ships only in kafka-storage's test jar, and 4.3.0's (4.4.0's is not on Maven Central) does not load on 4.4 brokers:
+# it needs org.apache.kafka.common.utils.LogContext, which 4.4 no longer has.
+REMOTE_STORAGE_SOURCE = Path(__file__).resolve().parent / "remote-storage" / "FileRemoteStorageManager.java"
+REMOTE_STORAGE_CLASS = "dev.drover.sandbox.FileRemoteStorageManager"
 JMX_CONFIG = Path(__file__).resolve().parent / "jmx-exporter.yaml"
 CONTROLLER_ID = 100
 
@@ -58,9 +65,59 @@ def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: s
     return libs
 
 
-def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dict[str, object]]:
+def remote_storage_jar(kafka_libs: Path, cache_dir: Path, say=lambda msg: None) -> Path:
+    """The sandbox's remote storage manager (REMOTE_STORAGE_SOURCE) compiled against the Kafka jars in
+    ``kafka_libs`` into a jar of the cache, once per source and Kafka install."""
+    source = REMOTE_STORAGE_SOURCE.read_bytes()
+    digest = hashlib.sha256(source + str(kafka_libs.resolve()).encode()).hexdigest()[:12]
+    jar = cache_dir.resolve() / "remote-storage" / f"drover-remote-storage-{digest}.jar"
+    if jar.exists():
+        return jar
+    javac, jar_tool = shutil.which("javac"), shutil.which("jar")
+    if not javac or not jar_tool:
+        raise SandboxError("a tiered sandbox compiles its remote storage manager: install a JDK (javac and jar)")
+    say(f"compiling the sandbox's remote storage manager into {jar}")
+    jar.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=jar.parent) as folder:
+        classes, partial = Path(folder) / "classes", Path(folder) / jar.name
+        for argv in (
+            [javac, "-d", str(classes), "-cp", f"{kafka_libs}/*", str(REMOTE_STORAGE_SOURCE)],
+            [jar_tool, "cf", str(partial), "-C", str(classes), "."],
+        ):
+            done = subprocess.run(argv, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SandboxError(f"{Path(argv[0]).name} failed on {REMOTE_STORAGE_SOURCE.name}: {done.stderr[-300:]}")
+        partial.replace(jar)
+    return jar
+
+
+def tiered_config(state: Path, jar: Path, internal_rf: int) -> dict[str, object]:
+    """A broker's tiered storage (KIP-405): the sandbox's remote storage manager with its remote log in
+    ``state``/remote, segments uploaded and local retention applied within seconds, as a sandbox wants."""
+    return {
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": REMOTE_STORAGE_CLASS,
+        "remote.log.storage.manager.class.path": jar,
+        "remote.log.storage.manager.impl.prefix": "rsm.config.",
+        "rsm.config.dir": state / "remote",
+        "remote.log.metadata.manager.impl.prefix": "rlmm.config.",
+        "remote.log.metadata.manager.listener.name": "PLAINTEXT",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": internal_rf,
+        "rlmm.config.remote.log.metadata.topic.num.partitions": 5,
+        "remote.log.manager.task.interval.ms": 2000,
+        "log.retention.check.interval.ms": 5000,
+    }
+
+
+def node_configs(
+    s: SandboxSettings, state: Path, brokers: int, tiered_jar: Path | None = None
+) -> dict[str, dict[str, object]]:
     """Each Kafka node's server.properties: the controller, and every broker with its rack and listeners (a SASL one
-    too when the sandbox has a password; SASL_SSL alone, and an authorizer, when it is ``secure``)."""
+    too when the sandbox has a password; SASL_SSL alone, and an authorizer, when it is ``secure``; tiered storage
+    with the remote storage manager's jar ``tiered_jar`` when it is ``tiered``)."""
+    if s.tiered and s.secure:
+        raise SandboxError("a tiered sandbox runs unsecured: start it without --secure")
+    assert tiered_jar is not None or not s.tiered, "a tiered sandbox needs its remote storage manager's jar"
     voters = f"{CONTROLLER_ID}@127.0.0.1:{s.controller_port}"
     common = {
         "controller.quorum.voters": voters,
@@ -76,6 +133,8 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
             "log.dirs": state / "data" / "controller",
         }
         | (secure.controller_config(state) if s.secure else {})
+        # The controller checks a new topic's configs: remote.storage.enable=true only where the system has it.
+        | ({"remote.log.storage.system.enable": "true"} if s.tiered else {})
     }
     internal_rf = min(3, brokers)
     for i in range(1, brokers + 1):
@@ -123,6 +182,7 @@ def node_configs(s: SandboxSettings, state: Path, brokers: int) -> dict[str, dic
                 "num.io.threads": 2,
                 "log.cleaner.threads": 1,
             }
+            | (tiered_config(state, tiered_jar, internal_rf) if s.tiered and tiered_jar else {})
         )
     return configs
 

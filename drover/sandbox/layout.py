@@ -21,6 +21,8 @@ class Layout(BaseModel):
     temporal: str = "dev"
     # SASL_SSL and an authorizer (layouts written by earlier versions: neither).
     secure: bool = False
+    # Tiered storage (layouts written by earlier versions: none).
+    tiered: bool = False
     # Not in layouts written by earlier versions.
     temporal_port: int | None = None
     ui_port: int | None = None
@@ -70,17 +72,18 @@ def as_recorded(given: SandboxSettings) -> SandboxSettings:
     return given if recorded is None else recorded.settings(given)
 
 
-def _made_with(brokers: int, racks: int, port_base: int, kafka_version: str, temporal: str, secure: bool) -> str:
-    return f"{brokers} brokers, {racks} racks, ports from {port_base}, Kafka {kafka_version}, Temporal {temporal}" + (
-        ", secured" if secure else ""
-    )
+def _made_with(
+    brokers: int, racks: int, port_base: int, kafka_version: str, temporal: str, secure: bool, tiered: bool
+) -> str:
+    made = f"{brokers} brokers, {racks} racks, ports from {port_base}, Kafka {kafka_version}, Temporal {temporal}"
+    return made + (", secured" if secure else "") + (", tiered storage" if tiered else "")
 
 
 def made_layout(state: Path, s: SandboxSettings, started_ports: dict[str, int], formatted: bool) -> Layout:
     """The layout of the sandbox in ``state`` (recorded now if it is new), once it matches what ``s`` asks for;
     ``formatted`` says whether any Kafka node's storage is formatted."""
     path = state / "layout.json"
-    fields = ("brokers", "racks", "port_base", "kafka_version", "temporal", "secure")
+    fields = ("brokers", "racks", "port_base", "kafka_version", "temporal", "secure", "tiered")
     if not path.exists():
         layout = Layout(cluster_id=new_cluster_id(), **{f: getattr(s, f) for f in fields}, **started_ports)
         state.mkdir(parents=True, exist_ok=True)

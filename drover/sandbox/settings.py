@@ -41,6 +41,12 @@ class SandboxSettings(BaseSettings):
         "made at the first start), KRaft's StandardAuthorizer with allow.everyone.if.no.acl.found=false, and user "
         "drover with only the ACLs of docs/operations.md; its properties files in <state_dir>/secure",
     )
+    tiered: bool = Field(
+        False,
+        description="Brokers with tiered storage (KIP-405): the sandbox's remote storage manager keeps the remote "
+        "log in <state_dir>/remote; a topic tiers with remote.storage.enable=true, and keeps locally what its "
+        "local.retention.ms or local.retention.bytes says",
+    )
     sasl_password: str | None = Field(
         None,
         description="With a password, broker N also listens with SASL on port_base+50+N-1: PLAIN (user drover), and "

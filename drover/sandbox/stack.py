@@ -21,6 +21,7 @@ from drover.sandbox.kafka_nodes import (
     jmx_agent,
     maven_libs,
     node_configs,
+    remote_storage_jar,
 )
 from drover.sandbox.layout import Layout, NodeStatus, SandboxStatus, as_recorded, made_layout
 from drover.sandbox.processes import ProcessTable
@@ -46,6 +47,7 @@ class Sandbox:
         self.temporal_binary = temporal_binary or find_temporal()
         # Temporal server with its PostgreSQL instead of the dev server (``temporal`` "server").
         self.server = TemporalServer(self.s, self.state, self.procs) if self.s.temporal == "server" else None
+        self.tiered_jar: Path | None = None  # the remote storage manager's, compiled by up() for a tiered sandbox
 
     # -- names -------------------------------------------------------------------------------------------------
 
@@ -73,6 +75,8 @@ class Sandbox:
         java = check_java()
         self.resolve_jars(say)
         agent = jmx_agent(maven_libs(JMX_POM, self.agent_libs, self.s.cache_dir, "the JMX exporter agent", say=say))
+        if self.s.tiered:
+            self.tiered_jar = remote_storage_jar(self.libs, self.s.cache_dir, say)
         if self.server is not None:
             self.server.build(say)
         self._check_ports()
@@ -170,7 +174,7 @@ class Sandbox:
         (self.state / "config").mkdir(parents=True, exist_ok=True)
         if self.s.secure:
             secure.make_material(self.state)
-        for name, values in node_configs(self.s, self.state, layout.brokers).items():
+        for name, values in node_configs(self.s, self.state, layout.brokers, self.tiered_jar).items():
             self._config_path(name).write_text("".join(f"{k}={v}\n" for k, v in values.items()))
 
     def _formatted(self, name: str) -> bool:

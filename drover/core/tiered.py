@@ -1,0 +1,40 @@
+"""What tiered storage saves a plan's copies. Pure.
+
+A new replica of a tiered partition (KIP-405) fetches the leader's local log only: the older segments stay in remote
+storage, and the new replica reads their metadata from there. The sizes Drover plans, estimates and gates with are
+the replicas' local logs (DescribeLogDirs), so its copies are counted as they will run; this says how much more the
+same copies would be had the whole partitions been copied.
+"""
+
+from collections.abc import Mapping
+
+from drover.models.plan import PartitionReplicas, Plan, TieredCopies
+
+
+def with_tiered(plan: Plan, sizes: Mapping[tuple[str, int], int], full: Mapping[tuple[str, int], int]) -> Plan:
+    """The plan with its summary's ``tiered``, where it changes partitions of tiered topics (``full``: their whole
+    sizes, remote log included)."""
+    tiered = tiered_copies(plan.changes, plan.rollback, sizes, full)
+    if tiered is None:
+        return plan
+    return plan.model_copy(update={"summary": plan.summary.model_copy(update={"tiered": tiered})})
+
+
+def tiered_copies(
+    changes: list[PartitionReplicas],
+    originals: list[PartitionReplicas],
+    sizes: Mapping[tuple[str, int], int],
+    full: Mapping[tuple[str, int], int],
+) -> TieredCopies | None:
+    before = {(p.topic, p.partition): p.replicas for p in originals}
+    partitions, topics, copied, in_full = 0, set(), 0, 0
+    for change in changes:
+        key = (change.topic, change.partition)
+        if key not in full:
+            continue
+        copies = len(set(change.replicas) - set(before[key]))
+        partitions, copied, in_full = partitions + 1, copied + copies * sizes.get(key, 0), in_full + copies * full[key]
+        topics.add(change.topic)
+    if not partitions:
+        return None
+    return TieredCopies(partitions=partitions, topics=len(topics), bytes_copied=copied, bytes_in_full=in_full)

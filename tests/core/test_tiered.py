@@ -1,0 +1,33 @@
+"""What tiered storage saves a plan's copies: the whole size of a tiered partition from its local bytes and offsets
+(``drover.adapters.live_cluster.full_sizes``), and the plan's line (``drover.core.tiered``)."""
+
+from drover.adapters.live_cluster import full_sizes
+from drover.adapters.memory_kafka import InMemoryKafka
+from drover.core.tiered import tiered_copies
+from drover.models.plan import PartitionReplicas
+
+
+def parts(*lists):
+    return [PartitionReplicas(topic=t, partition=p, replicas=r) for t, p, r in lists]
+
+
+def test_a_tiered_partitions_whole_size_scales_its_local_bytes_by_its_offsets():
+    kafka = InMemoryKafka({1: "a", 2: "b"}, {("logs", 0): [1], ("logs", 1): [1], ("plain", 0): [1]})
+    kafka.topic_configs = {"logs": {"remote.storage.enable": "true"}, "plain": {}}
+    # logs-0: 1000 offsets, the last 100 local; logs-1: nothing uploaded yet; plain-0: not tiered.
+    kafka.offsets = {("logs", 0): (0, 1000), ("logs", 1): (0, 500), ("plain", 0): (0, 1000)}
+    kafka.local_log_starts = lambda partitions: {("logs", 0): 900, ("logs", 1): 0}  # type: ignore[method-assign]
+    sizes = {("logs", 0): 1_000_000, ("logs", 1): 2_000_000, ("plain", 0): 3_000_000}
+    found = full_sizes(kafka, parts(("logs", 0, [1]), ("logs", 1, [1]), ("plain", 0, [1])), sizes)
+    assert found == {("logs", 0): 10_000_000, ("logs", 1): 2_000_000}
+
+
+def test_the_plans_tiered_copies_count_each_new_replica():
+    originals = parts(("logs", 0, [1, 2]), ("logs", 1, [1, 2]), ("plain", 0, [1, 2]))
+    changes = parts(("logs", 0, [3, 4]), ("logs", 1, [2, 1]), ("plain", 0, [1, 3]))
+    sizes = {("logs", 0): 100, ("logs", 1): 100, ("plain", 0): 100}
+    full = {("logs", 0): 1000, ("logs", 1): 1000}
+    t = tiered_copies(changes, originals, sizes, full)
+    # logs-0 gets two new replicas; logs-1 only changes its leader; plain-0 is not tiered.
+    assert t is not None and (t.partitions, t.topics, t.bytes_copied, t.bytes_in_full) == (2, 1, 200, 2000)
+    assert tiered_copies(changes, originals, sizes, {}) is None
