@@ -10,7 +10,7 @@ import uuid
 
 import pytest
 
-from drover.adapters.broker_metrics import counters_of, parse_page, read_page
+from drover.adapters.broker_metrics import scrape
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.temporal import connect
 from drover.models.migration import EstimateSettings, MigrationInput
@@ -53,8 +53,7 @@ def tiered():
 
 def reassigned_in(sandbox: Sandbox, brokers: list[int]) -> float:
     """The bytes the brokers have fetched as reassignment so far (Kafka's ReassignmentBytesInPerSec count)."""
-    pages = (parse_page(read_page(sandbox.s.broker_metrics_url(b), 5.0)) for b in brokers)
-    return sum(counters_of(page)["reassignment_in"] for page in pages)
+    return sum(scrape(sandbox.s.broker_metrics_url(b)).counters["reassignment_in"] for b in brokers)
 
 
 def folder_bytes(folder) -> int:
