@@ -49,25 +49,27 @@ def zone_map(text: str) -> dict[str, str]:
 
 def zone_price(text: str) -> float:
     """--zone-price in dollars per GB."""
-    number = text.strip().removeprefix("$").removesuffix("/GB").strip()
-    try:
-        price = float(number)
-    except ValueError:
-        price = -1.0
-    if not (math.isfinite(price) and price >= 0):
+    price = _number(text.strip().removeprefix("$").removesuffix("/GB"))
+    if not price >= 0:
         raise DroverError(f"--zone-price {text!r}: give dollars per GB, as 0.02 or $0.02/GB", exit_code=2)
     return price
 
 
 def zone_weight(text: str) -> float:
     """--zone-weight, from 0 to 1."""
-    try:
-        weight = float(text)
-    except ValueError:
-        weight = -1.0
+    weight = _number(text)
     if not 0 <= weight <= 1:
         raise DroverError(f"--zone-weight {text!r}: give a number from 0 to 1, as 0.5", exit_code=2)
     return weight
+
+
+def _number(text: str) -> float:
+    """A finite number, or NaN (which no range holds)."""
+    try:
+        value = float(text.strip())
+    except ValueError:
+        return math.nan
+    return value if math.isfinite(value) else math.nan
 
 
 def show_zones(out: Output, z: ZoneTraffic) -> None:
