@@ -68,6 +68,7 @@ def activities_for(
         kafka.alter_step,
         kafka.wait_step,
         kafka.elect_leader,
+        kafka.prepare_copy,
         kafka.cancel_step,
         kafka.wait_online,
         migration.preflight,

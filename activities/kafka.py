@@ -16,6 +16,7 @@ from drover.activities.writes import ReassignmentWriter
 from drover.adapters.kafka_port import KafkaAdminError, KafkaPort, KafkaRefusedError
 from drover.models import OngoingReassignment, PartitionState, StepRequest, StepStatus, TopicPartition
 from drover.models.errors import ErrorType
+from drover.models.moves import CopyRequest, CopySource
 
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
@@ -233,6 +234,40 @@ class KafkaActivities:
         if state.leader != order[0] and order[0] in state.isr:
             state = self.elect_leader(tp)
         return state
+
+    @activity.defn(name="prepare_copy")
+    def prepare_copy(self, req: CopyRequest) -> CopySource:
+        """Before a step that adds replicas: with ``req.leader``, make it the leader the copies come from (first in
+        the list, fenced on ``req.expected``, then elected: a reorder copies nothing). Kafka keeps that leader while
+        the new replicas catch up, even when the step drops it. Then the leader's log size, from DescribeLogDirs.
+
+        A leader no longer in sync, or a reorder Kafka refuses, leaves the leader as it is: the copy then comes from
+        it. A retry finds the list already reordered and does not reorder it again."""
+        state = self._partition(req.ref)
+        order = None if req.leader is None else [req.leader, *(b for b in req.expected if b != req.leader)]
+        if order is not None and state.replicas not in (req.expected, order):
+            raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
+        if order is not None and req.leader in state.isr and state.leader != req.leader:
+            if state.replicas != order:
+                activity.logger.info(
+                    "%s: %s leads the copy, in its zone: %s -> %s", req.ref, req.leader, state.replicas, order
+                )
+                state = self._reorder(req.ref, order)
+            elif state.leader != order[0]:
+                state = self.elect_leader(req.ref)
+        return CopySource(state=state, size_bytes=self._leader_size(state))
+
+    def _leader_size(self, state: PartitionState) -> int | None:
+        """The partition's log size on its leader (what a new replica copies: with tiered storage, its local log);
+        None when it cannot be read."""
+        if state.leader is None:
+            return None
+        try:
+            replicas = self.admin.describe_log_dirs([state.leader])
+        except KafkaAdminError:
+            return None
+        key = (state.topic, state.partition)
+        return next((r.size_bytes for r in replicas if (r.topic, r.partition) == key), None)
 
     @activity.defn(name="wait_online")
     def wait_online(self, tp: TopicPartition) -> PartitionState:

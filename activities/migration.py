@@ -18,6 +18,7 @@ from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
 from drover.core.migration import preflight, rollback
+from drover.core.zones import zone_of_brokers
 from drover.models import TopicPartition
 from drover.models.admission import MoveSpec
 from drover.models.decommission import CORDON_CONFIG
@@ -70,7 +71,7 @@ class MigrationActivities:
                 raise _preflight_error([str(e)]) from None
             if not moves:
                 raise _preflight_error([f"plan file {req.plan_ref} moves nothing"])
-        specs, min_insync, offline = self._check(moves, req.disk_margin)
+        specs, min_insync, offline, zones = self._check(moves, req)
         skipped = []
         if req.offline == "skip":
             skipped = [
@@ -86,6 +87,7 @@ class MigrationActivities:
             unchanged=len(specs) - len(moving),
             min_insync=min_insync,
             skipped=skipped,
+            zones=zones,
         )
         if req.plan_ref is None and len(moving) <= INLINE_MOVES:
             return result.model_copy(update={"moves": moving})
@@ -127,15 +129,16 @@ class MigrationActivities:
         return RollbackPlan(moves_ref=str(path), count=len(back), skipped=skipped)
 
     def _check(
-        self, moves: list[PartitionReplicas], disk_margin: float
-    ) -> tuple[list[MoveSpec], dict[str, int], set[tuple[str, int]]]:
+        self, moves: list[PartitionReplicas], req: PreflightRequest
+    ) -> tuple[list[MoveSpec], dict[str, int], set[tuple[str, int]], dict[int, str]]:
         """Every problem the plan has on this cluster, or the moves as it will run them, the topics'
-        min.insync.replicas and the partitions that are offline (no replica in sync)."""
+        min.insync.replicas, the partitions that are offline (no replica in sync) and each broker's zone."""
         topics = sorted({m.topic for m in moves})
         refused = acl_problems(self.admin, topics)
         if refused:
             raise _preflight_error(refused)
-        alive = set(self.admin.describe_cluster().broker_ids)
+        cluster = self.admin.describe_cluster()
+        alive, zones = set(cluster.broker_ids), zone_of_brokers(cluster.brokers, req.zones)
         known = set(self.admin.list_topics())
         states = {(s.topic, s.partition): s for s in self.admin.describe_topics([t for t in topics if t in known])}
         ongoing = {(r.topic, r.partition) for r in self.admin.list_reassignments()}
@@ -152,13 +155,15 @@ class MigrationActivities:
             for r in self.admin.describe_log_dirs()
             if (r.topic, r.partition) in states and r.broker == states[(r.topic, r.partition)].leader
         }
-        specs, offline = preflight.move_specs(moves, states, sizes, min_insync)
+        local = zones if req.zone_local_copies else None
+        specs, offline = preflight.move_specs(moves, states, sizes, min_insync, local)
         incoming = preflight.incoming_bytes(s for s in specs if s.original != s.target)
         if incoming:
-            problems += preflight.disk_problems(incoming, self.admin.describe_disks(sorted(incoming)), disk_margin)
+            disks = self.admin.describe_disks(sorted(incoming))
+            problems += preflight.disk_problems(incoming, disks, req.disk_margin)
         if problems:
             raise _preflight_error(problems)
-        return specs, min_insync, offline
+        return specs, min_insync, offline, zones
 
     def _cordoned(self, brokers: set[int]) -> dict[int, str]:
         """Those of ``brokers`` cordoned (KIP-1066), with the value set; none on a Kafka without the config."""

@@ -3,7 +3,6 @@ actions, estimate, ETA), or its result once it ended; and the checks they share 
 migration)."""
 
 import asyncio
-import json
 from datetime import UTC, datetime
 
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
@@ -14,6 +13,7 @@ from drover.cli.cluster_status import held_by
 from drover.cli.errors import DroverError, failure_message
 from drover.cli.estimate import summary as estimate_summary
 from drover.cli.output import Output, default_actor
+from drover.cli.pending import preparing, retrying
 from drover.cli.progress import CopyMeter
 from drover.cli.rates import human_bytes, human_seconds
 from drover.core.migration import ENDED, Phase
@@ -35,32 +35,6 @@ async def describe(handle, migration_id: str):
         if e.status == RPCStatusCode.NOT_FOUND:
             raise DroverError(f"no migration {migration_id}") from None
         raise
-
-
-def retrying(described) -> list[str]:
-    """The migration's activities that failed and are being tried again, each with its last failure: what a
-    Kafka that does not answer the worker looks like from here."""
-    said = []
-    for a in described.raw_description.pending_activities:
-        if a.attempt > 1 and a.HasField("last_failure"):
-            why = " ".join(a.last_failure.message.split())
-            said.append(f"{a.activity_type.name} is retrying (attempt {a.attempt}): {why}")
-    return said
-
-
-def preparing(described) -> list[str]:
-    """What the estimate is doing, from its activities' heartbeats: the sampling window's seconds left, then the
-    Spark job."""
-    said = []
-    for a in described.raw_description.pending_activities:
-        name = a.activity_type.name
-        details = [json.loads(p.data) for p in a.heartbeat_details.payloads if p.data]
-        if name == "sample_metrics":
-            left = next((d["sampling_left_s"] for d in details if isinstance(d, dict) and "sampling_left_s" in d), None)
-            said.append("sampling write rates" + (f": {left} s left" if left is not None else " (starting)"))
-        elif name == "estimate":
-            said.append("estimate: the Spark job is running" if "estimating" in details else "estimate: starting")
-    return said
 
 
 async def require_worker(client, task_queue: str, context: str) -> None:
@@ -96,6 +70,8 @@ async def show_status(settings: Settings, migration_id: str, out: Output) -> Non
         out.warning(gate.warning)
     if progress.estimate is not None:
         out.show(estimate_summary(progress.estimate))
+    if progress.copied is not None:
+        out.show(progress.copied.text())
     if progress.stuck:
         out.warning(f"stuck (no progress on Kafka): {', '.join(progress.stuck)}")
     batch = current_batch(progress)
@@ -380,6 +356,8 @@ def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
             f"moves took {human_seconds(result.moving_s)}, {result.moving_s / result.bound_s:.2f}x the bandwidth "
             f"bound ({human_seconds(result.bound_s)}: each broker's bytes over {rates})"
         )
+    if result.copied is not None:
+        out.show(result.copied.text())
     for broker, cost in sorted(result.latency.items()):
         if cost.measured:
             out.show("clients' cost: " + cost.text(broker))

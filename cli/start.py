@@ -16,10 +16,12 @@ from drover.adapters.temporal import connect, no_worker, patiently, worker_polls
 from drover.cli.errors import DroverError, cluster_name, failure_message
 from drover.cli.estimate import capacity_option, rate_option, sample_option
 from drover.cli.groups import EstimateInputs, LimitOptions, grouped
-from drover.cli.migration_view import retrying, show_result
+from drover.cli.migration_view import show_result
 from drover.cli.options import OFFLINE_POLICIES, ORDERS, STUCK_POLICIES
 from drover.cli.output import Output, default_actor
+from drover.cli.pending import retrying
 from drover.cli.plan_files import load_model, partition_label
+from drover.cli.plan_zones import zone_map
 from drover.cli.rates import human_bytes, human_seconds, parse_duration, share_option
 from drover.core.migration import Phase
 from drover.models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
@@ -89,6 +91,21 @@ class RunOptions:
         help="Among the migrations on the cluster, free slots go to the highest priority "
         "first (a broker decommission, say); equal priorities share evenly",
     )
+    zone_local_copies: str = typer.Option(
+        "on",
+        "--zone-local-copies",
+        click_type=click.Choice(["on", "off"]),
+        help="A new replica copies from the partition's leader: on, a move first makes an in-sync replica in the new "
+        "one's zone the leader for the copy (usually the one it replaces), so the bytes stay within the zone, and "
+        "the preferred leader is elected again after it; off where leader changes hurt more than traffic between "
+        "zones",
+    )
+    zones: str = typer.Option(
+        "",
+        "--zones",
+        help="Racks that share a zone, as rack=zone pairs: r1=us-east-1a,r2=us-east-1a (by default each rack is a "
+        "zone)",
+    )
 
 
 @dataclasses.dataclass
@@ -140,6 +157,7 @@ def start(
     # Checked with or without an estimate: a bad value is refused either way.
     of_estimate = estimate_settings(inputs, auto)
     settings_of_estimate = of_estimate if run.estimate else None
+    zones = zone_map(run.zones)
     moves = load_model(plan, ReassignmentFile, partition_label).partitions
     if not moves:
         raise DroverError(f"{plan}: the plan moves nothing", exit_code=2)
@@ -164,6 +182,8 @@ def start(
         limits=limits.limits(),
         dry_run=mode.dry_run,
         cluster_id=kafka_cluster_id(settings),
+        zones=zones,
+        zone_local_copies=run.zone_local_copies == "on",
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"

@@ -167,7 +167,7 @@ async def save_outcomes(s: MigrationState) -> None:
         migration_id=workflow.info().workflow_id, run=s.runs, outcomes=s.window.outcomes, rollback=rollback
     )
     await workflow.execute_activity_method(MigrationActivities.save_outcomes, batch, **QUICK_CALL)
-    s.take_saved()
+    s.window.take_saved()
 
 
 async def verify(s: MigrationState) -> list[str]:
@@ -220,7 +220,8 @@ async def run_move(given: MigrationInput, s: MigrationState, r: MoveRecord, star
     started()
     try:
         done = await handle
-        return answers.outcome(r, final=done.final, steps=done.steps, reverted_when_stuck=done.reverted_when_stuck)
+        ended = answers.outcome(r, final=done.final, steps=done.steps, reverted_when_stuck=done.reverted_when_stuck)
+        return ended.model_copy(update={"copied": done.copied})
     except (ChildWorkflowError, asyncio.CancelledError) as e:
         cause = getattr(e, "cause", None) or e
         cancelled = is_cancelled_exception(e) or is_cancelled_exception(cause)

@@ -76,6 +76,7 @@ class PartitionMoveWorkflow:
                 steps=self.s.steps,
                 error=error,
                 error_type=kind,
+                copied=self.s.copied,
             )
             await asyncio.shield(self._report(report))
             raise
@@ -127,17 +128,9 @@ class PartitionMoveWorkflow:
 
     async def _carry_out(self, move: MoveInput, action: ev.Action) -> ev.Event:
         tp = TopicPartition(topic=move.topic, partition=move.partition)
-        # Calls that answer at once and are safe to repeat run as local activities: a marker in this history instead
-        # of a scheduled, started and completed activity and a workflow task.
-        quick = workflow.execute_local_activity_method
         match action:
-            case ev.ReadPartition():
-                state = await quick(
-                    KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
-                )
-                return ev.Described(state)
-            case ev.ReadMinInsync():
-                return ev.MinInsyncRead(await quick(KafkaActivities.min_insync, move.topic, **QUICK_CALL))
+            case ev.ReadPartition() | ev.ReadMinInsync() | ev.PrepareCopy() | ev.Elect():
+                return await self._quick(move, tp, action)
             case ev.WaitOnline():
                 workflow.logger.warning("%s is offline (no replica in sync); waiting for it", tp)
                 return ev.Online(await workflow.execute_activity_method(KafkaActivities.wait_online, tp, **STEP_WAIT))
@@ -164,12 +157,31 @@ class PartitionMoveWorkflow:
                 return await self._wait(action)
             case ev.Undo():
                 return await self._undo(action)
+        raise AssertionError(f"not an action to carry out: {action!r}")
+
+    @staticmethod
+    async def _quick(move: MoveInput, tp: TopicPartition, action: ev.Action) -> ev.Event:
+        """Calls that answer within seconds and are safe to repeat run as local activities: a marker in this history
+        instead of a scheduled, started and completed activity and a workflow task."""
+        quick = workflow.execute_local_activity_method
+        match action:
+            case ev.ReadPartition():
+                state = await quick(
+                    KafkaActivities.describe_partition, tp, summary=f"{tp}: the list Kafka shows", **QUICK_CALL
+                )
+                return ev.Described(state)
+            case ev.ReadMinInsync():
+                return ev.MinInsyncRead(await quick(KafkaActivities.min_insync, move.topic, **QUICK_CALL))
+            case ev.PrepareCopy(request=request, summary=summary):
+                return ev.CopyPrepared(
+                    await quick(KafkaActivities.prepare_copy, request, summary=summary, **QUICK_CALL)
+                )
             case ev.Elect(leader=leader):
                 state = await quick(
                     KafkaActivities.elect_leader, tp, summary=f"{tp}: elect {leader} leader", **QUICK_CALL
                 )
                 return ev.Elected(state)
-        raise AssertionError(f"not an action to carry out: {action!r}")
+        raise AssertionError(f"not a quick call: {action!r}")
 
     async def _wait(self, action: ev.Wait) -> ev.Event:
         """Wait for the step in flight to end; a move stuck past its limit reports it first."""

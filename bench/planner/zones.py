@@ -7,7 +7,8 @@ Three clusters of 10,000 partitions (log-normal sizes, median 10 GB), each broke
 - **add-rf2**: the same at RF 2, where a replica may change zone;
 - **remove**: 12 brokers in 3 zones, one per zone removed, RF 3.
 Each plan is priced as `drover plan` prices it (``drover.core.zones``: a new replica copies from the partition's
-leader under Drover's steps). Prints, per cluster and weight, the replica moves, the bytes moved, the bytes between
+leader under Drover's steps, which first make an in-sync replica in its zone the leader for the copy where there is
+one). Prints, per cluster and weight, the replica moves, the bytes moved, the bytes between
 zones and their share, the bytes per broker's spread, and the seconds planning took; then, for each weight, its
 bytes moved and bytes between zones as ratios to weight 0's. Asserts nothing.
 """

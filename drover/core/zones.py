@@ -5,12 +5,15 @@ than the new replica, even where the replica it replaces was in the new one's zo
 reassignment tool every new replica of a partition copies from the leader it had before; under Drover's steps
 (``drover.steps.calculator``) the target's preferred leader is added first from that leader and elected, and every
 later copy comes from it. The leader at a copy is taken to be the list's first replica (the preferred leader), as
-it is on a balanced cluster.
+it is on a balanced cluster. With zone-local copies (the default) a move first makes an in-sync replica in the new
+one's zone the leader for the copy, where there is one (``copy_leader``): usually the replica being replaced.
 """
 
-from collections.abc import Mapping
+from collections import Counter
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from functools import cache
 
+from drover.models.cluster import BrokerInfo
 from drover.models.plan import BrokerSpec, PartitionReplicas, Plan, ZoneTraffic
 from drover.steps.calculator import next_step
 
@@ -18,7 +21,7 @@ from drover.steps.calculator import next_step
 ZONE_PRICE_PER_GB = 0.02
 
 
-def zone_of_brokers(brokers: list[BrokerSpec], zones: Mapping[str, str]) -> dict[int, str]:
+def zone_of_brokers(brokers: Iterable[BrokerSpec | BrokerInfo], zones: Mapping[str, str]) -> dict[int, str]:
     """Each broker's zone: its rack, or the zone ``zones`` maps its rack to. A broker without a rack has none."""
     return {b.id: zones.get(b.rack, b.rack) for b in brokers if b.rack is not None}
 
@@ -41,6 +44,21 @@ def priced(
     return plan.model_copy(update={"summary": plan.summary.model_copy(update={"zone_traffic": traffic})})
 
 
+def copy_leader(
+    current: Sequence[int], leader: int | None, isr: Collection[int], added: Sequence[int], zone_of: Mapping[int, str]
+) -> int | None:
+    """The replica to make the leader while ``added`` copy, so that they copy within their zone: an in-sync replica
+    of ``current`` in the zone most of them are in, first in the list. None when the leader already is in that
+    zone, when no in-sync replica is, or when a zone is unknown."""
+    zones = [zone_of.get(b) for b in added]
+    if not zones or None in zones or leader is None:
+        return None
+    wanted = Counter(zones).most_common(1)[0][0]
+    if zone_of.get(leader) == wanted:
+        return None
+    return next((b for b in current if b != leader and b in isr and zone_of.get(b) == wanted), None)
+
+
 def zone_traffic(
     changes: list[PartitionReplicas],
     originals: list[PartitionReplicas],
@@ -57,7 +75,7 @@ def zone_traffic(
         key = (change.topic, change.partition)
         size = sizes.get(key, 0)
         original = before[key]
-        copies = _copies(original, change.replicas)
+        copies = _copies(original, change.replicas, zone_of)
         if any(zone_of.get(b) is None for pair in copies for b in pair):
             unknown.add(key)
             continue
@@ -76,23 +94,47 @@ def zone_traffic(
     )
 
 
-def _copies(original: list[int], target: list[int]) -> list[tuple[int, int]]:
-    """(leader it copies from, new replica) for each replica Drover's steps add on the way from ``original`` to
-    ``target``, every replica in sync between steps. The steps depend only on where each broker appears in the two
-    lists, so they are worked out once for each such shape (a plan has few) on the brokers' positions."""
+def _copies(original: list[int], target: list[int], zone_of: Mapping[int, str]) -> list[tuple[int, int]]:
+    """(replica it copies from, new replica) for each replica Drover's steps add on the way from ``original`` to
+    ``target``, every replica in sync between steps, with zone-local copies. The steps depend only on where each
+    broker appears in the two lists, so they are worked out once for each such shape (a plan has few) on the
+    brokers' positions."""
+    copies = []
+    for current, added in _copy_steps(original, target):
+        source = copy_leader(current, current[0], current, added, zone_of) or current[0]
+        copies += [(source, b) for b in added]
+    return copies
+
+
+def leads_copies(original: list[int], target: list[int], zone_of: Mapping[int, str]) -> bool:
+    """Whether a move from ``original`` to ``target`` makes another replica the leader for one of its copies, with
+    zone-local copies (it then holds a leader slot, as a move of the preferred leader does)."""
+    return any(
+        copy_leader(current, current[0], current, added, zone_of) is not None
+        for current, added in _copy_steps(original, target)
+    )
+
+
+def _copy_steps(original: list[int], target: list[int]) -> list[tuple[list[int], list[int]]]:
+    """(the list before, the replicas added) for each step of Drover's from ``original`` to ``target`` that adds
+    replicas."""
     brokers = list(dict.fromkeys([*original, *target]))
     index = {b: i for i, b in enumerate(brokers)}
-    shape = _copies_of_shape(tuple(index[b] for b in original), tuple(index[b] for b in target))
-    return [(brokers[source], brokers[new]) for source, new in shape]
+    shape = _steps_of_shape(tuple(index[b] for b in original), tuple(index[b] for b in target))
+    return [([brokers[i] for i in current], [brokers[i] for i in added]) for current, added in shape]
 
 
 @cache
-def _copies_of_shape(original: tuple[int, ...], target: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
-    current, copies = list(original), []
+def _steps_of_shape(
+    original: tuple[int, ...], target: tuple[int, ...]
+) -> tuple[tuple[tuple[int, ...], tuple[int, ...]], ...]:
+    """(the list before, the replicas added) for each step that adds replicas."""
+    current, steps = list(original), []
     for _ in range(2 * (len(original) + len(target))):
         step = next_step(current, list(target), current, 1, 1)
         if step is None:
             break
-        copies += [(current[0], new) for new in step.added]
+        if step.added:
+            steps.append((tuple(current), tuple(step.added)))
         current = step.replicas
-    return tuple(copies)
+    return tuple(steps)

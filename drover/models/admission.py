@@ -53,6 +53,8 @@ class MoveSpec(BaseModel):
     expected: list[int] | None = None
     # In flight, its step that put the new preferred leader first is done (the leader was elected then).
     leader_moved: bool = False
+    # With zone-local copies, it makes another replica the leader for a copy: it holds a leader slot until it ends.
+    leads_copies: bool = False
 
     @property
     def brokers(self) -> set[int]:
@@ -78,4 +80,4 @@ class MoveSpec(BaseModel):
     @property
     def moving_leader(self) -> bool:
         """It holds one of KIP-435's L leader slots: its leader change is still to come."""
-        return self.changes_leader and not self.leader_moved
+        return (self.changes_leader or self.leads_copies) and not self.leader_moved

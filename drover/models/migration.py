@@ -87,6 +87,10 @@ class MigrationInput(BaseModel):
     stuck_policy: StuckPolicy = "wait"
     offline: OfflinePolicy = "skip"
     disk_margin: float = Field(0.1, ge=0, lt=1)
+    # Racks mapped to zones (a rack not named is its own zone), and whether a move makes an in-sync replica in the
+    # zone of the replica it adds the leader for the copy (zone-local copies): a new replica copies from the leader.
+    zones: dict[str, str] = {}
+    zone_local_copies: bool = True
     # Cordoned brokers the plan empties (a decommission's drain): a partition on one steps straight to its target.
     avoid_brokers: list[int] = []
     # Moves a run finishes before the migration continues as new (sooner when Temporal suggests it).

@@ -5,6 +5,7 @@ from typing import Literal
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, model_validator
 
 from drover.models.cluster import PartitionState, TopicPartition
+from drover.models.units import human_bytes
 
 # What a move does when Kafka shows no progress on its step for the configured time: keep waiting (a broker may
 # come back), cancel the step and step the partition back to its original list, or fail the migration.
@@ -64,12 +65,63 @@ class MoveInput(BaseModel):
     # The coordinator (``ClusterWorkflow``) of the migration that starts the move: asked before each step whether the
     # cluster is frozen, whatever the move was told. Empty: the move asks nobody (it is told by signal only).
     coordinator_id: str = ""
+    # The zone of each broker of its lists (its rack, or the zone the operator maps the rack to); empty: unknown. With
+    # zones, each copy's bytes are measured from the leader it comes from, within or across zones.
+    zones: dict[int, str] = {}
+    # Before a step adds a replica, an in-sync replica in the new one's zone is made the leader for the copy.
+    zone_local: bool = False
 
     @model_validator(mode="after")
     def _distinct_target(self) -> "MoveInput":
         if len(set(self.target)) != len(self.target):
             raise ValueError(f"target {self.target} names a broker twice")
         return self
+
+
+class ZoneBytes(BaseModel):
+    """Bytes copied to new replicas from a leader in the same zone, and from one in another zone: measured at each
+    copy as the leader's log size when the step was issued."""
+
+    within: int = 0
+    across: int = 0
+
+    def __add__(self, other: "ZoneBytes") -> "ZoneBytes":
+        return ZoneBytes(within=self.within + other.within, across=self.across + other.across)
+
+    @property
+    def total(self) -> int:
+        return self.within + self.across
+
+    def text(self) -> str:
+        """As a person reads it: 'copies: 1.2 GB from a leader in the new replica's zone, 30.0 MB across zones
+        (2%)'."""
+        share = f" ({self.across / self.total:.0%})" if self.total else ""
+        return (
+            f"copies: {human_bytes(self.within)} from a leader in the new replica's zone, "
+            f"{human_bytes(self.across)} across zones{share}"
+        )
+
+
+class CopyRequest(BaseModel):
+    """Before a step adds replicas: make ``leader`` (an in-sync replica in their zone) the partition's leader, when
+    given, by putting it first in the list Kafka shows (``expected``, fenced on it) and electing it; then read the
+    leader's log size, the bytes each new replica will copy from it."""
+
+    topic: str
+    partition: int
+    expected: list[int]
+    leader: int | None = None
+
+    @property
+    def ref(self) -> TopicPartition:
+        return TopicPartition(topic=self.topic, partition=self.partition)
+
+
+class CopySource(BaseModel):
+    """The partition as a step's copies will find it: its state, and its leader's log size (None: not read)."""
+
+    state: PartitionState
+    size_bytes: int | None = None
 
 
 class StepStatus(BaseModel):
@@ -107,6 +159,8 @@ class MoveReport(BaseModel):
     error: str | None = None
     # The failure's type when it has one (e.g. "Stuck", "StaleState").
     error_type: str | None = None
+    # The bytes its finished copies moved within and across zones; None without zones.
+    copied: ZoneBytes | None = None
 
 
 class MoveStepReport(BaseModel):
@@ -138,3 +192,5 @@ class MoveResult(BaseModel):
     steps: list[list[int]]
     # The move got stuck and, by policy, was stepped back to its original list.
     reverted_when_stuck: bool = Field(False, validation_alias=AliasChoices("reverted_when_stuck", "rolled_back"))
+    # The bytes its copies moved within and across zones; None without zones.
+    copied: ZoneBytes | None = None

@@ -8,6 +8,7 @@ from drover.models.admission import Limits, MoveSpec
 from drover.models.band import ClientLatency
 from drover.models.control import AuditEntry, CancelMode
 from drover.models.estimate import Estimate
+from drover.models.moves import ZoneBytes
 
 
 class BrokerProgress(BaseModel):
@@ -100,3 +101,6 @@ class MigrationProgress(BaseModel):
     # What its moves cost the clients of each broker they went through (the band's produce p99), told by the
     # coordinator as the migration leaves it: shown from the clean-up on, and kept in the result.
     latency: dict[int, ClientLatency] = {}
+    # The bytes its finished copies moved within and across zones, measured from the leader at each copy; None when
+    # the brokers have no zones (racks).
+    copied: ZoneBytes | None = None

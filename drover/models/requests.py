@@ -22,6 +22,10 @@ class PreflightRequest(BaseModel):
     disk_margin: float = Field(0.1, ge=0, lt=1)
     # The Kafka cluster ID the migration was started for (empty: not checked).
     cluster_id: str = ""
+    # Racks mapped to zones (a rack not named is its own zone); with zone-local copies, the moves whose copies will
+    # have an in-sync replica in their zone lead them.
+    zones: dict[str, str] = {}
+    zone_local_copies: bool = True
 
 
 class PreflightResult(BaseModel):
@@ -36,6 +40,8 @@ class PreflightResult(BaseModel):
     min_insync: dict[str, int]
     # Offline partitions left out under policy skip, each with the reason.
     skipped: list[str] = []
+    # Each broker's zone; empty when the brokers have no racks.
+    zones: dict[int, str] = {}
 
 
 class LeaderElection(BaseModel):

@@ -8,6 +8,7 @@ from drover.models.admission import MoveSpec, bytes_to_copy
 from drover.models.band import ClientLatency
 from drover.models.control import AuditEntry
 from drover.models.estimate import Estimate
+from drover.models.moves import ZoneBytes
 
 # A move's error when a cancel stopped it (counted apart from failures).
 CANCELLED = "cancelled"
@@ -30,6 +31,8 @@ class MoveOutcome(BaseModel):
     # Its end reached the migration without its report (``final`` unknown): the list its last step started from
     # and the one that step asked for. The partition is on one of them if nobody else changed it.
     last_step: list[list[int]] = []
+    # The bytes its copies moved within and across zones, measured from the leader at each copy; None without zones.
+    copied: ZoneBytes | None = None
 
     @property
     def bytes_to_copy(self) -> int:
@@ -93,6 +96,8 @@ class MigrationResult(BaseModel):
     throttle_left: list[int] = []
     # What its moves cost the clients of each broker they went through (with the band's latency target).
     latency: dict[int, ClientLatency] = {}
+    # The bytes its copies moved within and across zones, measured from the leader at each copy; None without zones.
+    copied: ZoneBytes | None = None
     # Every operator action (and what Drover did on its own), applied or refused.
     actions: list[AuditEntry] = []
 

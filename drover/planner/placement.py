@@ -32,8 +32,9 @@ class Placement:
     open: set[int] = field(default_factory=set)  # brokers below their quota
     by_room: dict[int, set[int]] = field(default_factory=dict)  # the open brokers by room (quota - load)
     bytes_changed: set[int] = field(default_factory=set)  # brokers whose bytes changed (for drover.planner.ranking)
-    # With a zone weight: each partition's leader before the plan (a new replica copies from it), each broker's zone.
-    leaders: list[int] = field(default_factory=list)
+    # With a zone weight: each partition's replicas before the plan (a new replica copies from one of them: the one
+    # in its zone, where there is one, as Drover's zone-local copies do), each broker's zone.
+    sources: list[list[int]] = field(default_factory=list)
     zone_of: dict[int, str] = field(default_factory=dict)
     zone_weight: float = 0.0
 
@@ -145,13 +146,14 @@ class Placement:
         return lambda b: (load[b] - quota[b], topic_load[b][topic], bytes_load[b], b)
 
     def crosses(self, i: int, dest: int) -> bool:
-        """With a zone weight: a copy of partition ``i`` onto ``dest`` crosses zones, taking the copy's source to be
-        the partition's leader before the plan. A replica replaced within its own zone (``dest`` the broker it
-        leaves) crosses unless it is the leader. Never where a zone is unknown."""
+        """With a zone weight: a copy of partition ``i`` onto ``dest`` crosses zones when none of the partition's
+        replicas before the plan is in ``dest``'s zone (Drover's moves make such a replica the leader for the copy).
+        Never where a zone is unknown."""
         if not self.zone_weight:
             return False
-        there, leader = self.zone_of.get(dest), self.zone_of.get(self.leaders[i])
-        return there is not None and leader is not None and there != leader
+        zone_of = self.zone_of
+        there = zone_of.get(dest)
+        return there is not None and all(zone_of.get(b, there) != there for b in self.sources[i])
 
     def move_price(self, i: int, dest: int) -> float:
         """What a copy of partition ``i`` onto ``dest`` costs, in bytes: its size, less ``zone_weight`` of it where

@@ -74,7 +74,7 @@ def _plan(request: PlanRequest) -> Plan:
         quota=dict.fromkeys(kept, 0),
         racked=racked,
         group=dict.fromkeys(kept),
-        leaders=[r[0] for r in original] if request.zone_weight else [],
+        sources=original if request.zone_weight else [],
         zone_of=request.zones,
         zone_weight=request.zone_weight,
     )

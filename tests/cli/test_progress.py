@@ -159,7 +159,7 @@ def test_status_says_what_the_estimate_is_doing_from_its_heartbeats():
     from temporalio.api.workflow.v1 import PendingActivityInfo
     from temporalio.api.workflowservice.v1 import DescribeWorkflowExecutionResponse
 
-    from drover.cli.migration_view import preparing
+    from drover.cli.pending import preparing
 
     def pending(name: str, *details: bytes) -> PendingActivityInfo:
         info = PendingActivityInfo(heartbeat_details=Payloads(payloads=[Payload(data=d) for d in details]))

@@ -1,4 +1,5 @@
-"""The bytes a plan's copies move between zones: a new replica copies from the partition's leader."""
+"""The bytes a plan's copies move between zones: a new replica copies from the partition's leader, which Drover's
+moves first make an in-sync replica in the new one's zone where there is one (zone-local copies)."""
 
 import pytest
 
@@ -21,15 +22,18 @@ def one_move(before: list[int], after: list[int], zone_of=ZONES, size: int = GB)
 @pytest.mark.parametrize(
     ("before", "after", "drover", "kafka"),
     [
-        # The replica in zone b is replaced by the other broker of zone b: the copy still crosses, from leader 1 (a).
-        ([1, 2, 3], [1, 5, 3], 1, 1),
+        # The replica in zone b is replaced by the other broker of zone b: from leader 1 (a) the copy would cross;
+        # Drover makes 2 (b) the leader for it. Kafka's tool copies from 1.
+        ([1, 2, 3], [1, 5, 3], 0, 1),
         # The leader is replaced within its zone: the new one copies from it, in zone a.
         ([1, 2, 3], [4, 2, 3], 0, 0),
-        # All three replaced, each within its zone: the new leader 4 (a) first, from 1 (a); then 5 and 6 from 4.
-        ([1, 2, 3], [4, 5, 6], 2, 2),
-        # A new leader in zone b: Drover copies 5 from 1, then 4 (zone a) from 5, across; Kafka's tool copies 4 from
-        # 1, within zone a.
-        ([1, 2, 3], [5, 4, 6], 3, 2),
+        # All three replaced, each within its zone: each copy is led by the replica it replaces.
+        ([1, 2, 3], [4, 5, 6], 0, 2),
+        # A new leader in zone b, added first (led by 2, in b) and elected; the step after drops 1, the only replica
+        # in zone a, before 4 (a) is added: that copy crosses.
+        ([1, 2, 3], [5, 4, 6], 1, 2),
+        # RF 2 onto zone c, where the partition has no replica: every copy crosses.
+        ([1, 2], [1, 6], 1, 1),
     ],
 )
 def test_each_copy_crosses_zones_where_its_leader_is_in_another(before, after, drover, kafka):
@@ -40,7 +44,9 @@ def test_each_copy_crosses_zones_where_its_leader_is_in_another(before, after, d
 
 def test_the_cost_is_the_cross_zone_gigabytes_at_the_price():
     z = one_move([1, 2, 3], [5, 4, 6], size=5 * GB)
-    assert (z.cost, z.cost_kafka_tool, z.price_per_gb) == (0.3, 0.2, 0.02)
+    assert (z.cost, z.cost_kafka_tool, z.price_per_gb) == (0.1, 0.2, 0.02)
+    z = one_move([1, 2], [4, 6], size=5 * GB)
+    assert (z.cost, z.cost_kafka_tool) == (0.1, 0.1)
     assert zone_traffic([], [], ZONES, {}, 0.05).cost == 0.0
 
 
@@ -48,7 +54,7 @@ def test_racks_mapped_to_one_zone_are_one_zone_and_brokers_without_a_rack_are_le
     # Racks a and b in one zone: broker 5 (b) copying from 1 (a) stays within it.
     one = zone_of_brokers(BROKERS, {"a": "east-1", "b": "east-1"})
     assert one_move([1, 2, 3], [1, 5, 3], one).cross_zone_bytes == 0
-    assert one_move([1, 2, 3], [1, 3, 6], one).cross_zone_bytes == GB
+    assert one_move([1, 2], [1, 6], one).cross_zone_bytes == GB
     no_rack = zone_of_brokers([*BROKERS, BrokerSpec(id=7)], {})
     z = one_move([1, 2, 3], [1, 2, 7], no_rack)
     assert (z.partitions_without_zone, z.bytes_moved, z.cross_zone_bytes) == (1, 0, 0)

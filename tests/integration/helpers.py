@@ -128,12 +128,17 @@ class StepObserver(threading.Thread):
 
     @property
     def steps(self) -> dict[int, list[list[int]]]:
-        """Per partition that changed, the replica lists Kafka moved it to, in order."""
+        """Per partition that changed, the replica lists Kafka moved it to, in order. A list that only reorders the
+        one before (a move making a replica in the new one's zone the leader for its copy) copies nothing and is
+        not a step."""
         found = {}
         for partition, line in self.timeline.items():
             steps: list[list[int]] = []
+            before = list(line[0][0][1]) if line else []
             for (_kind, replicas), _ in line[1:]:
-                if not steps or steps[-1] != list(replicas):
+                reorder = sorted(replicas) == sorted(before)
+                before = list(replicas)
+                if not reorder and (not steps or steps[-1] != list(replicas)):
                     steps.append(list(replicas))
             if steps:
                 found[partition] = steps

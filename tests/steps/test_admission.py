@@ -38,6 +38,13 @@ def test_a_move_whose_leader_movement_is_done_frees_its_leader_slot():
     assert admit(waiting, moved, ONE_LEADER, replicas_per_step=1) == waiting
 
 
+def test_a_move_that_leads_its_copies_within_their_zones_holds_a_leader_slot_until_it_ends():
+    in_flight = [move(0, [1, 2], [1, 3]).model_copy(update={"leads_copies": True, "leader_moved": False})]
+    waiting = [move(1, [1, 2], [4, 2])]
+    assert admit(waiting, in_flight, ONE_LEADER, replicas_per_step=1) == []
+    assert admit(waiting, [move(0, [1, 2], [1, 3])], ONE_LEADER, replicas_per_step=1) == waiting
+
+
 def spec(original: list[int], target: list[int], leader_moved: bool = False, urgent: bool = False) -> MoveSpec:
     return MoveSpec(topic="t", partition=0, original=original, target=target, leader_moved=leader_moved, urgent=urgent)
 

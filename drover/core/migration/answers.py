@@ -48,7 +48,8 @@ def reported(s: MigrationState, report: MoveReport) -> tuple[MoveRecord, MoveOut
     r = s.window.record((report.topic, report.partition))
     if r is None:
         return None
-    return r, outcome(r, report.final, report.steps, report.reverted_when_stuck, report.error, report.error_type)
+    ended = outcome(r, report.final, report.steps, report.reverted_when_stuck, report.error, report.error_type)
+    return r, ended.model_copy(update={"copied": report.copied})
 
 
 def ended_without_report(r: MoveRecord, cancelled: bool, error: str, error_type: str | None) -> MoveOutcome:

@@ -54,6 +54,8 @@ def preflight_request(given: MigrationInput, migration_id: str) -> PreflightRequ
         offline=given.offline,
         disk_margin=given.disk_margin,
         cluster_id=given.cluster_id,
+        zones=given.zones,
+        zone_local_copies=given.zone_local_copies,
     )
 
 
@@ -142,6 +144,9 @@ def move_input(given: MigrationInput, s: MigrationState, r: MoveRecord) -> MoveI
         expected=r.expected,
         avoid=given.avoid_brokers,
         coordinator_id=s.link.coordinator_id,
+        # The zones of the brokers its lists name (the list it runs on is made of them): a few per move.
+        zones={b: s.zones[b] for b in {*m.original, *m.target, *(r.expected or [])} if b in s.zones},
+        zone_local=given.zone_local_copies,
     )
 
 

@@ -4,6 +4,7 @@ migration will run them. The activity reads the cluster and raises the problems;
 from collections import Counter
 from collections.abc import Iterable, Mapping
 
+from drover.core.zones import leads_copies
 from drover.models.admission import MoveSpec
 from drover.models.cluster import BrokerDisk, PartitionState
 from drover.models.coordination import PartitionKey
@@ -76,9 +77,11 @@ def move_specs(
     states: Mapping[PartitionKey, PartitionState],
     sizes: Mapping[PartitionKey, int],
     min_insync: Mapping[str, int],
+    local_zones: Mapping[int, str] | None = None,
 ) -> tuple[list[MoveSpec], set[PartitionKey]]:
     """The moves as the migration runs them, from the replicas Kafka shows now, and the partitions among them that
-    are offline (no replica in sync)."""
+    are offline (no replica in sync). With ``local_zones`` (zone-local copies), which of them lead a copy from
+    another replica."""
     specs, offline = [], set()
     for m in moves:
         key = (m.topic, m.partition)
@@ -97,6 +100,7 @@ def move_specs(
                 target=m.replicas,
                 size_bytes=sizes.get(key, 0),
                 urgent=urgent and len(state.replicas) > 1,
+                leads_copies=bool(local_zones) and leads_copies(state.replicas, m.replicas, local_zones or {}),
             )
         )
     return specs, offline

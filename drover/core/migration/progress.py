@@ -55,6 +55,7 @@ def progress(s: MigrationState, cluster: str, now: datetime, per_broker: bool = 
         estimating=s.phase == Phase.ESTIMATING,
         auto_throttle=s.throttle.estimated,
         latency=s.link.latency,
+        copied=s.copied,
     )
 
 
@@ -182,6 +183,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         runs=s.runs,
         throttle_left=s.throttle_left,
         latency=s.link.latency,
+        copied=s.copied,
         actions=list(s.actions),
     )
 

@@ -29,6 +29,7 @@ from drover.models.coordination import LeaveResult
 from drover.models.errors import ErrorType
 from drover.models.estimate import Estimate
 from drover.models.migration import MigrationInput
+from drover.models.moves import ZoneBytes
 from drover.models.requests import PreflightResult
 from drover.models.results import CANCELLED, MoveOutcome
 from drover.models.throttle import Throttle
@@ -78,6 +79,9 @@ class MigrationState(BaseModel):
     # The estimate's write rates may be the brokers' one-minute rates (no metrics file, no sample asked for).
     one_minute_rates: bool = False
     link: CoordinatorLink = CoordinatorLink()
+    # Each broker's zone, as preflight found it; what the moves' copies moved within and across zones (None: no zones).
+    zones: dict[int, str] = {}
+    copied: ZoneBytes | None = None
 
     # -- transitions ------------------------------------------------------------------------------------------
 
@@ -101,6 +105,7 @@ class MigrationState(BaseModel):
         totals."""
         self.moves_total, self.bytes_total, self.unchanged = found.count, found.bytes_total, found.unchanged
         self.min_insync, self.skipped, self.large = found.min_insync, found.skipped, found.moves_ref is not None
+        self.zones = found.zones
         self.window.waiting, self.window.moves_ref, self.window.count = found.moves, found.moves_ref, found.count
         self.preflight_done(estimating=given.estimate is not None, dry_run=given.dry_run)
         self.moving_since = now
@@ -298,6 +303,8 @@ class MigrationState(BaseModel):
         if r is None or r.token != token:
             return False
         w.in_flight = [x for x in w.in_flight if x is not r]
+        if outcome.copied is not None:
+            self.copied = (self.copied or ZoneBytes()) + outcome.copied
         if self.link.joined:
             self.link.release([key])
         if self.phase == Phase.DRAINING and r.stuck == "wait" and outcome.error == CANCELLED:
@@ -328,16 +335,6 @@ class MigrationState(BaseModel):
         self.to(self.after_drain)
         self.after_drain = None
         self.runs += 1
-
-    def take_saved(self) -> list[MoveOutcome]:
-        """For a large migration continuing as new: the outcomes to save to the work folder. They leave the state
-        (counted in the tally), except the failed ones, which the result lists."""
-        w = self.window
-        for o in w.outcomes:
-            if succeeded(o) and o.original != o.target:
-                w.saved.add(o)
-        saved, w.outcomes = w.outcomes, [o for o in w.outcomes if not succeeded(o)]
-        return saved
 
     def rollback_wanted(self) -> bool:
         """Stopped, with nothing in flight: does the cancel mode ask for partitions to be stepped back?"""

@@ -56,6 +56,15 @@ class Window(BaseModel):
     outcomes: list[MoveOutcome] = []
     saved: Tally = Tally()
 
+    def take_saved(self) -> list[MoveOutcome]:
+        """For a large migration continuing as new: the outcomes to save to the work folder. They leave the state
+        (counted in the tally), except the failed ones, which the result lists."""
+        for o in self.outcomes:
+            if succeeded(o) and o.original != o.target:
+                self.saved.add(o)
+        saved, self.outcomes = self.outcomes, [o for o in self.outcomes if not succeeded(o)]
+        return saved
+
     def record(self, key: tuple[str, int]) -> MoveRecord | None:
         return next((r for r in self.in_flight if r.key == key), None)
 
@@ -72,7 +81,7 @@ class Window(BaseModel):
         if r is None or r.token != token:
             return False
         r.current, r.step = current, step
-        if r.move.moving_leader and current[:1] == r.move.target[:1]:
+        if r.move.moving_leader and not r.move.leads_copies and current[:1] == r.move.target[:1]:
             r.move = r.move.model_copy(update={"leader_moved": True})
             return True
         return False

@@ -4,7 +4,7 @@ actions the workflow carries out, and the actions it decides."""
 from dataclasses import dataclass
 
 from drover.models.cluster import PartitionState
-from drover.models.moves import MoveResult, MoveStuck, StepRequest, StepStatus
+from drover.models.moves import CopyRequest, CopySource, MoveResult, MoveStuck, StepRequest, StepStatus
 
 # -- events: what came of an action ------------------------------------------------------------------------------
 
@@ -41,6 +41,14 @@ class FreezeAnswered:
 
 
 @dataclass(frozen=True)
+class CopyPrepared:
+    """Before a step that adds replicas: the partition with the leader its copies come from, and that leader's log
+    size."""
+
+    source: CopySource
+
+
+@dataclass(frozen=True)
 class Issued:
     """The step is on Kafka; its status when Kafka finished it within the settle time, else None."""
 
@@ -71,7 +79,9 @@ class Cancelled:
     """The move was cancelled while its action ran."""
 
 
-Event = Described | MinInsyncRead | Online | Thawed | FreezeAnswered | Issued | Waited | Undone | Elected | Cancelled
+Event = (
+    Described | MinInsyncRead | Online | Thawed | FreezeAnswered | CopyPrepared | Issued | Waited | Undone | Elected
+) | Cancelled
 
 
 # -- actions: what the workflow does next; ``summary`` names the activity in the history ------------------------
@@ -102,6 +112,15 @@ class WaitThaw:
 @dataclass(frozen=True)
 class AskFreeze:
     """Ask the cluster's coordinator whether the cluster is frozen, before a step."""
+
+
+@dataclass(frozen=True)
+class PrepareCopy:
+    """Before a step that adds replicas (a move with zones): make an in-sync replica in their zone the leader where
+    the request names one, and read the leader's log size."""
+
+    request: CopyRequest
+    summary: str
 
 
 @dataclass(frozen=True)
@@ -155,6 +174,6 @@ class Stop:
     """Cancelled: the move ends as cancelled, the list it left the partition on in the state."""
 
 
-Action = (ReadPartition | ReadMinInsync | WaitOnline | WaitThaw | AskFreeze | Issue | Wait | Undo | Elect) | (
-    Finish | Fail | Stop
+Action = (ReadPartition | ReadMinInsync | WaitOnline | WaitThaw | AskFreeze | PrepareCopy | Issue | Wait) | (
+    Undo | Elect | Finish | Fail | Stop
 )

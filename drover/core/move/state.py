@@ -8,7 +8,8 @@ Modelled on Cruise Control's ``ExecutionTask``: a phase enum and a table of what
         offline and not there yet -> OFFLINE -> (a replica back in sync) the next step
         the next step: none -> DONE; else (a move that asks its coordinator) ASKING -> (the answer) the freeze check;
         the freeze check: the cluster frozen -> FROZEN -> (unfrozen, or time to ask again) ASKING, or the freeze check
-            for a move that does not ask; else STEPPING
+            for a move that does not ask; else (a step that adds replicas, with zones) PREPARING -> (the leader for
+            the copy, and its size) STEPPING; else STEPPING
     STEPPING -> (Kafka finished the step) ELECTING (the step changes the preferred leader) or the loop head
              -> (no progress, policy wait) STUCK -> (Kafka finished the step) as from STEPPING
              -> (no progress, policy rollback or fail) UNDOING -> (undone) the loop head towards the original list,
@@ -18,15 +19,13 @@ Modelled on Cruise Control's ``ExecutionTask``: a phase enum and a table of what
     any other phase -> (cancelled) CANCELLED
 """
 
-from dataclasses import dataclass, field
 from datetime import datetime
-from enum import StrEnum
-from typing import Literal
 
 from drover.core.move.events import (
     Action,
     AskFreeze,
     Cancelled,
+    CopyPrepared,
     Described,
     Elect,
     Elected,
@@ -38,8 +37,8 @@ from drover.core.move.events import (
     Issued,
     MinInsyncRead,
     Online,
+    PrepareCopy,
     ReadMinInsync,
-    ReadPartition,
     Stop,
     Thawed,
     Undo,
@@ -49,153 +48,22 @@ from drover.core.move.events import (
     WaitOnline,
     WaitThaw,
 )
+from drover.core.move.phases import (  # noqa: F401 (the move's state, as its callers name it)
+    ENDED,
+    TAKES,
+    THAW_ASK_FIRST_S,
+    THAW_ASK_MOST_S,
+    InvalidMoveEvent,
+    MovePhase,
+    MoveState,
+    begin,
+    step_request,
+)
+from drover.core.zones import copy_leader
 from drover.models.cluster import PartitionState
 from drover.models.errors import ErrorType
-from drover.models.moves import (
-    MoveInput,
-    MoveProgress,
-    MoveResult,
-    MoveStuck,
-    Step,
-    StepRequest,
-    StepStatus,
-    StuckPolicy,
-)
+from drover.models.moves import CopyRequest, CopySource, MoveResult, MoveStuck, StepRequest, StepStatus, ZoneBytes
 from drover.steps.calculator import next_step, steps_left
-
-# A frozen move that asks its coordinator asks again after this long, twice as long each time, this long at most.
-THAW_ASK_FIRST_S = 60.0
-THAW_ASK_MOST_S = 900.0
-
-
-class MovePhase(StrEnum):
-    STARTING = "starting"  # reading the list Kafka shows
-    READING_MIN_INSYNC = "reading_min_insync"  # reading the topic's min.insync.replicas (none was given)
-    OFFLINE = "offline"  # no leader or no replica in sync: never stepped; waiting for a replica back in sync
-    ASKING = "asking"  # asking the cluster's coordinator whether it is frozen, before a step
-    FROZEN = "frozen"  # the cluster is frozen: the next step waits
-    STEPPING = "stepping"  # a step issued on Kafka and waited for
-    STUCK = "stuck"  # the step showed no progress (policy wait): still waited for, without the stuck check
-    UNDOING = "undoing"  # the step being cancelled on Kafka (stuck with policy rollback or fail, or cancelled)
-    ELECTING = "electing"  # electing the preferred leader the finished step changed
-    DONE = "done"
-    FAILED = "failed"
-    CANCELLED = "cancelled"
-
-
-ENDED = {MovePhase.DONE, MovePhase.FAILED, MovePhase.CANCELLED}
-
-
-class InvalidMoveEvent(Exception):
-    """An event the move's phase does not take: a defect in the code that fed it."""
-
-
-# The events each phase takes; any other is a defect (InvalidMoveEvent). A cancel is taken in every phase but the
-# ended ones.
-TAKES: dict[MovePhase, set[type]] = {
-    MovePhase.STARTING: {Described, Cancelled},
-    MovePhase.READING_MIN_INSYNC: {MinInsyncRead, Cancelled},
-    MovePhase.OFFLINE: {Online, Cancelled},
-    MovePhase.ASKING: {FreezeAnswered, Cancelled},
-    MovePhase.FROZEN: {Thawed, Cancelled},
-    MovePhase.STEPPING: {Issued, Waited, Cancelled},
-    MovePhase.STUCK: {Waited, Cancelled},
-    MovePhase.UNDOING: {Undone, Cancelled},
-    MovePhase.ELECTING: {Elected, Cancelled},
-    MovePhase.DONE: set(),
-    MovePhase.FAILED: set(),
-    MovePhase.CANCELLED: set(),
-}
-
-
-# -- the state -----------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class MoveState:
-    """A move's state. ``decide`` writes it, but for what the coordinator tells (``told``) and the surplus drop
-    after a cancel (``dropped``)."""
-
-    move: MoveInput
-    # How long issuing a step also waits for Kafka to finish it.
-    settle_s: float | None
-    phase: MovePhase = MovePhase.STARTING
-    # The list Kafka showed when the move started, the in-sync replicas its steps keep, where it is going (its
-    # original list once stepped back after a stuck step) and how it handles a stuck step.
-    original: list[int] = field(default_factory=list)
-    min_insync: int = 1
-    target: list[int] = field(default_factory=list)
-    policy: StuckPolicy = "wait"
-    reverted: bool = False
-    # What Kafka last showed of the partition.
-    shown: PartitionState | None = None
-    # The step in flight (or waiting for a thaw): from which list, and how it is named; the steps Kafka finished.
-    step: Step | None = None
-    step_from: list[int] = field(default_factory=list)
-    what: str = ""
-    steps: list[list[int]] = field(default_factory=list)
-    # Whether the move has issued a step (and so may have changed the partition); why a step is being undone.
-    acted: bool = False
-    undoing: Literal["stuck", "cancel"] | None = None
-    stuck: bool = False
-    stuck_idle_s: float = 0.0
-    # The cluster frozen, as last told or answered; whether the move asks its coordinator before each step, and how
-    # many times it was told (an answer asked for before the last telling is older than it).
-    frozen: bool = False
-    asks_freeze: bool = False
-    told_count: int = 0
-    asked_at_told: int = 0
-    # Answers "frozen" since the last step: the wait before asking again doubles with each (the history of a move
-    # frozen for days stays short).
-    frozen_answers: int = 0
-    step_done_at: datetime | None = None
-
-    @property
-    def current(self) -> list[int] | None:
-        return self.shown.replicas if self.shown is not None else None
-
-    def progress(self) -> MoveProgress | None:
-        """What the move's ``progress`` query shows, once it has read the partition."""
-        if self.shown is None:
-            return None
-        in_flight = self.phase in (MovePhase.STEPPING, MovePhase.STUCK, MovePhase.UNDOING)
-        return MoveProgress(
-            topic=self.move.topic,
-            partition=self.move.partition,
-            original=self.original,
-            current=self.shown.replicas,
-            step_target=self.step.replicas if in_flight and self.step is not None else None,
-            final=self.move.target,
-            steps_done=len(self.steps),
-            stuck=self.stuck,
-        )
-
-    def told(self, frozen: bool) -> None:
-        """The coordinator's word: the cluster is frozen, or no longer."""
-        self.frozen, self.told_count = frozen, self.told_count + 1
-
-    def dropped(self, state: PartitionState, step: Step | None = None) -> None:
-        """After a cancel, a surplus replica dropped again (``step``, done on Kafka) or not: where Kafka shows it."""
-        self.shown = state
-        if step is not None:
-            self.steps.append(step.replicas)
-
-
-def begin(move: MoveInput, settle_s: float | None) -> tuple[MoveState, Action]:
-    """A new move's state, and its first action: read the list Kafka shows."""
-    return MoveState(move=move, settle_s=settle_s, target=move.target, policy=move.stuck_policy), ReadPartition()
-
-
-def step_request(move: MoveInput, expected: list[int], target: list[int], settle_s: float | None) -> StepRequest:
-    """A step of ``move`` from ``expected`` (fenced on it) to ``target``."""
-    return StepRequest(
-        topic=move.topic,
-        partition=move.partition,
-        expected=expected,
-        target=target,
-        stuck_after_s=move.stuck_after_s,
-        settle_s=settle_s,
-    )
 
 
 def decide(s: MoveState, event: Event, now: datetime) -> Action:
@@ -214,8 +82,8 @@ def decide(s: MoveState, event: Event, now: datetime) -> Action:
         case Online(state=state):
             s.shown = state
             return _next_step(s, now)
-        case Thawed() | FreezeAnswered():
-            return _freeze_news(s, event, now)
+        case Thawed() | FreezeAnswered() | CopyPrepared():
+            return _before_step(s, event, now)
         case Issued(status=status) | Waited(status=status):
             return Wait(_request(s), f"waiting for {s.what}") if status is None else _stepped(s, status, now)
         case Undone(state=state):
@@ -224,6 +92,13 @@ def decide(s: MoveState, event: Event, now: datetime) -> Action:
             s.shown = state
             return _loop_head(s, now)
     raise InvalidMoveEvent(f"unknown event {event!r}")
+
+
+def _before_step(s: MoveState, event: Thawed | FreezeAnswered | CopyPrepared, now: datetime) -> Action:
+    """What the move learnt before issuing its step: the freeze, or the leader its copies come from."""
+    if isinstance(event, CopyPrepared):
+        return _prepared(s, event.source, now)
+    return _freeze_news(s, event, now)
 
 
 def _freeze_news(s: MoveState, event: Thawed | FreezeAnswered, now: datetime) -> Action:
@@ -296,11 +171,12 @@ def _next_step(s: MoveState, now: datetime) -> Action:
                 final=current,
                 steps=s.steps,
                 reverted_when_stuck=s.reverted,
+                copied=s.copied,
             )
         )
     number = len(s.steps) + 1
     total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync, avoid)
-    s.step, s.step_from = step, current
+    s.step, s.step_from, s.copy_from = step, current, None
     s.what = f"step {number} of {max(total, number)}: {current} → {step.replicas}"
     # A move asks before each step whether its cluster is frozen, whatever it was told: it may have been granted
     # before a freeze and started after the coordinator stopped trying to tell it.
@@ -308,9 +184,53 @@ def _next_step(s: MoveState, now: datetime) -> Action:
 
 
 def _issue(s: MoveState, now: datetime) -> Action:
+    assert s.step is not None and s.shown is not None
+    if s.copied is not None and s.step.added and s.copy_from is None:
+        return _prepare(s)
     s.phase, s.acted = MovePhase.STEPPING, True
     gap = None if s.step_done_at is None else (now - s.step_done_at).total_seconds()
     return Issue(_request(s), s.what, gap)
+
+
+def _prepare(s: MoveState) -> Action:
+    """Before a step that adds replicas, with zones: the leader the copies will come from (made an in-sync replica
+    in their zone first, with zone-local copies, where the leader is elsewhere), and its size. A list naming a
+    cordoned broker cannot be reordered on Kafka, so such a step copies from the leader it has."""
+    assert s.step is not None and s.shown is not None
+    move, shown = s.move, s.shown
+    leader = None
+    if move.zone_local and not set(move.avoid) & set(s.step_from):
+        leader = copy_leader(s.step_from, shown.leader, shown.isr, s.step.added, move.zones)
+    # Reordering the list is a change of the partition: a move cancelled from here on reports where it left it.
+    s.phase, s.acted = MovePhase.PREPARING, s.acted or leader is not None
+    request = CopyRequest(topic=move.topic, partition=move.partition, expected=s.step_from, leader=leader)
+    what = f"make {leader} the leader, in the zone of the copy" if leader is not None else "the leader's size"
+    return PrepareCopy(request, f"{move.topic}-{move.partition}: {what}, before {s.what}")
+
+
+def _prepared(s: MoveState, source: CopySource, now: datetime) -> Action:
+    """The copy's leader is known: the step is fenced on the list Kafka now shows (a leader made for the copy is
+    first in it) and elects its own first replica after it whenever that one is not leading."""
+    assert s.step is not None
+    state = source.state
+    s.shown = state
+    if state.replicas != s.step_from:
+        s.step_from = state.replicas
+        s.step = s.step.model_copy(update={"elect_leader": s.step.replicas[0] != state.replicas[0]})
+        s.what = f"{s.what.split(':')[0]}: {state.replicas} → {s.step.replicas}"
+    s.copy_from = (state.leader if state.leader is not None else -1, source.size_bytes or 0)
+    return _issue(s, now)
+
+
+def _count_copies(s: MoveState) -> None:
+    """A finished step's copies, each within or across zones from the leader it copied from."""
+    assert s.step is not None
+    if s.copied is None or s.copy_from is None:
+        return
+    leader, size = s.copy_from
+    there = s.move.zones.get(leader)
+    within = sum(1 for b in s.step.added if there is not None and s.move.zones.get(b) == there)
+    s.copied = s.copied + ZoneBytes(within=size * within, across=size * (len(s.step.added) - within))
 
 
 def _request(s: MoveState) -> StepRequest:
@@ -348,6 +268,8 @@ def _stepped(s: MoveState, status: StepStatus, now: datetime) -> Action:
     # Done on Kafka: one of this move's steps, even if a cancel comes during the election.
     s.shown = status.state
     s.steps.append(s.step.replicas)
+    _count_copies(s)
+    s.copy_from = None
     s.step_done_at = now
     if s.step.elect_leader:
         s.phase = MovePhase.ELECTING
@@ -372,6 +294,7 @@ def _undone(s: MoveState, state: PartitionState, now: datetime) -> Action:
         if state.replicas == s.step.replicas:
             # Kafka finished the step before the cancel reached it: it is one of this move's steps.
             s.steps.append(s.step.replicas)
+            _count_copies(s)
         s.phase = MovePhase.CANCELLED
         return Stop()
     s.undoing = None

@@ -9,6 +9,7 @@ _DOING = {
     MovePhase.OFFLINE: "waiting: no replica in sync, so it is never stepped",
     MovePhase.ASKING: "asking the cluster's coordinator whether it is frozen, before a step",
     MovePhase.FROZEN: "waiting: the cluster is frozen (drover cluster unfreeze)",
+    MovePhase.PREPARING: "before its step: the leader its copy comes from (one in the new replica's zone)",
     MovePhase.STEPPING: "stepping",
     MovePhase.STUCK: "stuck: no progress on Kafka; the step is still waited for",
     MovePhase.UNDOING: "undoing its step on Kafka",

@@ -75,6 +75,17 @@ def test_moves_start_from_what_kafka_shows_with_sizes_urgency_and_offline_partit
     assert specs[0].urgent
 
 
+def test_with_zone_local_copies_a_move_that_leads_a_copy_from_another_replica_holds_a_leader_slot():
+    zones = {1: "a", 2: "b", 3: "c", 4: "a", 5: "b"}
+    states = {("t", 0): state("t", 0, [1, 2, 3], [1, 2, 3], 1), ("t", 1): state("t", 1, [1, 2, 3], [1, 2, 3], 1)}
+    # t-0 replaces 2 by 5 in zone b while 1 (a) leads: 2 leads the copy. t-1 replaces its leader within zone a.
+    moves = [replicas("t", 0, 1, 5, 3), replicas("t", 1, 4, 2, 3)]
+    specs, _ = preflight.move_specs(moves, states, {}, {"t": 1}, zones)
+    assert [(s.leads_copies, s.moving_leader) for s in specs] == [(True, True), (False, True)]
+    specs, _ = preflight.move_specs(moves, states, {}, {"t": 1})
+    assert [(s.leads_copies, s.moving_leader) for s in specs] == [(False, False), (False, True)]
+
+
 def test_a_destination_needs_room_for_every_replica_it_receives_with_the_margin_left_free():
     moving = [
         MoveSpec(topic="t", partition=0, original=[1, 2], target=[3, 2], size_bytes=30 * GB),

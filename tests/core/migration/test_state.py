@@ -416,7 +416,7 @@ def test_a_large_migration_saves_finished_moves_and_keeps_the_failed():
     a, b = grant(s)
     s.finish(a.key, a.token, outcome(a.move))
     s.finish(b.key, b.token, outcome(b.move, error="boom"))
-    saved = s.take_saved()
+    saved = s.window.take_saved()
     assert len(saved) == 2 and [o.partition for o in s.window.outcomes] == [1]
     assert s.window.saved.done == 1 and s.window.saved.bytes_done == 10 and s.moves_done() == 1
     assert s.window.saved.per_broker == {2: 1, 3: 1}

@@ -10,7 +10,7 @@ from drover.core.move import state as machine
 from drover.core.move.state import TAKES, InvalidMoveEvent, MovePhase, MoveState
 from drover.models.cluster import PartitionState
 from drover.models.errors import ErrorType
-from drover.models.moves import MoveInput, StepStatus
+from drover.models.moves import CopySource, MoveInput, StepStatus, ZoneBytes
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 EVENTS = [
@@ -19,6 +19,7 @@ EVENTS = [
     ev.Online,
     ev.Thawed,
     ev.FreezeAnswered,
+    ev.CopyPrepared,
     ev.Issued,
     ev.Waited,
     ev.Undone,
@@ -80,6 +81,9 @@ def in_phase(phase: MovePhase) -> MoveState:
         s, _ = started()
         s.frozen = True
         machine.decide(s, ev.Described(shown([1, 2])), T0)
+    elif phase == MovePhase.PREPARING:
+        s, _ = started(zones={1: "a", 2: "b", 3: "b"})
+        machine.decide(s, ev.Described(shown([1, 2])), T0)
     elif phase == MovePhase.STEPPING:
         s, _ = stepping()
     elif phase == MovePhase.STUCK:
@@ -112,6 +116,7 @@ def an_event(kind: type):
         ev.Online: ev.Online(shown([1, 2])),
         ev.Thawed: ev.Thawed(),
         ev.FreezeAnswered: ev.FreezeAnswered(False),
+        ev.CopyPrepared: ev.CopyPrepared(CopySource(state=shown([1, 2]), size_bytes=10)),
         ev.Issued: ev.Issued(None),
         ev.Waited: ev.Waited(status([1, 3])),
         ev.Undone: ev.Undone(shown([1, 2])),
@@ -132,6 +137,8 @@ EXPECTED = {
     (MovePhase.ASKING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
     (MovePhase.FROZEN, ev.Thawed): (MovePhase.STEPPING, ev.Issue),
     (MovePhase.FROZEN, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
+    (MovePhase.PREPARING, ev.CopyPrepared): (MovePhase.STEPPING, ev.Issue),
+    (MovePhase.PREPARING, ev.Cancelled): (MovePhase.CANCELLED, ev.Stop),
     (MovePhase.STEPPING, ev.Issued): (MovePhase.STEPPING, ev.Wait),
     (MovePhase.STEPPING, ev.Waited): (MovePhase.DONE, ev.Finish),
     (MovePhase.STEPPING, ev.Cancelled): (MovePhase.UNDOING, ev.Undo),
@@ -361,3 +368,59 @@ def test_the_surplus_dropped_after_a_cancel_is_recorded_as_a_step():
     s = in_phase(MovePhase.CANCELLED)
     s.dropped(shown([1, 2]))
     assert s.current == [1, 2] and s.steps == []
+
+
+# -- zone-local copies ---------------------------------------------------------------------------------------------
+
+ZONES = {1: "a", 2: "b", 3: "c", 5: "b"}
+
+
+def test_a_copy_is_led_by_the_in_sync_replica_in_its_zone_and_counted_within_it():
+    """[1, 2, 3] -> [1, 5, 3] replaces 2 by 5 in zone b while 1 (zone a) leads: 2 is made the leader for the copy,
+    the step is fenced on the list that puts it first, and the target's leader is elected again after the step."""
+    s, _ = started(target=[1, 5, 3], zones=ZONES, zone_local=True)
+    action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    assert isinstance(action, ev.PrepareCopy)
+    assert (action.request.leader, action.request.expected) == (2, [1, 2, 3])
+    assert s.phase == MovePhase.PREPARING and s.acted
+    led = PartitionState(topic="t", partition=0, replicas=[2, 1, 3], isr=[1, 2, 3], leader=2)
+    action = machine.decide(s, ev.CopyPrepared(CopySource(state=led, size_bytes=1000)), T0)
+    assert isinstance(action, ev.Issue)
+    assert (action.request.expected, action.request.target) == ([2, 1, 3], [1, 5, 3])
+    action = machine.decide(s, ev.Issued(status([1, 5, 3])), T0)
+    assert action == ev.Elect(1)
+    action = machine.decide(s, ev.Elected(shown([1, 5, 3])), T0)
+    assert isinstance(action, ev.Finish)
+    assert action.result.copied == ZoneBytes(within=1000, across=0)
+    assert action.result.steps == [[1, 5, 3]]
+
+
+def test_without_zone_local_copies_the_copy_is_measured_from_the_leader_it_has():
+    s, _ = started(target=[1, 5, 3], zones=ZONES)
+    action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    assert isinstance(action, ev.PrepareCopy) and action.request.leader is None
+    action = machine.decide(s, ev.CopyPrepared(CopySource(state=shown([1, 2, 3]), size_bytes=1000)), T0)
+    assert isinstance(action, ev.Issue) and action.request.expected == [1, 2, 3]
+    action = machine.decide(s, ev.Issued(status([1, 5, 3])), T0)
+    assert isinstance(action, ev.Finish)
+    assert action.result.copied == ZoneBytes(within=0, across=1000)
+
+
+def test_a_leader_in_the_zone_already_a_cordoned_list_or_no_zones_need_no_other_leader():
+    s, _ = started(target=[1, 2, 4], zones={**ZONES, 4: "c"}, zone_local=True)
+    action = machine.decide(s, ev.Described(shown([3, 1, 2], leader=3)), T0)
+    assert isinstance(action, ev.PrepareCopy) and action.request.leader is None
+    s, _ = started(target=[1, 5, 3], zones=ZONES, zone_local=True, avoid=[2])
+    action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    assert isinstance(action, ev.PrepareCopy) and action.request.leader is None
+    s, _ = started(target=[1, 5, 3], zone_local=True)
+    assert isinstance(machine.decide(s, ev.Described(shown([1, 2, 3])), T0), ev.Issue)
+    assert s.copied is None
+
+
+def test_a_step_that_only_drops_copies_nothing_and_is_not_prepared():
+    s, _ = started(target=[1, 3], zones=ZONES, zone_local=True)
+    action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    assert isinstance(action, ev.Issue)
+    action = machine.decide(s, ev.Issued(status([1, 3])), T0)
+    assert isinstance(action, ev.Finish) and action.result.copied == ZoneBytes()

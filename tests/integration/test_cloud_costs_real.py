@@ -1,0 +1,275 @@
+"""What a cloud cluster's moves really cost, on a stack of 5 brokers over 3 racks (each its zone) with tiered storage.
+
+- Tiered storage (`drover sandbox up --tiered`, Kafka's LocalTieredStorage): a new replica of a tiered partition copies
+  the leader's local log, not the whole partition. Drover counts what it will copy from the sizes Kafka reports per
+  replica (DescribeLogDirs: the local log), so the estimate's bytes match what the brokers' replication metrics count
+  during the moves, while the partitions' full size, remote log included, is several times that.
+- Zones: a new replica copies from the partition's leader. With zone-local copies a move first makes an in-sync
+  replica in the new one's zone the leader for the copy; a rack-preserving reshuffle then copies within zones, where
+  Kafka's own tool, on the same kind of plan, copies most of it across them.
+"""
+
+import asyncio
+import json
+import os
+import tempfile
+import threading
+import uuid
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from drover.adapters.broker_metrics import scrape
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.models.migration import EstimateSettings, MigrationInput
+from drover.models.plan import PartitionReplicas, ReassignmentFile
+from drover.models.progress import MigrationProgress
+from drover.models.results import MigrationResult
+from drover.sandbox import Sandbox, SandboxSettings
+from drover.sandbox.tools import reassign_partitions
+from drover.settings import Settings
+from drover.worker import activities_for
+from drover.workflows import MigrationWorkflow
+from tests.cli.test_cli import drover
+from tests.conftest import ROOT, end_coordinators, start_migration, worker_for
+from tests.integration.helpers import consume_all, produce, wait_until
+
+pytestmark = pytest.mark.integration
+
+# Ports below Linux's ephemeral range, apart from the other test stacks'.
+TIERED = SandboxSettings(
+    state_dir=ROOT / ".drover" / "test-tiered",
+    port_base=25092,
+    temporal_port=25433,
+    ui_port=25434,
+    brokers=5,
+    racks=3,
+    tiered=True,
+)
+SEGMENT = 1 << 20  # the smallest segment.bytes Kafka takes
+LOCAL = 2 * SEGMENT  # local.retention.bytes: by size, so the active segment is never rolled away for its age
+MESSAGES, PAD = 25_000, 1000  # about 26 MB per partition
+
+
+@pytest.fixture(scope="module")
+def tiered():
+    sandbox = Sandbox(TIERED)
+    sandbox.up(worker=False, say=print)
+    yield sandbox
+    if not os.environ.get("DROVER_TEST_KEEP_STACK"):
+        sandbox.down(wipe=True)
+
+
+def reassigned_in(sandbox: Sandbox, brokers: list[int]) -> float:
+    """The bytes the brokers have fetched as reassignment so far (Kafka's ReassignmentBytesInPerSec count)."""
+    return sum(scrape(sandbox.s.broker_metrics_url(b)).counters["reassignment_in"] for b in brokers)
+
+
+def folder_bytes(folder) -> int:
+    return sum(f.stat().st_size for f in folder.rglob("*") if f.is_file())
+
+
+def on_stack(sandbox: Sandbox, name: str) -> tuple[Settings, KafkaAdmin]:
+    """Settings for the stack, with a task queue of the test's own, and an admin client of it."""
+    settings = Settings(
+        cluster_name="tiered",
+        kafka_bootstrap=sandbox.s.bootstrap,
+        temporal_address=sandbox.s.temporal_address,
+        task_queue=f"{name}-{uuid.uuid4().hex[:6]}",
+    )
+    return settings, KafkaAdmin(settings)
+
+
+async def test_a_tiered_partition_copies_its_local_log_and_the_estimate_counts_only_that(tiered: Sandbox, tmp_path):
+    settings, admin = on_stack(tiered, "tiered")
+    queue = settings.task_queue
+    topic = f"tiered-{uuid.uuid4().hex[:6]}"
+    configs = {
+        "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT),
+        "local.retention.bytes": str(LOCAL),
+        "retention.ms": "-1",
+    }
+    admin.create_topic(topic, [[1], [1]], configs)
+    written = {p: await asyncio.to_thread(produce, settings, topic, p, MESSAGES, PAD) for p in (0, 1)}
+
+    def local_sizes() -> dict[int, int]:
+        _, sizes = admin.describe_usage([1])
+        return {r.partition: r.size_bytes for r in sizes if r.topic == topic}
+
+    # Closed segments go to the remote log, then leave the local one down to its retention.
+    await asyncio.to_thread(
+        wait_until,
+        lambda: (found := local_sizes()) and all(size <= LOCAL + SEGMENT for size in found.values()),
+        180,
+        1.0,
+        "the local logs trimmed to their retention",
+    )
+    local = sum(local_sizes().values())
+    full = local + sum(folder_bytes(f) for f in (tiered.state / "remote").glob(f"{topic}-*"))
+    # drover plan flags the tiered topic and says what its copies move: the local logs.
+    planned = await asyncio.to_thread(
+        drover,
+        *("plan", "--bootstrap", tiered.s.bootstrap, "--topics", topic, "--remove-brokers", "1"),
+        *("--out", str(tmp_path / "plan.json")),
+    )
+    assert planned.returncode == 0, planned.stderr
+    line = next(line for line in planned.stdout.splitlines() if line.startswith("tiered storage:"))
+    assert line.startswith("tiered storage: 2 partitions of 1 tiered topic copy their local logs only"), line
+    summary = json.loads(
+        drover(
+            "plan",
+            "--bootstrap",
+            tiered.s.bootstrap,
+            "--topics",
+            topic,
+            "--remove-brokers",
+            "1",
+            "--out",
+            str(tmp_path / "plan.json"),
+            "--json",
+        ).stdout
+    )
+    t = summary["tiered"]
+    assert t["bytes_copied"] == summary["bytes_to_move"] and t["bytes_in_full"] >= 5 * t["bytes_copied"], t
+    moves = [
+        PartitionReplicas(topic=topic, partition=0, replicas=[2]),
+        PartitionReplicas(topic=topic, partition=1, replicas=[3]),
+    ]
+    migration = MigrationInput(
+        cluster="tiered", moves=moves, throttle_bytes_per_s=5_000_000, estimate=EstimateSettings(sample_s=1)
+    )
+    before = await asyncio.to_thread(reassigned_in, tiered, [2, 3])
+    client = await connect(settings)
+    async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=queue) as worker:
+        try:
+            handle = await start_migration(client, migration, worker.task_queue)
+            result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
+            progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+        finally:
+            await end_coordinators(client, worker.task_queue)
+    copied = await asyncio.to_thread(reassigned_in, tiered, [2, 3]) - before
+    assert result.verified and result.moves_done == 2
+    assert progress.estimate is not None
+    estimated = progress.estimate.bytes_to_move
+    print(
+        f"\ntiered topic, 2 partitions: {full / 1e6:.1f} MB in full ({local / 1e6:.2f} MB local); the estimate counted "
+        f"{estimated / 1e6:.2f} MB to copy, the brokers' replication metrics {copied / 1e6:.2f} MB; drover plan: "
+        f"{line}"
+    )
+    assert abs(estimated - copied) <= 0.25 * copied
+    assert full >= 5 * copied
+    # Every message is still there, the older ones read back from the remote log.
+    for p in (0, 1):
+        assert await asyncio.to_thread(consume_all, settings, topic, p) == written[p]
+
+
+# Racks a {1, 4}, b {2, 5}, c {3}: each partition one replica per rack, leaders spread; the reshuffle swaps 1 with 4
+# and 2 with 5, in their racks.
+ZONE_OF = {1: "rack-a", 2: "rack-b", 3: "rack-c", 4: "rack-a", 5: "rack-b"}
+SPREAD = [[1, 2, 3], [2, 3, 1], [3, 1, 2], [4, 5, 3], [5, 3, 4], [3, 4, 5]]
+SWAPPED = [[{1: 4, 4: 1, 2: 5, 5: 2}.get(b, b) for b in r] for r in SPREAD]
+
+
+class CopySources(threading.Thread):
+    """For each replica being added to the topic's partitions, the leaders Kafka showed while it was (a new replica
+    copies from the leader), every 50 ms."""
+
+    def __init__(self, admin: KafkaAdmin, topic: str):
+        super().__init__(daemon=True)
+        self.admin, self.topic = admin, topic
+        self.leaders: dict[tuple[int, int], Counter] = {}
+        self.stop_event = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop_event.wait(0.05):
+            ongoing = [r for r in self.admin.list_reassignments() if r.topic == self.topic and r.adding]
+            if not ongoing:
+                continue
+            leaders = {s.partition: s.leader for s in self.admin.describe_topics([self.topic])}
+            for r in ongoing:
+                for b in r.adding:
+                    if leaders.get(r.partition) is not None:
+                        self.leaders.setdefault((r.partition, b), Counter())[leaders[r.partition]] += 1
+
+    def stop(self) -> tuple[int, int]:
+        """The bytes the new replicas hold, copied from a leader in their zone and from one in another zone."""
+        self.stop_event.set()
+        self.join()
+        sizes = {(r.partition, r.broker): r.size_bytes for r in self.admin.describe_log_dirs() if r.topic == self.topic}
+        within = across = 0
+        for (p, b), seen in self.leaders.items():
+            leader = seen.most_common(1)[0][0]
+            if ZONE_OF[leader] == ZONE_OF[b]:
+                within += sizes[(p, b)]
+            else:
+                across += sizes[(p, b)]
+        return within, across
+
+
+def kafka_tool(admin: KafkaAdmin, bootstrap: str, topic: str, target: list[list[int]], throttle: int) -> None:
+    """kafka-reassign-partitions --execute (every partition at once, under ``throttle``), then --verify once Kafka
+    shows no reassignment of the topic (it removes the throttle the tool set)."""
+    plan = ReassignmentFile(
+        partitions=[PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(target)]
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "plan.json"
+        path.write_text(plan.model_dump_json())
+        given = ("--reassignment-json-file", str(path))
+        done = reassign_partitions(bootstrap, "--execute", *given, "--throttle", str(throttle))
+        assert done.returncode == 0, done.stderr or done.stdout
+        ongoing = lambda: any(r.topic == topic for r in admin.list_reassignments())  # noqa: E731
+        wait_until(lambda: not ongoing(), 300, 0.5, "Kafka's tool to finish")
+        verified = reassign_partitions(bootstrap, "--verify", *given)
+        assert verified.returncode == 0, verified.stderr or verified.stdout
+
+
+async def test_a_rack_preserving_reshuffle_copies_within_zones_where_kafkas_tool_copies_across(tiered, tmp_path):
+    settings, admin = on_stack(tiered, "zones")
+    queue = settings.task_queue
+    assert {b.id: b.rack for b in admin.describe_cluster().brokers} == ZONE_OF
+    topic = f"zones-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(topic, SPREAD, {"min.insync.replicas": "2"})
+    for p in range(len(SPREAD)):
+        await asyncio.to_thread(produce, settings, topic, p, 1000, 1000)
+    throttle = 1_000_000
+
+    # Kafka's tool: the reshuffle, every new replica copying from the leader the partition had.
+    sources = CopySources(admin, topic)
+    sources.start()
+    await asyncio.to_thread(kafka_tool, admin, tiered.s.bootstrap, topic, SWAPPED, throttle)
+    tool_within, tool_across = await asyncio.to_thread(sources.stop)
+
+    # Drover: the same reshuffle back, with zone-local copies (the default).
+    moves = [PartitionReplicas(topic=topic, partition=p, replicas=r) for p, r in enumerate(SPREAD)]
+    migration = MigrationInput(cluster="tiered", moves=moves, throttle_bytes_per_s=throttle)
+    sources = CopySources(admin, topic)
+    sources.start()
+    client = await connect(settings)
+    async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=queue) as worker:
+        try:
+            handle = await start_migration(client, migration, worker.task_queue)
+            result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
+        finally:
+            await end_coordinators(client, worker.task_queue)
+    within, across = await asyncio.to_thread(sources.stop)
+    tool_total, total = tool_within + tool_across, within + across
+    print(
+        f"\nrack-preserving reshuffle of 6 RF 3 partitions over 3 zones, measured from the leader at each copy: "
+        f"Kafka's tool {tool_across / 1e6:.1f} of {tool_total / 1e6:.1f} MB across zones "
+        f"({tool_across / tool_total:.0%}); Drover {across / 1e6:.1f} of {total / 1e6:.1f} MB ({across / total:.0%}); "
+        f"Drover's own count: {result.copied.text() if result.copied else None}"
+    )
+    assert result.verified and result.moves_done == len(SPREAD) and not result.not_preferred
+    assert len(sources.leaders) == 12 and total > 0
+    assert tool_across >= 0.5 * tool_total
+    assert across < 0.05 * total
+    # Drover's own count, from the leader it read at each copy, agrees with what the test saw.
+    assert result.copied is not None and result.copied.across < 0.05 * result.copied.total
+    assert abs(result.copied.total - total) <= 0.25 * total
+    states = {s.partition: s for s in admin.describe_topics([topic])}
+    assert [states[p].replicas for p in range(len(SPREAD))] == SPREAD
+    assert all(states[p].leader == SPREAD[p][0] for p in range(len(SPREAD)))
