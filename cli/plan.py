@@ -125,8 +125,11 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         raise DroverError("give --bootstrap, or --current with --brokers (and --sizes), not both", exit_code=2)
     rates: dict[tuple[str, int], float] = {}
     full: dict[tuple[str, int], int] = {}
+    lagging: dict[tuple[str, int], int] = {}
     if source.bootstrap:
-        partitions, broker_specs, size_map, rates, full = _read_cluster(ctx.obj, source.bootstrap, window, pattern)
+        partitions, broker_specs, size_map, rates, (full, lagging) = _read_cluster(
+            ctx.obj, source.bootstrap, window, pattern
+        )
     elif source.current and source.brokers:
         partitions = load_model(source.current, ReassignmentFile, partition_label).partitions
         broker_specs = load_model(source.brokers, list[BrokerSpec], lambda raw, index: f"broker entry {index}")
@@ -160,7 +163,8 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         result = make_plan(request)
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
-    result = with_tiered(priced(result, broker_specs, size_map, zone_of_rack, price, weight), size_map, full)
+    result = priced(result, broker_specs, size_map, zone_of_rack, price, weight)
+    result = with_tiered(result, size_map, full, lagging)
     rollback_path = rollback_file(out)
     write_reassignment(out, result.changes)
     write_reassignment(rollback_path, result.rollback)

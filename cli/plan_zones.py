@@ -98,3 +98,10 @@ def show_tiered(out: Output, t: TieredCopies) -> None:
         f"tiered storage: {partitions} of {topics} copy their local logs only, {human_bytes(t.bytes_copied)}; "
         f"tiered storage saves {human_bytes(saved)} of {human_bytes(t.bytes_in_full)}"
     )
+    if t.lagging:
+        more = f" and {len(t.lagging) - 3} more" if len(t.lagging) > 3 else ""
+        out.warning(
+            f"uploads to remote storage lag on {counted(len(t.lagging), 'partition')} the plan copies "
+            f"({'; '.join(t.lagging[:3])}{more}): their local logs, all copied, grow past local retention until the "
+            "uploads catch up"
+        )

@@ -44,19 +44,29 @@ def read_for_plan(
 
 def full_sizes(
     admin: KafkaPort, partitions: list[PartitionReplicas], sizes: dict[tuple[str, int], int]
-) -> dict[tuple[str, int], int]:
+) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], int]]:
     """The whole size of each partition of a tiered topic (``remote.storage.enable=true``), remote log included: its
     local bytes (``sizes``, what a new replica copies) times its offsets over those of its local log. None for the
-    partitions of other topics, whose local log is all of them."""
+    partitions of other topics, whose local log is all of them.
+
+    And the tiered partitions whose uploads lag, with their topic's local retention: a local log more than two
+    segments over its ``local.retention.bytes`` holds segments not yet in remote storage, and a new replica copies
+    them too."""
     topics = sorted({p.topic for p in partitions})
     configs = admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
     tiered = {t for t, c in configs.items() if c.get("remote.storage.enable", "").lower() == "true"}
     wanted = [TopicPartition(topic=p.topic, partition=p.partition) for p in partitions if p.topic in tiered]
     if not wanted:
-        return {}
+        return {}, {}
     offsets, local_starts = admin.log_offsets(wanted), admin.local_log_starts(wanted)
     full = {}
     for key, (start, end) in offsets.items():
         local_start, size = max(local_starts.get(key, start), start), sizes.get(key, 0)
         full[key] = round(size * (end - start) / (end - local_start)) if end > local_start > start else size
-    return full
+    lagging = {}
+    for tp in wanted:
+        c, key = configs[tp.topic], (tp.topic, tp.partition)
+        retention, segment = int(c.get("local.retention.bytes", "-2")), int(c.get("segment.bytes", str(1 << 30)))
+        if retention >= 0 and sizes.get(key, 0) > retention + 2 * segment:
+            lagging[key] = retention
+    return full, lagging

@@ -9,12 +9,18 @@ same copies would be had the whole partitions been copied.
 from collections.abc import Mapping
 
 from drover.models.plan import PartitionReplicas, Plan, TieredCopies
+from drover.models.units import human_bytes
 
 
-def with_tiered(plan: Plan, sizes: Mapping[tuple[str, int], int], full: Mapping[tuple[str, int], int]) -> Plan:
+def with_tiered(
+    plan: Plan,
+    sizes: Mapping[tuple[str, int], int],
+    full: Mapping[tuple[str, int], int],
+    lagging: Mapping[tuple[str, int], int] | None = None,
+) -> Plan:
     """The plan with its summary's ``tiered``, where it changes partitions of tiered topics (``full``: their whole
-    sizes, remote log included)."""
-    tiered = tiered_copies(plan.changes, plan.rollback, sizes, full)
+    sizes, remote log included; ``lagging``: those whose uploads lag, with their local retention)."""
+    tiered = tiered_copies(plan.changes, plan.rollback, sizes, full, lagging or {})
     if tiered is None:
         return plan
     return plan.model_copy(update={"summary": plan.summary.model_copy(update={"tiered": tiered})})
@@ -25,9 +31,11 @@ def tiered_copies(
     originals: list[PartitionReplicas],
     sizes: Mapping[tuple[str, int], int],
     full: Mapping[tuple[str, int], int],
+    lagging: Mapping[tuple[str, int], int] | None = None,
 ) -> TieredCopies | None:
     before = {(p.topic, p.partition): p.replicas for p in originals}
     partitions, topics, copied, in_full = 0, set(), 0, 0
+    late: list[str] = []
     for change in changes:
         key = (change.topic, change.partition)
         if key not in full:
@@ -35,6 +43,13 @@ def tiered_copies(
         copies = len(set(change.replicas) - set(before[key]))
         partitions, copied, in_full = partitions + 1, copied + copies * sizes.get(key, 0), in_full + copies * full[key]
         topics.add(change.topic)
+        if copies and lagging and key in lagging:
+            late.append(
+                f"{change.topic}-{change.partition}: local log {human_bytes(sizes.get(key, 0))}, local retention "
+                f"{human_bytes(lagging[key])}"
+            )
     if not partitions:
         return None
-    return TieredCopies(partitions=partitions, topics=len(topics), bytes_copied=copied, bytes_in_full=in_full)
+    return TieredCopies(
+        partitions=partitions, topics=len(topics), bytes_copied=copied, bytes_in_full=in_full, lagging=late
+    )

@@ -147,6 +147,9 @@ class TieredCopies(BaseModel):
     topics: int
     bytes_copied: int = Field(description="their copies' bytes, local logs only (as bytes_to_move counts them)")
     bytes_in_full: int = Field(description="the same copies had the whole partitions been copied")
+    lagging: list[str] = Field(
+        [], description="partitions whose uploads lag: their local log is well over the topic's local retention"
+    )
 
 
 class PlanSummary(BaseModel):

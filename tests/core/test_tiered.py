@@ -18,8 +18,23 @@ def test_a_tiered_partitions_whole_size_scales_its_local_bytes_by_its_offsets():
     kafka.offsets = {("logs", 0): (0, 1000), ("logs", 1): (0, 500), ("plain", 0): (0, 1000)}
     kafka.local_log_starts = lambda partitions: {("logs", 0): 900, ("logs", 1): 0}  # type: ignore[method-assign]
     sizes = {("logs", 0): 1_000_000, ("logs", 1): 2_000_000, ("plain", 0): 3_000_000}
-    found = full_sizes(kafka, parts(("logs", 0, [1]), ("logs", 1, [1]), ("plain", 0, [1])), sizes)
+    found, lagging = full_sizes(kafka, parts(("logs", 0, [1]), ("logs", 1, [1]), ("plain", 0, [1])), sizes)
     assert found == {("logs", 0): 10_000_000, ("logs", 1): 2_000_000}
+    assert lagging == {}
+
+
+def test_a_tiered_partition_whose_local_log_is_two_segments_over_its_local_retention_lags():
+    kafka = InMemoryKafka({1: "a", 2: "b"}, {("logs", 0): [1], ("logs", 1): [1]})
+    local = {"remote.storage.enable": "true", "local.retention.bytes": "1000000", "segment.bytes": "500000"}
+    kafka.topic_configs = {"logs": local}
+    kafka.offsets = {("logs", 0): (0, 1000), ("logs", 1): (0, 1000)}
+    # logs-0 holds its retention and one segment more (the active one); logs-1 a segment over what is allowed.
+    sizes = {("logs", 0): 1_500_000, ("logs", 1): 2_000_001}
+    full, lagging = full_sizes(kafka, parts(("logs", 0, [1]), ("logs", 1, [1])), sizes)
+    assert lagging == {("logs", 1): 1_000_000}
+    changes = parts(("logs", 0, [2]), ("logs", 1, [2]))
+    t = tiered_copies(changes, parts(("logs", 0, [1]), ("logs", 1, [1])), sizes, full, lagging)
+    assert t is not None and t.lagging == ["logs-1: local log 2.0 MB, local retention 1.0 MB"]
 
 
 def test_the_plans_tiered_copies_count_each_new_replica():
