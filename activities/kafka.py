@@ -253,7 +253,7 @@ class KafkaActivities:
                     "%s: %s leads the copy, in its zone: %s -> %s", req.ref, req.leader, state.replicas, order
                 )
                 state = self._reorder(req.ref, order)
-            elif state.leader != order[0]:
+            else:
                 state = self.elect_leader(req.ref)
         return CopySource(state=state, size_bytes=self._leader_size(state))
 
