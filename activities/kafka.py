@@ -42,17 +42,22 @@ class StaleStateError(ApplicationError):
 
 
 class KafkaActivities:
+    """The moves' Kafka calls. Those the moves run as local activities (describe_partition, min_insync,
+    prepare_copy, elect_leader) end within seconds on their own and are never interrupted by a cancel raised in
+    their thread: such an exception, delivered just as the call returns, lands in the worker's thread pool instead
+    and ends that thread, and a worker whose pool has lost its threads runs no activity again (sdk-python#1648)."""
+
     def __init__(self, admin: KafkaPort):
         self.admin = admin
         # One per worker and cluster: every waiting step reads Kafka through it.
         self.observer = KafkaObserver(admin)
         self.writer = ReassignmentWriter(admin)
 
-    @activity.defn(name="describe_partition")
+    @activity.defn(name="describe_partition", no_thread_cancel_exception=True)
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         return self._partition(tp)
 
-    @activity.defn(name="min_insync")
+    @activity.defn(name="min_insync", no_thread_cancel_exception=True)
     def min_insync(self, topic: str) -> int:
         """The topic's effective min.insync.replicas (its own setting, else the broker or cluster default)."""
         try:
@@ -235,7 +240,7 @@ class KafkaActivities:
             state = self.elect_leader(tp)
         return state
 
-    @activity.defn(name="prepare_copy")
+    @activity.defn(name="prepare_copy", no_thread_cancel_exception=True)
     def prepare_copy(self, req: CopyRequest) -> CopySource:
         """Before a step that adds replicas: with ``req.leader``, make it the leader the copies come from (first in
         the list, fenced on ``req.expected``, then elected: a reorder copies nothing). Kafka keeps that leader while
@@ -282,7 +287,7 @@ class KafkaActivities:
             time.sleep(delay)
             delay = min(5.0, delay * 2)
 
-    @activity.defn(name="elect_leader")
+    @activity.defn(name="elect_leader", no_thread_cancel_exception=True)
     def elect_leader(self, tp: TopicPartition) -> PartitionState:
         """Elect the preferred leader (with the other elections asked for within the same few milliseconds, in one
         call) and wait until Kafka reports it leading."""
