@@ -82,6 +82,7 @@ def activities_for(
         cluster.join_cluster,
         cluster.leave_cluster,
         cluster.running_workflows,
+        cluster.end_cancelled,
         cluster.cluster_holding,
         cluster.wrong_workers,
         cluster.previous_run,

@@ -177,6 +177,16 @@ class ClusterActivities:
         query = f"WorkflowType = 'MigrationWorkflow' AND DroverCluster IN ({names}) AND ExecutionStatus = 'Running'"
         return sorted({w.id async for w in activity.client().list_workflows(query)})
 
+    @activity.defn(name="end_cancelled")
+    async def end_cancelled(self, reason: str) -> None:
+        """Ask Temporal to cancel the calling workflow's run, which then ends on it (a workflow cannot cancel itself):
+        a migration the operator stopped, reverted or rolled back so ends Canceled, told apart from a completed one in
+        the Web UI's list."""
+        info = activity.info()
+        assert info.workflow_id is not None, "called by a workflow"
+        handle = activity.client().get_workflow_handle(info.workflow_id, run_id=info.workflow_run_id)
+        await handle.cancel(reason=reason)
+
     @activity.defn(name="running_workflows")
     async def running_workflows(self, ids: list[str]) -> list[str]:
         """Of the workflow IDs given, those whose latest run is still running."""

@@ -18,7 +18,7 @@ from pydantic import BaseModel
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from drover.adapters.kafka_admin import KafkaAdmin, client_configs, rdkafka_logger
-from drover.adapters.temporal import connect
+from drover.adapters.temporal import connect, migration_result
 from drover.cli.errors import DroverError
 from drover.cli.output import Output, default_actor
 from drover.cli.rates import human_bytes
@@ -175,7 +175,7 @@ async def _run(settings: Settings, clients: Settings, admin: KafkaAdmin, out: Ou
     )
     out.info(f"migration {migration_id} started: {settings.workflow_url(migration_id)}")
     await watch_migration(settings, migration_id, 0.5, out.human())
-    result: MigrationResult = await handle.result()
+    result = await migration_result(handle)
     seconds = time.monotonic() - started
     estimate = (await handle.query(MigrationWorkflow.progress)).estimate
     if not result.verified or result.status != "completed":

@@ -26,12 +26,13 @@ def list_(
 
 
 def _state(temporal_state: str, drover_state: str | None) -> str:
-    """Drover's own state while running (running, paused, cancelling) and how it ended once completed (completed,
-    stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
+    """Drover's own state while running (running, paused, cancelling) and how it ended once completed or cancelled
+    (completed, stopped, rolled_back); Temporal's state otherwise (failed, terminated, ...)."""
     if temporal_state == "running":
         return drover_state or "running"
     ended = ("completed", "stopped", "reverted", "rolled_back", "dry_run", "done", "cancelled")
-    if temporal_state == "completed" and drover_state in ended:
+    # One the operator stopped, reverted or rolled back ends Canceled in Temporal.
+    if temporal_state in ("completed", "canceled") and drover_state in ended:
         return drover_state
     return temporal_state
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowQueryFailedError
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.adapters.temporal import ANSWER_WITHIN_S, connect, no_worker, patiently, worker_polls
+from drover.adapters.temporal import ANSWER_WITHIN_S, connect, kept_result, no_worker, patiently, worker_polls
 from drover.cli.cluster_status import held_by
 from drover.cli.errors import DroverError, failure_message
 from drover.cli.estimate import summary as estimate_summary
@@ -19,7 +19,7 @@ from drover.cli.rates import human_bytes, human_seconds
 from drover.core.migration import ENDED, Phase
 from drover.models.control import AuditEntry
 from drover.models.progress import MigrationProgress
-from drover.models.results import MigrationResult
+from drover.models.results import CANCELLED, MigrationResult
 from drover.models.units import human_rate
 from drover.settings import Settings
 from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
@@ -88,13 +88,19 @@ async def _show_ended(out: Output, handle, described, address: str) -> None:
     if described.status == WorkflowExecutionStatus.COMPLETED:
         show_result(out, migration_id, await patiently(handle.result, address, out.warning))
         return
+    kept = None
+    if described.status == WorkflowExecutionStatus.CANCELED:
+        kept = await patiently(lambda: kept_result(handle), address, out.warning)
+        if kept is not None and not _cancelled_from_temporal(kept):  # stopped, reverted or rolled back: its result
+            show_result(out, migration_id, kept)
+            return
     error = ""
     try:
         await patiently(handle.result, address, out.warning)
     except WorkflowFailureError as e:
         error = failure_message(e)
     if described.status == WorkflowExecutionStatus.CANCELED:
-        error = await _cancelled(out, handle)
+        error = await _cancelled(out, handle, kept)
     # The same "status" key as every other phase's (failed, terminated, canceled, timed_out), and why.
     out.data({"migration_id": migration_id, "status": state, "error": error})
     raise DroverError(f"migration {migration_id} {state}" + (f": {error}" if error else ""))
@@ -120,9 +126,13 @@ async def _asked_progress(client, handle, described, address: str, out: Output) 
     return as_of_now(answer)
 
 
-async def _cancelled(out: Output, handle) -> str:
+def _cancelled_from_temporal(result: MigrationResult) -> bool:
+    return any(a.action == "cancel" and a.actor == "temporal" and not a.refused for a in result.actions)
+
+
+async def _cancelled(out: Output, handle, kept: MigrationResult | None) -> str:
     """What a cancellation from Temporal (the Web UI, `temporal workflow cancel`) did: who asked, and the
-    migration's last progress and actions when a worker can replay it to answer."""
+    migration's last counts and actions, from the result it kept or from a worker that can replay it to answer."""
     who = "unknown"
     async for event in handle.fetch_history_events():
         if event.HasField("workflow_execution_cancel_requested_event_attributes"):
@@ -132,6 +142,10 @@ async def _cancelled(out: Output, handle) -> str:
         f"cancelled from Temporal by {who}, and stopped as `drover cancel --mode stop` does: steps in flight "
         "cancelled (Kafka reverts each), finished moves kept, its throttle removed"
     )
+    if kept is not None:
+        show_actions(out, kept.actions)
+        cancelled = sum(1 for m in kept.moves if m.error == CANCELLED)
+        return f"{said}; {kept.moves_done} moves done, {cancelled} cancelled"
     try:
         progress = await asyncio.wait_for(handle.query(MigrationWorkflow.progress), ANSWER_WITHIN_S)
     except (TimeoutError, RPCError, WorkflowQueryFailedError):

@@ -14,7 +14,7 @@ from temporalio.api.history.v1 import HistoryEvent
 from temporalio.client import Client
 from temporalio.service import RPCError, RPCStatusCode
 
-from drover.adapters.temporal import connect, patiently
+from drover.adapters.temporal import connect, kept_result, patiently
 from drover.cli.errors import DroverError
 from drover.cli.options import migration_id_checked
 from drover.cli.output import Output, default_actor
@@ -180,14 +180,22 @@ async def timeline_of(client: Client, migration_id: str) -> Timeline:
                 if kind == EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED:
                     completed = event.workflow_execution_completed_event_attributes
                     [result] = await client.data_converter.decode(completed.result.payloads, [MigrationResult])
-    if result is not None:
-        # The result's audit says what was applied and what was refused, and the notes (a move stuck, say).
-        timeline.status, timeline.moving_s, timeline.bound_s = result.status, result.moving_s, result.bound_s
-        timeline.latency = [cost.text(b) for b, cost in sorted(result.latency.items()) if cost.measured]
-        timeline.operator_actions(result.actions)
-    else:
-        timeline.operator_actions(signalled)
+    if result is None and timeline.status == "cancelled":
+        # Stopped, reverted or rolled back by the operator: the result is in the last run's memo.
+        result = await kept_result(client.get_workflow_handle(migration_id, run_id=runs[-1]))
+    _ended(timeline, result, signalled)
     return timeline
+
+
+def _ended(timeline: Timeline, result: MigrationResult | None, signalled: list[AuditEntry]) -> None:
+    """The operator's actions on the timeline, and how it ended when it has a result. The result's audit says what
+    was applied and what was refused, and the notes (a move stuck, say); without one, the actions signalled."""
+    if result is None:
+        timeline.operator_actions(signalled)
+        return
+    timeline.status, timeline.moving_s, timeline.bound_s = result.status, result.moving_s, result.bound_s
+    timeline.latency = [cost.text(b) for b, cost in sorted(result.latency.items()) if cost.measured]
+    timeline.operator_actions(result.actions)
 
 
 async def _action_accepted(client: Client, event, at: datetime) -> list[AuditEntry]:

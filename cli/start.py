@@ -12,7 +12,7 @@ from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError
 from temporalio.common import SearchAttributePair, TypedSearchAttributes
 
 from drover.adapters.kafka_factory import kafka_cluster_id
-from drover.adapters.temporal import connect, no_worker, patiently, worker_polls
+from drover.adapters.temporal import connect, migration_result, no_worker, patiently, worker_polls
 from drover.cli.errors import DroverError, cluster_name, failure_message
 from drover.cli.estimate import capacity_option, rate_option, sample_option
 from drover.cli.groups import EstimateInputs, LimitOptions, grouped
@@ -26,7 +26,6 @@ from drover.cli.rates import human_bytes, human_seconds, parse_duration, share_o
 from drover.core.migration import Phase
 from drover.models.migration import INLINE_MOVES, EstimateSettings, MigrationInput
 from drover.models.plan import ReassignmentFile
-from drover.models.results import MigrationResult
 from drover.models.units import counted
 from drover.settings import Settings
 from drover.workflows import MigrationWorkflow
@@ -255,7 +254,7 @@ async def _start(settings: Settings, migration: MigrationInput, migration_id: st
         out.data({"migration_id": migration_id, "url": settings.workflow_url(migration_id)})
         return
     try:
-        result: MigrationResult = await patiently(handle.result, settings.temporal_address, out.warning)
+        result = await patiently(lambda: migration_result(handle), settings.temporal_address, out.warning)
     except WorkflowFailureError as e:
         raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
     show_result(out, migration_id, result)
@@ -320,7 +319,7 @@ async def _preflight_passed(handle, migration_id: str, address: str, out: Output
                 out.warning(f"{line}; it goes on retrying (Ctrl-C leaves it so; drover cancel stops it)")
         if described.status != WorkflowExecutionStatus.RUNNING:
             try:
-                await handle.result()
+                await migration_result(handle)
             except WorkflowFailureError as e:
                 raise DroverError(f"migration {migration_id} failed: {failure_message(e)}") from None
             return

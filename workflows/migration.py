@@ -100,10 +100,7 @@ class MigrationWorkflow:
                     await self._leave()
                     record_progress(migration.cluster, self._progress(per_broker=False), running=False)
                     raise
-        if self._cancel_taken:
-            raise asyncio.CancelledError()  # stopped and cleaned up; Temporal shows it cancelled, as asked
-        assert self._result is not None
-        return self._result
+        return await calls.ended(self._result, self._cancel_taken)
 
     def _take_up(self, e: BaseException) -> bool:
         """A cancellation from Temporal (once) becomes a stop; a first failure stops the migration and fails it."""

@@ -26,7 +26,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.models.errors import ErrorType
     from drover.models.migration import MigrationInput
     from drover.models.requests import MovesPage
-    from drover.models.results import MoveOutcome, OutcomesBatch
+    from drover.models.results import CANCELLED_ENDS, RESULT_MEMO, MigrationResult, MoveOutcome, OutcomesBatch
     from drover.steps.admission import ordered
     from drover.workflows.failures import INTERRUPTIONS, failure_message
     from drover.workflows.ids import move_workflow_id
@@ -37,6 +37,8 @@ T = TypeVar("T")
 
 # Children refused as "already started" in a rollback are the partition's forward move still closing: tried again.
 RESTART_TRIES = 10
+# From this change on, a migration the operator stopped, reverted or rolled back ends Canceled (``ended``).
+ENDS_CANCELLED = "ends-cancelled"
 
 
 class Preparation:
@@ -107,6 +109,34 @@ class Preparation:
             if publish:
                 self.publish()
             raise ApplicationError(self.s.failure or "", type=error_type, non_retryable=True) from None
+
+
+async def ended(result: MigrationResult | None, cancel_taken: bool) -> MigrationResult:
+    """The migration's end: its result, returned. One the operator stopped, reverted or rolled back ends Canceled in
+    Temporal instead, as one cancelled from Temporal does, so the Web UI's list tells it from a completed one; its
+    result is then kept in the run's memo (a cancellation carries none). A workflow cannot cancel itself: an activity
+    asks Temporal to, and the run ends on that request. A flow's migration returns its result to the flow."""
+    if (
+        result is None
+        or result.status not in CANCELLED_ENDS
+        or workflow.info().parent is not None
+        or not workflow.patched(ENDS_CANCELLED)
+    ):
+        if cancel_taken:
+            raise asyncio.CancelledError()  # stopped and cleaned up; Temporal shows it cancelled, as asked
+        assert result is not None
+        return result
+    workflow.upsert_memo({RESULT_MEMO: result.model_dump(mode="json")})
+    if workflow.cancellation_reason() is None:
+        reason = f"the migration ended {result.status.replace('_', ' ')}; its result is in the memo (drover status)"
+        try:
+            await workflow.execute_activity_method(ClusterActivities.end_cancelled, reason, **QUICK_CALL)
+            await workflow.wait_condition(lambda: workflow.cancellation_reason() is not None)
+        except ActivityError as e:
+            if not is_cancelled_exception(e):
+                workflow.logger.warning("the end could not be recorded as cancelled, so it is completed: %s", e)
+                return result
+    raise asyncio.CancelledError()
 
 
 async def join(given: MigrationInput, s: MigrationState) -> bool:

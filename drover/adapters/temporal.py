@@ -10,9 +10,10 @@ from typing import Any, TypeVar
 from temporalio.api.enums.v1 import TaskQueueType
 from temporalio.api.taskqueue.v1 import TaskQueue
 from temporalio.api.workflowservice.v1 import DescribeTaskQueueRequest
-from temporalio.client import Client
+from temporalio.client import Client, WorkflowFailureError, WorkflowHandle
 from temporalio.contrib.pydantic import pydantic_data_converter
 from temporalio.envconfig import ClientConfigProfile
+from temporalio.exceptions import CancelledError
 from temporalio.runtime import (
     LogForwardingConfig,
     LoggingConfig,
@@ -25,6 +26,7 @@ from temporalio.runtime import (
 from temporalio.service import RPCError, RPCStatusCode
 
 from drover.models.decommission import FlowInput, FlowResult
+from drover.models.results import RESULT_MEMO, MigrationResult
 from drover.settings import Settings
 
 T = TypeVar("T")
@@ -252,3 +254,23 @@ async def cordons_left(client: Client, brokers: list[int], cluster_id: str, name
         left |= {e.broker: found.id for e in result.cordoned if e.broker in named}
         open_ -= named
     return left
+
+
+async def migration_result(handle: WorkflowHandle) -> MigrationResult:
+    """A migration's result once it has ended: returned by a completed one, kept in the memo of one the operator
+    stopped, reverted or rolled back (which ends Canceled). Otherwise raises what ``handle.result()`` raises."""
+    try:
+        return MigrationResult.model_validate(await handle.result())
+    except WorkflowFailureError as e:
+        kept = await kept_result(handle) if isinstance(e.cause, CancelledError) else None
+        if kept is None:
+            raise
+        return kept
+
+
+async def kept_result(handle: WorkflowHandle) -> MigrationResult | None:
+    """The result a migration that ended Canceled keeps in its memo; None if it keeps none (one cancelled from
+    Temporal before it started moving, or one that ended before Drover kept it there)."""
+    memo = await (await handle.describe()).memo()
+    data = memo.get(RESULT_MEMO)
+    return None if data is None else MigrationResult.model_validate(data)

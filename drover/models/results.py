@@ -58,6 +58,12 @@ class DryRun(BaseModel):
     problems: list[str] = []
 
 
+# A migration the operator stopped, reverted or rolled back ends Canceled in Temporal (the Web UI's list tells it from a
+# completed one); a cancellation carries no result, so the result is kept in the run's memo under this key.
+CANCELLED_ENDS = frozenset({"stopped", "reverted", "rolled_back"})
+RESULT_MEMO = "result"
+
+
 class MigrationResult(BaseModel):
     status: Literal["completed", "stopped", "reverted", "rolled_back", "dry_run"] = "completed"
     # A dry run's findings (status dry_run; nothing was changed or verified).

@@ -13,6 +13,7 @@ from temporalio.client import WorkflowFailureError
 from temporalio.service import RPCError
 
 from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import migration_result
 from drover.cli.output import default_actor
 from drover.models import MoveInput, TopicPartition
 from drover.models.admission import Limits
@@ -245,7 +246,7 @@ async def test_cancel_with_rollback_returns_every_touched_partition(real_client,
         assert progress.done >= 1 and moving, "a finished move and one in flight"
         request = Cancel(mode="rollback", actor="test", reason="integration")
         await handle.execute_update(MigrationWorkflow.act_update, request)
-        result = await handle.result()
+        result = await migration_result(handle)
     assert result.status == "rolled_back" and result.verified and result.skipped == []
     assert any(m.error is None for m in result.moves) and any(m.error == "cancelled" for m in result.moves)
     wait_until(
@@ -475,8 +476,8 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
         assert code == 0 and "recorded in the migration's history" in err, err
         recorded_handle = real_client.get_workflow_handle(recorded["migration_id"], result_type=MigrationResult)
         async with worker_for(real_client, activities_for(admin), task_queue=nobody):
-            result = await handle.result()
-            dropped = await recorded_handle.result()
+            result = await migration_result(handle)
+            dropped = await migration_result(recorded_handle)
         assert result.status == "stopped" and any(a.action == "cancel" and a.reason == "r" for a in result.actions)
         assert dropped.status == "stopped" and not dropped.moves, dropped
         replicas = {p.partition: p.replicas for p in admin.describe_topics([topic_name])}
@@ -503,7 +504,7 @@ async def test_commands_say_at_once_when_no_worker_polls_the_task_queue(
             # Ended while a worker polls, so its step in flight is undone and its throttle removed: the next test
             # finds Kafka as it was.
             await second.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="over"))
-            assert (await second.result()).status == "stopped"
+            assert (await migration_result(second)).status == "stopped"
         assert any(a.action == "pause" and a.reason == "worker down" for a in progress.actions)
         assert not [r for r in admin.list_reassignments() if r.topic == topic_name]
     finally:
@@ -562,7 +563,7 @@ async def test_a_second_migration_of_a_moving_partition_is_refused(real_client, 
         assert f"{topic_name}-0 is already being reassigned" in str(refused.value.cause)
         assert admin.describe_partition(TopicPartition(topic=topic_name, partition=1)).replicas == [2, 1]
         stopped = await one.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="done"))
-        assert stopped.cancelling == "stop" and (await one.result()).status == "stopped"
+        assert stopped.cancelling == "stop" and (await migration_result(one)).status == "stopped"
         # Between two steps Kafka shows nothing; only the move's workflow ID tells. A move of partition 0 whose
         # workflow is open (here one no worker picks up, so it holds the ID without touching Kafka) makes the
         # second migration refuse that partition, and move the rest.

@@ -20,7 +20,7 @@ from confluent_kafka.admin import (
 from drover.adapters.kafka_acls import REQUIRED
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.kafka_clients import client_configs
-from drover.adapters.temporal import connect
+from drover.adapters.temporal import connect, migration_result
 from drover.models.decommission import FlowResult
 from drover.models.results import MigrationResult
 from drover.sandbox import Sandbox, SandboxSettings
@@ -110,7 +110,7 @@ async def test_a_migration_a_rollback_and_a_decommission_with_only_the_minimal_a
         code, out, err = await cli("cancel", migration_id, "--rollback", "--reason", "secured rollback")
         assert code == 0, err
         rolled: MigrationResult = await asyncio.wait_for(
-            client.get_workflow_handle(migration_id, result_type=MigrationResult).result(), 300
+            migration_result(client.get_workflow_handle(migration_id, result_type=MigrationResult)), 300
         )
         assert rolled.status == "rolled_back", rolled
         shown = {s.partition: s.replicas for s in admin.describe_topics([topic])}

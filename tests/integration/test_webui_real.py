@@ -7,9 +7,10 @@ import shutil
 
 import pytest
 
+from drover.adapters.temporal import migration_result
 from drover.models import TopicPartition
 from drover.models.admission import Limits
-from drover.models.control import SetThrottle
+from drover.models.control import Cancel, SetThrottle
 from drover.models.coordination import cluster_workflow_id
 from drover.models.migration import MigrationInput
 from drover.models.plan import PartitionReplicas
@@ -121,3 +122,68 @@ async def test_the_web_ui_shows_a_running_migration_its_move_and_the_coordinator
         what in coordinator_page for what in ("limits: ", "time windows: ", "throttle band: ", "disk limit: ")
     ), coordinator_page
     print("\n" + "\n".join(str(tmp_path / f"{name}.png") for name in pages))
+
+
+STATUSES = ("Completed", "Canceled", "Failed", "Running", "Terminated", "Timed Out")
+
+
+def listed_statuses(ui_url: str, workflow_ids: list[str], out) -> dict[str, str]:
+    """The status the Web UI's list of workflows shows for each of ``workflow_ids`` (the list filtered to them), once
+    every one is listed; the page saved as ``out/list.png``."""
+    from urllib.parse import quote
+
+    from playwright.sync_api import TimeoutError, sync_playwright
+
+    query = "WorkflowId IN (" + ", ".join(f"'{w}'" for w in workflow_ids) + ")"
+    statuses: dict[str, str] = {}
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_page(viewport={"width": 1600, "height": 700})
+            for _ in range(10):
+                page.goto(f"{ui_url}/namespaces/default/workflows?query={quote(query)}")
+                statuses = {}
+                for workflow_id in workflow_ids:
+                    link = page.get_by_text(workflow_id, exact=True).first
+                    try:
+                        link.wait_for(timeout=10_000)
+                    except TimeoutError:
+                        continue
+                    row = link.locator("xpath=ancestor::*[self::tr or @role='row'][1]").inner_text()
+                    statuses[workflow_id] = next((s for s in STATUSES if s.upper() in row.upper()), row)
+                if len(statuses) == len(workflow_ids) and "Running" not in statuses.values():
+                    break
+            page.screenshot(path=out / "list.png", full_page=True)
+        finally:
+            browser.close()
+    return statuses
+
+
+async def test_the_web_uis_list_tells_a_stopped_or_rolled_back_migration_from_a_completed_one(
+    real_client, admin, real_settings, stack, topic_name, tmp_path
+):
+    assert CHROMIUM, "the Web UI is opened with Debian's chromium (make test installs it)"
+    admin.create_topic(topic_name, [[1, 2], [1, 2], [1, 2]])
+    # Partitions 1 and 2 hold 2 MB each: under 100 KB/s a step of theirs runs long enough to be cancelled mid-way.
+    for partition in (1, 2):
+        await asyncio.to_thread(produce, real_settings, topic_name, partition, 800, 2500)
+    ended: dict[str, str] = {}
+    async with worker_for(real_client, activities_for(admin, tmp_path / "work")) as worker:
+        plan = [PartitionReplicas(topic=topic_name, partition=0, replicas=[1, 3])]
+        done = await start_migration(real_client, MigrationInput(cluster="test", moves=plan), worker.task_queue)
+        ended[(await asyncio.wait_for(migration_result(done), 120)).status] = done.id
+        for mode, partition in (("stop", 1), ("rollback", 2)):
+            plan = [PartitionReplicas(topic=topic_name, partition=partition, replicas=[1, 3])]
+            migration = MigrationInput(cluster="test", moves=plan, throttle_bytes_per_s=100_000)
+            handle = await start_migration(real_client, migration, worker.task_queue)
+            await step_under_way(real_client, admin, handle, TopicPartition(topic=topic_name, partition=partition))
+            await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode=mode, actor="alice", reason="ui"))
+            ended[(await asyncio.wait_for(migration_result(handle), 300)).status] = handle.id
+    assert set(ended) == {"completed", "stopped", "rolled_back"}, ended
+    statuses = await asyncio.to_thread(listed_statuses, stack.s.ui_url, list(ended.values()), tmp_path)
+    print(f"\n{tmp_path / 'list.png'}: {statuses}")
+    assert statuses == {
+        ended["completed"]: "Completed",
+        ended["stopped"]: "Canceled",
+        ended["rolled_back"]: "Canceled",
+    }, statuses

@@ -7,9 +7,10 @@ import uuid
 import pytest
 from pydantic import ValidationError
 from temporalio.api.sdk.v1 import WorkflowMetadata
-from temporalio.client import WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
 from temporalio.service import RPCError
 
+from drover.adapters.temporal import migration_result
 from drover.cli.control import execute_update
 from drover.cli.migration_view import show_result
 from drover.cli.output import Output
@@ -232,7 +233,13 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         # Let two moves finish and two more start, then cancel.
         await wait_for(lambda: sum(fake.replicas[k] != original[k] for k in original) >= 2 and fake.ongoing, "progress")
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode=mode, actor="ops", reason="abort"))
-        result = await handle.result()
+        # It ends Canceled in Temporal, told apart from a completed one in the Web UI's list, its result kept.
+        with pytest.raises(WorkflowFailureError):
+            await handle.result()
+        assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
+        result = await migration_result(handle)
+        listed = [w async for w in local_env.client.list_workflows(f"WorkflowId = '{handle.id}'")]
+    assert [w.status for w in listed] == [WorkflowExecutionStatus.CANCELED]
     assert fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
     changed = {k for k in original if fake.replicas[k] != original[k]}
@@ -396,7 +403,7 @@ async def result_within(handle, timeout_s: float = 120):
     """The migration's result; if none comes within ``timeout_s``, the test fails showing where the migration
     stands (a hang fails the test, not the whole run)."""
     try:
-        return await asyncio.wait_for(asyncio.shield(handle.result()), timeout_s)
+        return await asyncio.wait_for(asyncio.shield(migration_result(handle)), timeout_s)
     except TimeoutError:
         p = await handle.query(MigrationWorkflow.progress)
         raise AssertionError(
@@ -553,7 +560,7 @@ async def test_a_large_migration_rolls_back_the_moves_saved_by_earlier_runs(loca
         handle = await start_migration(local_env.client, migration, worker.task_queue)
         await wait_for_progress(handle, lambda p: p.runs >= 3 and p.in_flight, "a third run")
         await execute_update(handle, Cancel(mode="rollback", actor="o", reason="r"))
-        result = await handle.result()
+        result = await migration_result(handle)
     assert result.status == "rolled_back" and result.verified
     assert fake.replicas == original and fake.ongoing == {}
 

@@ -17,6 +17,7 @@ from temporalio.testing import ActivityEnvironment
 
 from drover.activities.kafka import KafkaActivities
 from drover.activities.migration import MigrationActivities
+from drover.adapters.temporal import migration_result
 from drover.cli.control import execute_update
 from drover.models import MoveInput, ReplicaSize, StepRequest, TopicPartition
 from drover.models.admission import Limits, MoveSpec
@@ -73,6 +74,12 @@ async def ended(handle, timeout_s: float = 60):
     return await asyncio.wait_for(handle.result(), timeout_s)
 
 
+async def result_of(handle, timeout_s: float = 60):
+    """A migration's result (the one it keeps when it ended Canceled: stopped, reverted or rolled back), or its
+    failure, within ``timeout_s``."""
+    return await asyncio.wait_for(migration_result(handle), timeout_s)
+
+
 async def cancelled_from_temporal(handle) -> WorkflowExecutionStatus:
     """Cancel the migration as the Web UI does; once it has ended (failing its result), the status Temporal shows."""
     await handle.cancel()
@@ -100,7 +107,7 @@ async def start(env, worker, migration: MigrationInput, workflow_id: str | None 
 
 
 CONTINUED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CONTINUED_AS_NEW
-COMPLETED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_COMPLETED
+CANCELED = EventType.EVENT_TYPE_WORKFLOW_EXECUTION_CANCELED
 
 
 async def run_chain(env, workflow_id: str, first_run_id: str) -> list[list]:
@@ -166,13 +173,13 @@ async def test_a_rollback_of_over_a_thousand_moves_continues_as_new_and_brings_e
         handle = await start(env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1050, "1,050 moves done", timeout_s=600, every_s=1.0)
         await execute_update(handle, Cancel(mode="rollback", actor="o", reason="r"))
-        result = await ended(handle, 600)
+        result = await result_of(handle, 600)
         histories = await run_chain(env, handle.id, handle.result_run_id)
     largest = max(len(events) for events in histories)
     assert result.status == "rolled_back" and result.verified, result.wrong[:5]
     assert fake.replicas == original and fake.ongoing == {} and no_throttle(fake)
-    # Every run closed by continuing as new, the last by completing; none terminated at the limit.
-    assert [events[-1].event_type for events in histories] == [CONTINUED] * (len(histories) - 1) + [COMPLETED]
+    # Every run closed by continuing as new, the last cancelled (rolled back); none terminated at the limit.
+    assert [events[-1].event_type for events in histories] == [CONTINUED] * (len(histories) - 1) + [CANCELED]
     assert largest < 2000 and len(histories) == result.runs >= 3
     print(
         f"\n{result.moves_done} moves done, then every one of the {len(original)} partitions back by the rollback; "
@@ -319,7 +326,7 @@ async def test_a_stop_during_the_rollback_ends_it_stopped_and_unverified(local_e
         with pytest.raises(WorkflowUpdateFailedError) as again:
             await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="enough"))
-        result = await ended(handle)
+        result = await result_of(handle)
     # While it rolled back, progress said so (nothing invited a resend); a second rollback was refused.
     assert during.cancelling == "rollback" and "already rolling back" in str(again.value.cause)
     assert result.status == "stopped" and not result.verified
@@ -338,7 +345,7 @@ async def test_a_stop_sent_while_the_rollback_is_planned_is_honoured(local_env):
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
         await wait_for_progress(handle, lambda p: p.phase == "stopping" and not p.in_flight, "the rollback planned")
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="no"))
-        result = await ended(handle)
+        result = await result_of(handle)
     targets = {(p.topic, p.partition): p.replicas for p in plan}
     done = [m for m in result.moves if m.error is None]
     assert result.status == "stopped" and result.rollback_outcomes == [] and done
@@ -362,7 +369,7 @@ async def test_a_cancel_signal_while_handing_over_stops_the_migration(local_env,
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.phase == "draining" and not p.in_flight, "a hand-over")
         await handle.signal("act", Cancel(mode="stop", actor="ana", reason="now"))
-        result = await ended(handle)
+        result = await result_of(handle)
     assert result.status == "stopped" and result.moves_done < 16
     assert [(a.action, a.actor, a.refused) for a in result.actions] == [
         ("start", "not given", None),
@@ -406,7 +413,7 @@ async def test_a_rollback_leaves_partitions_it_never_changed(local_env):
         handle = await start(local_env, worker, migration)
         await wait_for_progress(handle, lambda p: p.done >= 1 and p.failed >= 2, "orders-2 moved, 0 and 1 refused")
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
-        result = await ended(handle)
+        result = await result_of(handle)
         release.set()
         await other.result()
     assert fake.replicas[("orders", 0)] == [1, 2, 6] and fake.replicas[("orders", 1)] == theirs
@@ -438,7 +445,7 @@ async def test_a_rollback_move_reverted_by_its_stuck_policy_is_not_verified(loca
         # The brokers the rollback adds back stop taking replicas: every rollback step gets stuck.
         fake.stalled = {1, 2, 3}
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="rollback", actor="o", reason="r"))
-        result = await ended(handle)
+        result = await result_of(handle)
     assert result.rollback_outcomes and all(m.reverted_when_stuck for m in result.rollback_outcomes)
     assert result.status == "rolled_back" and not result.verified
     assert any(
@@ -463,7 +470,7 @@ async def test_a_cancel_while_a_step_is_issued_leaves_no_reassignment(local_env)
         handle = await start(local_env, worker, migration)
         await wait_for(issuing.is_set, "a step being issued")
         await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="o", reason="r"))
-        result = await ended(handle)
+        result = await result_of(handle)
     # Long enough for an alter still under way to land: none may be left behind.
     await asyncio.sleep(4)
     assert result.status == "stopped" and fake.ongoing == {}
@@ -492,7 +499,7 @@ async def test_one_stuck_move_waiting_does_not_halt_the_others(local_env):
         handle = await start(local_env, worker, migration)
         progress = await wait_for_progress(handle, lambda p: p.done == 7, "the seven other moves", timeout_s=60)
         fake.stalled.clear()
-        result = await ended(handle)
+        result = await result_of(handle)
     assert progress.runs >= 3
     assert result.verified and result.moves_done == 8
     assert {(m.topic, m.partition): m.replicas for m in plan} == fake.replicas
@@ -591,7 +598,7 @@ async def test_signals_that_do_not_validate_or_are_unknown_are_recorded_as_refus
         await handle.signal("act", Pause(actor="dee", reason="peak"))
         progress = await wait_for_progress(handle, lambda p: len(p.actions) == 7, "six signals recorded")
         await handle.signal("act", Resume(actor="dee", reason="off peak"))
-        result = await ended(handle)
+        result = await result_of(handle)
     # The start comes first (audited like any action), then the six signals.
     seen = [(a.action, a.actor, a.refused) for a in progress.actions][1:]
     assert seen[0][:2] == ("pause", "unknown") and "actor" in seen[0][2] and "Field required" in seen[0][2]
