@@ -5,7 +5,8 @@
 On the local stack, through the drover CLI: a migration that completes, one stopped, one rolled back, a dry run
 and a plan that preflight refuses, all of one new topic. Then Chromium (driven by Playwright, Debian's
 /usr/bin/chromium) takes three pictures: the Workflows list of MigrationWorkflows with the DroverStatus column
-added (the true end state beside Temporal's COMPLETED), the User Metadata tab of a completed and of a rolled-back
+added (Drover's end state beside Temporal's status: Completed, or Canceled for one stopped or rolled back), the User
+Metadata tab of a completed and of a rolled-back
 migration (summary, details and current details), and a move's page (its timeline, each step activity with its
 summary: "alter_step • step 2 of 3: [3, 1, 2] → [3, 2]"). Prints each state and the PNG paths; look at the pictures.
 """
