@@ -195,7 +195,8 @@ class KafkaActivities:
     @activity.defn(name="cancel_step")
     def cancel_step(self, req: StepRequest) -> PartitionState:
         """Cancel the step if Kafka is still carrying it out (Kafka then reverts the partition to the list before
-        the step, KIP-236); a step that already finished stays. Returns the partition once it is settled."""
+        the step, KIP-236, written back in its order, or in ``req.restore``'s: the list before the copy's leader was
+        put first); a step that already finished stays. Returns the partition once it is settled."""
         ongoing = self.admin.list_reassignments([req.ref])
         cancelled = bool(ongoing) and ongoing[0].target == req.target
         if cancelled:
@@ -208,8 +209,9 @@ class KafkaActivities:
         # lagging. A cancelled step settles on the list before it; one that was not in flight on either list.
         settled = [req.expected] if cancelled else [req.expected, req.target]
         state = self._settle_on(req.ref, settled)
-        if cancelled and state.replicas != req.expected and sorted(state.replicas) == sorted(req.expected):
-            state = self._reorder(req.ref, req.expected)
+        order = req.expected if req.restore is None else req.restore
+        if cancelled and state.replicas != order and sorted(state.replicas) == sorted(order):
+            state = self._reorder(req.ref, order)
         return state
 
     def _settle_on(self, tp: TopicPartition, lists: list[list[int]]) -> PartitionState:

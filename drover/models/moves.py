@@ -37,6 +37,9 @@ class StepRequest(BaseModel):
     # Issuing the step also waits this long for Kafka to finish it, and returns its status when it has (a step of a
     # small partition then takes one activity, not two); None: issuing returns at once.
     settle_s: float | None = Field(None, gt=0)
+    # Cancelling the step writes this order back where Kafka leaves the same replicas in another one: the list
+    # before the move put the copy's leader first (None: ``expected``).
+    restore: list[int] | None = None
 
     @property
     def ref(self) -> TopicPartition:

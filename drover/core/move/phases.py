@@ -116,6 +116,8 @@ class MoveState:
     # copies moved within and across zones.
     copy_from: tuple[int, int] | None = None
     copied: ZoneBytes | None = None
+    # The list before the step in flight was reordered for its copy (None if it was not): a cancel writes it back.
+    before_reorder: list[int] | None = None
 
     @property
     def current(self) -> list[int] | None:

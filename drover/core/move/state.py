@@ -176,7 +176,7 @@ def _next_step(s: MoveState, now: datetime) -> Action:
         )
     number = len(s.steps) + 1
     total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync, avoid)
-    s.step, s.step_from, s.copy_from = step, current, None
+    s.step, s.step_from, s.copy_from, s.before_reorder = step, current, None, None
     s.what = f"step {number} of {max(total, number)}: {current} → {step.replicas}"
     # A move asks before each step whether its cluster is frozen, whatever it was told: it may have been granted
     # before a freeze and started after the coordinator stopped trying to tell it.
@@ -215,7 +215,7 @@ def _prepared(s: MoveState, source: CopySource, now: datetime) -> Action:
     state = source.state
     s.shown = state
     if state.replicas != s.step_from:
-        s.step_from = state.replicas
+        s.before_reorder, s.step_from = s.step_from, state.replicas
         s.step = s.step.model_copy(update={"elect_leader": s.step.replicas[0] != state.replicas[0]})
         s.what = f"{s.what.split(':')[0]}: {state.replicas} → {s.step.replicas}"
     s.copy_from = (state.leader if state.leader is not None else -1, source.size_bytes or 0)
@@ -282,7 +282,9 @@ def _cancelled(s: MoveState) -> Action:
     partition is left on a list it really had, not half-way through a reassignment. In any other phase it ends."""
     if s.phase in (MovePhase.STEPPING, MovePhase.STUCK):
         s.phase, s.undoing = MovePhase.UNDOING, "cancel"
-        return Undo(_request(s), f"undo {s.what}", cancelled=True)
+        # A reorder made for the step's copy is undone with it: the partition keeps its preferred leader.
+        undo = _request(s).model_copy(update={"restore": s.before_reorder})
+        return Undo(undo, f"undo {s.what}", cancelled=True)
     s.phase = MovePhase.CANCELLED
     return Stop()
 

@@ -395,6 +395,20 @@ def test_a_copy_is_led_by_the_in_sync_replica_in_its_zone_and_counted_within_it(
     assert action.result.steps == [[1, 5, 3]]
 
 
+def test_a_cancel_after_the_copys_reorder_writes_the_list_before_it_back():
+    """A stop mid-step undoes the step and the reorder made for its copy: Kafka reverts the step to [2, 1, 3], and
+    the undo asks for [1, 2, 3] back, so the partition keeps its preferred leader."""
+    s, _ = started(target=[1, 5, 3], zones=ZONES, zone_local=True)
+    machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    led = PartitionState(topic="t", partition=0, replicas=[2, 1, 3], isr=[1, 2, 3], leader=2)
+    machine.decide(s, ev.CopyPrepared(CopySource(state=led, size_bytes=1000)), T0)
+    action = machine.decide(s, ev.Cancelled(), T0)
+    assert isinstance(action, ev.Undo)
+    assert (action.request.expected, action.request.restore) == ([2, 1, 3], [1, 2, 3])
+    action = machine.decide(s, ev.Undone(shown([1, 2, 3])), T0)
+    assert action == ev.Stop() and s.current == [1, 2, 3] and s.steps == []
+
+
 def test_without_zone_local_copies_the_copy_is_measured_from_the_leader_it_has():
     s, _ = started(target=[1, 5, 3], zones=ZONES)
     action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
