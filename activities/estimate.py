@@ -18,6 +18,7 @@ from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.broker_metrics import BrokerMetricsError
 from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.live_cluster import copy_sized
 from drover.adapters.write_rates import rates_from_metrics, sample_metrics
 from drover.estimator.service import SparkPlace, run_estimate, spark_module, write_metrics
 from drover.models.admission import MoveSpec
@@ -39,8 +40,14 @@ class EstimateActivities:
     def write_rates(
         self, topics: list[str], window_s: float, tick: Callable[[], None], from_metrics: bool = True
     ) -> list[dict]:
-        """Each partition's write rate and size: from the brokers' metrics, at once, where they have per-topic
-        rates (unless not ``from_metrics``); else sampled from the logs' growth over ``window_s``."""
+        """Each partition's write rate and the bytes a copy of it moves: from the brokers' metrics, at once, where
+        they have per-topic rates (unless not ``from_metrics``); else sampled from the logs' growth over
+        ``window_s``. A copy moves the leader's log, or its part not yet in remote storage (KIP-1023)."""
+        return copy_sized(self.admin, self._write_rates(topics, window_s, tick, from_metrics))
+
+    def _write_rates(
+        self, topics: list[str], window_s: float, tick: Callable[[], None], from_metrics: bool
+    ) -> list[dict]:
         if self.broker_metrics and from_metrics:
             try:
                 rows = rates_from_metrics(self.admin, self.broker_metrics, topics)

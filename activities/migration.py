@@ -17,6 +17,7 @@ from drover.activities.binding import acl_problems, wrong_cluster
 from drover.activities.heartbeat import heartbeating
 from drover.adapters import ledger
 from drover.adapters.kafka_port import KafkaPort
+from drover.adapters.live_cluster import tiered_sizes
 from drover.core.migration import preflight, rollback
 from drover.core.zones import zone_of_brokers
 from drover.models import TopicPartition
@@ -155,6 +156,9 @@ class MigrationActivities:
             for r in self.admin.describe_log_dirs()
             if (r.topic, r.partition) in states and r.broker == states[(r.topic, r.partition)].leader
         }
+        # A copy of a tiered partition moves the leader's local log, or (KIP-1023) only its part past the last
+        # tiered offset: the estimate, the ETA, the disk gate and the bound count that.
+        sizes |= tiered_sizes(self.admin, [(m.topic, m.partition) for m in moves if m.topic in known], sizes).copies
         local = zones if req.zone_local_copies else None
         specs, offline = preflight.move_specs(moves, states, sizes, min_insync, local)
         incoming = preflight.incoming_bytes(s for s in specs if s.original != s.target)

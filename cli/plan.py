@@ -126,8 +126,9 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
     rates: dict[tuple[str, int], float] = {}
     full: dict[tuple[str, int], int] = {}
     lagging: dict[tuple[str, int], int] = {}
+    copies: dict[tuple[str, int], int] = {}
     if source.bootstrap:
-        partitions, broker_specs, size_map, rates, (full, lagging) = _read_cluster(
+        partitions, broker_specs, size_map, rates, (full, lagging, copies) = _read_cluster(
             ctx.obj, source.bootstrap, window, pattern
         )
     elif source.current and source.brokers:
@@ -163,8 +164,10 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         result = make_plan(request)
     except PlanError as e:
         raise DroverError(str(e), exit_code=2) from None
-    result = priced(result, broker_specs, size_map, zone_of_rack, price, weight)
-    result = with_tiered(result, size_map, full, lagging)
+    # What the copies move: the local logs, or past the last tiered offset (KIP-1023); the balance is of local logs.
+    copied = {**size_map, **copies}
+    result = priced(result, broker_specs, copied, zone_of_rack, price, weight)
+    result = with_tiered(result, copied, full, lagging, after_last_tiered=bool(copies))
     rollback_path = rollback_file(out)
     write_reassignment(out, result.changes)
     write_reassignment(rollback_path, result.rollback)
@@ -281,14 +284,15 @@ def _no_repeats(current: Path, brokers: Path, partitions: list[PartitionReplicas
 
 
 def _read_cluster(settings: Settings, bootstrap: str, window: float | None, pattern: re.Pattern | None):
-    """Assignment, brokers, sizes (local logs), with a sampling window write rates, and the whole sizes of tiered
-    topics' partitions (see ``drover.adapters.live_cluster``)."""
-    from drover.adapters.live_cluster import full_sizes, read_for_plan
+    """Assignment, brokers, sizes (local logs), with a sampling window write rates, and the sizes of tiered topics'
+    partitions (``drover.adapters.live_cluster.tiered_sizes``)."""
+    from drover.adapters.live_cluster import read_for_plan, tiered_sizes
 
     admin = open_kafka(settings.model_copy(update={"kafka_bootstrap": bootstrap}))
     try:
         partitions, brokers, sizes, rates = read_for_plan(admin, window, pattern)
-        return partitions, brokers, sizes, rates, full_sizes(admin, partitions, sizes)
+        keys = [(p.topic, p.partition) for p in partitions]
+        return partitions, brokers, sizes, rates, tiered_sizes(admin, keys, sizes)
     finally:
         admin.close()
 

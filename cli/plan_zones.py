@@ -94,8 +94,9 @@ def show_tiered(out: Output, t: TieredCopies) -> None:
     """What the plan's copies of tiered partitions move: their local logs, against their whole size."""
     partitions, topics = counted(t.partitions, "partition"), counted(t.topics, "tiered topic")
     saved = t.bytes_in_full - t.bytes_copied
+    what = "what is not yet in remote storage (KIP-1023)" if t.after_last_tiered else "their local logs only"
     out.show(
-        f"tiered storage: {partitions} of {topics} copy their local logs only, {human_bytes(t.bytes_copied)}; "
+        f"tiered storage: {partitions} of {topics} copy {what}, {human_bytes(t.bytes_copied)}; "
         f"tiered storage saves {human_bytes(saved)} of {human_bytes(t.bytes_in_full)}"
     )
     if t.lagging:

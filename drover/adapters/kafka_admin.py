@@ -29,6 +29,7 @@ from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 from drover.adapters.kafka_acls import missing_acls
 from drover.adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
 from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
+from drover.adapters.kafka_log_dirs import disks_of, sizes_of
 from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
 from drover.models import (
     BrokerDisk,
@@ -283,14 +284,22 @@ class KafkaAdmin:
     def local_log_starts(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], int]:
         """Each partition's first offset in its leader's local log (ListOffsets EARLIEST_LOCAL, Kafka 3.6+): past
         its log start where older segments live in remote storage only. confluent-kafka has no such spec."""
-        specs = {KpTopicPartition(p.topic, p.partition): KpOffsetSpec.EARLIEST_LOCAL for p in partitions}
+        return self._offsets(partitions, KpOffsetSpec.EARLIEST_LOCAL, "local log start offsets")
+
+    def last_tiered_offsets(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Each partition's last offset in remote storage (ListOffsets LATEST_TIERED, KIP-1005, Kafka 3.9+); -1
+        where none is."""
+        return self._offsets(partitions, KpOffsetSpec.LATEST_TIERED, "last tiered offsets")
+
+    def _offsets(self, partitions: Iterable[TopicPartition], spec, what: str) -> dict[tuple[str, int], int]:
+        specs = {KpTopicPartition(p.topic, p.partition): spec for p in partitions}
         if not specs:
             return {}
         with self._kp_lock:
             try:
                 found = self._kp_call(lambda kp: kp.list_partition_offsets(specs))
             except KpKafkaError as e:
-                raise KafkaAdminError(f"list local log start offsets: {e}") from e
+                raise KafkaAdminError(f"list {what}: {e}") from e
         return {(tp.topic, tp.partition): found[tp].offset for tp in specs}
 
     # -- log dirs ----------------------------------------------------------------------------------------------
@@ -298,15 +307,15 @@ class KafkaAdmin:
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
         """Size on disk of every partition replica on ``brokers`` (every live broker when None)."""
         # A broker that is down is not asked: it would only fail the call.
-        return _sizes(self._log_dirs(self.describe_cluster().broker_ids if brokers is None else brokers))
+        return sizes_of(self._log_dirs(self.describe_cluster().broker_ids if brokers is None else brokers))
 
     def describe_disks(self, brokers: Iterable[int] | None = None) -> list[BrokerDisk]:
         """Total and usable bytes per broker, its log dirs added up (DescribeLogDirs v4+, Kafka 3.3+)."""
-        return _disks(self._log_dirs(brokers))
+        return disks_of(self._log_dirs(brokers))
 
     def describe_usage(self, brokers: Iterable[int]) -> tuple[list[BrokerDisk], list[ReplicaSize]]:
         answer = self._log_dirs(brokers)
-        return _disks(answer), _sizes(answer)
+        return disks_of(answer), sizes_of(answer)
 
     def _log_dirs(self, brokers: Iterable[int] | None) -> list[dict]:
         with self._kp_lock:
@@ -361,39 +370,3 @@ def _quorum_leader(quorum: dict, fallback: int | None) -> int | None:
             if partition.get("leader_id", -1) >= 0:
                 return partition["leader_id"]
     return fallback
-
-
-def _sizes(answer: list[dict]) -> list[ReplicaSize]:
-    """Each partition replica's size on disk, from a DescribeLogDirs answer."""
-    sizes = [
-        ReplicaSize(
-            broker=entry["broker"],
-            topic=topic["name"],
-            partition=p["partition_index"],
-            size_bytes=p["partition_size"],
-            is_future=p["is_future_key"],
-        )
-        for entry in answer
-        for log_dir in entry["log_dirs"]
-        for topic in log_dir["topics"]
-        for p in topic["partitions"]
-    ]
-    return sorted(sizes, key=lambda s: (s.topic, s.partition, s.broker, s.is_future))
-
-
-def _disks(answer: list[dict]) -> list[BrokerDisk]:
-    """Each broker's log dirs added up (total and usable bytes; DescribeLogDirs v4+, Kafka 3.3+), from an answer."""
-    disks = []
-    for entry in answer:
-        dirs = entry["log_dirs"]
-        total = [d.get("total_bytes", -1) for d in dirs]
-        usable = [d.get("usable_bytes", -1) for d in dirs]
-        known = dirs and all(v >= 0 for v in total + usable)
-        disks.append(
-            BrokerDisk(
-                broker=entry["broker"],
-                total_bytes=sum(total) if known else None,
-                usable_bytes=sum(usable) if known else None,
-            )
-        )
-    return sorted(disks, key=lambda d: d.broker)

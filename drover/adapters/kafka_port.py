@@ -62,6 +62,11 @@ class KafkaPort(Protocol):
         log start offset where the older segments are in remote storage only (tiered storage)."""
         ...
 
+    def last_tiered_offsets(self, partitions: Iterable[TopicPartition]) -> dict[tuple[str, int], int]:
+        """Each partition's last offset in remote storage (ListOffsets LATEST_TIERED, KIP-1005); -1 where none is.
+        With KIP-1023 on, a new replica starts after it."""
+        ...
+
     def describe_log_dirs(self, brokers: Iterable[int] | None = None) -> list[ReplicaSize]:
         """Bytes held per replica (DescribeLogDirs)."""
         ...

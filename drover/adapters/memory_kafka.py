@@ -163,6 +163,10 @@ class InMemoryKafka:
         """Every log here is local: its log start offset."""
         return {key: start for key, (start, _) in self.log_offsets(partitions).items()}
 
+    def last_tiered_offsets(self, partitions) -> dict[tuple[str, int], int]:
+        """No log here is in remote storage."""
+        return {(p.topic, p.partition): -1 for p in partitions}
+
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         self._hook("describe_partition", tp)
         with self._lock:

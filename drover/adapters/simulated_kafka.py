@@ -119,6 +119,9 @@ class SimulatedKafka(InMemoryKafka):
         """No simulated partition is tiered: each log is local from offset 0."""
         return {(p.topic, p.partition): 0 for p in partitions}
 
+    def last_tiered_offsets(self, partitions) -> dict[Key, int]:
+        return {(p.topic, p.partition): -1 for p in partitions}
+
     def log_offsets(self, partitions) -> dict[Key, tuple[int, int]]:
         """Offsets of 1 KiB messages: the log end grows with the partition's writes."""
         at = self._clock()

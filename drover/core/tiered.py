@@ -8,6 +8,7 @@ same copies would be had the whole partitions been copied.
 
 from collections.abc import Mapping
 
+from drover.models.admission import bytes_to_copy
 from drover.models.plan import PartitionReplicas, Plan, TieredCopies
 from drover.models.units import human_bytes
 
@@ -17,13 +18,23 @@ def with_tiered(
     sizes: Mapping[tuple[str, int], int],
     full: Mapping[tuple[str, int], int],
     lagging: Mapping[tuple[str, int], int] | None = None,
+    after_last_tiered: bool = False,
 ) -> Plan:
-    """The plan with its summary's ``tiered``, where it changes partitions of tiered topics (``full``: their whole
-    sizes, remote log included; ``lagging``: those whose uploads lag, with their local retention)."""
+    """The plan with its summary's ``tiered``, where it changes partitions of tiered topics (``sizes``: what a copy
+    moves, ``full``: their whole sizes, remote log included; ``lagging``: those whose uploads lag, with their local
+    retention; ``after_last_tiered``: KIP-1023 on, ``sizes`` count from the last tiered offset), and its bytes to
+    move counted with ``sizes``."""
     tiered = tiered_copies(plan.changes, plan.rollback, sizes, full, lagging or {})
     if tiered is None:
         return plan
-    return plan.model_copy(update={"summary": plan.summary.model_copy(update={"tiered": tiered})})
+    update: dict[str, object] = {"tiered": tiered.model_copy(update={"after_last_tiered": after_last_tiered})}
+    if plan.summary.bytes_to_move is not None:
+        before = {(p.topic, p.partition): p.replicas for p in plan.rollback}
+        update["bytes_to_move"] = sum(
+            bytes_to_copy(before[(c.topic, c.partition)], c.replicas, sizes.get((c.topic, c.partition), 0))
+            for c in plan.changes
+        )
+    return plan.model_copy(update={"summary": plan.summary.model_copy(update=update)})
 
 
 def tiered_copies(

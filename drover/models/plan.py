@@ -147,6 +147,8 @@ class TieredCopies(BaseModel):
     topics: int
     bytes_copied: int = Field(description="their copies' bytes, local logs only (as bytes_to_move counts them)")
     bytes_in_full: int = Field(description="the same copies had the whole partitions been copied")
+    # KIP-1023 on every broker: the copies start after the last tiered offset, not at the local log's start.
+    after_last_tiered: bool = False
     lagging: list[str] = Field(
         [], description="partitions whose uploads lag: their local log is well over the topic's local retention"
     )

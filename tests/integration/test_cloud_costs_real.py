@@ -14,6 +14,7 @@ import json
 import os
 import tempfile
 import threading
+import time
 import uuid
 from collections import Counter
 from pathlib import Path
@@ -22,7 +23,9 @@ import pytest
 
 from drover.adapters.broker_metrics import scrape
 from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.live_cluster import AFTER_LAST_TIERED
 from drover.adapters.temporal import connect
+from drover.models import TopicPartition
 from drover.models.migration import EstimateSettings, MigrationInput
 from drover.models.plan import PartitionReplicas, ReassignmentFile
 from drover.models.progress import MigrationProgress
@@ -164,6 +167,76 @@ async def test_a_tiered_partition_copies_its_local_log_and_the_estimate_counts_o
     # Every message is still there, the older ones read back from the remote log.
     for p in (0, 1):
         assert await asyncio.to_thread(consume_all, settings, topic, p) == written[p]
+
+
+async def test_with_kip_1023_a_tiered_copy_moves_only_what_is_not_in_remote_storage(tiered: Sandbox, tmp_path):
+    """With ``follower.fetch.last.tiered.offset.enable`` on every broker (KIP-1023, set dynamically here), a new
+    replica starts after the last tiered offset: the plan, the estimate and Kafka's replication metrics all count
+    only the local log's part not yet uploaded."""
+    settings, admin = on_stack(tiered, "kip1023")
+    topic = f"kip1023-{uuid.uuid4().hex[:6]}"
+    configs = {
+        "remote.storage.enable": "true",
+        "segment.bytes": str(SEGMENT),
+        "local.retention.bytes": str(LOCAL),
+        "retention.ms": "-1",
+    }
+    admin.create_topic(topic, [[1]], configs)
+    written = await asyncio.to_thread(produce, settings, topic, 0, MESSAGES // 2, PAD)
+    part = TopicPartition(topic=topic, partition=0)
+
+    def local_size() -> int:
+        _, sizes = admin.describe_usage([1])
+        return next(r.size_bytes for r in sizes if r.topic == topic)
+
+    def uploads_settled() -> bool:
+        before = admin.last_tiered_offsets([part])
+        time.sleep(3)
+        return local_size() <= LOCAL + SEGMENT and admin.last_tiered_offsets([part]) == before
+
+    await asyncio.to_thread(wait_until, uploads_settled, 180, 1.0, "the local log trimmed and its uploads done")
+    local = local_size()
+    brokers = admin.describe_cluster().broker_ids
+    for b in brokers:
+        admin.alter_broker_config(b, {AFTER_LAST_TIERED: "true"})
+    try:
+        argv = ["plan", "--bootstrap", tiered.s.bootstrap, "--topics", topic, "--remove-brokers", "1"]
+        argv += ["--out", str(tmp_path / "plan.json")]
+        planned = json.loads(drover(*argv, "--json").stdout)
+        shown = drover(*argv).stdout
+        assert "tiered storage: 1 partition of 1 tiered topic copy what is not yet in remote storage (KIP-1023)" in (
+            shown
+        ), shown
+        migration = MigrationInput(
+            cluster="tiered",
+            moves=[PartitionReplicas(topic=topic, partition=0, replicas=[2])],
+            throttle_bytes_per_s=5_000_000,
+            estimate=EstimateSettings(sample_s=1),
+        )
+        before = await asyncio.to_thread(reassigned_in, tiered, [2])
+        client = await connect(settings)
+        async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=settings.task_queue) as w:
+            try:
+                handle = await start_migration(client, migration, w.task_queue)
+                result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
+                progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+            finally:
+                await end_coordinators(client, w.task_queue)
+        copied = await asyncio.to_thread(reassigned_in, tiered, [2]) - before
+    finally:
+        for b in brokers:
+            admin.alter_broker_config(b, {}, delete=[AFTER_LAST_TIERED])
+    assert result.verified and result.moves_done == 1
+    assert progress.estimate is not None
+    estimated, plan_copied = progress.estimate.bytes_to_move, planned["tiered"]["bytes_copied"]
+    print(
+        f"\nKIP-1023 on: local log {local / 1e6:.2f} MB; drover plan counted {plan_copied / 1e6:.2f} MB to copy, the "
+        f"estimate {estimated / 1e6:.2f} MB, the brokers' replication metrics {copied / 1e6:.2f} MB"
+    )
+    assert abs(estimated - copied) <= 0.25 * copied and abs(plan_copied - copied) <= 0.25 * copied
+    assert planned["bytes_to_move"] == plan_copied and planned["tiered"]["after_last_tiered"]
+    assert copied < 0.6 * local
+    assert await asyncio.to_thread(consume_all, settings, topic, 0) == written
 
 
 # Racks a {1, 4}, b {2, 5}, c {3}: each partition one replica per rack, leaders spread; the reshuffle swaps 1 with 4
