@@ -54,6 +54,12 @@ TIERED = SandboxSettings(
 SEGMENT = 1 << 20  # the smallest segment.bytes Kafka takes
 LOCAL = 2 * SEGMENT  # local.retention.bytes: by size, so the active segment is never rolled away for its age
 MESSAGES, PAD = 25_000, 1000  # about 26 MB per partition
+TIERED_TOPIC = {
+    "remote.storage.enable": "true",
+    "segment.bytes": str(SEGMENT),
+    "local.retention.bytes": str(LOCAL),
+    "retention.ms": "-1",
+}
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +95,7 @@ async def test_a_tiered_partition_copies_its_local_log_and_the_estimate_counts_o
     settings, admin = on_stack(tiered, "tiered")
     queue = settings.task_queue
     topic = f"tiered-{uuid.uuid4().hex[:6]}"
-    configs = {
-        "remote.storage.enable": "true",
-        "segment.bytes": str(SEGMENT),
-        "local.retention.bytes": str(LOCAL),
-        "retention.ms": "-1",
-    }
-    admin.create_topic(topic, [[1], [1]], configs)
+    admin.create_topic(topic, [[1], [1]], TIERED_TOPIC)
     written = {p: await asyncio.to_thread(produce, settings, topic, p, MESSAGES, PAD) for p in (0, 1)}
 
     def local_sizes() -> dict[int, int]:
@@ -175,13 +175,7 @@ async def test_with_kip_1023_a_tiered_copy_moves_only_what_is_not_in_remote_stor
     only the local log's part not yet uploaded."""
     settings, admin = on_stack(tiered, "kip1023")
     topic = f"kip1023-{uuid.uuid4().hex[:6]}"
-    configs = {
-        "remote.storage.enable": "true",
-        "segment.bytes": str(SEGMENT),
-        "local.retention.bytes": str(LOCAL),
-        "retention.ms": "-1",
-    }
-    admin.create_topic(topic, [[1]], configs)
+    admin.create_topic(topic, [[1]], TIERED_TOPIC)
     written = await asyncio.to_thread(produce, settings, topic, 0, MESSAGES // 2, PAD)
     part = TopicPartition(topic=topic, partition=0)
 
