@@ -700,7 +700,7 @@ async def test_status_counts_what_a_step_in_progress_has_copied(real_client, adm
             assert total > 2 * 8_000_000  # two new replicas of the partition's size
         finally:
             await handle.execute_update(MigrationWorkflow.act_update, Cancel(actor="test", reason="seen", mode="stop"))
-            await handle.result()
+            await migration_result(handle)
 
 
 async def test_start_says_at_once_when_the_worker_cannot_reach_kafka(real_client, real_settings, tmp_path):
