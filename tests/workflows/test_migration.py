@@ -14,6 +14,7 @@ from drover.adapters.temporal import migration_result
 from drover.cli.control import execute_update
 from drover.cli.migration_view import show_result
 from drover.cli.output import Output
+from drover.cli.report import timeline_of
 from drover.cli.start import details_of, summary_of
 from drover.models import MoveInput
 from drover.models.admission import Limits
@@ -239,7 +240,10 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         assert (await handle.describe()).status == WorkflowExecutionStatus.CANCELED
         result = await migration_result(handle)
         listed = [w async for w in local_env.client.list_workflows(f"WorkflowId = '{handle.id}'")]
+        timeline = await timeline_of(local_env.client, handle.id)
     assert [w.status for w in listed] == [WorkflowExecutionStatus.CANCELED]
+    # drover report draws its end and its audit from the kept result.
+    assert timeline.status == result.status and any(a.action == "cancel" for a in result.actions)
     assert fake.ongoing == {}
     assert all(FOLLOWER_RATE not in c for c in fake.broker_configs.values())
     changed = {k for k in original if fake.replicas[k] != original[k]}
