@@ -73,7 +73,8 @@ def tiered_sizes(
     LATEST_TIERED), counted as the local bytes times the share of the local log's offsets past it."""
     keys = sorted(set(partitions))
     topics = sorted({topic for topic, _ in keys})
-    configs = admin.describe_topic_configs(topics, overrides_only=True) if topics else {}
+    # Effective configs: what the topics run with (preflight reads the same).
+    configs = admin.describe_topic_configs(topics) if topics else {}
     tiered = {t for t, c in configs.items() if c.get("remote.storage.enable", "").lower() == "true"}
     wanted = [TopicPartition(topic=topic, partition=p) for topic, p in keys if topic in tiered]
     if not wanted:
