@@ -56,11 +56,8 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     # A test that uses the real stack, directly or through a fixture, is an integration test whether or not it says
     # so: `make test` runs those in a process of their own beside the rest (tests/run), which must never start it.
-    # One marked own_stack runs beside the shared stack's tests, so it must never use that stack.
     for item in items:
         if "stack" in getattr(item, "fixturenames", ()):
-            if item.get_closest_marker("own_stack"):
-                raise pytest.UsageError(f"{item.nodeid} is marked own_stack but uses the shared test stack")
             item.add_marker(pytest.mark.integration)
 
 

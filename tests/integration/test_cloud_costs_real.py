@@ -39,7 +39,7 @@ from tests.cli.test_cli import drover
 from tests.conftest import ROOT, end_coordinators, start_migration, worker_for
 from tests.integration.helpers import consume_all, produce, wait_until
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
+pytestmark = pytest.mark.integration
 
 # Ports below Linux's ephemeral range, apart from the other test stacks'.
 TIERED = SandboxSettings(

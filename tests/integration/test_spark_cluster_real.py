@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.test_cli import drover
 
-pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
+pytestmark = pytest.mark.integration
 
 SPARK_HOME = Path(pyspark.__file__).parent
 
