@@ -146,9 +146,8 @@ class MigrationActivities:
         problems = preflight.plan_problems(moves, known, states, ongoing, alive)
         if problems:
             raise _preflight_error(problems)
-        min_insync = {
-            t: int(c.get("min.insync.replicas", "1")) for t, c in self.admin.describe_topic_configs(topics).items()
-        }
+        configs = self.admin.describe_topic_configs(topics)
+        min_insync = {t: int(c.get("min.insync.replicas", "1")) for t, c in configs.items()}
         problems = preflight.min_insync_problems(moves, min_insync)
         problems += preflight.cordon_problems(moves, states, self._cordoned({b for m in moves for b in m.replicas}))
         sizes = {
@@ -158,7 +157,7 @@ class MigrationActivities:
         }
         # A copy of a tiered partition moves the leader's local log, or (KIP-1023) only its part past the last
         # tiered offset: the estimate, the ETA, the disk gate and the bound count that.
-        sizes |= tiered_sizes(self.admin, [(m.topic, m.partition) for m in moves if m.topic in known], sizes).copies
+        sizes |= tiered_sizes(self.admin, [(m.topic, m.partition) for m in moves], sizes, configs).copies
         local = zones if req.zone_local_copies else None
         specs, offline = preflight.move_specs(moves, states, sizes, min_insync, local)
         incoming = preflight.incoming_bytes(s for s in specs if s.original != s.target)

@@ -61,7 +61,10 @@ class TieredSizes(NamedTuple):
 
 
 def tiered_sizes(
-    admin: KafkaPort, partitions: Iterable[tuple[str, int]], sizes: Mapping[tuple[str, int], int]
+    admin: KafkaPort,
+    partitions: Iterable[tuple[str, int]],
+    sizes: Mapping[tuple[str, int], int],
+    configs: Mapping[str, Mapping[str, str]] | None = None,
 ) -> TieredSizes:
     """For ``partitions`` (topic, partition) whose leaders' local logs are ``sizes``. A partition's whole size is
     its local bytes times its offsets over those of its local log.
@@ -70,11 +73,13 @@ def tiered_sizes(
     it holds segments not yet in remote storage, and a new replica copies them too.
 
     With KIP-1023 on every broker, a new replica copies the local log past the last tiered offset (ListOffsets
-    LATEST_TIERED), counted as the local bytes times the share of the local log's offsets past it."""
+    LATEST_TIERED), counted as the local bytes times the share of the local log's offsets past it. ``configs``: the
+    topics' effective configs when the caller has read them already."""
     keys = sorted(set(partitions))
     topics = sorted({topic for topic, _ in keys})
-    # Effective configs: what the topics run with (preflight reads the same).
-    configs = admin.describe_topic_configs(topics) if topics else {}
+    # Effective configs: what the topics run with (preflight reads the same, and passes them).
+    if configs is None:
+        configs = admin.describe_topic_configs(topics) if topics else {}
     tiered = {t for t, c in configs.items() if c.get("remote.storage.enable", "").lower() == "true"}
     wanted = [TopicPartition(topic=topic, partition=p) for topic, p in keys if topic in tiered]
     if not wanted:

@@ -91,9 +91,25 @@ def on_stack(sandbox: Sandbox, name: str) -> tuple[Settings, KafkaAdmin]:
     return settings, KafkaAdmin(settings)
 
 
+async def migrated(
+    sandbox: Sandbox, settings: Settings, admin: KafkaAdmin, migration: MigrationInput, onto: list[int], tmp_path
+) -> tuple[MigrationResult, MigrationProgress, float]:
+    """The migration run to its end on a worker of the test's own: its result, its last progress, and the bytes the
+    brokers ``onto`` fetched as reassignment meanwhile (Kafka's replication metrics)."""
+    before = await asyncio.to_thread(reassigned_in, sandbox, onto)
+    client = await connect(settings)
+    async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=settings.task_queue) as w:
+        try:
+            handle = await start_migration(client, migration, w.task_queue)
+            result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
+            progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
+        finally:
+            await end_coordinators(client, w.task_queue)
+    return result, progress, await asyncio.to_thread(reassigned_in, sandbox, onto) - before
+
+
 async def test_a_tiered_partition_copies_its_local_log_and_the_estimate_counts_only_that(tiered: Sandbox, tmp_path):
     settings, admin = on_stack(tiered, "tiered")
-    queue = settings.task_queue
     topic = f"tiered-{uuid.uuid4().hex[:6]}"
     admin.create_topic(topic, [[1], [1]], TIERED_TOPIC)
     written = {p: await asyncio.to_thread(produce, settings, topic, p, MESSAGES, PAD) for p in (0, 1)}
@@ -144,16 +160,7 @@ async def test_a_tiered_partition_copies_its_local_log_and_the_estimate_counts_o
     migration = MigrationInput(
         cluster="tiered", moves=moves, throttle_bytes_per_s=5_000_000, estimate=EstimateSettings(sample_s=1)
     )
-    before = await asyncio.to_thread(reassigned_in, tiered, [2, 3])
-    client = await connect(settings)
-    async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=queue) as worker:
-        try:
-            handle = await start_migration(client, migration, worker.task_queue)
-            result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
-            progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
-        finally:
-            await end_coordinators(client, worker.task_queue)
-    copied = await asyncio.to_thread(reassigned_in, tiered, [2, 3]) - before
+    result, progress, copied = await migrated(tiered, settings, admin, migration, [2, 3], tmp_path)
     assert result.verified and result.moves_done == 2
     assert progress.estimate is not None
     estimated = progress.estimate.bytes_to_move
@@ -207,16 +214,7 @@ async def test_with_kip_1023_a_tiered_copy_moves_only_what_is_not_in_remote_stor
             throttle_bytes_per_s=5_000_000,
             estimate=EstimateSettings(sample_s=1),
         )
-        before = await asyncio.to_thread(reassigned_in, tiered, [2])
-        client = await connect(settings)
-        async with worker_for(client, activities_for(admin, tmp_path / "work"), task_queue=settings.task_queue) as w:
-            try:
-                handle = await start_migration(client, migration, w.task_queue)
-                result: MigrationResult = await asyncio.wait_for(handle.result(), timeout=300)
-                progress: MigrationProgress = await handle.query(MigrationWorkflow.progress)
-            finally:
-                await end_coordinators(client, w.task_queue)
-        copied = await asyncio.to_thread(reassigned_in, tiered, [2]) - before
+        result, progress, copied = await migrated(tiered, settings, admin, migration, [2], tmp_path)
     finally:
         for b in brokers:
             admin.alter_broker_config(b, {}, delete=[AFTER_LAST_TIERED])
