@@ -6,8 +6,10 @@ import uuid
 
 import pytest
 from pydantic import ValidationError
+from temporalio import activity
 from temporalio.api.sdk.v1 import WorkflowMetadata
 from temporalio.client import WorkflowExecutionStatus, WorkflowFailureError, WorkflowUpdateFailedError
+from temporalio.exceptions import ApplicationError
 from temporalio.service import RPCError
 
 from drover.adapters.temporal import migration_result
@@ -266,6 +268,27 @@ async def test_cancel_stops_or_rolls_back_every_touched_partition(local_env, mod
         assert result.status == "rolled_back" and result.verified
         assert changed == set() and fake.replicas == original
         assert result.rollback_outcomes
+
+
+async def test_a_stopped_migration_whose_cancelled_end_cannot_be_asked_for_completes_with_its_result(local_env):
+    """Temporal refuses the request that would end the run Canceled (the activity gives up): the migration completes
+    instead, as before Canceled ends, with the same result."""
+    fake = cluster(4)
+    fake.ticks = 1000  # steps never finish on their own
+    activities = activities_for(fake)
+
+    @activity.defn(name="end_cancelled")
+    async def refused(reason: str) -> None:
+        raise ApplicationError("cancel refused", non_retryable=True)
+
+    activities = [refused if getattr(a, "__name__", "") == "end_cancelled" else a for a in activities]
+    async with worker_for(local_env.client, activities) as worker:
+        handle = await start_migration(local_env.client, two_at_a_time(spread_plan(fake)), worker.task_queue)
+        await wait_for(lambda: bool(fake.ongoing), "a step on Kafka")
+        await handle.execute_update(MigrationWorkflow.act_update, Cancel(mode="stop", actor="ops", reason="abort"))
+        result = await asyncio.wait_for(handle.result(), 60)
+    assert result.status == "stopped" and result.verified
+    assert (await handle.describe()).status == WorkflowExecutionStatus.COMPLETED
 
 
 async def test_a_partition_already_moving_is_refused_and_the_rest_continue(local_env):
