@@ -117,7 +117,11 @@ async def test_bad_input_is_refused_before_anything_changes(
     tp = TopicPartition(topic=topic_name, partition=0)
     admin.alter_reassignments({tp: [1, 2, 4]})
     try:
+        # The controller lists the reassignment before every broker's metadata shows its replica list.
         wait_until(lambda: admin.list_reassignments([tp]), 30, what="the reassignment to show")
+        wait_until(
+            lambda: describe(admin, topic_name)[0][0] == (0, (1, 2, 4)), 30, what="the brokers' metadata to show it"
+        )
         before = describe(admin, topic_name)
         message = await refused(real_client, admin, tmp_path, plan(topic_name, (None, 0, [3, 4])))
         assert f"{topic_name}-0 is already being reassigned" in message, message
