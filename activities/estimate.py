@@ -78,7 +78,7 @@ class EstimateActivities:
         try:
             with heartbeating("estimating"):
                 sampled = req.metrics_sampled or req.metrics_ref is None
-                result = run_estimate(self.spark, moves_ref, metrics_ref, req.options, sampled)
+                result = run_estimate(self.spark, moves_ref, metrics_ref, req.options, sampled, quick=True)
         except MetricsError as e:
             raise ApplicationError(str(e), type=ErrorType.METRICS, non_retryable=True) from None
         (folder / "estimate.json").write_text(result.model_dump_json(indent=2))

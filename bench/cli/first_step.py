@@ -1,14 +1,15 @@
 """How long a small migration waits before its first step, on the local stack: from `drover start` typed to the first
-step issued on Kafka, nothing subtracted, on a freshly started worker and on one that has already run an estimate.
+step issued on Kafka, nothing subtracted, on a freshly started worker and on one whose Spark session is warm.
 
     .venv/bin/drover sandbox up && .venv/bin/python -m bench.cli.first_step [--runs 2] [--baseline REF]
 
 Each run starts a worker of its own (`worker.py` as a process, on a task queue of its own, with the sandbox's
 settings: its brokers' JMX exporter pages as DROVER_BROKER_METRICS) and, as soon as it polls, runs `drover start` as a
 whole process (`python -m drover.cli.app start PLAN`: no --sample, the default estimate and throttle) with 4 small
-moves: a topic of 4 partitions with about 1 MB each, from brokers 1 and 2 to 3 and 4. That
-migration is the fresh worker's; a second one on the same worker is the warm worker's. The first step is read from
-the migration's history (the timeline `drover report` draws). With ``--baseline REF``, each run is made twice,
+moves: a topic of 4 partitions with about 1 MB each, from brokers 1 and 2 to 3 and 4. That migration is the fresh
+worker's: a small plan, it is estimated in the worker's process while the Spark session starts. A second one on the
+same worker, once its Spark warm-up has ended, is the warm worker's, estimated by the Spark job. The first step is
+read from the migration's history (the timeline `drover report` draws). With ``--baseline REF``, each run is made twice,
 alternating: with this tree's worker and CLI, and with those of a git worktree of REF. Prints each run's figures,
 each side's medians and this tree's ratio to the baseline. Asserts nothing about time.
 """
@@ -78,7 +79,9 @@ def one_side(settings: Settings, admin: KafkaAdmin, tree: Path, folder: Path) ->
     figures = []
     try:
         asyncio.run(_polls(settings, queue, proc, log))
-        for _ in ("fresh", "warm"):
+        for side in ("fresh", "warm"):
+            if side == "warm":
+                _warmed_up(log)
             topic = f"bench-first-step-{uuid.uuid4().hex[:6]}"
             admin.create_topic(topic, [[1 + p % 2, 2 - p % 2] for p in range(PARTITIONS)])
             try:
@@ -93,6 +96,16 @@ def one_side(settings: Settings, admin: KafkaAdmin, tree: Path, folder: Path) ->
     finally:
         stop_worker(proc)
     return figures[0], figures[1]
+
+
+def _warmed_up(log: Path) -> None:
+    """Until the worker's Spark warm-up has ended (run, or given way to an estimate on Spark): from then on its
+    estimates are Spark's."""
+    deadline = time.monotonic() + 180
+    while not any(f'"{event}"' in log.read_text() for event in ("spark_warmed_up", "spark_warm_up_gave_way")):
+        if time.monotonic() > deadline:
+            raise SystemExit(f"the worker's Spark warm-up did not end:\n{log.read_text()[-3000:]}")
+        time.sleep(0.5)
 
 
 async def _polls(settings: Settings, queue: str, proc: subprocess.Popen, log: Path) -> None:

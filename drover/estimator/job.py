@@ -17,7 +17,6 @@ scheduled move by move under the limits (above SIMULATE_MAX moves, a bound).
 import argparse
 import functools
 import json
-import math
 import sys
 from pathlib import Path
 
@@ -28,15 +27,18 @@ from pyspark.sql import types as T
 if __package__ in (None, ""):  # run as a file by spark-submit: the folder that holds the drover package
     sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from drover.estimator.brokers import (  # noqa: E402
+    FLAGGED_MAX,
+    SIMULATE_MAX,
+    assembled,
+    broker_estimate,
+    checked_rates,
+    schedule_rates,
+    sim_move,
+)
 from drover.estimator.metrics_file import MetricsError, one_row, read_metrics  # noqa: E402
-from drover.estimator.schedule import SimMove, Stage, simulate  # noqa: E402
+from drover.estimator.schedule import simulate  # noqa: E402
 from drover.models.estimate import BrokerEstimate, Estimate, EstimateOptions, EstimateRequest, NeverCatchesUp  # noqa: E402
-from drover.steps.admission import MoveSpec  # noqa: E402
-
-# Above this many moves the duration is a bound instead of a move-by-move schedule.
-SIMULATE_MAX = 50_000
-# Partitions that can never catch up listed at most (the count is in the message).
-FLAGGED_MAX = 100
 
 MOVE_SCHEMA = T.StructType(
     [
@@ -165,23 +167,12 @@ def _summarise(
     for r in both.collect():
         per_broker[r["role"]][r["broker"]] = r
     brokers = sorted(set(per_broker["follower"]) | set(per_broker["leader"]))
-    estimates = [_broker(b, per_broker["follower"].get(b), per_broker["leader"].get(b), options, k) for b in brokers]
+    estimates = [
+        broker_estimate(b, per_broker["follower"].get(b), per_broker["leader"].get(b), options, k) for b in brokers
+    ]
     flagged = _never_catch_up(roles, sums, estimates, k, parts.sparkSession)
     duration, method = _duration(parts, estimates, options, int(totals["n"]), k)
-    timed = [(e.transfer_s, e.broker) for e in estimates if e.transfer_s is not None]
-    slowest = max(timed, key=lambda t: t[0], default=None)
-    unbounded = [e.broker for e in estimates if e.transfer_s is None and (e.receive_bytes or e.serve_bytes)]
-    return Estimate(
-        moves=int(totals["n"]),
-        bytes_to_move=int(totals["bytes"] or 0),
-        write_rate=float(totals["w"] or 0.0),
-        throttle=options.throttle,
-        brokers=estimates,
-        duration_s=None if unbounded or flagged else duration,
-        duration_method=method,
-        bottleneck=unbounded[0] if unbounded else (slowest[1] if slowest and slowest[0] else None),
-        never_catch_up=flagged,
-    )
+    return assembled(totals, estimates, flagged, duration, method, options)
 
 
 def _ranked(rows: DataFrame) -> DataFrame:
@@ -201,50 +192,6 @@ def _broker_sums(ranked: DataFrame, k: int) -> DataFrame:
     )
 
 
-def _recommended(minimum: float, broker: int, options: EstimateOptions) -> int:
-    rate = math.ceil(max(minimum * (1 + options.headroom), options.floor_bytes_per_s))
-    cap = options.capacity(broker)
-    return min(rate, cap) if cap is not None else rate
-
-
-def _chosen(recommended: int, broker: int, options: EstimateOptions) -> int | None:
-    if options.throttle == "auto":
-        return recommended
-    if options.throttle is not None:
-        return options.throttle
-    return options.capacity(broker)
-
-
-def _broker(broker: int, follower, leader, options: EstimateOptions, k: int) -> BrokerEstimate:
-    min_f = float(follower["top_k"]) if follower else 0.0
-    min_l = float(leader["top_k"]) if leader else 0.0
-    rec_f, rec_l = _recommended(min_f, broker, options), _recommended(min_l, broker, options)
-    rate_f, rate_l = _chosen(rec_f, broker, options), _chosen(rec_l, broker, options)
-
-    def writing(side) -> float:
-        # While copying, the partitions in flight together keep writing: on average that many times the mean.
-        return min(k, side["n"]) * float(side["mean_c"]) if side is not None and side["bytes"] else 0.0
-
-    estimate = BrokerEstimate(
-        broker=broker,
-        receive_bytes=int(follower["bytes"]) if follower else 0,
-        serve_bytes=int(leader["bytes"]) if leader else 0,
-        receiving=int(follower["n"]) if follower else 0,
-        serving=int(leader["n"]) if leader else 0,
-        min_leader_rate=min_l,
-        min_follower_rate=min_f,
-        recommended_leader_rate=rec_l,
-        recommended_follower_rate=rec_f,
-        leader_rate=rate_l,
-        follower_rate=rate_f,
-        transfer_s=None,
-        receive_writing=writing(follower),
-        serve_writing=writing(leader),
-    )
-    estimate.transfer_s = estimate.transfer_at((rate_l, rate_f))
-    return estimate
-
-
 def _never_catch_up(
     roles: dict[str, DataFrame],
     sums: dict[str, DataFrame],
@@ -261,13 +208,7 @@ def _never_catch_up(
     Only brokers whose rate for a role is at most that role's minimum (``top_k``) can have such rows: the others of
     a row among the k largest take at most ``top_k - c`` (each larger one's own need counts as c), and a row below
     them has ``k x c <= top_k``. The others are not looked at, and with none left Spark runs nothing."""
-    rates = [
-        (e.broker, float(e.leader_rate), float(e.follower_rate))
-        for e in estimates
-        if e.leader_rate is not None
-        and e.follower_rate is not None
-        and (_at_most(e.leader_rate, e.min_leader_rate) or _at_most(e.follower_rate, e.min_follower_rate))
-    ]
+    rates = checked_rates(estimates)
     if not rates:
         return []
     rate_df = spark.createDataFrame(rates, "broker int, leader_rate double, follower_rate double")
@@ -302,11 +243,6 @@ def _never_catch_up(
     ]
 
 
-def _at_most(rate: float, minimum: float) -> bool:
-    """``rate <= minimum``, with room for the rounding of the sums that make ``minimum``."""
-    return rate <= minimum * (1 + 1e-9) + 1e-6
-
-
 def _union(frames: list[DataFrame]) -> DataFrame:
     return functools.reduce(DataFrame.unionByName, frames)
 
@@ -314,18 +250,14 @@ def _union(frames: list[DataFrame]) -> DataFrame:
 def _duration(
     parts: DataFrame, estimates: list[BrokerEstimate], options: EstimateOptions, n: int, k: int
 ) -> tuple[float | None, str]:
-    rates = {
-        e.broker: (float(e.leader_rate), float(e.follower_rate))
-        for e in estimates
-        if e.leader_rate is not None and e.follower_rate is not None
-    }
+    rates = schedule_rates(estimates)
     R, overhead = options.replicas_per_step, options.step_overhead_s
     if n <= SIMULATE_MAX:
         rows = parts.select(
             "seq", "topic", "partition", "original", "target", "w", "s", "leader", "new_leader", "first", "rest"
         ).collect()
         # In the plan's order, sorted here: the rows are few enough to hold (SIMULATE_MAX), a shuffle would be a stage.
-        moves = [_sim_move(r, R) for r in sorted(rows, key=lambda r: r["seq"])]
+        moves = [sim_move(r, R) for r in sorted(rows, key=lambda r: r["seq"])]
         return simulate(moves, options.limits, R, rates, overhead), "simulated"
     steps = one_row(parts.agg(F.sum(1 + F.ceil(F.size("rest") / R)).alias("steps")))["steps"]
     if any(e.transfer_s is None for e in estimates):
@@ -338,14 +270,6 @@ def _duration(
         default=0.0,
     )
     return max(per_broker, overhead * float(steps) / options.limits.max_partitions), "bound"
-
-
-def _sim_move(r, R: int) -> SimMove:
-    stages = [Stage(r["leader"], tuple(r["first"]))]
-    rest = list(r["rest"])
-    stages += [Stage(r["new_leader"], tuple(rest[i : i + R])) for i in range(0, len(rest), R)]
-    spec = MoveSpec(topic=r["topic"], partition=r["partition"], original=r["original"], target=r["target"])
-    return SimMove(spec=spec, size_bytes=float(r["s"]), write_rate=float(r["w"]), stages=stages)
 
 
 def estimate_request(spark: SparkSession, request: EstimateRequest) -> Estimate:

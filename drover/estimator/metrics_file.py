@@ -11,16 +11,13 @@ from pyspark.sql import DataFrame, Row, SparkSession
 from pyspark.sql import functions as F
 from pyspark.sql.utils import AnalysisException
 
+from drover.estimator.brokers import MetricsError
 from drover.models.estimate import METRIC_COLUMNS
 from drover.models.units import counted
 
 _TYPES = {"topic": "string", "partition": "int", "bytes_in_per_sec": "double", "size_bytes": "bigint", "leader": "int"}
 # The columns of the metrics Drover samples itself, JSON lines (``drover.estimator.service.write_metrics``).
 SAMPLED_SCHEMA = ", ".join(f"{c} {t}" for c, t in _TYPES.items())
-
-
-class MetricsError(ValueError):
-    """The metrics dataset cannot be used; the message names the file and the column."""
 
 
 def metrics_format(path: Path) -> str:

@@ -10,9 +10,14 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+import structlog
+
 from drover.models.estimate import Estimate, EstimateOptions, EstimateRequest
 
-# A moves file smaller than this (about 10,000 moves) is estimated on the session tuned for small inputs.
+log = structlog.get_logger(__name__)
+
+# A moves file smaller than this (about 10,000 moves) is estimated on the session tuned for small inputs, or by the
+# worker itself while its session starts (``run_estimate``).
 SMALL_MOVES_BYTES = 1_000_000
 
 
@@ -23,7 +28,8 @@ _IMPORTING = threading.Lock()
 
 
 def spark_module(name: str):
-    """One of Drover's Spark modules (``session``, ``job``, ``metrics_file``), imported one thread at a time."""
+    """One of Drover's estimate modules (``session``, ``job``, ``metrics_file``, ``small``), imported one thread at a
+    time."""
     with _IMPORTING:
         return importlib.import_module(f"drover.estimator.{name}")
 
@@ -47,8 +53,7 @@ class SparkPlace(NamedTuple):
         """The session for an estimate of the moves file ``moves_ref``: one tuned for small inputs when it is a local
         file under SMALL_MOVES_BYTES."""
         session = self.session()
-        path = Path(moves_ref)
-        if path.is_file() and path.stat().st_size < SMALL_MOVES_BYTES:
+        if small_plan(moves_ref):
             return spark_module("session").small_input(session)
         return session
 
@@ -86,22 +91,44 @@ class _Estimates:
 
 
 ESTIMATES = _Estimates()
+# Set once a Spark job has run to its end on this process's session (the warm-up's or an estimate's).
+SPARK_WARM = threading.Event()
 
 
 def run_estimate(
-    place: SparkPlace, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool = False
+    place: SparkPlace,
+    moves_ref: str,
+    metrics_ref: str,
+    options: EstimateOptions,
+    sampled: bool = False,
+    quick: bool = False,
 ) -> Estimate:
     """The Spark job on the process's session; ``sampled``: the metrics are from ``write_metrics``. A warm-up still
-    running gives way: its jobs are cancelled, so this one has the JVM to itself."""
+    running gives way: its jobs are cancelled, so this one has the JVM to itself.
+
+    With ``quick``, a small plan (``small_plan``) is estimated in this process, without Spark, until a Spark job
+    has run here: a worker's first estimates do not wait for its session to start."""
+    if quick and sampled and not SPARK_WARM.is_set() and small_plan(moves_ref):
+        # Beside the JVM, not on it: a warm-up running goes on.
+        log.info("estimated_in_process", moves=moves_ref, why="no Spark job has run on this worker's session yet")
+        return spark_module("small").estimate_files(moves_ref, metrics_ref, options)
     with ESTIMATES.one():
         session = place.session_for(moves_ref)
         spark_module("session").cancel_group(session, WARM_UP_GROUP)
         return _run(session, moves_ref, metrics_ref, options, sampled)
 
 
+def small_plan(moves_ref: str) -> bool:
+    """The moves file is local and under SMALL_MOVES_BYTES."""
+    path = Path(moves_ref)
+    return path.is_file() and path.stat().st_size < SMALL_MOVES_BYTES
+
+
 def _run(session, moves_ref: str, metrics_ref: str, options: EstimateOptions, sampled: bool) -> Estimate:
     request = EstimateRequest(moves_ref=moves_ref, metrics_ref=metrics_ref, options=options, metrics_sampled=sampled)
-    return spark_module("job").estimate_request(session, request)
+    result = spark_module("job").estimate_request(session, request)
+    SPARK_WARM.set()
+    return result
 
 
 def warm_up(place: SparkPlace, folder: Path) -> Estimate | None:

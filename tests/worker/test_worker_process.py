@@ -131,6 +131,15 @@ async def test_every_line_the_worker_writes_is_one_json_object(real_client, admi
             MigrationWorkflow.run, good, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
         )
         assert result.verified
+        # Its small plan was estimated in the worker's process; once the Spark warm-up has run, the next is Spark's.
+        assert count_events(log_path, "estimated_in_process") == 1
+        wait_for_event(log_path, "spark_warmed_up")
+        second = good.model_copy(update={"moves": [PartitionReplicas(topic=topic_name, partition=1, replicas=[4, 1])]})
+        result = await real_client.execute_workflow(
+            MigrationWorkflow.run, second, id=f"migration-{uuid.uuid4().hex[:8]}", task_queue=queue
+        )
+        assert result.verified
+        assert count_events(log_path, "estimated_in_process") == 1
         bad = MigrationInput(cluster="jsonlog", moves=[PartitionReplicas(topic=topic_name, partition=1, replicas=[9])])
         with pytest.raises(WorkflowFailureError):
             await real_client.execute_workflow(
@@ -151,10 +160,21 @@ async def test_every_line_the_worker_writes_is_one_json_object(real_client, admi
     loggers = {e.get("logger") for e in events}
     print(f"{len(lines)} lines, loggers: {sorted(str(x) for x in loggers)}")
     assert {"drover.worker", "spark"} <= loggers
-    # The worker started its Spark session at start-up, and the estimate used that one.
+    # The worker started its Spark session at start-up, and the second estimate used that one.
     assert [e.get("event") for e in events if e.get("event") in ("spark_ready", "spark_not_started")] == ["spark_ready"]
     # The refused plan's activity failure: one line, with its traceback as data.
     assert any(e.get("exception") for e in events if str(e.get("logger", "")).startswith("temporalio"))
+
+
+def count_events(log_path: Path, event: str) -> int:
+    return log_path.read_text().count(f'"event": "{event}"')
+
+
+def wait_for_event(log_path: Path, event: str, timeout_s: float = 120) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not count_events(log_path, event):
+        assert time.monotonic() < deadline, f"no {event} in the worker's log: {log_path.read_text()[-2000:]}"
+        time.sleep(0.5)
 
 
 def scrape(port: int) -> str:
