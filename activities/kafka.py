@@ -224,20 +224,34 @@ class KafkaActivities:
             state = self._partition(tp)
         return state
 
-    def _reorder(self, tp: TopicPartition, order: list[int]) -> PartitionState:
+    def _reorder(self, tp: TopicPartition, order: list[int], shown: bool = False) -> PartitionState:
         """Kafka reverts a cancelled step to the replicas it had, but in the order of the list it was moving to
         (a step [3, 1, 2] -> [2, 3, 4] cancelled leaves [2, 3, 1]): the list before the step is written back, order
-        and preferred leader included. It copies nothing; a refusal (a cordoned broker) leaves the order as it is."""
-        activity.logger.info("cancel step %s: the replicas back in their order %s", tp, order)
+        and preferred leader included. It copies nothing; a refusal (a cordoned broker) leaves the order as it is.
+
+        With ``shown``, a reorder whose outcome is unknown (the write failed on the client, which does not say it
+        did not land, or Kafka does not show it within FENCE_GRACE_S) fails, to be tried again: the caller is told
+        only a list Kafka holds."""
+        activity.logger.info("%s: the replicas in the order %s", tp, order)
         try:
             self.writer.alter(tp, order)
         except KafkaAdminError as e:
+            if shown and not isinstance(e, KafkaRefusedError):
+                raise ApplicationError(f"{tp}: the reorder to {order} may not have been written: {e}") from e
             activity.logger.warning("%s left in another order than %s: %s", tp, order, e)
             return self._partition(tp)
+        return self._reordered(tp, order, shown)
+
+    def _reordered(self, tp: TopicPartition, order: list[int], shown: bool) -> PartitionState:
+        """Once the reorder to ``order`` has ended and Kafka shows it, its first replica elected leader."""
         while self.admin.list_reassignments([tp]):
             activity.heartbeat()
             time.sleep(POLL_MIN_S)
         state = self._settle_on(tp, [order])
+        if shown and state.replicas != order:
+            raise ApplicationError(
+                f"{tp}: Kafka shows {state.replicas}, not the reorder to {order}, after it was written"
+            )
         if state.leader != order[0] and order[0] in state.isr:
             state = self.elect_leader(tp)
         return state
@@ -249,7 +263,8 @@ class KafkaActivities:
         the new replicas catch up, even when the step drops it. Then the leader's log size, from DescribeLogDirs.
 
         A leader no longer in sync, or a reorder Kafka refuses, leaves the leader as it is: the copy then comes from
-        it. A retry finds the list already reordered and does not reorder it again."""
+        it. A reorder not known to have landed fails the call, which is tried again: a retry finds the list already
+        reordered (and does not reorder it again) or as it was, so the step is fenced on the list Kafka holds."""
         state = self._partition(req.ref)
         order = None if req.leader is None else [req.leader, *(b for b in req.expected if b != req.leader)]
         if order is not None and state.replicas not in (req.expected, order):
@@ -259,9 +274,9 @@ class KafkaActivities:
                 activity.logger.info(
                     "%s: %s leads the copy, in its zone: %s -> %s", req.ref, req.leader, state.replicas, order
                 )
-                state = self._reorder(req.ref, order)
+                state = self._reorder(req.ref, order, shown=True)
             else:
-                state = self.elect_leader(req.ref)
+                state = self._reordered(req.ref, order, shown=True)
         return CopySource(state=state, size_bytes=self._leader_size(state))
 
     def _leader_size(self, state: PartitionState) -> int | None:
