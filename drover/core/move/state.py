@@ -262,9 +262,11 @@ def _stepped(s: MoveState, status: StepStatus, now: datetime) -> Action:
         patient = _request(s).model_copy(update={"stuck_after_s": None})
         return Wait(patient, f"waiting for {s.what} (stuck)", _stuck_report(s, status.idle_s))
     if status.stuck:
-        # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it).
+        # Policy rollback or fail: undo the step (Kafka returns the partition to the list before it), and the
+        # reorder made for its copy with it.
         s.phase, s.undoing = MovePhase.UNDOING, "stuck"
-        return Undo(_request(s), f"undo {s.what} (stuck)", stuck=_stuck_report(s, status.idle_s))
+        undo = _request(s).model_copy(update={"restore": s.before_reorder})
+        return Undo(undo, f"undo {s.what} (stuck)", stuck=_stuck_report(s, status.idle_s))
     # Done on Kafka: one of this move's steps, even if a cancel comes during the election.
     s.shown = status.state
     s.steps.append(s.step.replicas)

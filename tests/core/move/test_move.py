@@ -409,6 +409,24 @@ def test_a_cancel_after_the_copys_reorder_writes_the_list_before_it_back():
     assert action == ev.Stop() and s.current == [1, 2, 3] and s.steps == []
 
 
+@pytest.mark.parametrize("policy", ["fail", "rollback"])
+def test_a_stuck_step_after_the_copys_reorder_is_undone_with_the_list_before_it(policy):
+    """A step stuck under policy fail or rollback is undone as a cancelled one is: the reorder made for its copy
+    too, so a failed move leaves the partition on the list it had, preferred leader included."""
+    s, _ = started(target=[1, 5, 3], policy=policy, zones=ZONES, zone_local=True)
+    machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    led = PartitionState(topic="t", partition=0, replicas=[2, 1, 3], isr=[1, 2, 3], leader=2)
+    machine.decide(s, ev.CopyPrepared(CopySource(state=led, size_bytes=1000)), T0)
+    action = machine.decide(s, ev.Waited(status([2, 1, 3], stuck=True, idle_s=61)), T0)
+    assert isinstance(action, ev.Undo) and action.stuck is not None
+    assert (action.request.expected, action.request.restore) == ([2, 1, 3], [1, 2, 3])
+    action = machine.decide(s, ev.Undone(shown([1, 2, 3])), T0)
+    if policy == "fail":
+        assert isinstance(action, ev.Fail) and "the partition is on [1, 2, 3]" in action.message
+    else:
+        assert isinstance(action, ev.Finish) and action.result.final == [1, 2, 3] and action.result.steps == []
+
+
 def test_without_zone_local_copies_the_copy_is_measured_from_the_leader_it_has():
     s, _ = started(target=[1, 5, 3], zones=ZONES)
     action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
