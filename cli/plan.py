@@ -154,6 +154,8 @@ def _plan(ctx: typer.Context, source: PlanSource, goals: PlanGoals, zones: PlanZ
         brokers=broker_specs,
         remove_brokers=remove,
         sizes=size_map,
+        # Moves chosen by what their copies move (KIP-1023: past the last tiered offset); balanced in local logs.
+        copy_sizes=copies if size_map else {},
         write_rates=rates,
         balance_tolerance=balance_tolerance,
         max_moves=goals.max_moves,

@@ -55,6 +55,11 @@ class PlanRequest(BaseModel):
     brokers: list[BrokerSpec] = Field(min_length=1)
     remove_brokers: list[int] = []
     sizes: dict[tuple[str, int], int] = {}
+    copy_sizes: dict[tuple[str, int], int] = Field(
+        {},
+        description="bytes a new replica copies where not its size: a tiered topic's part past its last tiered "
+        "offset (KIP-1023). Moves are chosen by these; the balance stays one of sizes (local logs)",
+    )
     write_rates: dict[tuple[str, int], float] = Field(
         {}, description="bytes in per second per partition: with them, leaders balance write traffic, not counts"
     )

@@ -88,7 +88,7 @@ class _ExactSearch:
                 continue
             self._place(combo, size, 1)
             self.chosen[i] = combo
-            self.search(k + 1, moved_bytes + moved * size, moves + moved)
+            self.search(k + 1, moved_bytes + moved * self.p.copies[i], moves + moved)
             self._place(combo, size, -1)
 
     def _place(self, combo: tuple[int, ...], size: int, sign: int) -> None:

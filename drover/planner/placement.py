@@ -37,8 +37,13 @@ class Placement:
     sources: list[list[int]] = field(default_factory=list)
     zone_of: dict[int, str] = field(default_factory=dict)
     zone_weight: float = 0.0
+    # The bytes a copy of each partition moves, where not its size (a tiered topic's part past its last tiered
+    # offset, KIP-1023): what a move costs. Its size stays what a broker holds once the copy has caught up.
+    copies: list[int] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        if not self.copies:
+            self.copies = self.sizes
         # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
         hosted: dict[int, set[int]] = {b: set() for b in self.rack_of}
         self.hosted = hosted
@@ -156,11 +161,12 @@ class Placement:
         return there is not None and all(zone_of.get(b, there) != there for b in self.sources[i])
 
     def move_price(self, i: int, dest: int) -> float:
-        """What a copy of partition ``i`` onto ``dest`` costs, in bytes: its size, less ``zone_weight`` of it where
-        the copy stays within a zone (at weight 1, only bytes between zones count). Without sizes, a copy is one."""
+        """What a copy of partition ``i`` onto ``dest`` costs, in bytes: what it copies, less ``zone_weight`` of it
+        where the copy stays within a zone (at weight 1, only bytes between zones count). Without sizes, a copy is
+        one."""
         w = self.zone_weight
-        return (self.sizes[i] or 1) * (1 - w + w * self.crosses(i, dest)) if w else self.sizes[i]
+        return (self.copies[i] or 1) * (1 - w + w * self.crosses(i, dest)) if w else self.copies[i]
 
     def zone_penalty(self, i: int, dest: int) -> float:
         """The bytes a copy of partition ``i`` onto ``dest`` counts for above one that stays within a zone."""
-        return (self.sizes[i] or 1) * self.zone_weight if self.crosses(i, dest) else 0.0
+        return (self.copies[i] or 1) * self.zone_weight if self.crosses(i, dest) else 0.0

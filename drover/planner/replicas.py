@@ -180,7 +180,7 @@ def _swap_evictee(p: Placement, hole: Hole, pending: deque[Hole]) -> bool:
     if not p.fits(i, source):
         return False
     p.put_in(i, hole.slot, source)
-    for j in sorted(p.hosted[source], key=lambda j: (p.sizes[j], j)):
+    for j in sorted(p.hosted[source], key=lambda j: (p.copies[j], j)):
         if j == i:
             continue
         slot = p.replicas[j].index(source)
@@ -205,7 +205,7 @@ def _make_room(p: Placement, hole: Hole, placed: dict[int, list[Hole]]) -> bool:
             if a != b and p.group[a] == p.group[b] and p.quota[a] == p.quota[b] + 1 and p.room(a) == 0
         ]
         for a in [b, *traders]:
-            for j in sorted(p.hosted[a], key=lambda j: (p.sizes[j], j)):
+            for j in sorted(p.hosted[a], key=lambda j: (p.copies[j], j)):
                 moved = _move_to_open(p, j, a, avoid=(a, b)) if j != i else None
                 if moved is None:
                     continue
@@ -260,7 +260,7 @@ def rebalance(p: Placement) -> int:
 
 
 def _relieve(p: Placement, a: int) -> bool:
-    for i in sorted(p.hosted[a], key=lambda i: (p.sizes[i], i)):
+    for i in sorted(p.hosted[a], key=lambda i: (p.copies[i], i)):
         slot = p.replicas[i].index(a)
         p.take_out(i, slot)
         direct = [c for c in p.fitting(i, p.open) if c != a]
@@ -268,7 +268,7 @@ def _relieve(p: Placement, a: int) -> bool:
             p.put_in(i, slot, min(direct, key=p.preference(i)))
             return True
         for m in sorted(c for c in p.fitting(i, p.rack_of) if c != a):
-            for j in sorted(p.hosted[m], key=lambda j: (p.sizes[j], j)):
+            for j in sorted(p.hosted[m], key=lambda j: (p.copies[j], j)):
                 if j != i and _move_to_open(p, j, m, avoid=(a, m)) is not None:
                     p.put_in(i, slot, m)
                     return True

@@ -193,7 +193,8 @@ class Balancer:
             if found is None:
                 continue
             size, i = found
-            key = (not self.untouched(i), abs(size - wanted) + self.p.zone_penalty(i, dest), size, i, other)
+            penalty = self.p.zone_penalty(i, dest)
+            key = (not self.untouched(i), abs(size - wanted) + penalty, self.p.copies[i], i, other)
             if best is None or key < best:
                 best = key
             if key[0] is False and key[1] <= CLOSE * wanted:
@@ -208,22 +209,24 @@ class Balancer:
     def _nearest(self, source: int, dest: int, wanted: float, low: float, high: float, skip: int = -1):
         """The replica of ``source`` with size in [low, high] nearest ``wanted`` that may go to ``dest``, as
         (size, partition), untouched partitions first; or None. With a zone weight, a copy between zones counts as
-        that much further (``Placement.zone_penalty``): candidates come nearest first, so the first that stays
-        within a zone (any, without a weight) ends the search."""
-        penalty = self.p.zone_penalty
+        that much further (``Placement.zone_penalty``); of candidates as near, the one whose copy moves the fewest
+        bytes below its size (a tiered topic's, KIP-1023). Candidates come nearest first, so one further than the
+        best found ends the search."""
+        penalty, copies = self.p.zone_penalty, self.p.copies
         for entries in (self.fresh[source], self.touched[source]):
-            best: tuple[float, int, int] | None = None
+            best: tuple[float, int, int, int] | None = None
             for size, i in self._outward(entries, wanted, low, high):
                 if i == skip or not self.may_go(i, source, dest):
                     continue
                 distance = abs(size - wanted)
-                cost = distance + penalty(i, dest)
-                if best is None or cost < best[0]:
-                    best = (cost, size, i)
-                if cost == distance:
-                    break
+                if best is not None and distance > best[0]:
+                    break  # nearest first: every one after is further still
+                # Of those as near, the one whose copy moves fewest bytes below its size (KIP-1023) first.
+                key = (distance + penalty(i, dest), copies[i] - size)
+                if best is None or key < best[:2]:
+                    best = (*key, size, i)
             if best is not None:
-                return best[1], best[2]
+                return best[2], best[3]
         return None
 
     @staticmethod

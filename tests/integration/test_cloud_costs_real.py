@@ -208,6 +208,8 @@ async def test_with_kip_1023_a_tiered_copy_moves_only_what_is_not_in_remote_stor
         assert "tiered storage: 1 partition of 1 tiered topic copy what is not yet in remote storage (KIP-1023)" in (
             shown
         ), shown
+        chosen = await _chosen_by_copy_bytes(tiered, settings, admin, topic, local, tmp_path)
+        assert chosen == [{"topic": topic, "partition": 0, "replicas": [5]}], chosen
         migration = MigrationInput(
             cluster="tiered",
             moves=[PartitionReplicas(topic=topic, partition=0, replicas=[2])],
@@ -229,6 +231,30 @@ async def test_with_kip_1023_a_tiered_copy_moves_only_what_is_not_in_remote_stor
     assert planned["bytes_to_move"] == plan_copied and planned["tiered"]["after_last_tiered"]
     assert copied < 0.6 * local
     assert await asyncio.to_thread(consume_all, settings, topic, 0) == written
+
+
+async def _chosen_by_copy_bytes(
+    tiered: Sandbox, settings: Settings, admin: KafkaAdmin, topic: str, local: int, tmp_path
+):
+    """The moves `drover plan` writes for the tiered partition on broker 1 beside four partitions of a local topic
+    on brokers 1 to 4, each about as large as its local log (broker 5 empty): one partition moves to broker 5. The
+    local one on broker 1 is a little smaller than the tiered one's local log, but its copy moves all of it, where
+    the tiered one's copies only its part past the last tiered offset."""
+    plain = f"plain-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(plain, [[1], [2], [3], [4]])
+    try:
+        for p in range(4):
+            await asyncio.to_thread(
+                produce, settings, plain, p, int(local * (0.9 if p == 0 else 1.0)) // (PAD + 70), PAD
+            )
+        _, sizes = admin.describe_usage([1, 2, 3, 4])
+        plain_sizes = [r.size_bytes for r in sizes if r.topic == plain]
+        assert all(0.8 * local <= size <= 1.1 * local for size in plain_sizes), (local, plain_sizes)
+        out = tmp_path / "chosen.json"
+        drover("plan", "--bootstrap", tiered.s.bootstrap, "--topics", f"{topic}|{plain}", "--out", str(out))
+        return json.loads(out.read_text())["partitions"]
+    finally:
+        admin.delete_topics([plain])
 
 
 # Racks a {1, 4}, b {2, 5}, c {3}: each partition one replica per rack, leaders spread; the reshuffle swaps 1 with 4
