@@ -213,6 +213,8 @@ class Balancer:
         bytes below its size (a tiered topic's, KIP-1023). Candidates come nearest first, so one further than the
         best found ends the search."""
         penalty, copies = self.p.zone_penalty, self.p.copies
+        # Without copy bytes of their own, the first candidate whose copy stays within a zone is the one.
+        ties_matter = copies is not self.p.sizes
         for entries in (self.fresh[source], self.touched[source]):
             best: tuple[float, int, int, int] | None = None
             for size, i in self._outward(entries, wanted, low, high):
@@ -222,9 +224,12 @@ class Balancer:
                 if best is not None and distance > best[0]:
                     break  # nearest first: every one after is further still
                 # Of those as near, the one whose copy moves fewest bytes below its size (KIP-1023) first.
-                key = (distance + penalty(i, dest), copies[i] - size)
+                cost = distance + penalty(i, dest)
+                key = (cost, copies[i] - size)
                 if best is None or key < best[:2]:
                     best = (*key, size, i)
+                if cost == distance and not ties_matter:
+                    break
             if best is not None:
                 return best[2], best[3]
         return None
