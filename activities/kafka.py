@@ -88,13 +88,14 @@ class KafkaActivities:
                 )
             # Brokers learn a finished step from the controller moments apart; a broker still showing the list
             # before the last step is lagging, not evidence that someone else acted. Look again for a few seconds.
+            fenced = [req.expected] if req.reordered is None else [req.expected, req.reordered]
             deadline = time.monotonic() + FENCE_GRACE_S
-            while state.replicas not in (req.expected, req.target) and time.monotonic() < deadline:
+            while state.replicas not in (*fenced, req.target) and time.monotonic() < deadline:
                 activity.heartbeat()
                 after, ongoing, state = self._observed(req.ref, after)
         if state.replicas == req.target:
             return self._settled(req, after)
-        if state.replicas != req.expected:
+        if state.replicas not in fenced:
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         activity.logger.info("alter step %s: %s -> %s", req.ref, req.expected, req.target)
         # Written with the other steps issued within the same few milliseconds, in one call. A cancel that comes
@@ -208,6 +209,8 @@ class KafkaActivities:
         # Brokers learn of the cancel from the controller moments apart: one still showing the step's list is
         # lagging. A cancelled step settles on the list before it; one that was not in flight on either list.
         settled = [req.expected] if cancelled else [req.expected, req.target]
+        if req.reordered is not None:
+            settled.append(req.reordered)
         state = self._settle_on(req.ref, settled)
         order = req.expected if req.restore is None else req.restore
         if cancelled and state.replicas != order and sorted(state.replicas) == sorted(order):

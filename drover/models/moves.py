@@ -40,6 +40,9 @@ class StepRequest(BaseModel):
     # Cancelling the step writes this order back where Kafka leaves the same replicas in another one: the list
     # before the move put the copy's leader first (None: ``expected``).
     restore: list[int] | None = None
+    # The same replicas in the order the move asked for its copy, when it was not shown that order: a reorder of its
+    # own that landed unseen. The fence accepts it as well as ``expected``; a cancel writes ``expected`` back.
+    reordered: list[int] | None = None
 
     @property
     def ref(self) -> TopicPartition:

@@ -118,6 +118,9 @@ class MoveState:
     copied: ZoneBytes | None = None
     # The list before the step in flight was reordered for its copy (None if it was not): a cancel writes it back.
     before_reorder: list[int] | None = None
+    # The order the move asked for the step's copy, while Kafka was not seen to show it: a reorder that may have landed
+    # unseen, which the step's fence accepts.
+    asked_order: list[int] | None = None
 
     @property
     def current(self) -> list[int] | None:

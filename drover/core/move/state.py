@@ -176,7 +176,7 @@ def _next_step(s: MoveState, now: datetime) -> Action:
         )
     number = len(s.steps) + 1
     total = len(s.steps) + steps_left(current, s.target, s.move.replicas_per_step, s.min_insync, avoid)
-    s.step, s.step_from, s.copy_from, s.before_reorder = step, current, None, None
+    s.step, s.step_from, s.copy_from, s.before_reorder, s.asked_order = step, current, None, None, None
     s.what = f"step {number} of {max(total, number)}: {current} → {step.replicas}"
     # A move asks before each step whether its cluster is frozen, whatever it was told: it may have been granted
     # before a freeze and started after the coordinator stopped trying to tell it.
@@ -204,6 +204,8 @@ def _prepare(s: MoveState) -> Action:
     # Reordering the list is a change of the partition: a move cancelled from here on reports where it left it.
     s.phase, s.acted = MovePhase.PREPARING, s.acted or leader is not None
     request = CopyRequest(topic=move.topic, partition=move.partition, expected=s.step_from, leader=leader)
+    if leader is not None:
+        s.asked_order = [leader, *(b for b in s.step_from if b != leader)]
     what = f"make {leader} the leader, in the zone of the copy" if leader is not None else "the leader's size"
     return PrepareCopy(request, f"{move.topic}-{move.partition}: {what}, before {s.what}")
 
@@ -214,6 +216,8 @@ def _prepared(s: MoveState, source: CopySource, now: datetime) -> Action:
     assert s.step is not None
     state = source.state
     s.shown = state
+    if state.replicas != s.step_from or s.asked_order == s.step_from:
+        s.asked_order = None
     if state.replicas != s.step_from:
         s.before_reorder, s.step_from = s.step_from, state.replicas
         s.step = s.step.model_copy(update={"elect_leader": s.step.replicas[0] != state.replicas[0]})
@@ -235,7 +239,8 @@ def _count_copies(s: MoveState) -> None:
 
 def _request(s: MoveState) -> StepRequest:
     assert s.step is not None
-    return step_request(s.move, s.step_from, s.step.replicas, s.settle_s)
+    request = step_request(s.move, s.step_from, s.step.replicas, s.settle_s)
+    return request if s.asked_order is None else request.model_copy(update={"reordered": s.asked_order})
 
 
 def _stuck_report(s: MoveState, idle_s: float) -> MoveStuck:

@@ -427,6 +427,22 @@ def test_a_stuck_step_after_the_copys_reorder_is_undone_with_the_list_before_it(
         assert isinstance(action, ev.Finish) and action.result.final == [1, 2, 3] and action.result.steps == []
 
 
+def test_a_reorder_asked_for_the_copy_but_not_shown_is_a_list_the_steps_fence_accepts():
+    """The copy's reorder may have landed unseen (an earlier attempt wrote it and a lagging broker answered this
+    one): the step is fenced on the list as it was or as the move asked it reordered, nothing else."""
+    s, _ = started(target=[1, 5, 3], zones=ZONES, zone_local=True)
+    machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    action = machine.decide(s, ev.CopyPrepared(CopySource(state=shown([1, 2, 3]), size_bytes=1000)), T0)
+    assert isinstance(action, ev.Issue)
+    assert (action.request.expected, action.request.reordered) == ([1, 2, 3], [2, 1, 3])
+    # A reorder shown is the list fenced on, with no other.
+    s, _ = started(target=[1, 5, 3], zones=ZONES, zone_local=True)
+    machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
+    led = PartitionState(topic="t", partition=0, replicas=[2, 1, 3], isr=[1, 2, 3], leader=2)
+    action = machine.decide(s, ev.CopyPrepared(CopySource(state=led, size_bytes=1000)), T0)
+    assert (action.request.expected, action.request.reordered) == ([2, 1, 3], None)
+
+
 def test_without_zone_local_copies_the_copy_is_measured_from_the_leader_it_has():
     s, _ = started(target=[1, 5, 3], zones=ZONES)
     action = machine.decide(s, ev.Described(shown([1, 2, 3])), T0)
