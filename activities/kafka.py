@@ -269,7 +269,7 @@ class KafkaActivities:
         it. A reorder not known to have landed fails the call, which is tried again: a retry finds the list already
         reordered (and does not reorder it again) or as it was, so the step is fenced on the list Kafka holds."""
         state = self._partition(req.ref)
-        order = None if req.leader is None else [req.leader, *(b for b in req.expected if b != req.leader)]
+        order = req.order
         if order is not None and state.replicas not in (req.expected, order):
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         if order is not None and req.leader in state.isr and state.leader != req.leader:

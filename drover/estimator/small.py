@@ -69,6 +69,7 @@ def moving_partitions(moves: list[Row], metrics: dict[tuple[str, int], Row], R: 
         adds = [b for b in _distinct(target) if b not in original]
         new_leader = target[0]
         first = [new_leader] if new_leader not in original else adds[:R]
+        rest = [b for b in adds if b not in first]
         leader = m.get("leader")
         parts.append(
             {
@@ -81,7 +82,8 @@ def moving_partitions(moves: list[Row], metrics: dict[tuple[str, int], Row], R: 
                 "leader": leader if leader is not None else original[0],
                 "new_leader": new_leader,
                 "first": first,
-                "rest": [b for b in adds if b not in first],
+                "rest": rest,
+                "added": first + rest,
             }
         )
     return parts
@@ -98,17 +100,24 @@ def _totals(parts: list[Row], name: str) -> Row:
     return {
         "n": len(parts),
         "w": sum(p["w"] for p in parts) if parts else None,
-        "bytes": sum(p["s"] * len(_distinct(p["first"] + p["rest"])) for p in parts),
+        "bytes": sum(p["s"] * len(p["added"]) for p in parts),
     }
 
 
 def _followers(parts: list[Row]) -> list[Row]:
     """Each added replica, on the broker receiving it."""
     return [
-        {"broker": b, "topic": p["topic"], "partition": p["partition"], "w": p["w"], "c": p["w"], "bytes": p["s"]}
-        | {"at_once": 1}
+        {
+            "broker": b,
+            "topic": p["topic"],
+            "partition": p["partition"],
+            "w": p["w"],
+            "c": p["w"],
+            "bytes": p["s"],
+            "at_once": 1,
+        }
         for p in parts
-        for b in _distinct(p["first"] + p["rest"])
+        for b in p["added"]
     ]
 
 
@@ -128,8 +137,15 @@ def _leaders(parts: list[Row], R: int) -> list[Row]:
             row["at_once"] = max(row["at_once"], at_once)
             row["copies"] += copies
     return [
-        {"broker": b, "topic": t, "partition": n, "w": r["w"], "at_once": r["at_once"]}
-        | {"c": r["w"] * r["at_once"], "bytes": r["s"] * r["copies"]}
+        {
+            "broker": b,
+            "topic": t,
+            "partition": n,
+            "w": r["w"],
+            "at_once": r["at_once"],
+            "c": r["w"] * r["at_once"],
+            "bytes": r["s"] * r["copies"],
+        }
         for (b, t, n), r in served.items()
     ]
 

@@ -122,6 +122,11 @@ class CopyRequest(BaseModel):
     def ref(self) -> TopicPartition:
         return TopicPartition(topic=self.topic, partition=self.partition)
 
+    @property
+    def order(self) -> list[int] | None:
+        """``expected`` with ``leader`` first (None without a leader to make)."""
+        return None if self.leader is None else [self.leader, *(b for b in self.expected if b != self.leader)]
+
 
 class CopySource(BaseModel):
     """The partition as a step's copies will find it: its state, and its leader's log size (None: not read)."""

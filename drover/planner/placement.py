@@ -40,9 +40,11 @@ class Placement:
     # The bytes a copy of each partition moves, where not its size (a tiered topic's part past its last tiered
     # offset, KIP-1023): what a move costs. Its size stays what a broker holds once the copy has caught up.
     copies: list[int] = field(default_factory=list)
+    own_copies: bool = False  # copies given, not the sizes
 
     def __post_init__(self) -> None:
-        if not self.copies:
+        self.own_copies = bool(self.copies)
+        if not self.own_copies:
             self.copies = self.sizes
         # The same counts as _count(i, b, +1) for every replica on a kept broker, added up in bulk.
         hosted: dict[int, set[int]] = {b: set() for b in self.rack_of}

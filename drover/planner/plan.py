@@ -61,7 +61,7 @@ def _plan(request: PlanRequest) -> Plan:
     over_rack = [_rack_excess(r, rack_of, limit) for r, limit in zip(original, limits, strict=True)]
     sizes = [request.sizes.get((p.topic, p.partition), 0) for p in parts] if request.sizes else [0] * len(parts)
     copied = request.copy_sizes
-    copies = [copied.get((p.topic, p.partition), s) for p, s in zip(parts, sizes, strict=True)] if copied else sizes
+    copies = [copied.get((p.topic, p.partition), s) for p, s in zip(parts, sizes, strict=True)] if copied else []
     # One string object per topic: the topic counts are looked up millions of times on large clusters.
     canonical: dict[str, str] = {}
     topics = [canonical.setdefault(p.topic, p.topic) for p in parts]
@@ -128,7 +128,9 @@ def _plan(request: PlanRequest) -> Plan:
         lower_bound=lower_bound,
         partitions_changed=len(changed),
         leader_only_changes=sum(1 for i in changed if set(original[i]) == set(final[i])),
-        bytes_to_move=sum(bytes_to_copy(original[i], final[i], copies[i]) for i in changed) if request.sizes else None,
+        bytes_to_move=sum(bytes_to_copy(original[i], final[i], placement.copies[i]) for i in changed)
+        if request.sizes
+        else None,
         before=_spread(before, rack_of, flagged),
         after=_spread(after, rack_of, _rack_flags(final, rack_of, rack_of_all, limits, like=(original, flagged))),
         brokers=_broker_loads(before, after, rack_of_all, kept, bool(request.sizes)),

@@ -212,9 +212,7 @@ class Balancer:
         that much further (``Placement.zone_penalty``); of candidates as near, the one whose copy moves the fewest
         bytes below its size (a tiered topic's, KIP-1023). Candidates come nearest first, so one further than the
         best found ends the search."""
-        penalty, copies = self.p.zone_penalty, self.p.copies
-        # Without copy bytes of their own, the first candidate whose copy stays within a zone is the one.
-        ties_matter = copies is not self.p.sizes
+        penalty, copies, ties_matter = self.p.zone_penalty, self.p.copies, self.p.own_copies
         for entries in (self.fresh[source], self.touched[source]):
             best: tuple[float, int, int, int] | None = None
             for size, i in self._outward(entries, wanted, low, high):
@@ -229,7 +227,7 @@ class Balancer:
                 if best is None or key < best[:2]:
                     best = (*key, size, i)
                 if cost == distance and not ties_matter:
-                    break
+                    break  # without copy bytes of their own, the first that stays within a zone is the one
             if best is not None:
                 return best[2], best[3]
         return None

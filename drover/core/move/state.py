@@ -204,8 +204,8 @@ def _prepare(s: MoveState) -> Action:
     # Reordering the list is a change of the partition: a move cancelled from here on reports where it left it.
     s.phase, s.acted = MovePhase.PREPARING, s.acted or leader is not None
     request = CopyRequest(topic=move.topic, partition=move.partition, expected=s.step_from, leader=leader)
-    if leader is not None:
-        s.asked_order = [leader, *(b for b in s.step_from if b != leader)]
+    if request.order != s.step_from:
+        s.asked_order = request.order
     what = f"make {leader} the leader, in the zone of the copy" if leader is not None else "the leader's size"
     return PrepareCopy(request, f"{move.topic}-{move.partition}: {what}, before {s.what}")
 
@@ -216,10 +216,8 @@ def _prepared(s: MoveState, source: CopySource, now: datetime) -> Action:
     assert s.step is not None
     state = source.state
     s.shown = state
-    if state.replicas != s.step_from or s.asked_order == s.step_from:
-        s.asked_order = None
     if state.replicas != s.step_from:
-        s.before_reorder, s.step_from = s.step_from, state.replicas
+        s.before_reorder, s.step_from, s.asked_order = s.step_from, state.replicas, None
         s.step = s.step.model_copy(update={"elect_leader": s.step.replicas[0] != state.replicas[0]})
         s.what = f"{s.what.split(':')[0]}: {state.replicas} → {s.step.replicas}"
     s.copy_from = (state.leader if state.leader is not None else -1, source.size_bytes or 0)
