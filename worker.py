@@ -21,6 +21,7 @@ from drover.activities import KafkaActivities
 from drover.activities.cluster import ClusterActivities
 from drover.activities.decommission import FlowActivities
 from drover.activities.estimate import EstimateActivities
+from drover.activities.leader_hold import LeaderHoldActivities
 from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
 from drover.adapters.deployments import DeploymentError, deployment_config, make_current
@@ -61,6 +62,7 @@ def activities_for(
     )
     cluster = ClusterActivities(admin)
     flow = FlowActivities(admin, work_dir)
+    hold = LeaderHoldActivities(kafka, work_dir)
     traffic = TrafficActivities(admin, broker_metrics)
     return [
         kafka.describe_partition,
@@ -77,6 +79,7 @@ def activities_for(
         migration.read_moves,
         migration.save_outcomes,
         migration.plan_rollback,
+        hold.hold_leaders,
         estimate.estimate,
         estimate.sample,
         cluster.join_cluster,

@@ -21,9 +21,9 @@ from drover.models.moves import CopyRequest, CopySource
 # How long Kafka may show a finished step with a replica list other than the step's target before Drover calls it
 # stale: brokers' metadata can trail the controller by a moment right after a reassignment completes.
 STALE_GRACE_S = 10.0
-# How long alter_step looks again at a partition whose list is neither the expected one nor the step's target before
-# refusing to act, and cancel_step at one that still shows a cancelled step's list: long enough for a lagging broker
-# to catch up, short enough to report real interference promptly.
+# How long alter_step and prepare_copy look again at a partition whose list is neither the expected one nor the one
+# they write before refusing to act, and cancel_step at one that still shows a cancelled step's list: long enough for
+# a lagging broker to catch up, short enough to report real interference promptly.
 FENCE_GRACE_S = 5.0
 # How often the short waits (a cancel settling, a leader elected, a lagging broker) look again. A waiting step reads
 # the worker's shared look at Kafka instead (``KafkaObserver``: one round of calls every half second for all of them).
@@ -245,6 +245,11 @@ class KafkaActivities:
             return self._partition(tp)
         return self._reordered(tp, order, shown)
 
+    def reorder(self, tp: TopicPartition, order: list[int]) -> PartitionState:
+        """The partition's replicas written in ``order`` (it copies nothing) and its first elected; a write not known
+        to have landed fails, to be tried again."""
+        return self._reorder(tp, order, shown=True)
+
     def _reordered(self, tp: TopicPartition, order: list[int], shown: bool) -> PartitionState:
         """Once the reorder to ``order`` has ended and Kafka shows it, its first replica elected leader."""
         while self.admin.list_reassignments([tp]):
@@ -268,8 +273,10 @@ class KafkaActivities:
         A leader no longer in sync, or a reorder Kafka refuses, leaves the leader as it is: the copy then comes from
         it. A reorder not known to have landed fails the call, which is tried again: a retry finds the list already
         reordered (and does not reorder it again) or as it was, so the step is fenced on the list Kafka holds."""
-        state = self._partition(req.ref)
         order = req.order
+        # Right after the step before has ended, the broker asked may still show its list: looked at again, as a
+        # step's own fence does, before it is taken for someone else's change.
+        state = self._partition(req.ref) if order is None else self._settle_on(req.ref, [req.expected, order])
         if order is not None and state.replicas not in (req.expected, order):
             raise StaleStateError(f"{req.ref} has replicas {state.replicas}, expected {req.expected}; not acting")
         if order is not None and req.leader in state.isr and state.leader != req.leader:

@@ -157,9 +157,12 @@ class MigrationActivities:
         }
         # A copy of a tiered partition moves the leader's local log, or (KIP-1023) only its part past the last
         # tiered offset: the estimate, the ETA, the disk gate and the bound count that.
-        sizes |= tiered_sizes(self.admin, [(m.topic, m.partition) for m in moves], sizes, configs).copies
+        tiered = tiered_sizes(self.admin, [(m.topic, m.partition) for m in moves], sizes, configs).copies
+        sizes |= tiered
         local = zones if req.zone_local_copies else None
-        specs, offline = preflight.move_specs(moves, states, sizes, min_insync, local)
+        # KIP-1023's copies (those smaller than the local log) start after the last tiered offset.
+        from_tiered = tiered.keys() if req.tiered_leader_hold else ()
+        specs, offline = preflight.move_specs(moves, states, sizes, min_insync, local, from_tiered)
         incoming = preflight.incoming_bytes(s for s in specs if s.original != s.target)
         if incoming:
             disks = self.admin.describe_disks(sorted(incoming))

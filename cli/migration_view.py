@@ -375,6 +375,8 @@ def _show_figures_and_warnings(out: Output, result: MigrationResult) -> None:
     for broker, cost in sorted(result.latency.items()):
         if cost.measured:
             out.show("clients' cost: " + cost.text(broker))
+    for hold in result.leaders_held:
+        (out.show if hold.covered else out.warning)("leader held (KIP-1023): " + hold.text())
     if result.not_preferred:
         out.warning(f"not led by their preferred replica: {', '.join(result.not_preferred)}")
     for broker in result.throttle_left:

@@ -99,6 +99,14 @@ class RunOptions:
         "the preferred leader is elected again after it; off where leader changes hurt more than traffic between "
         "zones",
     )
+    tiered_leader_hold: str = typer.Option(
+        "1h",
+        "--tiered-leader-hold",
+        help="With KIP-1023 (follower.fetch.last.tiered.offset.enable) a new replica of a tiered topic starts after "
+        "the last tiered offset; one that is to be the preferred leader is kept second until its local log covers "
+        "the leader's (within one segment), waited for at the end for at most this long (90s, 10m, 2h), then made "
+        "preferred leader anyway; off to make it leader at once",
+    )
     zones: str = typer.Option(
         "",
         "--zones",
@@ -147,6 +155,11 @@ def start(
         stuck_after_s = parse_duration(run.stuck_after)
     except ValueError as e:
         raise DroverError(f"--stuck-after: {e}", exit_code=2) from None
+    hold = run.tiered_leader_hold.strip().lower()
+    try:
+        hold_s = 0.0 if hold == "off" else parse_duration(hold)
+    except ValueError as e:
+        raise DroverError(f"--tiered-leader-hold: {e}, or off", exit_code=2) from None
     # The default is the estimate's recommended rates, as drover estimate assumes; without an estimate, none.
     choice = (run.throttle or ("auto" if run.estimate else "none")).strip().lower()
     auto = choice == "auto"
@@ -183,6 +196,7 @@ def start(
         cluster_id=kafka_cluster_id(settings),
         zones=zones,
         zone_local_copies=run.zone_local_copies == "on",
+        tiered_leader_hold_s=hold_s,
     )
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     migration_id = f"migration:{name}:{stamp}-{uuid.uuid4().hex[:6]}"

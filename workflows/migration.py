@@ -230,9 +230,11 @@ class MigrationWorkflow:
         elected, not_preferred = await calls.elect_leaders(s)
         # Leaving the coordinator releases this migration's throttle entries; it answers once Kafka shows it.
         await self._leave()
+        assert self._input is not None
+        held = await calls.hold_leaders(s, 0 if s.cancel or self._cancel_taken else self._input.tiered_leader_hold_s)
         wrong = await calls.verify(s)
         if s.end() != Phase.FAILED:
-            self._result = result(s, wrong, elected, not_preferred, workflow.now())
+            self._result = result(s, wrong, elected, not_preferred, workflow.now(), held)
         self._publish()
 
     async def _continue_as_new(self, given: MigrationRun) -> None:

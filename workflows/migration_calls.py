@@ -21,12 +21,20 @@ from temporalio.workflow import ParentClosePolicy
 with workflow.unsafe.imports_passed_through():
     from drover.activities.cluster import ClusterActivities
     from drover.activities.estimate import EstimateActivities
+    from drover.activities.leader_hold import LeaderHoldActivities
     from drover.activities.migration import MigrationActivities
     from drover.core.migration import MigrationState, MoveRecord, Phase, answers, asks
     from drover.models.errors import ErrorType
     from drover.models.migration import MigrationInput
     from drover.models.requests import MovesPage
-    from drover.models.results import CANCELLED_ENDS, RESULT_MEMO, MigrationResult, MoveOutcome, OutcomesBatch
+    from drover.models.results import (
+        CANCELLED_ENDS,
+        RESULT_MEMO,
+        LeaderHold,
+        MigrationResult,
+        MoveOutcome,
+        OutcomesBatch,
+    )
     from drover.steps.admission import ordered
     from drover.workflows.failures import INTERRUPTIONS, failure_message
     from drover.workflows.ids import move_workflow_id
@@ -204,6 +212,22 @@ async def verify(s: MigrationState) -> list[str]:
     """Every partition it touched checked on Kafka: those not on the list they should have."""
     request = asks.verify_request(s, workflow.info().workflow_id)
     return await workflow.execute_activity_method(MigrationActivities.verify, request, **STEP_WAIT)
+
+
+async def hold_leaders(s: MigrationState, max_s: float) -> list[LeaderHold]:
+    """The partitions whose moves held their new preferred leaders back (KIP-1023), put on their targets as those
+    leaders' local logs cover their leaders' (waited for up to ``max_s``; 0 after a cancel: at once)."""
+    request = asks.hold_request(s, workflow.info().workflow_id, max_s)
+    if request is None:
+        return []
+    s.note(
+        "hold leaders",
+        "drover",
+        "new preferred leaders built from the last tiered offset (KIP-1023)",
+        workflow.now(),
+        f"each leads once its local log covers the leader's, within {max_s:.0f} s",
+    )
+    return await workflow.execute_activity_method(LeaderHoldActivities.hold_leaders, request, **STEP_WAIT)
 
 
 async def elect_leaders(s: MigrationState) -> tuple[int, list[str]]:

@@ -53,6 +53,11 @@ class InMemoryKafka:
         self.offline: set[tuple[str, int]] = set()
         self.disks: dict[int, tuple[int, int]] = {}
         self.offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        # Tiered partitions: their local log start and last tiered offsets, and replicas' sizes (topic, partition,
+        # broker) where not the default 1000 * (partition + 1).
+        self.local_starts: dict[tuple[str, int], int] = {}
+        self.last_tiered: dict[tuple[str, int], int] = {}
+        self.sizes: dict[tuple[str, int, int], int] = {}
         # Called (outside the lock) before the call of that name with its arguments: a test slows or breaks a call.
         self.hooks: dict[str, Callable[..., None]] = {}
         # What an authorizer would not grant Drover's principal (missing_acls' lines): none by default.
@@ -133,7 +138,7 @@ class InMemoryKafka:
             # As Kafka answers a broker it does not have.
             raise KafkaAdminError(f"describe log dirs failed: UnknownBrokerIdError: {unknown[0]}")
         return [
-            ReplicaSize(broker=b, topic=t, partition=p, size_bytes=1000 * (p + 1))
+            ReplicaSize(broker=b, topic=t, partition=p, size_bytes=self.sizes.get((t, p, b), 1000 * (p + 1)))
             for (t, p), replicas in sorted(self.replicas.items())
             for b in replicas
             if brokers is None or b in brokers
@@ -160,12 +165,12 @@ class InMemoryKafka:
         return {(p.topic, p.partition): self.offsets.get((p.topic, p.partition), (0, 0)) for p in partitions}
 
     def local_log_starts(self, partitions) -> dict[tuple[str, int], int]:
-        """Every log here is local: its log start offset."""
-        return {key: start for key, (start, _) in self.log_offsets(partitions).items()}
+        """As set in ``local_starts``; otherwise the log is all local: its log start offset."""
+        return {key: self.local_starts.get(key, start) for key, (start, _) in self.log_offsets(partitions).items()}
 
     def last_tiered_offsets(self, partitions) -> dict[tuple[str, int], int]:
-        """No log here is in remote storage."""
-        return {(p.topic, p.partition): -1 for p in partitions}
+        """As set in ``last_tiered``; otherwise nothing is in remote storage (-1)."""
+        return {(p.topic, p.partition): self.last_tiered.get((p.topic, p.partition), -1) for p in partitions}
 
     def describe_partition(self, tp: TopicPartition) -> PartitionState:
         self._hook("describe_partition", tp)

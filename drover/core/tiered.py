@@ -64,3 +64,15 @@ def tiered_copies(
     return TieredCopies(
         partitions=partitions, topics=len(topics), bytes_copied=copied, bytes_in_full=in_full, lagging=late
     )
+
+
+def held_order(original: list[int], target: list[int]) -> list[int] | None:
+    """With KIP-1023 a new replica starts after the last tiered offset: its local log lacks the uploaded segments its
+    leader still keeps locally, and as leader it would send consumers of those offsets to remote storage. Where the
+    target's preferred leader is such a new replica, the move ends on this list instead: the target with the first
+    of its replicas the partition already has put first, to lead until the new one's local log covers the leader's.
+    None: the target's preferred leader is already a replica, or every replica of the target is new."""
+    if not target or target[0] in original:
+        return None
+    kept = next((b for b in target if b in original), None)
+    return None if kept is None else [kept, *(b for b in target if b != kept)]

@@ -55,6 +55,9 @@ class MoveSpec(BaseModel):
     leader_moved: bool = False
     # With zone-local copies, it makes another replica the leader for a copy: it holds a leader slot until it ends.
     leads_copies: bool = False
+    # KIP-1023: its target's preferred leader is a new replica built from the last tiered offset; the move ends with
+    # a replica it keeps first (``drover.core.tiered.held_order``) until the new one's local log covers the leader's.
+    holds_leader: bool = False
 
     @property
     def brokers(self) -> set[int]:

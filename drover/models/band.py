@@ -55,6 +55,11 @@ class ProduceLatency(BaseModel):
     # The produce requests it has answered since it started, and since the reading before (None: not known).
     count: float | None = None
     requests: float | None = None
+    # The produce requests timed since it started, their mean time and its standard deviation (ms); the mean time of
+    # those answered since the reading before and its standard deviation (None: not known, or none was answered).
+    timed: tuple[float, float, float] | None = None
+    window_ms: float | None = None
+    window_sd_ms: float | None = None
 
 
 class BandSettings(BaseModel):
@@ -173,6 +178,13 @@ class BrokerBand(BaseModel):
     peak_ms: float | None = None
     target_ms: float | None = None
     over_s: float = 0.0
+    # The produce time of the requests since the reading before (their mean plus a number of standard deviations),
+    # and while quiet (ms; None: not known): what the law follows under a ratio target where the broker's metrics
+    # have it (Kafka's p99 decays over minutes).
+    window_ms: float | None = None
+    quiet_window_ms: float | None = None
+    # The target the law held the produce time under (ms; None: it followed the p99).
+    window_target_ms: float | None = None
     # The rate and the moves in flight the latency allows (None: no bound), and readings in a row without it.
     latency_cap: int | None = None
     moves_cap: int | None = None
@@ -197,7 +209,13 @@ class BrokerBand(BaseModel):
         quiet = "not measured" if self.quiet_ms is None else f"{ms(self.quiet_ms)}"
         over = f", over it {self.over_s:.0f}s" if self.over_s else ""
         moves = f"; moves through it at most {self.moves_cap}" if self.moves_cap is not None else ""
-        return f"; produce p99 {now} (quiet {quiet}, target {ms(self.target_ms)}{over}){moves}"
+        followed = ""
+        if self.window_target_ms is not None and self.window_ms is not None and not self.stale:
+            followed = (
+                f"; the band follows its produce time {ms(self.window_ms)} (quiet "
+                f"{ms(self.quiet_window_ms or 0.0)}, target {ms(self.window_target_ms)})"
+            )
+        return f"; produce p99 {now} (quiet {quiet}, target {ms(self.target_ms)}{over}){followed}{moves}"
 
 
 class TrafficRequest(BaseModel):

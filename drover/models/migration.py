@@ -91,6 +91,9 @@ class MigrationInput(BaseModel):
     # zone of the replica it adds the leader for the copy (zone-local copies): a new replica copies from the leader.
     zones: dict[str, str] = {}
     zone_local_copies: bool = True
+    # KIP-1023: a new preferred leader built from the last tiered offset leads only once its local log covers the
+    # leader's, waited for at the end for at most this long (then it is made preferred leader anyway); 0: no hold.
+    tiered_leader_hold_s: float = Field(3600.0, ge=0)
     # Cordoned brokers the plan empties (a decommission's drain): a partition on one steps straight to its target.
     avoid_brokers: list[int] = []
     # Moves a run finishes before the migration continues as new (sooner when Temporal suggests it).

@@ -26,6 +26,8 @@ class PreflightRequest(BaseModel):
     # have an in-sync replica in their zone lead them.
     zones: dict[str, str] = {}
     zone_local_copies: bool = True
+    # KIP-1023: moves whose new preferred leader is built from the last tiered offset hold it back.
+    tiered_leader_hold: bool = True
 
 
 class PreflightResult(BaseModel):

@@ -9,6 +9,7 @@ from drover.models.band import ClientLatency
 from drover.models.control import AuditEntry
 from drover.models.estimate import Estimate
 from drover.models.moves import ZoneBytes
+from drover.models.units import human_bytes
 
 # A move's error when a cancel stopped it (counted apart from failures).
 CANCELLED = "cancelled"
@@ -33,10 +34,53 @@ class MoveOutcome(BaseModel):
     last_step: list[list[int]] = []
     # The bytes its copies moved within and across zones, measured from the leader at each copy; None without zones.
     copied: ZoneBytes | None = None
+    # It ended on its target with a replica it kept first (``drover.core.tiered.held_order``): the new preferred
+    # leader, built from the last tiered offset (KIP-1023), is held back until its local log covers the leader's.
+    held: bool = False
 
     @property
     def bytes_to_copy(self) -> int:
         return bytes_to_copy(self.original, self.target, self.size_bytes)
+
+
+class LeaderHold(BaseModel):
+    """A partition whose new preferred leader, a replica built from the last tiered offset (KIP-1023), was held back
+    until its local log covered the leader's (within one segment), then made the preferred leader and elected."""
+
+    topic: str
+    partition: int
+    broker: int
+    waited_s: float
+    # Its local log covered the leader's; False: the hold's limit came first (or the migration was cancelled).
+    covered: bool
+    new_bytes: int | None = None
+    leader_bytes: int | None = None
+    # Put first in the list; False: Kafka showed another list (someone changed the partition), left as it was.
+    reordered: bool = True
+
+    def text(self) -> str:
+        """As a person reads it: 'orders-0: broker 5 held from preferred leadership 42 s, until its local log
+        covered the leader's (2.0 MB of 2.1 MB)'."""
+        sizes = ""
+        if self.new_bytes is not None and self.leader_bytes is not None:
+            sizes = f" ({human_bytes(self.new_bytes)} of {human_bytes(self.leader_bytes)})"
+        held = (
+            f"{self.topic}-{self.partition}: broker {self.broker} held from preferred leadership {self.waited_s:.0f} s"
+        )
+        if not self.reordered:
+            return f"{held}; Kafka showed another list, left as it was"
+        if self.covered:
+            return f"{held}, until its local log covered the leader's{sizes}"
+        return f"{held}; made preferred leader at the hold's end, its local log short of the leader's{sizes}"
+
+
+class LeaderHoldRequest(BaseModel):
+    """The partitions whose moves ended held (``MoveOutcome.held``), given and in saved outcomes, to be made their
+    targets once their new preferred leaders' local logs cover the leaders', within ``max_s`` seconds."""
+
+    outcomes: list[MoveOutcome]
+    max_s: float
+    outcomes_of: str | None = None
 
 
 class DryRun(BaseModel):
@@ -86,6 +130,8 @@ class MigrationResult(BaseModel):
     peak_per_broker: int
     leaders_elected: int = 0
     not_preferred: list[str] = []
+    # Partitions whose new preferred leader, built from the last tiered offset (KIP-1023), was held back.
+    leaders_held: list[LeaderHold] = []
     elapsed_s: float = 0.0
     # Seconds from the first move's start to the last one's end, and the estimate's bandwidth lower bound on them:
     # at the estimate's rates, or (``bound_banded``) with each broker the band ran at the band's rates on average.

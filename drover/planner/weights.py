@@ -182,6 +182,7 @@ class Balancer:
     def _shift(self, broker: int, over: bool) -> bool:
         """One replica from the over broker to another, or to the under broker from another."""
         wanted = self._wanted_size(broker, over)
+        slack = CLOSE * wanted if self.p.own_copies else 0.0  # see _nearest
         best: tuple[bool, float, int, int, int] | None = None
         for other in self._others(broker, over):
             source, dest = (broker, other) if over else (other, broker)
@@ -189,12 +190,12 @@ class Balancer:
             most = min(self.bytes(source) - self.b.bytes_low[source], self.b.bytes_high[dest] - self.bytes(dest))
             if most <= 0:
                 continue
-            found = self._nearest(source, dest, wanted, 1, most)
+            found = self._nearest(source, dest, wanted, 1, most, slack=slack)
             if found is None:
                 continue
             size, i = found
             penalty = self.p.zone_penalty(i, dest)
-            key = (not self.untouched(i), abs(size - wanted) + penalty, self.p.copies[i], i, other)
+            key = (not self.untouched(i), max(abs(size - wanted), slack) + penalty, self.p.copies[i], i, other)
             if best is None or key < best:
                 best = key
             if key[0] is False and key[1] <= CLOSE * wanted:
@@ -206,24 +207,25 @@ class Balancer:
         self.move(i, source, dest)
         return True
 
-    def _nearest(self, source: int, dest: int, wanted: float, low: float, high: float, skip: int = -1):
+    def _nearest(
+        self, source: int, dest: int, wanted: float, low: float, high: float, skip: int = -1, slack: float = 0.0
+    ):
         """The replica of ``source`` with size in [low, high] nearest ``wanted`` that may go to ``dest``, as
         (size, partition), untouched partitions first; or None. With a zone weight, a copy between zones counts as
-        that much further (``Placement.zone_penalty``); of candidates as near, the one whose copy moves the fewest
-        bytes below its size (a tiered topic's, KIP-1023). Candidates come nearest first, so one further than the
-        best found ends the search."""
+        that much further (``Placement.zone_penalty``). With copy bytes of their own (a tiered topic's, KIP-1023),
+        sizes within ``slack`` of ``wanted`` are as near as each other, and of those as near, the one whose copy
+        moves the fewest bytes. Candidates come nearest first: one further than the best found ends the search."""
         penalty, copies, ties_matter = self.p.zone_penalty, self.p.copies, self.p.own_copies
         for entries in (self.fresh[source], self.touched[source]):
             best: tuple[float, int, int, int] | None = None
             for size, i in self._outward(entries, wanted, low, high):
                 if i == skip or not self.may_go(i, source, dest):
                     continue
-                distance = abs(size - wanted)
+                distance = max(abs(size - wanted), slack)
                 if best is not None and distance > best[0]:
                     break  # nearest first: every one after is further still
-                # Of those as near, the one whose copy moves fewest bytes below its size (KIP-1023) first.
                 cost = distance + penalty(i, dest)
-                key = (cost, copies[i] - size)
+                key = (cost, copies[i] - (0 if ties_matter else size))
                 if best is None or key < best[:2]:
                     best = (*key, size, i)
                 if cost == distance and not ties_matter:

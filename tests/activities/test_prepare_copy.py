@@ -21,20 +21,23 @@ def cluster() -> FakeKafka:
     return FakeKafka({b: None for b in range(1, 4)}, {("orders", 0): [1, 2]}, ticks=1)
 
 
-def lagging(fake: FakeKafka, reads: int) -> None:
-    """The next ``reads`` descriptions once no reassignment is listed show the list before the reorder, as a
-    broker that has not heard of it yet."""
+def lagging(fake: FakeKafka, reads: int, of: list[int] | None = None, shows: list[int] | None = None) -> dict:
+    """The next ``reads`` descriptions of the list ``of`` once no reassignment is listed show ``shows``, as a broker
+    that has not heard of the change yet: by default the reordered [2, 1] shows the list before the reorder. Returns
+    the count of lagging reads left (``stale``)."""
+    of, shows = of or [2, 1], shows or [1, 2]
     described = fake.describe_partition
     left = {"stale": reads}
 
     def describe(tp):
         state = described(tp)
-        if left["stale"] > 0 and not fake.ongoing and state.replicas == [2, 1]:
+        if left["stale"] > 0 and not fake.ongoing and state.replicas == of:
             left["stale"] -= 1
-            return state.model_copy(update={"replicas": [1, 2], "leader": 1})
+            return state.model_copy(update={"replicas": shows, "leader": shows[0]})
         return state
 
     fake.describe_partition = describe
+    return left
 
 
 def test_a_reorder_written_is_reported_once_kafka_shows_it():
@@ -71,3 +74,22 @@ def test_a_reorder_that_kafka_does_not_show_within_the_grace_is_tried_again(monk
     with pytest.raises(ApplicationError) as unshown:
         ActivityEnvironment().run(KafkaActivities(fake).prepare_copy, REQUEST)
     assert not unshown.value.non_retryable and "[2, 1]" in str(unshown.value)
+
+
+def test_a_broker_still_showing_the_step_before_is_waited_out_not_taken_for_someone_elses_change():
+    """The step before has just ended: the broker asked may still show its list ([1, 2, 3] while 3 was removed).
+    That is a lagging broker, not a change of someone else's: the fence looks again, as a step's own does, and the
+    copy's leader is put first once the list is the one expected."""
+    fake = cluster()
+    left = lagging(fake, reads=3, of=[1, 2], shows=[1, 2, 3])
+    source = ActivityEnvironment().run(KafkaActivities(fake).prepare_copy, REQUEST)
+    assert source.state.replicas == [2, 1] and source.state.leader == 2
+    assert left["stale"] == 0
+
+
+def test_a_list_someone_else_wrote_still_fails_the_fence_after_the_grace(monkeypatch):
+    monkeypatch.setattr(kafka_activities, "FENCE_GRACE_S", 0.2)
+    fake = FakeKafka({b: None for b in range(1, 4)}, {("orders", 0): [3, 1]}, ticks=1)
+    with pytest.raises(ApplicationError) as stale:
+        ActivityEnvironment().run(KafkaActivities(fake).prepare_copy, REQUEST)
+    assert stale.value.non_retryable and stale.value.type == "StaleState" and fake.altered == []

@@ -2,10 +2,12 @@
 that could not be had says why, and is never a quiet broker."""
 
 import json
+import statistics
 
+import pytest
 from prometheus_client import parser
 
-from drover.adapters.broker_latency import latency_after, produce_latency, with_requests
+from drover.adapters.broker_latency import between, latency_after, produce_latency, with_requests
 from drover.adapters.broker_metrics import traffic_from
 from drover.adapters.memory_kafka import InMemoryKafka
 from drover.models.band import ProduceLatency
@@ -123,3 +125,72 @@ def test_a_band_reading_parses_each_brokers_page_once_for_its_traffic_and_its_la
     found = latency_after(spec, traffic, [1])
     assert len(parsed) == 2
     assert found[1] == ProduceLatency(p99_ms=41.5, queue_p99_ms=3.25, request_queue=4.0, count=262.0, requests=0.0)
+
+
+TIMED_PAGE = """# TYPE kafka_network_requestmetrics_totaltimems gauge
+kafka_network_requestmetrics_totaltimems{{request="Produce",quantile="0.99",}} 60.0
+# TYPE kafka_network_requestmetrics_totaltimems_count_total counter
+kafka_network_requestmetrics_totaltimems_count_total{{request="Produce",}} {count}
+kafka_network_requestmetrics_totaltimems_count_total{{request="Fetch",}} 99999.0
+# TYPE kafka_network_requestmetrics_totaltimems_mean gauge
+kafka_network_requestmetrics_totaltimems_mean{{request="Produce",}} {mean}
+kafka_network_requestmetrics_totaltimems_mean{{request="Fetch",}} 500.0
+# TYPE kafka_network_requestmetrics_totaltimems_stddev gauge
+kafka_network_requestmetrics_totaltimems_stddev{{request="Produce",}} {sd}
+"""
+
+
+def moments(values: list[float]) -> tuple[float, float, float]:
+    """What Kafka's histogram shows of ``values``: their count, mean and (sample) standard deviation."""
+    return float(len(values)), statistics.mean(values), statistics.stdev(values)
+
+
+# 1000 requests of 1 to 3 ms, then 500 more of which 10 took 300 ms (a copy held their replication up).
+EARLY = [1.0 + (i % 3) for i in range(1000)]
+LATE = [2.0] * 490 + [300.0] * 10
+
+
+def test_the_produce_requests_between_two_readings_have_their_own_mean_and_deviation(tmp_path, pages):  # noqa: F811
+    """Kafka's histogram keeps the count, mean and standard deviation of all requests since it started: two readings
+    give those of the requests between them exactly, however stale its p99 (60 ms here)."""
+    early, whole = moments(EARLY), moments(EARLY + LATE)
+    (tmp_path / "1").write_text(TIMED_PAGE.format(count=early[0], mean=early[1], sd=early[2]))
+    before = produce_latency(f"1={pages}/1", [1])
+    assert before[1] == ProduceLatency(p99_ms=60.0, timed=early)
+    (tmp_path / "1").write_text(TIMED_PAGE.format(count=whole[0], mean=whole[1], sd=whole[2]))
+    after = with_requests(before, produce_latency(f"1={pages}/1", [1]))
+    assert after[1].p99_ms == 60.0
+    assert after[1].window_ms == pytest.approx(statistics.mean(LATE))
+    assert after[1].window_sd_ms == pytest.approx(statistics.stdev(LATE))
+    # No request in between: no window (not a quiet one).
+    assert with_requests(after, produce_latency(f"1={pages}/1", [1]))[1].window_ms is None
+    assert between(whole, whole) is None and between(early, moments(EARLY[:10])) is None
+
+
+def test_a_prometheus_server_gives_the_produce_requests_mean_and_deviation_over_its_range(tmp_path, pages):  # noqa: F811
+    def series(name: str, values: list[float], request: str = "Produce", **labels: str) -> dict:
+        metric = {"__name__": name, "broker": "1", "request": request, **labels}
+        return {"metric": metric, "values": [[100.0 + i, str(v)] for i, v in enumerate(values)]}
+
+    early, middle, whole = moments(EARLY), moments(EARLY + LATE[:200]), moments(EARLY + LATE)
+    name = "kafka_network_requestmetrics_totaltimems"
+    answer = {
+        "status": "success",
+        "data": {
+            "resultType": "matrix",
+            "result": [
+                series(name, [60.0], quantile="0.99"),
+                *(series(f"{name}{s}", [m[i] for m in (early, middle, whole)]) for i, s in enumerate(SUFFIXES)),
+                series(f"{name}_mean", [700.0, 900.0], request="Fetch"),
+            ],
+        },
+    }
+    (tmp_path / "api" / "v1").mkdir(parents=True)
+    (tmp_path / "api" / "v1" / "query").write_text(json.dumps(answer))
+    found = produce_latency(f"prometheus:{pages}", [1])
+    assert found[1].p99_ms == 60.0 and found[1].timed == whole
+    assert found[1].window_ms == pytest.approx(statistics.mean(LATE))
+    assert found[1].window_sd_ms == pytest.approx(statistics.stdev(LATE))
+
+
+SUFFIXES = ("_count_total", "_mean", "_stddev")

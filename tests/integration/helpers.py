@@ -21,11 +21,19 @@ def wait_until(predicate, timeout_s: float = 60.0, interval_s: float = 0.25, wha
     return value
 
 
-def produce(settings: Settings, topic: str, partition: int, count: int, pad: int = 0) -> list[str]:
-    """Write ``count`` messages (each ``pad`` bytes longer than its short unique text) with acks=all; returns the
-    values Kafka acknowledged."""
+def idempotent_producer(settings: Settings) -> Producer:
+    """A producer writing with acks=all and idempotence, as ``produce`` does."""
     config, _ = client_configs(settings)
-    producer = Producer(config | {"acks": "all", "enable.idempotence": True}, logger=rdkafka_logger())
+    return Producer(config | {"acks": "all", "enable.idempotence": True}, logger=rdkafka_logger())
+
+
+def produce(
+    settings: Settings, topic: str, partition: int, count: int, pad: int = 0, producer: Producer | None = None
+) -> list[str]:
+    """Write ``count`` messages (each ``pad`` bytes longer than its short unique text) with acks=all; returns the
+    values Kafka acknowledged. A writer that goes on batch after batch passes its own ``producer``: a new
+    idempotent producer first fetches metadata and a producer ID, a pause between batches."""
+    producer = producer or idempotent_producer(settings)
     acked: list[str] = []
 
     def on_delivery(err, msg):

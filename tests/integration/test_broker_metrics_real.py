@@ -3,6 +3,7 @@ a topic shows on its leader as bytes in and on its follower as replication bytes
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -14,12 +15,14 @@ from temporalio.testing import ActivityEnvironment
 
 from drover.activities.estimate import EstimateActivities
 from drover.activities.traffic import TrafficActivities
+from drover.adapters.broker_latency import produce_latency, with_requests
 from drover.adapters.broker_metrics import rates, scrape
+from drover.core.coordinator.band import TAIL_SDS
 from drover.models.band import TrafficReading, TrafficRequest
 from drover.sandbox import Sandbox
 from drover.sandbox.prometheus import Prometheus
 from drover.settings import Settings
-from tests.integration.helpers import produce, wait_until
+from tests.integration.helpers import idempotent_producer, produce, wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -137,6 +140,41 @@ def test_the_band_reads_a_prometheus_server_and_falls_back_to_log_growth_when_it
     assert set(dead.brokers) == {1, 2}
 
 
+def test_the_produce_time_of_a_windows_requests_shows_a_stall_at_once_and_is_calm_the_window_after(
+    stack: Sandbox, real_settings: Settings, admin, topic_name
+):
+    """The follower stopped for 2 s holds the leader's acks=all produce requests for up to 2 s. The requests of a
+    window, from the count, mean and standard deviation Kafka keeps over all time, show it in their window and are
+    calm again in the next: what the band follows under a ratio target (Kafka's p99 decays over minutes)."""
+    leader = f"1={stack.s.broker_metrics_url(1)}"
+    follower = stack.procs.pid("broker-2")
+    assert follower
+
+    def window(during) -> tuple[float, float]:
+        """The produce time (mean + TAIL_SDS sd) of the leader's requests while ``during`` runs, and its p99."""
+        before = produce_latency(leader, [1])
+        during()
+        after = with_requests(before, produce_latency(leader, [1]))[1]
+        assert after.window_ms is not None and after.window_sd_ms is not None, after
+        return after.window_ms + TAIL_SDS * after.window_sd_ms, after.p99_ms or 0.0
+
+    def stall() -> None:
+        os.kill(follower, signal.SIGSTOP)
+        try:
+            time.sleep(2)
+        finally:
+            os.kill(follower, signal.SIGCONT)
+        time.sleep(1)  # the requests held answered
+
+    def look() -> list[tuple[float, float]]:
+        return [window(lambda: time.sleep(4)), window(stall), window(lambda: time.sleep(4))]
+
+    (quiet, _), (stalled, _), (calm, p99) = _while_writing(real_settings, admin, topic_name, look)
+    print(f"produce time quiet {quiet:.1f} ms, stalled {stalled:.1f} ms, calm {calm:.1f} ms; Kafka's p99 then {p99} ms")
+    assert stalled > 500 and stalled > 10 * quiet
+    assert calm < stalled / 10
+
+
 class Waited(Exception):
     """A sampling window was begun."""
 
@@ -185,10 +223,18 @@ def _while_writing(settings: Settings, admin, topic: str, look):
 
 
 def _write_until(settings: Settings, topic: str, writing: threading.Event) -> None:
-    """Batches of 50 messages of 10 KB with acks=all; ``writing`` is set once the first is acknowledged and the
-    writer stops when it is cleared (or after two minutes)."""
+    """A batch of 50 messages of 10 KB with acks=all every 0.2 s (about 2.5 MB/s) from one producer; ``writing``
+    is set once the first is acknowledged and the writer stops when it is cleared (or after two minutes). One producer
+    for all: a new one per batch pauses the writes (metadata, a producer ID), which a Prometheus server scraping every
+    second can see as a second with nothing written, and irate() then reads 0 on the leader."""
+    producer = idempotent_producer(settings)
+
+    def batch() -> None:
+        assert len(produce(settings, topic, 0, 50, pad=10_000, producer=producer)) == 50
+
     deadline = time.monotonic() + 120
-    produce(settings, topic, 0, 50, pad=10_000)
+    batch()
     writing.set()
     while writing.is_set() and time.monotonic() < deadline:
-        produce(settings, topic, 0, 50, pad=10_000)
+        time.sleep(0.2)
+        batch()

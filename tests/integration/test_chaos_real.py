@@ -121,13 +121,25 @@ async def test_chaos_three_migrations_survive_coordinator_worker_and_temporal_lo
         f"{acked} messages acknowledged, {lost} lost; producer errors "
         f"{[p.errors for p in producers if p.errors] or 'none'}"
     )
-    assert all(r.verified and r.status == "completed" for r in results), [r.status for r in results]
+    assert all(r.verified and r.status == "completed" for r in results), [unverified(r) for r in results]
     assert not status.holders and not status.in_flight
     assert sampler.peak_partitions <= 2 and sampler.peak_per_broker <= 2
     assert sampler.unthrottled == [], sampler.unthrottled[:5]
     assert sampler.operator_missing == 0
     assert left == [] and moving == []
     assert acked > 0 and lost == 0
+
+
+def unverified(r) -> str:
+    """What a migration's result says of why it is not completed and verified: its checks and its audit's end."""
+    if r.verified and r.status == "completed":
+        return "completed, verified"
+    errors = [f"{o.topic}-{o.partition}: {o.error_type} {o.error}" for o in r.moves if o.error]
+    audit = [f"{a.action} ({a.actor}): {a.reason} {a.detail}" for a in r.actions[-12:]]
+    return (
+        f"{r.status}, verified {r.verified}: wrong {r.wrong}, over-replicated {r.over_replicated}, move errors "
+        f"{errors}; the audit's last entries: {audit}"
+    )
 
 
 async def test_a_migration_waiting_for_a_grant_rejoins_when_its_coordinator_is_lost(

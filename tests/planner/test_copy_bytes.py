@@ -50,3 +50,21 @@ def keys(per_broker: int) -> list[tuple[str, int]]:
 def test_without_copy_sizes_a_copy_moves_the_partitions_size():
     plan = make_plan(request({}))
     assert len(plan.changes) == 3 and plan.summary.bytes_to_move == 300 * MB
+
+
+def test_of_replicas_near_the_size_wanted_the_byte_balancer_moves_those_whose_copies_move_the_fewest_bytes():
+    # 96 partitions of sizes all different, 90 to 110 MB; the tiered topic's copy 5% of its size. The byte balancer
+    # takes sizes within a quarter of the one it wants as near as each other, so it moves the tiered partitions,
+    # still within the tolerance; nearest first, it would move whichever sizes came nearest, of either topic.
+    base = request({}, 32)
+    sizes = {(p.topic, p.partition): (90 + (p.partition * 37 % 97) * 20 / 97) * MB for p in base.partitions}
+    sizes = {k: round(v) for k, v in sizes.items()}
+    copies = {k: size // 20 for k, size in sizes.items() if k[0] == "tiered"}
+    plan = make_plan(base.model_copy(update={"sizes": sizes, "copy_sizes": copies}))
+    moved = [(c.topic, c.partition) for c in plan.changes]
+    assert len(moved) >= 20 and sum(t == "tiered" for t, _ in moved) >= 0.9 * len(moved), moved
+    # Nearest first, half of them were the local topic's: copies of half the bytes of the replicas moved.
+    assert plan.summary.bytes_to_move <= 0.2 * sum(sizes[k] for k in moved)
+    mean = sum(sizes.values()) / 4
+    assert all(abs(b.bytes_after - mean) <= 0.1 * mean for b in plan.summary.brokers), plan.summary.brokers
+    assert plan.summary.bytes_to_move == sum(copies.get(k, sizes[k]) for k in moved)

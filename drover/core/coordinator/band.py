@@ -21,6 +21,11 @@ nothing, so that move starts in the band; its floor counts from the next reading
 With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
 - a broker's **quiet** p99 is its latest reading while no banded move went through it (the target: a ratio of it,
   or a value in ms);
+- what is held under the target: with a ratio target, where the broker's metrics have the count, mean and standard
+  deviation of produce requests' time (the JMX exporter's TotalTimeMs Count, Mean and StdDev, kept by Kafka over
+  all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
+  quiet value (never under MIN_WINDOW_TARGET_MS): it follows the clients at once, where Kafka's percentiles decay
+  over minutes (they lag a load step by a minute or more); else the p99;
 - over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
   LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
 - the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
@@ -57,6 +62,11 @@ LATENCY_DECREASE = 0.5
 # Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
 LATENCY_STEP = 0.10
 LATENCY_CALM = 0.8
+# The produce time the law follows under a ratio target, where it can: the mean time of the requests of the reading
+# plus this many standard deviations of it (a normal distribution's 99th percentile), against its quiet value; no
+# target on it is below MIN_WINDOW_TARGET_MS (a millisecond or two is noise).
+TAIL_SDS = 2.33
+MIN_WINDOW_TARGET_MS = 2.0
 # Readings in a row without a broker's latency before its rates go back to the floor.
 STALE_READINGS = 2
 
@@ -191,7 +201,7 @@ class ThrottleBand(BaseModel):
         p99, the target, the rate and the moves the latency allows. Why they changed, or ""."""
         assert self.settings is not None and self.settings.latency_max is not None
         if was is not None:
-            for kept in ("quiet_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
+            for kept in ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
                 setattr(band, kept, getattr(was, kept))
         p99 = reading.p99_ms if reading is not None and not reading.missing else None
         if reading is not None and reading.requests == 0 and p99 is not None:
@@ -215,18 +225,39 @@ class ThrottleBand(BaseModel):
         if band.moving:
             band.peak_ms = max(band.peak_ms or 0.0, p99)
             band.over_s += since if p99 > goal else 0.0
-        if p99 > goal:
+        signal, limit, what = self._signal(band, reading, p99, goal)
+        if signal > limit:
             band.latency_cap = int(in_force * LATENCY_DECREASE)
             band.moves_cap = max(moves // 2, 1)
-            return f"produce p99 {ms(p99)} over the {ms(goal)} target"
-        if p99 < LATENCY_CALM * goal and (band.latency_cap is not None or band.moves_cap is not None):
+            return f"{what} {ms(signal)} over the {ms(limit)} target"
+        if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
             # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
             raised = in_force + int(LATENCY_STEP * self.settings.ceiling)
             band.latency_cap = None if raised >= min(self.settings.ceiling, max(band.room)) else raised
             more = (band.moves_cap or 0) + 1
             band.moves_cap = None if band.latency_cap is None or more > moves else more
-            return f"produce p99 {ms(p99)} under the {ms(goal)} target"
+            return f"{what} {ms(signal)} under the {ms(limit)} target"
         return ""
+
+    def _signal(
+        self, band: BrokerBand, reading: ProduceLatency | None, p99: float, goal: float
+    ) -> tuple[float, float, str]:
+        """What the law holds under which target on ``band`` (its p99 and target worked out), and its name: under a
+        ratio target, the produce time of the reading's requests (``window_ms``) against the quiet readings' (kept
+        here) where the broker's metrics have it, as Kafka's p99 lags the clients by a minute or more; else the
+        p99."""
+        assert self.settings is not None and self.settings.latency_max is not None
+        band.window_ms = window = band.window_target_ms = None
+        if reading is not None and reading.window_ms is not None:
+            band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
+        ratio = self.settings.latency_max.ratio
+        if not band.moving and window is not None:
+            quiet = band.quiet_window_ms
+            band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
+        if ratio is None or window is None or band.quiet_window_ms is None:
+            return p99, goal, "produce p99"
+        band.window_target_ms = limit = max(ratio * band.quiet_window_ms, MIN_WINDOW_TARGET_MS)
+        return window, limit, f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
 
     def charge(self, brokers: set[int], costs: dict[int, ClientLatency]) -> None:
         """The last reading's produce p99 on ``brokers`` (those a migration's moves go through) added to what its

@@ -7,6 +7,7 @@ from datetime import datetime
 from drover.core.migration.phases import ACTIVE
 from drover.core.migration.state import MigrationState
 from drover.core.migration.window import MoveRecord
+from drover.core.tiered import held_order
 from drover.models import MoveReport, MoveStuck
 from drover.models.coordination import Grant, JoinResult
 from drover.models.results import CANCELLED, MoveOutcome
@@ -73,6 +74,7 @@ def outcome(
     """How a move ended, as the migration records it: with the move's lists and size."""
     m = r.move
     return MoveOutcome(
+        held=m.holds_leader and final is not None and final == held_order(m.original, m.target),
         topic=m.topic,
         partition=m.partition,
         original=m.original,

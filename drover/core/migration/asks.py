@@ -7,11 +7,14 @@ from drover.core.migration.progress import expected_lists
 from drover.core.migration.runs import MigrationRun
 from drover.core.migration.state import MigrationState
 from drover.core.migration.window import MoveRecord
+from drover.core.tiered import held_order
 from drover.models import MoveInput, TopicPartition
+from drover.models.admission import MoveSpec
 from drover.models.coordination import Demand, JoinStep, LeaveRequest
 from drover.models.estimate import EstimateOptions
 from drover.models.migration import MigrationEstimateInput, MigrationInput, SampleRequest
 from drover.models.requests import LeaderElection, PreflightRequest, RollbackRequest, VerifyRequest
+from drover.models.results import LeaderHoldRequest
 from drover.models.units import counted, human_bytes
 
 
@@ -56,6 +59,7 @@ def preflight_request(given: MigrationInput, migration_id: str) -> PreflightRequ
         cluster_id=given.cluster_id,
         zones=given.zones,
         zone_local_copies=given.zone_local_copies,
+        tiered_leader_hold=given.tiered_leader_hold_s > 0,
     )
 
 
@@ -135,7 +139,8 @@ def move_input(given: MigrationInput, s: MigrationState, r: MoveRecord) -> MoveI
         cluster=given.cluster,
         topic=m.topic,
         partition=m.partition,
-        target=m.target,
+        # A move that holds its new preferred leader back ends with a replica it keeps first (see hold_request).
+        target=held_target(m),
         replicas_per_step=given.replicas_per_step,
         min_insync=s.min_insync.get(m.topic),
         stuck_after_s=given.stuck_after_s,
@@ -148,6 +153,12 @@ def move_input(given: MigrationInput, s: MigrationState, r: MoveRecord) -> MoveI
         zones={b: s.zones[b] for b in {*m.original, *m.target, *(r.expected or [])} if b in s.zones},
         zone_local=given.zone_local_copies,
     )
+
+
+def held_target(m: MoveSpec) -> list[int]:
+    """The list the move's child ends on: its target, or (holding its new preferred leader back) its held order."""
+    held = held_order(m.original, m.target) if m.holds_leader else None
+    return m.target if held is None else held
 
 
 def move_details(s: MigrationState, r: MoveRecord, replicas_per_step: int) -> tuple[str, str]:
@@ -187,6 +198,18 @@ def leader_election(s: MigrationState, migration_id: str) -> LeaderElection | No
         outcomes_of=saved_in(s, migration_id),
         rollback=rollback,
     )
+
+
+def hold_request(s: MigrationState, migration_id: str, max_s: float) -> LeaderHoldRequest | None:
+    """The forward moves that ended held (their new preferred leaders built from the last tiered offset) and were
+    not rolled back, to be put on their targets once those leaders' local logs cover their leaders'; None: none."""
+    rolled_back = {(o.topic, o.partition) for o in s.rollback_outcomes}
+    held = [o for o in s.forward_outcomes if o.held and o.error is None and (o.topic, o.partition) not in rolled_back]
+    if not s.held or (s.direction == "rollback" and not held):
+        return None
+    # A rollback took back the saved ones of a large migration.
+    saved = saved_in(s, migration_id) if s.direction != "rollback" else None
+    return LeaderHoldRequest(outcomes=held, max_s=max_s, outcomes_of=saved)
 
 
 def verify_request(s: MigrationState, migration_id: str) -> VerifyRequest:

@@ -2,8 +2,9 @@
 migration will run them. The activity reads the cluster and raises the problems; nothing here reads or writes."""
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
+from drover.core.tiered import held_order
 from drover.core.zones import leads_copies
 from drover.models.admission import MoveSpec
 from drover.models.cluster import BrokerDisk, PartitionState
@@ -78,10 +79,12 @@ def move_specs(
     sizes: Mapping[PartitionKey, int],
     min_insync: Mapping[str, int],
     local_zones: Mapping[int, str] | None = None,
+    from_tiered: Collection[PartitionKey] = (),
 ) -> tuple[list[MoveSpec], set[PartitionKey]]:
     """The moves as the migration runs them, from the replicas Kafka shows now, and the partitions among them that
     are offline (no replica in sync). With ``local_zones`` (zone-local copies), which of them lead a copy from
-    another replica."""
+    another replica; of the partitions ``from_tiered`` (new replicas start after the last tiered offset, KIP-1023),
+    which hold their new preferred leader back."""
     specs, offline = [], set()
     for m in moves:
         key = (m.topic, m.partition)
@@ -101,6 +104,7 @@ def move_specs(
                 size_bytes=sizes.get(key, 0),
                 urgent=urgent and len(state.replicas) > 1,
                 leads_copies=bool(local_zones) and leads_copies(state.replicas, m.replicas, local_zones or {}),
+                holds_leader=key in from_tiered and held_order(state.replicas, m.replicas) is not None,
             )
         )
     return specs, offline

@@ -8,7 +8,7 @@ from drover.core.migration.state import MigrationState
 from drover.core.migration.window import succeeded
 from drover.models.admission import MoveSpec, bytes_to_copy
 from drover.models.progress import BatchEntry, BrokerProgress, MigrationProgress
-from drover.models.results import CANCELLED, DryRun, MigrationResult, MoveOutcome
+from drover.models.results import CANCELLED, DryRun, LeaderHold, MigrationResult, MoveOutcome
 from drover.models.units import human_bytes, human_rate
 from drover.steps.throttle import wanted_throttle
 
@@ -160,12 +160,19 @@ def over_replicated(outcomes: list[MoveOutcome]) -> list[str]:
     ]
 
 
-def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: list[str], now: datetime):
+def result(
+    s: MigrationState,
+    wrong: list[str],
+    elected: int,
+    not_preferred: list[str],
+    now: datetime,
+    held: list[LeaderHold] | None = None,
+):
     by_partition = lambda o: (o.topic, o.partition)  # noqa: E731
     over = over_replicated([*s.forward_outcomes, *s.rollback_outcomes])
     return MigrationResult(
         status=s.phase.value,
-        moves=sorted(s.forward_outcomes, key=by_partition),
+        moves=sorted(_held_ended(s.forward_outcomes, held or []), key=by_partition),
         rollback_outcomes=sorted(s.rollback_outcomes, key=by_partition),
         skipped=s.skipped,
         verified=not wrong and not over and outcomes_ok(s),
@@ -175,6 +182,7 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         peak_per_broker=s.peak_per_broker,
         leaders_elected=elected,
         not_preferred=not_preferred,
+        leaders_held=held or [],
         elapsed_s=(now - s.started_at).total_seconds() if s.started_at else 0.0,
         moving_s=(now - s.moving_since).total_seconds() if s.moving_since else 0.0,
         **_bound(s),
@@ -186,6 +194,12 @@ def result(s: MigrationState, wrong: list[str], elected: int, not_preferred: lis
         copied=s.copied,
         actions=list(s.actions),
     )
+
+
+def _held_ended(outcomes: list[MoveOutcome], held: list[LeaderHold]) -> list[MoveOutcome]:
+    """The outcomes with the moves whose hold ended on their targets shown there."""
+    put = {(h.topic, h.partition) for h in held if h.reordered}
+    return [o.model_copy(update={"final": o.target}) if (o.topic, o.partition) in put else o for o in outcomes]
 
 
 def dry_run_result(s: MigrationState, now: datetime) -> MigrationResult:

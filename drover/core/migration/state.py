@@ -82,6 +82,8 @@ class MigrationState(BaseModel):
     # Each broker's zone, as preflight found it; what the moves' copies moved within and across zones (None: no zones).
     zones: dict[int, str] = {}
     copied: ZoneBytes | None = None
+    # Finished moves that held their new preferred leader back (KIP-1023), saved ones included.
+    held: int = 0
 
     # -- transitions ------------------------------------------------------------------------------------------
 
@@ -312,6 +314,7 @@ class MigrationState(BaseModel):
             w.waiting = [r.move.model_copy(update={"expected": left_on}), *w.waiting]
             return True
         w.outcomes = [*w.outcomes, outcome]
+        self.held += outcome.held
         if outcome.error_type == ErrorType.STUCK:
             self.fail(f"stopped: {outcome.error}")
         return True

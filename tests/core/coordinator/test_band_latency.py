@@ -7,7 +7,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from drover.core.coordinator.band import LATENCY_STEP, MIN_RATE, STALE_READINGS, STEADY, ThrottleBand, through
+from drover.core.coordinator.band import (
+    LATENCY_STEP,
+    MIN_RATE,
+    STALE_READINGS,
+    STEADY,
+    TAIL_SDS,
+    ThrottleBand,
+    through,
+)
 from drover.core.coordinator.state import ClusterState
 from drover.models.admission import Limits, MoveSpec
 from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, ClientLatency, LatencyTarget, ProduceLatency
@@ -280,3 +288,43 @@ def test_a_migrations_moves_carry_the_rates_the_band_ran_them_at_since_the_readi
     ran = ClientLatency()
     ran.ran(FLOOR, 10.0)
     assert not ran.measured and ran.mean_rates() == FLOOR
+
+
+def test_with_the_mean_time_of_each_readings_requests_the_law_follows_it_not_kafkas_lagging_p99():
+    """Kafka's p99 decays over minutes: after a load step it stays high for a minute after the clients are back to
+    quiet, and rises late. With a ratio target the law follows the produce time of each reading's requests (their
+    mean plus TAIL_SDS standard deviations), against the mean of the quiet readings'; the report is the p99's."""
+
+    def timed(p99_ms: float, window_ms: float) -> dict[int, ProduceLatency]:
+        # A mean of half the produce time, and a standard deviation that makes up the rest.
+        sd = window_ms / 2 / TAIL_SDS
+        return {3: ProduceLatency(p99_ms=p99_ms, window_ms=window_ms / 2, window_sd_ms=sd)}
+
+    b, clock = band(), Clock()
+    # Quiet: two readings of 2 and 4 ms; the target is twice their mean, 6 ms.
+    for window in (2.0, 4.0):
+        b.read(QUIET, "metrics", {}, clock(), latency=timed(20.0, window))
+    assert b.brokers[3].quiet_window_ms == pytest.approx(3.0)
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(20.0, 3.0), moves={3: 1})
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    # The clients feel the copy at once (7 ms on average) while Kafka's p99 has not moved yet: halved.
+    (told,) = b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(21.0, 7.0), moves={3: 1})
+    assert told.startswith("broker 3: produce time (the reading's requests' mean + 2.33 sd) 7 ms over the 6 ms target")
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+    # Back under the calm share of the target while the p99 still shows the step (90 ms, over its 40 ms target): up.
+    (told,) = b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(90.0, 3.0), moves={3: 1})
+    assert "produce time (the reading's requests' mean + 2.33 sd) 3 ms under the 6 ms target" in told
+    assert b.brokers[3].rates[0] > CEILING // 2
+    # `drover cluster status` shows what the law follows beside the p99 it reports.
+    assert "produce p99 90 ms (quiet 20 ms, target 40 ms, over it 10s); the band follows its produce time 3 ms " in (
+        b.brokers[3].text()
+    )
+    assert "(quiet 3 ms, target 6 ms)" in b.brokers[3].text()
+    # The report is the p99's: its quiet value, the highest, the time over its target.
+    assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms, b.brokers[3].over_s) == (20.0, 90.0, 10.0)
+    # An absolute target is on the p99, as the operator gave it.
+    b, clock = band(target=LatencyTarget(ms=50)), Clock()
+    b.read(QUIET, "metrics", {}, clock(), latency=timed(20.0, 2.0))
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(20.0, 30.0), moves={3: 1})
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    assert "follows its produce time" not in b.brokers[3].text()
