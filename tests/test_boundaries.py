@@ -164,7 +164,7 @@ def test_the_import_checks_see_what_they_forbid(tmp_path):
 
 
 def broad_handlers(package: str, root: Path = ROOT) -> list[str]:
-    """``except BaseException`` (or a bare ``except``) in a package: file and line."""
+    """``except BaseException`` (or a bare ``except``), and a ``finally`` that awaits, in a package: file and line."""
     found = []
     for path in sorted((root / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
@@ -172,6 +172,10 @@ def broad_handlers(package: str, root: Path = ROOT) -> list[str]:
                 node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException")
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
+            if isinstance(node, ast.Try) and any(
+                isinstance(n, ast.Await) for block in node.finalbody for n in ast.walk(block)
+            ):
+                found.append(f"{path.relative_to(root)}:{node.finalbody[0].lineno}")
     return found
 
 
@@ -182,6 +186,20 @@ def test_workflow_code_never_handles_base_exceptions(tmp_path):
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "bad.py").write_text("try:\n    pass\nexcept BaseException:\n    pass\n")
     assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:3"]
+
+
+def test_workflow_code_never_awaits_in_a_finally(tmp_path):
+    # A ``finally`` runs as Python closes the coroutine of a dropped run too, on whichever workflow's thread: an await
+    # there would issue its command into that workflow (and Python reports "coroutine ignored GeneratorExit"). What
+    # must run after a failure or a cancel goes in ``except INTERRUPTIONS`` and after the ``try``.
+    (tmp_path / "workflows").mkdir()
+    (tmp_path / "workflows" / "ok.py").write_text(
+        "async def f():\n    try:\n        await g()\n    finally:\n        h()\n"
+    )
+    (tmp_path / "workflows" / "bad.py").write_text(
+        "async def f():\n    try:\n        pass\n    finally:\n        x = 1\n        await g()\n"
+    )
+    assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:5"]
 
 
 # A product file longer than this is split by what a newcomer looks for in it, or says at its top why it is not: a

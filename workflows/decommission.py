@@ -30,7 +30,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.models.errors import ErrorType
     from drover.models.results import MigrationResult
     from drover.models.units import counted, human_bytes
-    from drover.workflows.failures import failure_message
+    from drover.workflows.failures import INTERRUPTIONS, failure_message
     from drover.workflows.ids import CLUSTER_ATTR, STATUS_ATTR
     from drover.workflows.migration import MigrationWorkflow
     from drover.workflows.policies import JOIN, QUICK_CALL, VERIFY_EVERY, VERIFY_LOOKS, WAITED_CALL
@@ -268,16 +268,22 @@ class DecommissionWorkflow:
         assert cancel is not None
         if not cancel.keep_cordon:
             await self._uncordon("the flow was cancelled")
+        # Not in a ``finally``: a run being torn down (its coroutine closed) does nothing more.
         try:
             for name, revert in self._s.reverts():
                 await self._migrate(name, revert, True)
-        finally:
-            # The cordon the flow found (a demote's), lifted for the rollback, goes back as it was.
-            back = self._s.take_put_back()
-            if back:
-                await workflow.execute_activity_method(FlowActivities.uncordon, back, **QUICK_CALL)
-                self._s.cordon_put_back(back, workflow.now())
+        except INTERRUPTIONS:
+            await self._put_cordon_back()
+            raise
+        await self._put_cordon_back()
         self._s.cancelled(workflow.now())
+
+    async def _put_cordon_back(self) -> None:
+        """The cordon the flow found (a demote's), lifted for the rollback, goes back as it was."""
+        back = self._s.take_put_back()
+        if back:
+            await workflow.execute_activity_method(FlowActivities.uncordon, back, **QUICK_CALL)
+            self._s.cordon_put_back(back, workflow.now())
 
     async def _uncordon(self, why: str) -> None:
         entries = self._s.lift_cordon()
