@@ -7,6 +7,7 @@ The real local stack (Kafka and Temporal) is started once per test session, on p
 import asyncio
 import contextlib
 import os
+import re
 import time
 import uuid
 import warnings
@@ -14,7 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from temporalio.client import WorkflowHandle, WorkflowUpdateFailedError, WorkflowUpdateRPCTimeoutOrCancelledError
+from temporalio.api.enums.v1 import EventType
+from temporalio.client import (
+    WorkflowHandle,
+    WorkflowHistory,
+    WorkflowUpdateFailedError,
+    WorkflowUpdateRPCTimeoutOrCancelledError,
+)
 from temporalio.service import RPCError
 from temporalio.worker import Replayer, Worker
 
@@ -163,6 +170,9 @@ class TestWorker(Worker):
         failures = await replay_task_queue(self.client, self.task_queue, self.workflow_types)
         if failures and exc[0] is None:
             raise AssertionError("histories that do not replay:\n" + "\n".join(failures))
+        if failures and exc[1] is not None:
+            # A test that failed (a migration that never ended, say) says which histories did not replay, too.
+            exc[1].add_note("histories that do not replay:\n" + "\n".join(failures))
 
 
 async def replay_task_queue(client, task_queue: str, workflows: list) -> list[str]:
@@ -176,8 +186,31 @@ async def replay_task_queue(client, task_queue: str, workflows: list) -> list[st
             REPLAY_FAILURES.mkdir(parents=True, exist_ok=True)
             kept = REPLAY_FAILURES / f"{found.id.replace(':', '_')}-{found.run_id}.json"
             kept.write_text(history.to_json())
-            failures.append(f"{found.id} run {found.run_id}: {result.replay_failure} (history in {kept})")
+            failure = f"{found.id} run {found.run_id}: {result.replay_failure} (history in {kept})"
+            failures.append(failure + events_near(history, str(result.replay_failure)))
     return failures
+
+
+def events_near(history: WorkflowHistory, failure: str) -> str:
+    """The events before and after the one a replay failed on (its message names ``HistoryEvent(id: N``), a line
+    each: what the history holds where the code did something else."""
+    named = re.search(r"HistoryEvent\(id: (\d+)", failure)
+    if named is None:
+        return ""
+    at = int(named.group(1))
+    lines = []
+    for e in history.events:
+        if at - 8 <= e.event_id <= at + 2:
+            kind = e.WhichOneof("attributes")
+            attrs = getattr(e, kind) if kind else None
+            what = [
+                getattr(getattr(attrs, "activity_type", None), "name", ""),
+                getattr(attrs, "signal_name", ""),
+                getattr(getattr(attrs, "workflow_execution", None), "workflow_id", ""),
+                getattr(attrs, "timer_id", ""),
+            ]
+            lines.append(f"\n  {e.event_id} {EventType.Name(e.event_type)} {' '.join(w for w in what if w)}")
+    return "".join(lines)
 
 
 async def end_coordinators(client, task_queue: str | None = None) -> None:
