@@ -163,13 +163,18 @@ def test_the_import_checks_see_what_they_forbid(tmp_path):
     }
 
 
+# What a handler in workflow code must not catch: Python closing a coroutine, and everything else that is not a failure.
+BROAD = {"BaseException", "GeneratorExit"}
+
+
 def broad_handlers(package: str, root: Path = ROOT) -> list[str]:
-    """``except BaseException`` (or a bare ``except``), and a ``finally`` that awaits, in a package: file and line."""
+    """``except BaseException`` or ``GeneratorExit`` (alone or in a tuple), a bare ``except``, and a ``finally`` that
+    awaits, in a package: file and line."""
     found = []
     for path in sorted((root / package).rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.ExceptHandler) and (
-                node.type is None or (isinstance(node.type, ast.Name) and node.type.id == "BaseException")
+                node.type is None or any(isinstance(n, ast.Name) and n.id in BROAD for n in ast.walk(node.type))
             ):
                 found.append(f"{path.relative_to(root)}:{node.lineno}")
             if isinstance(node, ast.Try) and any(
@@ -185,7 +190,8 @@ def test_workflow_code_never_handles_base_exceptions(tmp_path):
     assert broad_handlers("workflows") == []
     (tmp_path / "workflows").mkdir()
     (tmp_path / "workflows" / "bad.py").write_text("try:\n    pass\nexcept BaseException:\n    pass\n")
-    assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:3"]
+    (tmp_path / "workflows" / "worse.py").write_text("try:\n    pass\nexcept (ValueError, GeneratorExit):\n    pass\n")
+    assert broad_handlers("workflows", root=tmp_path) == ["workflows/bad.py:3", "workflows/worse.py:3"]
 
 
 def test_workflow_code_never_awaits_in_a_finally(tmp_path):
