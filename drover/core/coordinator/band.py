@@ -225,7 +225,7 @@ class ThrottleBand(BaseModel):
         if band.moving:
             band.peak_ms = max(band.peak_ms or 0.0, p99)
             band.over_s += since if p99 > goal else 0.0
-        signal, limit, what = self._signal(band, reading, p99, goal)
+        signal, limit, what = self._take_window(band, reading, p99, goal)
         if signal > limit:
             band.latency_cap = int(in_force * LATENCY_DECREASE)
             band.moves_cap = max(moves // 2, 1)
@@ -239,13 +239,13 @@ class ThrottleBand(BaseModel):
             return f"{what} {ms(signal)} under the {ms(limit)} target"
         return ""
 
-    def _signal(
+    def _take_window(
         self, band: BrokerBand, reading: ProduceLatency | None, p99: float, goal: float
     ) -> tuple[float, float, str]:
-        """What the law holds under which target on ``band`` (its p99 and target worked out), and its name: under a
-        ratio target, the produce time of the reading's requests (``window_ms``) against the quiet readings' (kept
-        here) where the broker's metrics have it, as Kafka's p99 lags the clients by a minute or more; else the
-        p99."""
+        """The reading's window taken into ``band`` (its produce time, the quiet readings' running mean while nothing
+        moves through it, the target on it), then what the law holds under which target, and its name: under a ratio
+        target, that produce time against the quiet one's where the broker's metrics have it, as Kafka's p99 lags the
+        clients by a minute or more; else the p99 (``p99`` and ``goal``, worked out by the caller)."""
         assert self.settings is not None and self.settings.latency_max is not None
         band.window_ms = window = band.window_target_ms = None
         if reading is not None and reading.window_ms is not None:
