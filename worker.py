@@ -24,7 +24,9 @@ from drover.activities.estimate import EstimateActivities
 from drover.activities.leader_hold import LeaderHoldActivities
 from drover.activities.migration import MigrationActivities
 from drover.activities.traffic import TrafficActivities
+from drover.adapters.canary import Canary
 from drover.adapters.deployments import DeploymentError, deployment_config, make_current
+from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.kafka_factory import open_kafka
 from drover.adapters.kafka_port import KafkaPort
 from drover.adapters.search_attributes import SearchAttributesError, ensure_search_attributes
@@ -63,7 +65,9 @@ def activities_for(
     cluster = ClusterActivities(admin)
     flow = FlowActivities(admin, work_dir)
     hold = LeaderHoldActivities(kafka, work_dir)
-    traffic = TrafficActivities(admin, broker_metrics)
+    # The canary produces to the cluster: a real one only (the in-memory and simulated Kafkas have no producer).
+    canary = Canary(admin, admin.client_config()) if isinstance(admin, KafkaAdmin) else None
+    traffic = TrafficActivities(admin, broker_metrics, canary)
     return [
         kafka.describe_partition,
         kafka.min_insync,

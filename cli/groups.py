@@ -174,12 +174,26 @@ class BandOptions:
         help="The clients' produce p99 each broker is held under: a ratio of its quiet value, measured before the "
         "first move through it (2x), or a time (50ms); off: the band follows bytes alone. Under a ratio, where the "
         "metrics have TotalTimeMs' Count, Mean and StdDev, it follows each reading's own requests (mean + 2.33 sd), "
-        "as Kafka's p99 lags by minutes. Needs the brokers' metrics (DROVER_BROKER_METRICS on the worker); without "
-        "them the band says so and follows bytes",
+        "as Kafka's p99 lags by minutes. Needs the brokers' metrics (DROVER_BROKER_METRICS on the worker) or "
+        "--latency-from canary; without either the band says so and follows bytes",
+    )
+
+    latency_from: str = typer.Option(
+        "metrics",
+        "--latency-from",
+        help="Where the clients' latency is read: metrics (each broker's produce p99 inside Kafka, from "
+        "DROVER_BROKER_METRICS) or canary (the worker produces 100 small acks=all messages a second to a "
+        "partition of the topic drover-canary led by each broker and times their round trip: what a client waits "
+        "on, host CPU and network included, with no metrics at all; the worker needs Create, Describe and Write "
+        "on that topic)",
     )
 
     def settings(self) -> BandSettings:
         from drover.cli.rates import band_settings, latency_target
 
         chosen = band_settings(self.throttle_max, self.capacities or [], self.headroom, self.when_starved)
-        return chosen.model_copy(update={"latency_max": latency_target(self.latency_max)})
+        if self.latency_from not in ("metrics", "canary"):
+            raise DroverError(f"--latency-from {self.latency_from!r}: give metrics or canary", exit_code=2)
+        return chosen.model_copy(
+            update={"latency_max": latency_target(self.latency_max), "latency_from": self.latency_from}
+        )

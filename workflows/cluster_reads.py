@@ -124,7 +124,9 @@ class TrafficReader:
             s.note("band", text, workflow.now())
         brokers = self._brokers(s)
         if self._reading is None and brokers is not None and s.band.due(workflow.now(), BAND_READ_EVERY):
-            request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds())
+            chosen = s.band.settings
+            canary = chosen is not None and chosen.latency_max is not None and chosen.latency_from == "canary"
+            request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds(), canary=canary)
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

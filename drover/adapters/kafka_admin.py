@@ -187,6 +187,11 @@ class KafkaAdmin:
                 return state
         raise KafkaAdminError(f"partition {tp} does not exist")
 
+    def client_config(self) -> dict:
+        """The librdkafka configuration this admin reaches its cluster with (for another client of the same cluster,
+        with the same credentials)."""
+        return dict(self._ck_config)
+
     def create_topic(self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None) -> None:
         """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader."""
         topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))

@@ -60,6 +60,9 @@ class ProduceLatency(BaseModel):
     timed: tuple[float, float, float] | None = None
     window_ms: float | None = None
     window_sd_ms: float | None = None
+    # The 99th percentile of the requests since the reading before, measured one by one (the canary's round trips,
+    # ``drover.adapters.canary``; None: only the moments above are known).
+    tail_ms: float | None = None
 
 
 class BandSettings(BaseModel):
@@ -76,8 +79,10 @@ class BandSettings(BaseModel):
     capacities: dict[int, int] = {}
     headroom: float = Field(DEFAULT_HEADROOM, ge=0, lt=100)
     when_starved: Literal["floor", "pause"] = "floor"
-    # None: the band follows bytes alone.
+    # None: the band follows bytes alone. Where the clients' latency is read: the brokers' metrics (their produce
+    # requests' time inside Kafka), or the worker's canary (``drover.adapters.canary``: a client's own round trip).
     latency_max: LatencyTarget | None = None
+    latency_from: Literal["metrics", "canary"] = "metrics"
 
     def capacity_of(self, broker: int) -> int:
         return self.capacities.get(broker, self.capacity)
@@ -89,6 +94,7 @@ class BandSettings(BaseModel):
             f"{human_bytes(self.capacity)}/s per broker"
             + (f" ({each})" if each else "")
             + (f"; {self.latency_max.text()}" if self.latency_max else "; bytes only, no latency target")
+            + (" (read by the canary)" if self.latency_max and self.latency_from == "canary" else "")
             + f"; starved: {self.when_starved}"
         )
 
@@ -178,9 +184,9 @@ class BrokerBand(BaseModel):
     peak_ms: float | None = None
     target_ms: float | None = None
     over_s: float = 0.0
-    # The produce time of the requests since the reading before (their mean plus a number of standard deviations),
-    # and while quiet (ms; None: not known): what the law follows under a ratio target where the broker's metrics
-    # have it (Kafka's p99 decays over minutes).
+    # The produce time of the requests since the reading before (the canary's 99th percentile, else their mean plus
+    # a number of standard deviations), and while quiet (ms; None: not known): what the law follows under a ratio
+    # target where the reading has it (Kafka's p99 decays over minutes).
     window_ms: float | None = None
     quiet_window_ms: float | None = None
     # The target the law held the produce time under (ms; None: it followed the p99).
@@ -223,6 +229,8 @@ class TrafficRequest(BaseModel):
 
     brokers: list[int]
     window_s: float = Field(5.0, gt=0)
+    # The latency from the worker's canary instead of the brokers' metrics.
+    canary: bool = False
 
 
 class TrafficReading(BaseModel):

@@ -8,7 +8,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 import pytest
 from temporalio.testing import ActivityEnvironment
 
-from drover.activities.traffic import TrafficActivities
+from drover.activities.traffic import NO_CANARY, TrafficActivities
 from drover.models.band import ProduceLatency, TrafficRequest
 from tests.fakes import FakeKafka
 
@@ -92,3 +92,29 @@ def test_a_page_that_does_not_answer_gives_log_growth_and_says_why_for_its_laten
     assert reading.latency[1].p99_ms is not None and reading.latency[2].p99_ms is not None
     assert reading.latency[3].p99_ms is None
     assert reading.latency[3].missing.startswith("broker metrics at http://127.0.0.1:9/3: cannot be read")
+
+
+class Canary:
+    """A canary whose probe records when it ran, beside the window's page reads."""
+
+    def __init__(self, exporters: Exporters):
+        self.exporters, self.asked = exporters, []
+
+    def probe(self, brokers, seconds):
+        self.asked.append((list(brokers), seconds, dict(self.exporters.reads)))
+        return {1: ProduceLatency(p99_ms=7.0, requests=200.0, tail_ms=7.0)}
+
+
+def test_asked_for_the_canary_the_latency_is_its_probe_over_the_same_window_beside_the_bytes(exporters):
+    admin = FakeKafka({1: None, 2: None}, {("orders", 0): [1, 2]})
+    canary = Canary(exporters)
+    request = TrafficRequest(brokers=[1], window_s=0.2, canary=True)
+    reading = ActivityEnvironment().run(TrafficActivities(admin, exporters.spec([1, 2]), canary).read_traffic, request)
+    # The probe started with the window, before its end's page read, for the window's length.
+    (brokers, seconds, reads_then), *_ = canary.asked
+    assert (brokers, seconds) == ([1], 0.2) and reads_then.get(1, 0) <= 1
+    assert reading.source == "the brokers' metrics" and reading.brokers[1]["bytes_in"] > 0
+    assert reading.latency == {1: ProduceLatency(p99_ms=7.0, requests=200.0, tail_ms=7.0)} and not reading.latency_off
+    # Without a canary (a Kafka the worker cannot produce to), the band is told there is no latency, and why.
+    reading = ActivityEnvironment().run(TrafficActivities(admin, exporters.spec([1, 2])).read_traffic, request)
+    assert reading.latency == {} and reading.latency_off == NO_CANARY

@@ -428,6 +428,10 @@ def test_a_sandbox_whose_layout_has_a_dash_cluster_id_still_comes_up(stack, tmp_
             "give floor or pause",
         ),
         (["band", "of", "--reason", "x"], "'of': give `off`, or the band options"),
+        (
+            ["band", "--throttle-max", "1MB/s", "--broker-capacity", "1GB/s", "--latency-from", "jmx", "--reason", "x"],
+            "--latency-from 'jmx': give metrics or canary",
+        ),
         *[
             (
                 [

@@ -82,6 +82,19 @@ def test_the_band_follows_latency_at_twice_the_quiet_p99_unless_told(given, targ
     default = BandOptions.__dataclass_fields__["latency_max"].default.default
     assert latency_target(default) == LatencyTarget(ratio=2)
     options = BandOptions(
-        throttle_max="20MB/s", capacities=["125MB/s"], headroom="30%", when_starved="floor", latency_max=given
+        throttle_max="20MB/s",
+        capacities=["125MB/s"],
+        headroom="30%",
+        when_starved="floor",
+        latency_max=given,
+        latency_from="metrics",
     )
     assert options.settings().latency_max == target
+
+
+def test_the_band_reads_latency_from_the_brokers_metrics_unless_told_the_canary():
+    given = {"throttle_max": "20MB/s", "capacities": ["125MB/s"], "headroom": "30%", "when_starved": "floor"}
+    assert BandOptions(**given, latency_max="2x", latency_from="metrics").settings().latency_from == "metrics"
+    chosen = BandOptions(**given, latency_max="2x", latency_from="canary").settings()
+    assert chosen.latency_from == "canary" and "(read by the canary)" in chosen.text()
+    assert BandOptions.__dataclass_fields__["latency_from"].default.default == "metrics"

@@ -78,6 +78,7 @@ class Run(NamedTuple):
     why: str
     latency: str = "off"
     floor: int = 300_000
+    latency_from: str = "metrics"
 
 
 @contextlib.asynccontextmanager
@@ -86,7 +87,7 @@ async def banded_move(real_client, admin, real_settings, topic_name: str, mb: in
     band set by `drover cluster band`, with a worker as ``run`` says, while a producer writes LOW to a load topic led
     by broker 1 and followed on broker 3: (the migration, the coordinator, the producer, the partition moving, the
     CLI). The producer stops at the end."""
-    metrics, why, latency, floor = run
+    metrics, why, latency, floor, latency_from = run
     data, loaded = topic_name, f"{topic_name}-load"
     admin.create_topic(data, [[1, 2]])
     admin.create_topic(loaded, [[1, 3]])
@@ -97,7 +98,8 @@ async def banded_move(real_client, admin, real_settings, topic_name: str, mb: in
     async with worker_for(real_client, activities_for(admin, broker_metrics=metrics)) as worker:
         cli = cli_against(real_settings, worker.task_queue)
         band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
-        code, _, err = await cli("cluster", "band", *band, "--latency-max", latency, "--reason", why)
+        latency_max = ["--latency-max", latency, "--latency-from", latency_from]
+        code, _, err = await cli("cluster", "band", *band, *latency_max, "--reason", why)
         assert code == 0, err
         load.start()
         # Sampled (as `drover start --sample 2s`): the fill just written counts for a minute in Kafka's one-minute

@@ -19,8 +19,9 @@ Brokers read before their first banded move (while its migration estimates) get 
 nothing, so that move starts in the band; its floor counts from the next reading, and the change is told then.
 
 With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
-- a broker's **quiet** p99 is its latest reading while no banded move went through it (the target: a ratio of it,
-  or a value in ms);
+- a broker's **quiet** p99 is its latest reading while no banded move went through it, or a lower one read since
+  (a quiet value read during a burst of the clients' own would let the copies take all it leaves): the target is a
+  ratio of it, or a value in ms;
 - what is held under the target: with a ratio target, where the broker's metrics have the count, mean and standard
   deviation of produce requests' time (the JMX exporter's TotalTimeMs Count, Mean and StdDev, kept by Kafka over
   all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
@@ -218,7 +219,9 @@ class ThrottleBand(BaseModel):
             times = f" {band.stale} times in a row" if band.stale > 1 else ""
             return f"produce latency not read{times} ({missing}): back to the floor"
         band.p99_ms = p99
-        if not band.moving:
+        if not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
+            # Quiet: the reading before the first move; or, lower, one while moves run (the quiet value was read
+            # during a burst of the clients' own: the clients are quieter than that even with the copies).
             band.quiet_ms = p99
         band.target_ms = goal = self.settings.latency_max.of(band.quiet_ms)
         in_force = max(was.rates) if was is not None else self.settings.ceiling
@@ -248,16 +251,23 @@ class ThrottleBand(BaseModel):
         clients by a minute or more; else the p99 (``p99`` and ``goal``, worked out by the caller)."""
         assert self.settings is not None and self.settings.latency_max is not None
         band.window_ms = window = band.window_target_ms = None
-        if reading is not None and reading.window_ms is not None:
+        what = f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
+        canary = reading is not None and reading.tail_ms is not None
+        if reading is not None and reading.tail_ms is not None:
+            band.window_ms = window = reading.tail_ms
+            what = "canary's produce p99"
+        elif reading is not None and reading.window_ms is not None:
             band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
         ratio = self.settings.latency_max.ratio
+        quiet = band.quiet_window_ms
         if not band.moving and window is not None:
-            quiet = band.quiet_window_ms
             band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
+        elif window is not None and quiet is not None and 0 < window < quiet:
+            band.quiet_window_ms = window
         if ratio is None or window is None or band.quiet_window_ms is None:
-            return p99, goal, "produce p99"
+            return p99, goal, "canary's produce p99" if canary else "produce p99"
         band.window_target_ms = limit = max(ratio * band.quiet_window_ms, MIN_WINDOW_TARGET_MS)
-        return window, limit, f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
+        return window, limit, what
 
     def charge(self, brokers: set[int], costs: dict[int, ClientLatency]) -> None:
         """The last reading's produce p99 on ``brokers`` (those a migration's moves go through) added to what its

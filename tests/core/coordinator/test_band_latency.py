@@ -85,14 +85,15 @@ def test_over_the_target_the_rate_halves_at_the_next_reading_and_the_audit_says_
     step = int(LATENCY_STEP * CEILING)
     (told,) = moving(b, clock, 12.0)
     assert b.brokers[3].rates == (5 * MB + step, 5 * MB + step)
-    assert told.startswith("broker 3: produce p99 12 ms under the 30 ms target; follower rate 5.0 MB/s → 7.0 MB/s")
+    # (A reading under the quiet value, 15 ms, is the quiet value from then on: the target is twice 12 ms.)
+    assert told.startswith("broker 3: produce p99 12 ms under the 24 ms target; follower rate 5.0 MB/s → 7.0 MB/s")
     for _ in range(10):
         moving(b, clock, 12.0)
     # (A rate within STEADY of the ceiling is not rewritten.)
     assert b.brokers[3].latency_cap is None and min(b.brokers[3].rates) >= (1 - STEADY) * CEILING
     # The report: quiet, the highest while moving, and the time over the target (two readings 10 s apart).
-    assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms, b.brokers[3].over_s) == (15.0, 41.0, 20.0)
-    assert "produce p99 12 ms (quiet 15 ms, target 30 ms, over it 20s)" in b.brokers[3].text()
+    assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms, b.brokers[3].over_s) == (12.0, 41.0, 20.0)
+    assert "produce p99 12 ms (quiet 12 ms, target 24 ms, over it 20s)" in b.brokers[3].text()
 
 
 def test_the_rate_never_goes_under_the_floor_and_a_floor_over_the_target_starves_the_broker():
@@ -328,3 +329,51 @@ def test_with_the_mean_time_of_each_readings_requests_the_law_follows_it_not_kaf
     b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(20.0, 30.0), moves={3: 1})
     assert b.brokers[3].rates == (CEILING, CEILING)
     assert "follows its produce time" not in b.brokers[3].text()
+
+
+def test_with_the_canarys_own_percentile_the_law_follows_it_against_the_quiet_ones():
+    """The canary times each message (``ProduceLatency.tail_ms``): under a ratio target the law holds that 99th
+    percentile under the ratio times the quiet readings' mean, and says it is the canary's."""
+
+    def canary(tail_ms: float) -> dict[int, ProduceLatency]:
+        return {3: ProduceLatency(p99_ms=tail_ms, requests=200.0, tail_ms=tail_ms)}
+
+    b, clock = band(), Clock()
+    for quiet in (20.0, 40.0):
+        b.read(QUIET, "canary", {}, clock(), latency=canary(quiet))
+    assert b.brokers[3].quiet_window_ms == pytest.approx(30.0)
+    b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(30.0), moves={3: 1})
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    (told,) = b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(75.0), moves={3: 1})
+    assert told.startswith("broker 3: canary's produce p99 75 ms over the 60 ms target")
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+    (told,) = b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(25.0), moves={3: 1})
+    # Under the quiet readings' mean even with the copy: the quiet value from then on.
+    assert "canary's produce p99 25 ms under the 50 ms target" in told
+    assert b.brokers[3].rates[0] > CEILING // 2
+    # Its report is the canary's p99 too: quiet (the lowest since the last quiet reading), the highest.
+    assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms) == (25.0, 75.0)
+
+
+def test_a_quiet_value_read_during_the_clients_own_burst_gives_way_to_a_lower_reading_while_moves_run():
+    """A migration started right after a bulk load reads a quiet p99 of the load's (450 ms): twice that would let the
+    copies take everything. A lower reading while its moves run is a truer quiet value, and the target follows it."""
+    b, clock = started(quiet_ms=450.0)
+    assert b.brokers[3].target_ms == 900.0
+    assert moving(b, clock, 60.0) == []
+    assert b.brokers[3].quiet_ms == 60.0 and b.brokers[3].target_ms == 120.0
+    (told,) = moving(b, clock, 150.0)
+    assert told.startswith("broker 3: produce p99 150 ms over the 120 ms target")
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2) and b.brokers[3].quiet_ms == 60.0
+    # A broker with no produce request (p99 read as nothing) does not lower it.
+    b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency={3: ProduceLatency(p99_ms=5.0, requests=0.0)}, moves={3: 1})
+    assert b.brokers[3].quiet_ms == 60.0
+
+
+def test_under_a_target_in_ms_the_canarys_reading_is_named_as_the_canarys():
+    b, clock = band(target=LatencyTarget(ms=30)), Clock()
+    reading = {3: ProduceLatency(p99_ms=12.0, requests=500.0, tail_ms=12.0)}
+    b.read(QUIET, "canary", {}, clock(), latency=reading)
+    over = {3: ProduceLatency(p99_ms=45.0, requests=500.0, tail_ms=45.0)}
+    (told,) = b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=over, moves={3: 1})
+    assert told.startswith("broker 3: canary's produce p99 45 ms over the 30 ms target"), told
