@@ -12,8 +12,9 @@ order that alternates from round to round:
 - **fast**: the migration of ``bench.band.run`` (8 partitions of --mb MB from brokers 1 and 2 to 3 and 4) under a
   fixed throttle at the cap C (--cap);
 - **safe**: the same under the highest fixed throttle of C/2, C/4, C/8 and C/16 whose produce p99 in the heavy phase
-  stays within the target: found in the first round by trying each from the top, then kept;
-- **band**: the same with `--throttle auto` under the band, capped at C, with --latency-max.
+  stays within the target: found in the first round by trying each from the top, then kept (or given, --safe);
+- **band**: the same with `--throttle auto` under the band, capped at C, with --latency-max, reading the latency from
+  --latency-from (the brokers' metrics, or the worker's canary).
 
 A quiet run before round 1 warms the stack and is not counted. Prints for each run the clients' produce p50 and p99
 (quiet, and during the moves; librdkafka's latency of each message, and the p99 as the bench's own thread saw it,
@@ -140,11 +141,12 @@ async def main_async(args) -> None:
         capacity=parse_rate(args.capacity),
         headroom=100 * share_option("--headroom", args.headroom),
         latency_max=target,
+        latency_from=args.latency_from,
     )
     loaded = f"bench-latency-load-{uuid.uuid4().hex[:6]}"
     admin.create_topic(loaded, [[1, 3], [2, 4]])
     found: dict[str, list[dict]] = {"fast": [], "safe": [], "band": []}
-    safe: int | None = None
+    safe: int | None = parse_rate(args.safe) if args.safe else None
     ctx = Bench(args, settings, admin, client, cluster_id, loaded, band)
     try:
         # A freshly started stack's first seconds under load are slower than any after (its JVMs still warming): a
@@ -196,9 +198,16 @@ def main() -> None:
     parser.add_argument("--capacity", default="1GB/s", help="each broker's capacity, for the band's bytes")
     parser.add_argument("--headroom", default="20%")
     parser.add_argument("--latency-max", default="2x", help="the target, as a ratio of the quiet p99")
+    parser.add_argument(
+        "--latency-from",
+        choices=("metrics", "canary"),
+        default="metrics",
+        help="where the band reads the clients' latency: the brokers' metrics, or the worker's canary",
+    )
     parser.add_argument("--low", default="1MB/s", help="the client load in its quiet phases")
     parser.add_argument("--high", default="8MB/s", help="the client load in its heavy phase")
     parser.add_argument("--phase-s", type=float, default=10.0, help="seconds each load phase lasts")
+    parser.add_argument("--safe", help="the safe run's throttle, as a search of an earlier run found it (no search)")
     parser.add_argument("--rounds", type=int, default=3, help="rounds of the runs; medians printed")
     asyncio.run(main_async(parser.parse_args()))
 
