@@ -1,7 +1,8 @@
 """The brokers' live traffic, read for the coordinator's throttle band (``drover.core.coordinator.band``): from each
 broker's Prometheus metrics page (the JMX exporter's, DROVER_BROKER_METRICS) where the worker is told them, else (or
 when a page does not answer) from the growth of the partitions' logs through the Admin API; with it, each broker's
-produce latency from the same metrics (``drover.adapters.broker_latency``), which the Admin API has none of."""
+produce latency from the same metrics (``drover.adapters.broker_latency``), which the Admin API has none of, or
+(``--latency-from canary``) from the round trips of the worker's own messages (``drover.adapters.canary``)."""
 
 from concurrent.futures import ThreadPoolExecutor
 

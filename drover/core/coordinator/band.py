@@ -252,9 +252,9 @@ class ThrottleBand(BaseModel):
         assert self.settings is not None and self.settings.latency_max is not None
         band.window_ms = window = band.window_target_ms = None
         what = f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
-        canary = reading is not None and reading.tail_ms is not None
-        if reading is not None and reading.tail_ms is not None:
-            band.window_ms = window = reading.tail_ms
+        tail = reading.tail_ms if reading is not None else None
+        if tail is not None:
+            band.window_ms = window = tail
             what = "canary's produce p99"
         elif reading is not None and reading.window_ms is not None:
             band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
@@ -265,7 +265,7 @@ class ThrottleBand(BaseModel):
         elif window is not None and quiet is not None and 0 < window < quiet:
             band.quiet_window_ms = window
         if ratio is None or window is None or band.quiet_window_ms is None:
-            return p99, goal, "canary's produce p99" if canary else "produce p99"
+            return p99, goal, "canary's produce p99" if tail is not None else "produce p99"
         band.window_target_ms = limit = max(ratio * band.quiet_window_ms, MIN_WINDOW_TARGET_MS)
         return window, limit, what
 
