@@ -35,13 +35,14 @@ class TrafficActivities:
         if not req.canary:
             return self._read(req)
         if self.canary is None:
-            return self._read(req).model_copy(update={"latency": {}, "latency_off": NO_CANARY})
+            return self._read(req, latency=False).model_copy(update={"latency_off": NO_CANARY})
         with ThreadPoolExecutor(1, thread_name_prefix="canary") as pool:
             probing = pool.submit(self.canary.probe, req.brokers, req.window_s)
-            reading = self._read(req)
+            reading = self._read(req, latency=False)
             return reading.model_copy(update={"latency": probing.result(), "latency_off": ""})
 
-    def _read(self, req: TrafficRequest) -> TrafficReading:
+    def _read(self, req: TrafficRequest, latency: bool = True) -> TrafficReading:
+        """The traffic over the window, and (``latency``) the produce latency from the brokers' metrics."""
         if not self.broker_metrics:
             found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
             return TrafficReading(source=LOG_GROWTH, brokers=found.brokers, latency_off=NO_METRICS)
@@ -52,10 +53,12 @@ class TrafficActivities:
             activity.logger.warning("broker traffic from log growth: %s", e)
             # The brokers' pages that answer still count the produce requests over the log growth's window (a
             # Prometheus server's samples are too far apart for it).
-            pages = prometheus_server(self.broker_metrics) is None
+            pages = latency and prometheus_server(self.broker_metrics) is None
             counted = req.brokers or (self.admin.describe_cluster().broker_ids if pages else [])
             before = produce_latency(self.broker_metrics, counted) if pages else {}
             found = traffic_from(self.admin, None, req.window_s, req.brokers, activity.heartbeat)
             source = f"{LOG_GROWTH}, as {e}"
-        latency = latency_after(self.broker_metrics, found, sorted({*req.brokers, *found.brokers}), before)
-        return TrafficReading(source=source, brokers=found.brokers, latency=latency)
+        if not latency:
+            return TrafficReading(source=source, brokers=found.brokers)
+        read = latency_after(self.broker_metrics, found, sorted({*req.brokers, *found.brokers}), before)
+        return TrafficReading(source=source, brokers=found.brokers, latency=read)

@@ -72,9 +72,10 @@ class Canary:
     def _leaders(self, brokers: Sequence[int]) -> tuple[dict[int, int], list[int]]:
         """A partition of the canary topic led by each of ``brokers`` (every broker when none are named) that leads
         one; and the brokers asked about. Makes the topic when it is missing."""
-        named = list(brokers) or self.admin.describe_cluster().broker_ids
+        every = [] if brokers else sorted(self.admin.describe_cluster().broker_ids)
+        named = list(brokers) or every
         if self.topic not in self.admin.list_topics():
-            every = sorted(self.admin.describe_cluster().broker_ids)
+            every = every or sorted(self.admin.describe_cluster().broker_ids)
             width = min(REPLICAS, len(every))
             assignment = [[every[(i + k) % len(every)] for k in range(width)] for i in range(len(every))]
             self.admin.create_topic(self.topic, assignment, TOPIC_CONFIGS)
