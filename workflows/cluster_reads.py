@@ -30,6 +30,10 @@ with workflow.unsafe.imports_passed_through():
     from drover.workflows.throttle_writer import ThrottleWriter
 
 
+# Readings begun while a migration estimated are told apart (coordinators started before replay without it).
+BUSY_READINGS_TOLD = "band-quiet-not-while-estimating"
+
+
 async def wrong_workers(cluster_id: str) -> str | None:
     """Why a new coordinator of Kafka cluster ID ``cluster_id`` must not run on its workers (they reach another
     cluster), or None. Coordinators started before this check replay without it."""
@@ -127,6 +131,9 @@ class TrafficReader:
             chosen = s.band.settings
             canary = chosen is not None and chosen.latency_max is not None and chosen.latency_from == "canary"
             request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds(), canary=canary)
+            # A migration that has joined but not yet asked for moves is estimating.
+            estimating = any(h.demand is None for h in s.holders.values())
+            s.band.begin(estimating and workflow.patched(BUSY_READINGS_TOLD))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

@@ -17,7 +17,7 @@ from drover.activities.estimate import EstimateActivities
 from drover.activities.traffic import TrafficActivities
 from drover.adapters.broker_latency import produce_latency, with_requests
 from drover.adapters.broker_metrics import rates, scrape
-from drover.core.coordinator.band import TAIL_SDS
+from drover.core.coordinator.band_latency import TAIL_SDS
 from drover.models.band import TrafficReading, TrafficRequest
 from drover.sandbox import Sandbox
 from drover.sandbox.prometheus import Prometheus

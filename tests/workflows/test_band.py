@@ -4,12 +4,14 @@ reading that ends after the band was turned off changes nothing."""
 
 import asyncio
 import contextlib
+import time
 import uuid
+from datetime import UTC, datetime
 
 from temporalio import activity
 
 from drover.models.admission import Limits
-from drover.models.band import BandSettings
+from drover.models.band import BandSettings, LatencyTarget, ProduceLatency, TrafficReading, TrafficRequest
 from drover.models.coordination import ClusterBandChange, ClusterInput, cluster_workflow_id
 from drover.models.estimate import BrokerEstimate, Estimate
 from drover.models.migration import EstimateSettings, MigrationEstimateInput, MigrationInput
@@ -57,11 +59,13 @@ def floor_estimate(req: MigrationEstimateInput) -> Estimate:
 
 
 @contextlib.asynccontextmanager
-async def banded_migration(env, fake, band: BandSettings):
-    """A worker whose estimate gives FLOOR, the band set on the coordinator, and an estimated migration of topic a
-    started: (the migration, the coordinator, the worker's task queue, the coordinator's input)."""
+async def banded_migration(env, fake, band: BandSettings, replaced=None):
+    """A worker whose estimate gives FLOOR (or with the activities ``replaced``), the band set on the coordinator,
+    and an estimated migration of topic a started: (the migration, the coordinator, the worker's task queue, the
+    coordinator's input)."""
     name = f"c{uuid.uuid4().hex[:6]}"
-    activities = [a for a in activities_for(fake) if a.__name__ != "estimate"] + [floor_estimate]
+    replaced = replaced or {"estimate": floor_estimate}
+    activities = [a for a in activities_for(fake) if a.__name__ not in replaced] + list(replaced.values())
     async with worker_for(env.client, activities) as worker:
         queue, coordinator_input = worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id)
         change = ClusterBandChange(band=band, actor="ops", reason="use what the brokers spare")
@@ -123,3 +127,60 @@ async def test_the_band_turned_off_while_a_reading_is_under_way_drops_the_readin
         await wait_for(lambda: any(c.get(FOLLOWER_RATE) == str(FLOOR) for c in fake.broker_configs.values()), "floor")
         result = await handle.result()
     assert result.verified
+
+
+class EstimatingCluster:
+    """An estimate that takes ESTIMATE_S, and readings of the brokers' traffic that find a produce p99 of 500 ms on
+    every broker when asked for before it ended (as its Spark job beside the sandbox's brokers lifts it) and 10 ms
+    after; each reading's end, and whether it was asked for before the estimate ended."""
+
+    ESTIMATE_S = 3.0
+
+    def __init__(self) -> None:
+        self.estimated: datetime | None = None
+        self.reads: list[tuple[datetime, bool]] = []
+
+    def activities(self) -> dict:
+        @activity.defn(name="estimate")
+        def estimate(req: MigrationEstimateInput) -> Estimate:
+            time.sleep(self.ESTIMATE_S)
+            self.estimated = datetime.now(UTC)
+            return floor_estimate(req)
+
+        @activity.defn(name="read_traffic")
+        def read_traffic(req: TrafficRequest) -> TrafficReading:
+            busy = self.estimated is None or activity.info().scheduled_time < self.estimated
+            time.sleep(0.5)
+            p99 = ProduceLatency(p99_ms=500.0 if busy else 10.0, requests=100.0)
+            self.reads.append((datetime.now(UTC), busy))
+            return TrafficReading(
+                source="metrics", brokers={b: {} for b in range(1, 6)}, latency=dict.fromkeys(range(1, 6), p99)
+            )
+
+        return {"estimate": estimate, "read_traffic": read_traffic}
+
+
+async def test_the_first_move_waits_for_a_quiet_reading_begun_after_its_migrations_estimate(local_env):
+    """A reading taken while the migration estimates is not its brokers' quiet: the first move goes once one begun
+    after the estimate has come in, and it is the quiet p99 of the brokers the move goes through."""
+    fake = shared_cluster(partitions=2, ticks=40)
+    moved: list[datetime] = []
+    alter = fake.alter_reassignments
+
+    def recorded(targets) -> None:
+        moved.append(datetime.now(UTC))
+        alter(targets)
+
+    fake.alter_reassignments = recorded  # type: ignore[method-assign]
+    cluster = EstimatingCluster()
+    band = BandSettings(ceiling=50_000, capacity=100_000, latency_max=LatencyTarget(ratio=2))
+    async with banded_migration(local_env, fake, band, cluster.activities()) as (handle, coordinator, _, _):
+        moving = await wait_for_status(coordinator, lambda st: any(b.moving for b in st.band_brokers.values()), 60)
+        result = await handle.result()
+    assert result.verified
+    busy = [ended for ended, busy in cluster.reads if busy]
+    quiet = [ended for ended, busy in cluster.reads if not busy]
+    assert busy and busy[0] < moved[0], (cluster.reads, moved[0])
+    assert quiet and quiet[0] < moved[0], (cluster.reads, moved[0])
+    quiets = {b: band.quiet_ms for b, band in moving.band_brokers.items() if band.moving}
+    assert set(quiets.values()) == {10.0}, quiets

@@ -18,24 +18,8 @@ the copies through it run at what headroom leaves (never below MIN_RATE) and no 
 Brokers read before their first banded move (while its migration estimates) get a band as if their floor were
 nothing, so that move starts in the band; its floor counts from the next reading, and the change is told then.
 
-With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
-- a broker's **quiet** p99 is its latest reading while no banded move went through it, or a lower one read since
-  (a quiet value read during a burst of the clients' own would let the copies take all it leaves): the target is a
-  ratio of it, or a value in ms;
-- what is held under the target: with a ratio target, where the broker's metrics have the count, mean and standard
-  deviation of produce requests' time (the JMX exporter's TotalTimeMs Count, Mean and StdDev, kept by Kafka over
-  all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
-  quiet value (never under MIN_WINDOW_TARGET_MS): it follows the clients at once, where Kafka's percentiles decay
-  over minutes (they lag a load step by a minute or more); else the p99;
-- over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
-  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
-- the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
-  flight remain; under it, one more is let through a reading, up to the operator's limits;
-- never below the floor: where the floor itself is over the target, the broker is starved (as by headroom);
-- a broker whose latency was not read STALE_READINGS times in a row runs at its floor, never at nothing, with a
-  warning, until it is read again;
-- where the worker reads no broker metrics at all (Kafka's Admin API has no latency), the band follows bytes alone
-  and says so once.
+With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too
+(``drover.core.coordinator.band_latency``).
 
 A fixed throttle (a migration's own ``--throttle RATE``, or the operator's cluster-wide rate) is not banded.
 """
@@ -45,8 +29,9 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
+from drover.core.coordinator.band_latency import BUSY_READINGS, STALE_READINGS, follow_latency
 from drover.models.admission import MoveSpec
-from drover.models.band import BandSettings, BrokerBand, ClientLatency, ProduceLatency, ms
+from drover.models.band import BandSettings, BrokerBand, ClientLatency, ProduceLatency
 from drover.models.throttle import Rates, Throttle
 from drover.models.units import human_bytes
 from drover.models.windows import Asked
@@ -58,18 +43,6 @@ STEADY = 0.10
 FALL_WEIGHT = 0.5
 # A starved broker's copies, paused, still run at this rate (Kafka's throttle of 0 would stall them silently).
 MIN_RATE = 10_000
-# Over the latency target: the rate latency allows is the rates in force times this.
-LATENCY_DECREASE = 0.5
-# Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
-LATENCY_STEP = 0.10
-LATENCY_CALM = 0.8
-# The produce time the law follows under a ratio target, where it can: the mean time of the requests of the reading
-# plus this many standard deviations of it (a normal distribution's 99th percentile), against its quiet value; no
-# target on it is below MIN_WINDOW_TARGET_MS (a millisecond or two is noise).
-TAIL_SDS = 2.33
-MIN_WINDOW_TARGET_MS = 2.0
-# Readings in a row without a broker's latency before its rates go back to the floor.
-STALE_READINGS = 2
 
 
 def other_traffic(rates: dict[str, float]) -> tuple[float, float]:
@@ -115,6 +88,15 @@ class ThrottleBand(BaseModel):
     last_at: datetime | None = None
     # The rates the banded moves on each broker ran at from the reading before the last to the last.
     ran: dict[int, Rates] = {}
+    # The reading under way began while a migration estimated; readings in a row that did; set while the last of
+    # them was not taken for quiet.
+    busy: bool = False
+    busy_readings: int = 0
+    waiting_quiet: bool = False
+
+    def begin(self, busy: bool) -> None:
+        """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts)."""
+        self.busy = busy
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -134,7 +116,8 @@ class ThrottleBand(BaseModel):
         the brokers of banded moves with their floors, ``moves``: how many moves are in flight through each. The band
         worked out again for every broker read (one with no banded move as if its floor were nothing: ready for the
         first). The changes on the brokers of banded moves, each with its reason (a change of source too). A broker
-        the reading lacks keeps its floor. A reading that ends after the band was turned off changes nothing."""
+        the reading lacks keeps its floor. A reading that ends after the band was turned off changes nothing. One that
+        began ``busy`` (``begin``) is not a quiet one, unless BUSY_READINGS came in a row."""
         if self.settings is None:
             self.ran = {}
             return []
@@ -146,6 +129,9 @@ class ThrottleBand(BaseModel):
         since = self.interval_s = (now - last).total_seconds() if last is not None else 0.0
         self.ran = self._in_force(wanted)
         self.source, self.read_at, self.error, self.latency_off = source, now, None, latency_off
+        self.busy_readings = self.busy_readings + 1 if self.busy else 0
+        quiet = self.busy_readings == 0 or self.busy_readings > BUSY_READINGS
+        self.waiting_quiet = not quiet
         for b in sorted({*traffic, *wanted}):
             if b not in traffic:
                 self.brokers.pop(b, None)
@@ -164,7 +150,9 @@ class ThrottleBand(BaseModel):
             now_band = BrokerBand(rates=(0, 0), floor=floor, room=room, traffic=smooth, moving=moving)
             why = ""
             if target is not None and not latency_off:
-                why = self._follow_latency(now_band, was, (latency or {}).get(b), (moves or {}).get(b, 0), since)
+                why = follow_latency(
+                    self.settings, now_band, was, (latency or {}).get(b), (moves or {}).get(b, 0), since, quiet
+                )
             allowed = room if now_band.latency_cap is None else tuple(min(r, now_band.latency_cap) for r in room)
             if now_band.stale and (now_band.stale >= STALE_READINGS or now_band.p99_ms is None):
                 wanted_rates = floor
@@ -195,80 +183,6 @@ class ThrottleBand(BaseModel):
             b: self.rates_for(b, floor) for b, floor in wanted.items() if b in self.brokers and self.brokers[b].moving
         }
 
-    def _follow_latency(
-        self, band: BrokerBand, was: BrokerBand | None, reading: ProduceLatency | None, moves: int, since: float
-    ) -> str:
-        """The latency law on ``band`` (being worked out, ``was`` the broker's band before): its quiet and current
-        p99, the target, the rate and the moves the latency allows. Why they changed, or ""."""
-        assert self.settings is not None and self.settings.latency_max is not None
-        if was is not None:
-            for kept in ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
-                setattr(band, kept, getattr(was, kept))
-        p99 = reading.p99_ms if reading is not None and not reading.missing else None
-        if reading is not None and reading.requests == 0 and p99 is not None:
-            # No produce request came in: Kafka's percentiles are of old ones, and no client waits on this broker.
-            p99 = 0.0
-        if p99 is None:
-            # One reading missed holds the rates, unless the broker was never read: it is not taken for quiet.
-            band.target_ms = self.settings.latency_max.of(band.quiet_ms)
-            band.stale = (was.stale if was is not None else 0) + 1
-            if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
-                return ""
-            band.latency_cap, band.moves_cap = None, None
-            missing = reading.missing if reading is not None else "not in the reading"
-            times = f" {band.stale} times in a row" if band.stale > 1 else ""
-            return f"produce latency not read{times} ({missing}): back to the floor"
-        band.p99_ms = p99
-        if not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
-            # Quiet: the reading before the first move; or, lower, one while moves run (the quiet value was read
-            # during a burst of the clients' own: the clients are quieter than that even with the copies).
-            band.quiet_ms = p99
-        band.target_ms = goal = self.settings.latency_max.of(band.quiet_ms)
-        in_force = max(was.rates) if was is not None else self.settings.ceiling
-        if band.moving:
-            band.peak_ms = max(band.peak_ms or 0.0, p99)
-            band.over_s += since if p99 > goal else 0.0
-        signal, limit, what = self._take_window(band, reading, p99, goal)
-        if signal > limit:
-            band.latency_cap = int(in_force * LATENCY_DECREASE)
-            band.moves_cap = max(moves // 2, 1)
-            return f"{what} {ms(signal)} over the {ms(limit)} target"
-        if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
-            # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
-            raised = in_force + int(LATENCY_STEP * self.settings.ceiling)
-            band.latency_cap = None if raised >= min(self.settings.ceiling, max(band.room)) else raised
-            more = (band.moves_cap or 0) + 1
-            band.moves_cap = None if band.latency_cap is None or more > moves else more
-            return f"{what} {ms(signal)} under the {ms(limit)} target"
-        return ""
-
-    def _take_window(
-        self, band: BrokerBand, reading: ProduceLatency | None, p99: float, goal: float
-    ) -> tuple[float, float, str]:
-        """The reading's window taken into ``band`` (its produce time, the quiet readings' running mean while nothing
-        moves through it, the target on it), then what the law holds under which target, and its name: under a ratio
-        target, that produce time against the quiet one's where the broker's metrics have it, as Kafka's p99 lags the
-        clients by a minute or more; else the p99 (``p99`` and ``goal``, worked out by the caller)."""
-        assert self.settings is not None and self.settings.latency_max is not None
-        band.window_ms = window = band.window_target_ms = None
-        what = f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
-        tail = reading.tail_ms if reading is not None else None
-        if tail is not None:
-            band.window_ms = window = tail
-            what = "canary's produce p99"
-        elif reading is not None and reading.window_ms is not None:
-            band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
-        ratio = self.settings.latency_max.ratio
-        quiet = band.quiet_window_ms
-        if not band.moving and window is not None:
-            band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
-        elif window is not None and quiet is not None and 0 < window < quiet:
-            band.quiet_window_ms = window
-        if ratio is None or window is None or band.quiet_window_ms is None:
-            return p99, goal, "canary's produce p99" if tail is not None else "produce p99"
-        band.window_target_ms = limit = max(ratio * band.quiet_window_ms, MIN_WINDOW_TARGET_MS)
-        return window, limit, what
-
     def charge(self, brokers: set[int], costs: dict[int, ClientLatency]) -> None:
         """The last reading's produce p99 on ``brokers`` (those a migration's moves go through) added to what its
         moves cost their clients (``costs``, per broker), with the rates the band ran them at since the reading
@@ -285,6 +199,8 @@ class ThrottleBand(BaseModel):
     def failed(self, why: str, now: datetime) -> bool:
         """A reading that failed: the rates stay as they are. True the first time (to be told)."""
         first, self.error, self.read_at = self.error is None, why, now
+        # Moves do not wait on readings that fail (the band holds its rates, and tells why).
+        self.waiting_quiet = False
         return first
 
     def rates_for(self, broker: int, floor: Rates) -> Rates:
@@ -327,10 +243,11 @@ class ThrottleBand(BaseModel):
 
     def unread(self) -> bool:
         """With a latency target, a banded move waits for the band's first reading of every broker (a broker down is
-        in none), so that their quiet p99 is measured before the first move through them."""
+        in none), and for one taken while no migration estimated, so that their quiet p99 is measured before the first
+        move through them."""
         if self.settings is None or self.settings.latency_max is None or self.latency_off:
             return False
-        return self.read_at is None and self.last_at is None
+        return (self.read_at is None and self.last_at is None) or self.waiting_quiet
 
     def _target(self, room: int, floor: int) -> int:
         assert self.settings is not None

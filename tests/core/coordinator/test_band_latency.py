@@ -7,15 +7,8 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from drover.core.coordinator.band import (
-    LATENCY_STEP,
-    MIN_RATE,
-    STALE_READINGS,
-    STEADY,
-    TAIL_SDS,
-    ThrottleBand,
-    through,
-)
+from drover.core.coordinator.band import MIN_RATE, STEADY, ThrottleBand, through
+from drover.core.coordinator.band_latency import BUSY_READINGS, LATENCY_STEP, STALE_READINGS, TAIL_SDS
 from drover.core.coordinator.state import ClusterState
 from drover.models.admission import Limits, MoveSpec
 from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, ClientLatency, LatencyTarget, ProduceLatency
@@ -242,6 +235,44 @@ def test_with_a_latency_target_estimated_moves_wait_for_the_bands_first_reading_
     s.band.read(quiet, "metrics", {}, T0, latency={b: ProduceLatency(p99_ms=4.0) for b in (1, 2, 3)})
     assert s.allocate() == {"m1": [estimated]}
     assert {b: s.band.brokers[b].quiet_ms for b in (1, 2, 3)} == {1: 4.0, 2: 4.0, 3: 4.0}
+
+
+def test_a_reading_begun_while_a_migration_estimated_is_not_quiet_and_moves_wait_for_one_that_is():
+    """On the sandbox a migration's estimate (its Spark job beside the brokers) lifts the clients' p99 from 10 ms to
+    a second: a quiet value read then would let the copies take everything."""
+    s = ClusterState(name="c")
+    s.setting(ClusterBandChange(band=BandSettings(ceiling=CEILING, capacity=CEILING, latency_max=TWICE), **BY), T0)
+    s.join(JoinRequest(migration_id="m1", cluster="c", cluster_id="k", partitions={"t": [0]}), T0)
+    move = MoveSpec(topic="t", partition=0, original=[1, 2], target=[1, 3], size_bytes=10)
+    clock = Clock()
+    s.band.begin(busy=True)
+    s.band.read(QUIET, "canary", {}, clock(), latency=p99(400.0))
+    assert s.band.brokers[3].p99_ms == 400.0 and s.band.brokers[3].quiet_ms is None
+    s.demand(
+        Demand(migration_id="m1", seq=1, candidates=[move], limits=Limits(), throttle=Throttle(per_broker={3: FLOOR}))
+    )
+    assert s.allocate() == {}
+    # The reading taken once the estimate is done is the quiet one, and the move goes.
+    s.band.begin(busy=False)
+    s.band.read(QUIET, "canary", {}, clock(), latency=p99(12.0))
+    assert s.band.brokers[3].quiet_ms == 12.0 and s.band.brokers[3].target_ms == 24.0
+    assert s.allocate() == {"m1": [move]}
+
+
+def test_busy_readings_hold_the_moves_no_longer_than_a_few_readings():
+    b, clock = band(), Clock()
+    b.begin(busy=True)
+    for _ in range(BUSY_READINGS):
+        b.read(QUIET, "metrics", {}, clock(), latency=p99(300.0))
+        assert b.unread() and b.brokers[3].quiet_ms is None
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(250.0))
+    assert not b.unread() and b.brokers[3].quiet_ms == 250.0
+    # Nor do readings that fail.
+    b, clock = band(), Clock()
+    b.begin(busy=True)
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(300.0))
+    b.failed("pages did not answer", clock())
+    assert not b.unread()
 
 
 def test_a_broker_with_no_produce_request_since_the_last_reading_has_no_client_waiting():

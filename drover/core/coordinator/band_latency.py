@@ -1,0 +1,130 @@
+"""The throttle band's latency law (``drover.core.coordinator.band``). Pure.
+
+With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
+- a broker's **quiet** p99 is its latest reading while no banded move went through it, or a lower one read since
+  (a quiet value read during a burst of the clients' own would let the copies take all it leaves): the target is a
+  ratio of it, or a value in ms. A reading that began while a migration estimated (its job and its sampling load the
+  hosts, never the clients' quiet) is not taken for quiet, and the banded moves wait for one that is (at most
+  BUSY_READINGS readings in a row: then a busy reading counts as quiet);
+- what is held under the target: with a ratio target, where the broker's metrics have the count, mean and standard
+  deviation of produce requests' time (the JMX exporter's TotalTimeMs Count, Mean and StdDev, kept by Kafka over
+  all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
+  quiet value (never under MIN_WINDOW_TARGET_MS): it follows the clients at once, where Kafka's percentiles decay
+  over minutes (they lag a load step by a minute or more); else the p99;
+- over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
+  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
+- the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
+  flight remain; under it, one more is let through a reading, up to the operator's limits;
+- never below the floor: where the floor itself is over the target, the broker is starved (as by headroom);
+- a broker whose latency was not read STALE_READINGS times in a row runs at its floor, never at nothing, with a
+  warning, until it is read again;
+- where the worker reads no broker metrics at all (Kafka's Admin API has no latency), the band follows bytes alone
+  and says so once.
+"""
+
+from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
+
+# Over the latency target: the rate latency allows is the rates in force times this.
+LATENCY_DECREASE = 0.5
+# Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
+LATENCY_STEP = 0.10
+LATENCY_CALM = 0.8
+# The produce time the law follows under a ratio target, where it can: the mean time of the requests of the reading
+# plus this many standard deviations of it (a normal distribution's 99th percentile), against its quiet value; no
+# target on it is below MIN_WINDOW_TARGET_MS (a millisecond or two is noise).
+TAIL_SDS = 2.33
+MIN_WINDOW_TARGET_MS = 2.0
+# Readings in a row without a broker's latency before its rates go back to the floor.
+STALE_READINGS = 2
+# Readings in a row taken while a migration estimated before one of them counts as quiet all the same.
+BUSY_READINGS = 6
+
+
+def p99_of(reading: ProduceLatency | None) -> float | None:
+    """A reading's p99 (None: not read); 0 where no produce request came in (Kafka's percentiles are of old ones, and
+    no client waits on the broker)."""
+    p99 = reading.p99_ms if reading is not None and not reading.missing else None
+    return 0.0 if reading is not None and reading.requests == 0 and p99 is not None else p99
+
+
+def follow_latency(
+    settings: BandSettings,
+    band: BrokerBand,
+    was: BrokerBand | None,
+    reading: ProduceLatency | None,
+    moves: int,
+    since: float,
+    quiet: bool = True,
+) -> str:
+    """The latency law on ``band`` (being worked out, ``was`` the broker's band before): its quiet and current
+    p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker with no move
+    through it takes a reading that is not ``quiet`` for its last p99 alone."""
+    assert settings.latency_max is not None
+    if was is not None:
+        for kept in ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
+            setattr(band, kept, getattr(was, kept))
+    p99 = p99_of(reading)
+    if p99 is None:
+        # One reading missed holds the rates, unless the broker was never read: it is not taken for quiet.
+        band.target_ms = settings.latency_max.of(band.quiet_ms)
+        band.stale = (was.stale if was is not None else 0) + 1
+        if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
+            return ""
+        band.latency_cap, band.moves_cap = None, None
+        missing = reading.missing if reading is not None else "not in the reading"
+        times = f" {band.stale} times in a row" if band.stale > 1 else ""
+        return f"produce latency not read{times} ({missing}): back to the floor"
+    band.p99_ms = p99
+    if not band.moving and not quiet:
+        band.target_ms = settings.latency_max.of(band.quiet_ms)
+        return ""
+    if not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
+        # Quiet: the reading before the first move; or, lower, one while moves run (the quiet value was read
+        # during a burst of the clients' own: the clients are quieter than that even with the copies).
+        band.quiet_ms = p99
+    band.target_ms = goal = settings.latency_max.of(band.quiet_ms)
+    in_force = max(was.rates) if was is not None else settings.ceiling
+    if band.moving:
+        band.peak_ms = max(band.peak_ms or 0.0, p99)
+        band.over_s += since if p99 > goal else 0.0
+    signal, limit, what = take_window(settings, band, reading, p99, goal)
+    if signal > limit:
+        band.latency_cap = int(in_force * LATENCY_DECREASE)
+        band.moves_cap = max(moves // 2, 1)
+        return f"{what} {ms(signal)} over the {ms(limit)} target"
+    if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
+        # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
+        raised = in_force + int(LATENCY_STEP * settings.ceiling)
+        band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
+        more = (band.moves_cap or 0) + 1
+        band.moves_cap = None if band.latency_cap is None or more > moves else more
+        return f"{what} {ms(signal)} under the {ms(limit)} target"
+    return ""
+
+
+def take_window(
+    settings: BandSettings, band: BrokerBand, reading: ProduceLatency | None, p99: float, goal: float
+) -> tuple[float, float, str]:
+    """The reading's window taken into ``band`` (its produce time, the quiet readings' running mean while nothing
+    moves through it, the target on it), then what the law holds under which target, and its name: under a ratio
+    target, that produce time against the quiet one's where the broker's metrics have it, as Kafka's p99 lags the
+    clients by a minute or more; else the p99 (``p99`` and ``goal``, worked out by the caller)."""
+    assert settings.latency_max is not None
+    band.window_ms = window = band.window_target_ms = None
+    what = f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
+    tail = reading.tail_ms if reading is not None else None
+    if tail is not None:
+        band.window_ms = window = tail
+        what = "canary's produce p99"
+    elif reading is not None and reading.window_ms is not None:
+        band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
+    ratio = settings.latency_max.ratio
+    quiet = band.quiet_window_ms
+    if not band.moving and window is not None:
+        band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
+    elif window is not None and quiet is not None and 0 < window < quiet:
+        band.quiet_window_ms = window
+    if ratio is None or window is None or band.quiet_window_ms is None:
+        return p99, goal, "canary's produce p99" if tail is not None else "produce p99"
+    band.window_target_ms = limit = max(ratio * band.quiet_window_ms, MIN_WINDOW_TARGET_MS)
+    return window, limit, what
