@@ -11,9 +11,9 @@ first migration after the quiet run has shown a higher p99 than the second, whic
 - **quiet**: the load alone, three phases long, counted from SETTLE_S seconds after the producer starts: the
   clients' latency with no migration;
 - **band**: a topic of 8 partitions of --mb MB at RF 2 on brokers 1 and 2 (filled, then written to disk and left
-  FILL_REST_S seconds) moves to brokers 3 and 4 (every replica
-  moves, at most 4 moves in flight) with `--throttle auto` (its estimate is the floor) under the throttle band
-  (ceiling --ceiling, capacity --capacity, headroom --headroom), set on the cluster's coordinator;
+  FILL_REST_S seconds) moves to brokers 3 and 4 (every replica moves, at most 4 moves in flight) with `--throttle
+  auto` (its estimate, from the logs' growth, is the floor, at least BAND_FLOOR) under the throttle band (ceiling
+  --ceiling, capacity --capacity, headroom --headroom), set on the cluster's coordinator;
 - **fixed**: the same migration of a fresh topic under a fixed throttle of --ceiling.
 Prints, for each, the load's produce latency p50 and p99 (acknowledged messages sent from the first move to the end;
 the load's phases start over at the first move), the
@@ -161,10 +161,10 @@ async def migrate(
         # Its write rates sampled from the logs' growth: Kafka's one-minute rate of a topic filled a few seconds ago
         # still holds the fill (about 9 MB/s a partition here), which would make the estimate's floor, and so the
         # band's, higher than the ceiling.
-        estimate = EstimateSettings(
+        sampled = EstimateSettings(
             sample_s=5, auto_throttle=True, floor_bytes_per_s=BAND_FLOOR, rates_from_metrics=False
         )
-        estimate = estimate if banded else None
+        estimate = sampled if banded else None
         migration = MigrationInput(
             cluster=settings.cluster_name,
             moves=plan,
