@@ -165,9 +165,10 @@ def test_every_topic_is_listed_and_described_kafkas_internal_ones_and_user_topic
     admin.create_topic(underscored, [[2, 3]])
     try:
         wanted = {"__consumer_offsets", "__transaction_state", underscored}
-        assert wanted <= set(admin.list_topics())
-        described = {s.topic for s in admin.describe_topics()}
-        assert wanted <= described
+        # Each broker learns of a new topic from the controller in its own time: create_topic returned once the
+        # broker that described it had it, and a listing answered by another may not have it yet.
+        wait_until(lambda: wanted <= set(admin.list_topics()), 30, what=f"{sorted(wanted)} listed")
+        wait_until(lambda: wanted <= {s.topic for s in admin.describe_topics()}, 30, what=f"{sorted(wanted)} described")
         assert len([s for s in admin.describe_topics(["__consumer_offsets"]) if s.leader is not None]) == 5
     finally:
         admin.delete_topics([underscored])
