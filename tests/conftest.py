@@ -177,7 +177,9 @@ class TestWorker(Worker):
 
 async def replay_task_queue(client, task_queue: str, workflows: list) -> list[str]:
     """Replay every run on the task queue against the workflow code; each failure in a line, its history kept."""
-    replayer = Replayer(workflows=workflows, data_converter=client.data_converter)
+    # The replay checks determinism, not speed: with the SDK's 2 s deadlock limit off (debug_mode), a replay slowed
+    # by a busy machine is not taken for a workflow that does not replay.
+    replayer = Replayer(workflows=workflows, data_converter=client.data_converter, debug_mode=True)
     failures = []
     async for found in client.list_workflows(f"TaskQueue = '{task_queue}'"):
         history = await client.get_workflow_handle(found.id, run_id=found.run_id).fetch_history()

@@ -41,6 +41,6 @@ def test_every_scenario_has_histories():
 async def test_history_replays(path: Path):
     saved = json.loads(path.read_text())
     history = WorkflowHistory.from_json(saved["workflow_id"], saved["history"])
-    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter)
+    replayer = Replayer(workflows=WORKFLOWS, data_converter=pydantic_data_converter, debug_mode=True)  # no 2 s limit
     result = await replayer.replay_workflow(history, raise_on_replay_failure=False)
     assert result.replay_failure is None, f"{path.name}: {result.replay_failure}"
