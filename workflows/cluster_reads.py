@@ -32,6 +32,8 @@ with workflow.unsafe.imports_passed_through():
 
 # Readings begun while a migration estimated are told apart (coordinators started before replay without it).
 BUSY_READINGS_TOLD = "band-quiet-not-while-estimating"
+# Under a latency target, a broker's first moves start low and climb (coordinators started before: at the ceiling).
+SLOW_START = "band-slow-start"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -133,7 +135,7 @@ class TrafficReader:
             request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds(), canary=canary)
             # A migration that has joined but not yet asked for moves is estimating.
             estimating = any(h.demand is None for h in s.holders.values())
-            s.band.begin(estimating and workflow.patched(BUSY_READINGS_TOLD))
+            s.band.begin(estimating and workflow.patched(BUSY_READINGS_TOLD), workflow.patched(SLOW_START))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

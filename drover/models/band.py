@@ -191,6 +191,8 @@ class BrokerBand(BaseModel):
     quiet_window_ms: float | None = None
     # The target the law held the produce time under (ms; None: it followed the p99).
     window_target_ms: float | None = None
+    # The moves in flight through it at the reading.
+    moves: int = 0
     # The rate and the moves in flight the latency allows (None: no bound), and readings in a row without it.
     latency_cap: int | None = None
     moves_cap: int | None = None

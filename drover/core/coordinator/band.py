@@ -93,10 +93,13 @@ class ThrottleBand(BaseModel):
     busy: bool = False
     busy_readings: int = 0
     waiting_quiet: bool = False
+    # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``).
+    slow_start: bool = False
 
-    def begin(self, busy: bool) -> None:
-        """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts)."""
-        self.busy = busy
+    def begin(self, busy: bool, slow_start: bool = False) -> None:
+        """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts);
+        ``slow_start``, as the coordinator's code does (one started before it replays without)."""
+        self.busy, self.slow_start = busy, slow_start
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -147,11 +150,13 @@ class ThrottleBand(BaseModel):
             free = self.settings.capacity_of(b) * (1 - self.settings.headroom / 100)
             # The leader rate spends the broker's bytes out, the follower rate its bytes in.
             room = (int(max(free - smooth[1], 0)), int(max(free - smooth[0], 0)))
-            now_band = BrokerBand(rates=(0, 0), floor=floor, room=room, traffic=smooth, moving=moving)
+            now_band = BrokerBand(
+                rates=(0, 0), floor=floor, room=room, traffic=smooth, moving=moving, moves=(moves or {}).get(b, 0)
+            )
             why = ""
             if target is not None and not latency_off:
                 why = follow_latency(
-                    self.settings, now_band, was, (latency or {}).get(b), (moves or {}).get(b, 0), since, quiet
+                    self.settings, now_band, was, (latency or {}).get(b), since, quiet, self.slow_start
                 )
             allowed = room if now_band.latency_cap is None else tuple(min(r, now_band.latency_cap) for r in room)
             if now_band.stale and (now_band.stale >= STALE_READINGS or now_band.p99_ms is None):

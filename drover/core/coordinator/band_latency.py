@@ -11,6 +11,9 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
   quiet value (never under MIN_WINDOW_TARGET_MS): it follows the clients at once, where Kafka's percentiles decay
   over minutes (they lag a load step by a minute or more); else the p99;
+- a broker's first banded moves start at LATENCY_START of the ceiling (or their floor, if higher), as a congestion
+  window does: what the clients bear is learnt climbing to it, not by a copy at the ceiling that the next readings
+  halve (a broker no move goes through starts so again);
 - over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
   LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
 - the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
@@ -24,6 +27,8 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
 
 from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
 
+# A broker's first banded moves run at this share of the ceiling, then climb (or fall) by the law.
+LATENCY_START = 0.10
 # Over the latency target: the rate latency allows is the rates in force times this.
 LATENCY_DECREASE = 0.5
 # Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
@@ -52,28 +57,22 @@ def follow_latency(
     band: BrokerBand,
     was: BrokerBand | None,
     reading: ProduceLatency | None,
-    moves: int,
     since: float,
     quiet: bool = True,
+    slow_start: bool = True,
 ) -> str:
-    """The latency law on ``band`` (being worked out, ``was`` the broker's band before): its quiet and current
-    p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker with no move
-    through it takes a reading that is not ``quiet`` for its last p99 alone."""
+    """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
+    quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker
+    with no move through it takes a reading that is not ``quiet`` for its last p99 alone. Without ``slow_start``
+    (coordinators started before it), a broker's first moves start at the ceiling."""
     assert settings.latency_max is not None
     if was is not None:
         for kept in ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
             setattr(band, kept, getattr(was, kept))
+    first = _started(settings, band, was, slow_start)
     p99 = p99_of(reading)
     if p99 is None:
-        # One reading missed holds the rates, unless the broker was never read: it is not taken for quiet.
-        band.target_ms = settings.latency_max.of(band.quiet_ms)
-        band.stale = (was.stale if was is not None else 0) + 1
-        if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
-            return ""
-        band.latency_cap, band.moves_cap = None, None
-        missing = reading.missing if reading is not None else "not in the reading"
-        times = f" {band.stale} times in a row" if band.stale > 1 else ""
-        return f"produce latency not read{times} ({missing}): back to the floor"
+        return _missed(settings, band, was, reading, slow_start)
     band.p99_ms = p99
     if not band.moving and not quiet:
         band.target_ms = settings.latency_max.of(band.quiet_ms)
@@ -83,21 +82,68 @@ def follow_latency(
         # during a burst of the clients' own: the clients are quieter than that even with the copies).
         band.quiet_ms = p99
     band.target_ms = goal = settings.latency_max.of(band.quiet_ms)
+    # What its moves ran at since the reading before: on its first, the start rate or their floor.
     in_force = max(was.rates) if was is not None else settings.ceiling
+    if first:
+        in_force = max(max(was.rates) if was is not None else 0, *band.floor)
     if band.moving:
         band.peak_ms = max(band.peak_ms or 0.0, p99)
         band.over_s += since if p99 > goal else 0.0
     signal, limit, what = take_window(settings, band, reading, p99, goal)
+    if not band.moving and slow_start:
+        return ""
+    return _act(settings, band, in_force, (signal, limit, what))
+
+
+def _started(settings: BandSettings, band: BrokerBand, was: BrokerBand | None, slow_start: bool) -> bool:
+    """With ``slow_start``: a broker with no move through it is ready for its first at the start rate (whatever its
+    readings say); one whose first moves began this reading ran at it, or at their floor if higher, and the law goes
+    on from there (True: it did)."""
+    if not slow_start:
+        return False
+    if not band.moving:
+        band.latency_cap, band.moves_cap = int(LATENCY_START * settings.ceiling), None
+        return False
+    if was is not None and was.moving:
+        return False
+    start = int(LATENCY_START * settings.ceiling)
+    band.latency_cap = max(band.latency_cap if band.latency_cap is not None else start, *band.floor)
+    return True
+
+
+def _missed(
+    settings: BandSettings, band: BrokerBand, was: BrokerBand | None, reading: ProduceLatency | None, slow_start: bool
+) -> str:
+    """A reading without the broker's latency: one missed holds the rates, unless the broker was never read (it is
+    not taken for quiet); STALE_READINGS in a row put them back to the floor."""
+    assert settings.latency_max is not None
+    band.target_ms = settings.latency_max.of(band.quiet_ms)
+    band.stale = (was.stale if was is not None else 0) + 1
+    if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
+        return ""
+    # Read again, it climbs from its start, as a first move does.
+    start = max(int(LATENCY_START * settings.ceiling), *band.floor)
+    band.latency_cap, band.moves_cap = start if slow_start else None, None
+    missing = reading.missing if reading is not None else "not in the reading"
+    times = f" {band.stale} times in a row" if band.stale > 1 else ""
+    return f"produce latency not read{times} ({missing}): back to the floor"
+
+
+def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[float, float, str]) -> str:
+    """The law on the rate and the moves, from the rates ``in_force`` and what it holds under which target, and its
+    name (``read``): halved over the target, a step up under its calm share, held between. Why, or ""."""
+    signal, limit, what = read
     if signal > limit:
         band.latency_cap = int(in_force * LATENCY_DECREASE)
-        band.moves_cap = max(moves // 2, 1)
+        band.moves_cap = max(band.moves // 2, 1)
         return f"{what} {ms(signal)} over the {ms(limit)} target"
     if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
         # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
         raised = in_force + int(LATENCY_STEP * settings.ceiling)
         band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
-        more = (band.moves_cap or 0) + 1
-        band.moves_cap = None if band.latency_cap is None or more > moves else more
+        if band.moves_cap is not None:
+            more = band.moves_cap + 1
+            band.moves_cap = None if band.latency_cap is None or more > band.moves else more
         return f"{what} {ms(signal)} under the {ms(limit)} target"
     return ""
 

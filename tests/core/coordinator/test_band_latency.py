@@ -8,7 +8,13 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from drover.core.coordinator.band import MIN_RATE, STEADY, ThrottleBand, through
-from drover.core.coordinator.band_latency import BUSY_READINGS, LATENCY_STEP, STALE_READINGS, TAIL_SDS
+from drover.core.coordinator.band_latency import (
+    BUSY_READINGS,
+    LATENCY_START,
+    LATENCY_STEP,
+    STALE_READINGS,
+    TAIL_SDS,
+)
 from drover.core.coordinator.state import ClusterState
 from drover.models.admission import Limits, MoveSpec
 from drover.models.band import MIN_LATENCY_TARGET_MS, BandSettings, ClientLatency, LatencyTarget, ProduceLatency
@@ -23,13 +29,16 @@ CEILING = 20 * MB
 TWICE = LatencyTarget(ratio=2)
 BY = {"actor": "ops", "reason": "r"}
 QUIET = {3: {"bytes_in": 0.0, "bytes_out": 0.0}}
+# A first move's rate, and the rise a calm reading gives.
+START = int(LATENCY_START * CEILING)
+STEP = int(LATENCY_STEP * CEILING)
 
 
 def band(target=TWICE, when_starved="floor") -> ThrottleBand:
     settings = BandSettings(
         ceiling=CEILING, capacity=1000 * MB, headroom=0, when_starved=when_starved, latency_max=target
     )
-    return ThrottleBand(settings=settings)
+    return ThrottleBand(settings=settings, slow_start=True)
 
 
 class Clock:
@@ -52,13 +61,58 @@ def moving(b: ThrottleBand, clock: Clock, ms: float | None, floor=FLOOR, moves: 
 
 
 def started(target=TWICE, quiet_ms=15.0, when_starved="floor") -> tuple[ThrottleBand, Clock]:
-    """A band whose broker 3 read ``quiet_ms`` before its first move, then started that move at the ceiling."""
+    """A band whose broker 3 read ``quiet_ms`` before its first move, then started that move and climbed, its p99
+    still quiet, to the ceiling."""
     b, clock = band(target, when_starved), Clock()
     assert b.read(QUIET, "metrics", {}, clock(), latency=p99(quiet_ms)) == ["traffic read from metrics"]
     assert b.brokers[3].quiet_ms == quiet_ms
-    moving(b, clock, quiet_ms)
-    assert b.brokers[3].rates == (CEILING, CEILING)
+    for _ in range(20):
+        moving(b, clock, quiet_ms)
+    assert b.brokers[3].rates == (CEILING, CEILING) and (b.brokers[3].peak_ms, b.brokers[3].over_s) == (quiet_ms, 0)
     return b, clock
+
+
+def test_a_brokers_first_moves_start_low_and_climb_a_step_a_calm_reading():
+    b, clock = band(), Clock()
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    start, step = START, STEP
+    # Read before its first move, the broker's band is at the start rate: that move starts there.
+    assert b.brokers[3].rates == (start, start) and b.rates_for(3, FLOOR) == (start, start)
+    (told,) = moving(b, clock, 15.0)
+    assert b.brokers[3].rates == (start + step, start + step)
+    assert told.startswith("broker 3: produce p99 15 ms under the 30 ms target;")
+    assert told.endswith("follower rate 2.0 MB/s → 4.0 MB/s; leader rate 2.0 MB/s → 4.0 MB/s")
+    # Between the calm share and the target it holds; over it, it halves.
+    assert moving(b, clock, 27.0) == [] and b.brokers[3].rates == (start + step, start + step)
+    moving(b, clock, 41.0)
+    assert b.brokers[3].rates == (start, start)
+    # Its moves all ended, it starts low again at its next.
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    (told,) = moving(b, clock, 15.0)
+    assert b.brokers[3].rates == (start + step, start + step)
+
+
+def test_a_coordinator_started_before_the_slow_start_starts_first_moves_at_the_ceiling():
+    b, clock = band(), Clock()
+    b.begin(busy=False, slow_start=False)  # its history has no band-slow-start marker
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    assert b.brokers[3].rates == (CEILING, CEILING)
+    moving(b, clock, 15.0)
+    assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].latency_cap is None
+    moving(b, clock, 41.0)
+    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+
+
+def test_a_first_move_whose_floor_is_over_the_start_rate_starts_at_its_floor_and_is_not_starved():
+    b, clock = band(), Clock()
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    floor = (5 * MB, 5 * MB)
+    assert b.rates_for(3, floor) == floor
+    (told,) = moving(b, clock, 27.0, floor=floor)
+    assert told.endswith("; follower rate 5.0 MB/s; leader rate 5.0 MB/s")
+    assert b.brokers[3].rates == floor and not b.brokers[3].starved
+    moving(b, clock, 15.0, floor=floor)
+    assert b.brokers[3].rates == (7 * MB, 7 * MB)
 
 
 def test_over_the_target_the_rate_halves_at_the_next_reading_and_the_audit_says_why():
@@ -136,15 +190,13 @@ def test_a_moves_leader_counts_among_the_brokers_it_goes_through():
 
 def test_the_latency_bound_is_lifted_once_headroom_binds_tighter():
     settings = BandSettings(ceiling=CEILING, capacity=10 * MB, headroom=0, latency_max=TWICE)
-    b, clock = ThrottleBand(settings=settings), Clock()
+    b, clock = ThrottleBand(settings=settings, slow_start=True), Clock()
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
-    moving(b, clock, 15.0)
-    moving(b, clock, 50.0)
-    assert b.brokers[3].rates == (5 * MB, 5 * MB) and b.brokers[3].latency_cap is not None
-    # 5 + 2 MB/s is still under the 10 MB/s headroom leaves; 7 + 2 is too; 9 + 2 passes it: lifted.
-    moving(b, clock, 5.0)
-    moving(b, clock, 5.0)
-    assert b.brokers[3].latency_cap is not None
+    # From the start, 2 MB/s, up 2 MB/s a calm reading: 4, 6 and 8 are under the 10 MB/s headroom leaves; 10 reaches
+    # it: lifted.
+    for climbed in (4 * MB, 6 * MB, 8 * MB):
+        moving(b, clock, 5.0)
+        assert b.brokers[3].rates == (climbed, climbed) and b.brokers[3].latency_cap is not None
     moving(b, clock, 5.0)
     assert b.brokers[3].latency_cap is None and b.brokers[3].rates == (10 * MB, 10 * MB)
     assert moving(b, clock, 5.0) == []
@@ -159,8 +211,9 @@ def test_a_stale_signal_puts_the_rates_back_to_the_floor_never_to_nothing_and_a_
         (told,) = moving(b, clock, None)
     assert b.brokers[3].rates == FLOOR
     assert "produce latency not read 2 times in a row (page did not answer): back to the floor" in told
+    # Read again, the law climbs from the floor it ran at.
     (told,) = moving(b, clock, 10.0)
-    assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].stale == 0
+    assert b.brokers[3].rates == (FLOOR[0] + STEP, FLOOR[1] + STEP) and b.brokers[3].stale == 0
 
 
 def test_without_latency_at_all_the_band_says_so_once_and_follows_bytes():
@@ -179,7 +232,7 @@ def test_without_latency_at_all_the_band_says_so_once_and_follows_bytes():
         (LatencyTarget(ratio=2), 15.0, 30.0),
         # A broker with next to no produce requests reads a p99 of 0: the target is never under the minimum.
         (LatencyTarget(ratio=2), 0.0, MIN_LATENCY_TARGET_MS),
-        (LatencyTarget(ms=50), 40.0, 50.0),
+        (LatencyTarget(ms=50), 30.0, 50.0),
     ],
 )
 def test_the_target_is_a_ratio_of_the_quiet_p99_or_a_value(target, quiet, goal):
@@ -209,11 +262,14 @@ def test_time_over_the_target_counts_across_a_change_of_the_bands_settings():
     s = ClusterState(name="c")
     settings = BandSettings(ceiling=CEILING, capacity=1000 * MB, headroom=0, latency_max=TWICE)
     s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
+    s.band.begin(busy=False, slow_start=True)
     s.band.read(QUIET, "metrics", {3: FLOOR}, T0, latency=p99(15.0), moves={3: 1})
     lower = settings.model_copy(update={"latency_max": LatencyTarget(ms=5)})
     s.setting(ClusterBandChange(band=lower, actor="ops", reason="clients complain"), T0)
     s.band.read(QUIET, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10), latency=p99(15.0), moves={3: 1})
     assert s.band.brokers[3].over_s == 10.0
+    # (The band anew keeps the slow start the reading under way began with.)
+    assert s.band.slow_start
 
 
 def test_with_a_latency_target_estimated_moves_wait_for_the_bands_first_reading_and_fixed_ones_do_not():
@@ -298,19 +354,21 @@ def test_what_a_migrations_moves_cost_the_clients_reads_as_a_person_reads_it():
 
 
 def test_a_migrations_moves_carry_the_rates_the_band_ran_them_at_since_the_reading_before():
-    b, clock = started()
+    b, clock = band(), Clock()
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    moving(b, clock, 15.0)  # its move started in this reading (at 2 MB/s, 4 from now): no time ran yet
     cost: dict[int, ClientLatency] = {}
     b.charge({3}, cost)
-    assert 3 not in cost or cost[3].mean_rates() is None  # its move started in this reading: no time ran yet
+    assert 3 not in cost or cost[3].mean_rates() is None
     moving(b, clock, 15.0)
     b.charge({3}, cost)
-    assert cost[3].mean_rates() == (CEILING, CEILING) and cost[3].banded_s == 10.0
-    moving(b, clock, 41.0)  # over the target: the ceiling ran until now, halved from now
+    assert cost[3].mean_rates() == (4 * MB, 4 * MB) and cost[3].banded_s == 10.0
+    moving(b, clock, 41.0)  # over the target: 6 MB/s ran until now, halved from now
     b.charge({3}, cost)
     moving(b, clock, 41.0)
     b.charge({3}, cost)
     assert cost[3].banded_s == 30.0
-    assert cost[3].mean_rates() == ((CEILING * 2 + CEILING // 2) // 3,) * 2
+    assert cost[3].mean_rates() == ((4 + 6 + 3) * MB // 3,) * 2
     # A reading that ends after the band was turned off charges no rate.
     b.settings = None
     moving(b, clock, 41.0)
@@ -338,15 +396,15 @@ def test_with_the_mean_time_of_each_readings_requests_the_law_follows_it_not_kaf
         b.read(QUIET, "metrics", {}, clock(), latency=timed(20.0, window))
     assert b.brokers[3].quiet_window_ms == pytest.approx(3.0)
     b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(20.0, 3.0), moves={3: 1})
-    assert b.brokers[3].rates == (CEILING, CEILING)
+    assert b.brokers[3].rates == (START + STEP, START + STEP)
     # The clients feel the copy at once (7 ms on average) while Kafka's p99 has not moved yet: halved.
     (told,) = b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(21.0, 7.0), moves={3: 1})
     assert told.startswith("broker 3: produce time (the reading's requests' mean + 2.33 sd) 7 ms over the 6 ms target")
-    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+    assert b.brokers[3].rates == ((START + STEP) // 2, (START + STEP) // 2)
     # Back under the calm share of the target while the p99 still shows the step (90 ms, over its 40 ms target): up.
     (told,) = b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(90.0, 3.0), moves={3: 1})
     assert "produce time (the reading's requests' mean + 2.33 sd) 3 ms under the 6 ms target" in told
-    assert b.brokers[3].rates[0] > CEILING // 2
+    assert b.brokers[3].rates[0] > (START + STEP) // 2
     # `drover cluster status` shows what the law follows beside the p99 it reports.
     assert "produce p99 90 ms (quiet 20 ms, target 40 ms, over it 10s); the band follows its produce time 3 ms " in (
         b.brokers[3].text()
@@ -357,8 +415,9 @@ def test_with_the_mean_time_of_each_readings_requests_the_law_follows_it_not_kaf
     # An absolute target is on the p99, as the operator gave it.
     b, clock = band(target=LatencyTarget(ms=50)), Clock()
     b.read(QUIET, "metrics", {}, clock(), latency=timed(20.0, 2.0))
+    # (a produce time of 30 ms, over twice the quiet 2 ms, but a p99 of 20 ms under 80% of 50 ms: it climbs)
     b.read(QUIET, "metrics", {3: FLOOR}, clock(), latency=timed(20.0, 30.0), moves={3: 1})
-    assert b.brokers[3].rates == (CEILING, CEILING)
+    assert b.brokers[3].rates == (START + STEP, START + STEP)
     assert "follows its produce time" not in b.brokers[3].text()
 
 
@@ -374,14 +433,14 @@ def test_with_the_canarys_own_percentile_the_law_follows_it_against_the_quiet_on
         b.read(QUIET, "canary", {}, clock(), latency=canary(quiet))
     assert b.brokers[3].quiet_window_ms == pytest.approx(30.0)
     b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(30.0), moves={3: 1})
-    assert b.brokers[3].rates == (CEILING, CEILING)
+    assert b.brokers[3].rates == (START + STEP, START + STEP)
     (told,) = b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(75.0), moves={3: 1})
     assert told.startswith("broker 3: canary's produce p99 75 ms over the 60 ms target")
-    assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+    assert b.brokers[3].rates == ((START + STEP) // 2, (START + STEP) // 2)
     (told,) = b.read(QUIET, "canary", {3: FLOOR}, clock(), latency=canary(25.0), moves={3: 1})
     # Under the quiet readings' mean even with the copy: the quiet value from then on.
     assert "canary's produce p99 25 ms under the 50 ms target" in told
-    assert b.brokers[3].rates[0] > CEILING // 2
+    assert b.brokers[3].rates[0] > (START + STEP) // 2
     # Its report is the canary's p99 too: quiet (the lowest since the last quiet reading), the highest.
     assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms) == (25.0, 75.0)
 
