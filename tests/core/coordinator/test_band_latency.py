@@ -86,9 +86,13 @@ def test_a_brokers_first_moves_start_low_and_climb_a_step_a_calm_reading():
     assert moving(b, clock, 27.0) == [] and b.brokers[3].rates == (start + step, start + step)
     moving(b, clock, 41.0)
     assert b.brokers[3].rates == (start, start)
+    for _ in range(3):
+        moving(b, clock, 15.0)
+    assert b.brokers[3].rates == (start + 3 * step, start + 3 * step)
     # Its moves all ended, it starts low again at its next.
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
-    (told,) = moving(b, clock, 15.0)
+    assert b.brokers[3].rates == (start, start)
+    moving(b, clock, 15.0)
     assert b.brokers[3].rates == (start + step, start + step)
 
 
