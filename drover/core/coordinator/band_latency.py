@@ -13,7 +13,8 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   over minutes (they lag a load step by a minute or more); else the p99;
 - a broker's first banded moves start at LATENCY_START of the ceiling (or their floor, if higher), as a congestion
   window does: what the clients bear is learnt climbing to it, not by a copy at the ceiling that the next readings
-  halve (a broker no move goes through starts so again);
+  halve (a broker read with no move through it starts so again: every broker, once no banded move is in flight;
+  while some are, only their brokers are read, and the others keep their rates);
 - over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
   LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
 - the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
