@@ -84,9 +84,9 @@ def follow_latency(
         band.quiet_ms = p99
     band.target_ms = goal = settings.latency_max.of(band.quiet_ms)
     # What its moves ran at since the reading before: on its first, the start rate or their floor.
-    in_force = max(was.rates) if was is not None else settings.ceiling
+    in_force = max(was.rates) if was is not None else 0 if first else settings.ceiling
     if first:
-        in_force = max(max(was.rates) if was is not None else 0, *band.floor)
+        in_force = max(in_force, *band.floor)
     if band.moving:
         band.peak_ms = max(band.peak_ms or 0.0, p99)
         band.over_s += since if p99 > goal else 0.0
@@ -96,6 +96,11 @@ def follow_latency(
     return _act(settings, band, in_force, (signal, limit, what))
 
 
+def start_rate(settings: BandSettings) -> int:
+    """The rate a broker's first banded moves start at under a latency target."""
+    return int(LATENCY_START * settings.ceiling)
+
+
 def _started(settings: BandSettings, band: BrokerBand, was: BrokerBand | None, slow_start: bool) -> bool:
     """With ``slow_start``: a broker with no move through it is ready for its first at the start rate (whatever its
     readings say); one whose first moves began this reading ran at it, or at their floor if higher, and the law goes
@@ -103,12 +108,11 @@ def _started(settings: BandSettings, band: BrokerBand, was: BrokerBand | None, s
     if not slow_start:
         return False
     if not band.moving:
-        band.latency_cap, band.moves_cap = int(LATENCY_START * settings.ceiling), None
+        band.latency_cap, band.moves_cap = start_rate(settings), None
         return False
     if was is not None and was.moving:
         return False
-    start = int(LATENCY_START * settings.ceiling)
-    band.latency_cap = max(band.latency_cap if band.latency_cap is not None else start, *band.floor)
+    band.latency_cap = max(band.latency_cap if band.latency_cap is not None else start_rate(settings), *band.floor)
     return True
 
 
@@ -123,8 +127,7 @@ def _missed(
     if (band.stale < STALE_READINGS and band.p99_ms is not None) or not band.moving:
         return ""
     # Read again, it climbs from its start, as a first move does.
-    start = max(int(LATENCY_START * settings.ceiling), *band.floor)
-    band.latency_cap, band.moves_cap = start if slow_start else None, None
+    band.latency_cap, band.moves_cap = max(start_rate(settings), *band.floor) if slow_start else None, None
     missing = reading.missing if reading is not None else "not in the reading"
     times = f" {band.stale} times in a row" if band.stale > 1 else ""
     return f"produce latency not read{times} ({missing}): back to the floor"
