@@ -7,6 +7,8 @@ import sys
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 
+from temporalio import activity
+
 from drover.models.admission import Limits
 from drover.models.migration import MigrationInput
 from drover.worker import activities_for
@@ -19,8 +21,22 @@ async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local
     """Python's garbage collector closes the coroutines of a run the worker dropped from its cache (as it does when
     an eviction could not be processed), on whichever thread it happens to run: here every run is dropped again and
     again (a cache of one, the SDK's safe eviction off) and the collector runs often. Closed, a run does nothing more:
-    the migration ends on the plan and every history holds its own commands only, so each replays."""
+    the migration ends on the plan and every history holds its own commands only, so each replays.
+
+    The moves do not ask the coordinator by query here (``cluster_holding`` answers "cannot be asked", as it does when
+    the query fails). A query on a run that is out of the worker's cache makes the SDK rebuild the run, and it hands
+    the run the signals that arrived since its last workflow task in a live activation, at that task's time. The
+    coordinator then acts on a demand with the clock of its last task, and its history holds a pass that a replay,
+    at the right time, does not make (a disk reading skipped). With a cache of one, every such query rebuilds it."""
     fake = cluster(12)
+    asked: list[str] = []
+
+    @activity.defn(name="cluster_holding")
+    async def cluster_holding(coordinator_id: str) -> bool | None:
+        asked.append(coordinator_id)
+        return None
+
+    activities = [a for a in activities_for(fake) if a.__name__ != "cluster_holding"]
     plan = spread_plan(fake)
     migration = MigrationInput(
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=3, max_per_broker=3)
@@ -29,7 +45,7 @@ async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local
         local_env.client,
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
         workflows=WORKFLOWS,
-        activities=activities_for(fake),
+        activities=[*activities, cluster_holding],
         activity_executor=ThreadPoolExecutor(8),
         max_cached_workflows=1,
         disable_safe_workflow_eviction=True,
@@ -54,3 +70,5 @@ async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local
     assert result.verified and result.status == "completed"
     assert {(m.topic, m.partition): m.replicas for m in plan} == dict(fake.replicas)
     assert [i for i in ignored if "GeneratorExit" in i] == []
+    # The moves asked before their steps all the same.
+    assert asked
