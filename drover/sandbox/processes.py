@@ -67,7 +67,13 @@ class ProcessTable:
         pid = record.get("pid")
         if not isinstance(pid, int) or _start_time(pid) is None or _start_time(pid) != record.get("start"):
             return None
-        if Path(f"/proc/{pid}/status").read_text().find("State:\tZ") >= 0:
+        # A zombie has ended; its main thread shown as one while other threads run on (a JVM shutting down) has not,
+        # and still holds its ports.
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            return None
+        if "State:\tZ" in status and "Threads:\t1\n" in status:
             return None
         return pid
 
