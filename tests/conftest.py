@@ -233,6 +233,11 @@ async def end_coordinators(client, task_queue: str | None = None) -> None:
                 await handle.terminate(reason="test worker stops")
 
 
+def replacing(activities: list, replaced: dict) -> list:
+    """The worker's activities with those named (by their method's name) in ``replaced`` swapped for its values."""
+    return [a for a in activities if a.__name__ not in replaced] + list(replaced.values())
+
+
 def worker_for(client, activities: list, workflows: list | None = None, task_queue: str | None = None) -> Worker:
     """An in-process worker on a task queue of its own (or the one given)."""
     return TestWorker(

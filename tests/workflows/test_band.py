@@ -19,7 +19,7 @@ from drover.steps.throttle import FOLLOWER_RATE, LEADER_RATE
 from drover.worker import activities_for
 from drover.workflows import ClusterWorkflow
 from drover.workflows.policies import BAND_READ_EVERY, BAND_WINDOW
-from tests.conftest import start_migration, worker_for
+from tests.conftest import replacing, start_migration, worker_for
 from tests.workflows.test_cluster import plan_for, set_setting, shared_cluster, wait_for_status
 from tests.workflows.test_migration import wait_for
 
@@ -65,7 +65,7 @@ async def banded_migration(env, fake, band: BandSettings, replaced=None):
     coordinator's input)."""
     name = f"c{uuid.uuid4().hex[:6]}"
     replaced = replaced or {"estimate": floor_estimate}
-    activities = [a for a in activities_for(fake) if a.__name__ not in replaced] + list(replaced.values())
+    activities = replacing(activities_for(fake), replaced)
     async with worker_for(env.client, activities) as worker:
         queue, coordinator_input = worker.task_queue, ClusterInput(name=name, cluster_id=fake.cluster_id)
         change = ClusterBandChange(band=band, actor="ops", reason="use what the brokers spare")

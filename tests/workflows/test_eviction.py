@@ -13,7 +13,7 @@ from drover.models.admission import Limits
 from drover.models.migration import MigrationInput
 from drover.worker import activities_for
 from drover.workflows import WORKFLOWS, MigrationWorkflow
-from tests.conftest import TestWorker
+from tests.conftest import TestWorker, replacing
 from tests.workflows.test_migration import cluster, result_within, spread_plan
 
 
@@ -36,7 +36,6 @@ async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local
         asked.append(coordinator_id)
         return None
 
-    activities = [a for a in activities_for(fake) if a.__name__ != "cluster_holding"]
     plan = spread_plan(fake)
     migration = MigrationInput(
         cluster=f"c{uuid.uuid4().hex[:6]}", moves=plan, limits=Limits(max_partitions=3, max_per_broker=3)
@@ -45,7 +44,7 @@ async def test_runs_python_closes_anywhere_issue_no_command_in_another_run(local
         local_env.client,
         task_queue=f"q-{uuid.uuid4().hex[:8]}",
         workflows=WORKFLOWS,
-        activities=[*activities, cluster_holding],
+        activities=replacing(activities_for(fake), {"cluster_holding": cluster_holding}),
         activity_executor=ThreadPoolExecutor(8),
         max_cached_workflows=1,
         disable_safe_workflow_eviction=True,
