@@ -65,7 +65,10 @@ class ProcessTable:
         except (OSError, ValueError):
             return None
         pid = record.get("pid")
-        if not isinstance(pid, int) or _start_time(pid) is None or _start_time(pid) != record.get("start"):
+        if not isinstance(pid, int):
+            return None
+        started = _start_time(pid)
+        if started is None or started != record.get("start"):
             return None
         # A zombie has ended; its main thread shown as one while other threads run on (a JVM shutting down) has not,
         # and still holds its ports.
