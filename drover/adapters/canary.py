@@ -78,7 +78,8 @@ class Canary:
             every = every or sorted(self.admin.describe_cluster().broker_ids)
             width = min(REPLICAS, len(every))
             assignment = [[every[(i + k) % len(every)] for k in range(width)] for i in range(len(every))]
-            self.admin.create_topic(self.topic, assignment, TOPIC_CONFIGS)
+            # Another worker's canary may make it meanwhile: its topic serves as well.
+            self.admin.create_topic(self.topic, assignment, TOPIC_CONFIGS, exist_ok=True)
         leads: dict[int, int] = {}
         for state in self.admin.describe_topics([self.topic]):
             if state.leader is not None and state.leader in named:

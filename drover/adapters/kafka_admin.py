@@ -28,7 +28,7 @@ from kafka.errors import UnknownBrokerIdError as KpUnknownBrokerIdError
 
 from drover.adapters.kafka_acls import missing_acls
 from drover.adapters.kafka_clients import METADATA_REFRESH_MS, REACH_TIMEOUT_S, client_configs, rdkafka_logger
-from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, unknown_topic
+from drover.adapters.kafka_configs import NEW_TOPIC_GRACE_S, ConfigClient, refused_with, unknown_topic
 from drover.adapters.kafka_log_dirs import disks_of, sizes_of
 from drover.adapters.kafka_port import KafkaAdminError, KafkaRefusedError
 from drover.models import (
@@ -192,17 +192,25 @@ class KafkaAdmin:
         with the same credentials)."""
         return dict(self._ck_config)
 
-    def create_topic(self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None) -> None:
-        """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader."""
+    def create_topic(
+        self, name: str, assignment: list[list[int]], configs: Mapping[str, str] | None = None, exist_ok: bool = False
+    ) -> None:
+        """Create ``name`` with an explicit replica list per partition; returns once every partition has a leader.
+        With ``exist_ok``, a topic of that name made by someone else (as it was made) is taken for it."""
         topic = NewTopic(name, len(assignment), replica_assignment=assignment, config=dict(configs or {}))
         futures = self._ck.create_topics([topic], request_timeout=self._timeout)
-        self._wait(futures[name], f"create topic {name}")
+        try:
+            self._wait(futures[name], f"create topic {name}")
+        except KafkaAdminError as e:
+            if not (exist_ok and refused_with(e, KafkaError.TOPIC_ALREADY_EXISTS)):
+                raise
         # The controller has accepted the topic; brokers learn of it a moment later.
         deadline = time.monotonic() + self._timeout
         while True:
             try:
                 states = self.describe_topics([name])
-                if len(states) == len(assignment) and all(s.leader is not None for s in states):
+                whole = len(states) == len(assignment) or (exist_ok and states)
+                if whole and all(s.leader is not None for s in states):
                     return
             except KafkaAdminError:
                 pass

@@ -106,10 +106,11 @@ class ConfigClient:
             time.sleep(0.1)
 
 
-def unknown_topic(error: KafkaAdminError) -> bool:
+def refused_with(error: KafkaAdminError, code: int) -> bool:
+    """The call failed as Kafka answered ``code`` (a ``KafkaError`` code)."""
     cause = error.__cause__
-    return (
-        isinstance(cause, KafkaException)
-        and bool(cause.args)
-        and cause.args[0].code() == KafkaError.UNKNOWN_TOPIC_OR_PART
-    )
+    return isinstance(cause, KafkaException) and bool(cause.args) and cause.args[0].code() == code
+
+
+def unknown_topic(error: KafkaAdminError) -> bool:
+    return refused_with(error, KafkaError.UNKNOWN_TOPIC_OR_PART)

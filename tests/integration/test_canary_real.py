@@ -46,6 +46,23 @@ def test_a_broker_that_leads_no_canary_partition_is_told_not_taken_for_quiet(adm
         admin.delete_topics([topic_name])
 
 
+def test_a_canary_topic_made_meanwhile_by_another_worker_is_probed_not_refused(admin, topic_name, monkeypatch):
+    """Two workers' canaries on one cluster: the other made the topic after this one's listing (or a broker that had not
+    yet learnt of it answered that listing). The create is refused as the topic exists; the canary probes it all the
+    same, with partitions led as the other worker made them."""
+    brokers = sorted(admin.describe_cluster().broker_ids)
+    admin.create_topic(topic_name, [[b] for b in brokers])
+    listed = admin.list_topics
+    monkeypatch.setattr(admin, "list_topics", lambda: [t for t in listed() if t != topic_name])
+    canary = Canary(admin, admin.client_config(), topic=topic_name)
+    try:
+        found = canary.probe([], 0.5)
+        assert sorted(found) == brokers
+        assert all(not r.missing and r.p99_ms is not None for r in found.values()), found
+    finally:
+        admin.delete_topics([topic_name])
+
+
 async def test_with_no_broker_metrics_the_canary_drives_the_band(
     stack: Sandbox, real_client, admin, real_settings, topic_name
 ):
