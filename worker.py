@@ -208,7 +208,9 @@ def main() -> None:
         loop.run_until_complete(run(settings, stop))
     except (SearchAttributesError, DeploymentError) as e:
         log.error("worker_not_started", error=str(e))
-        sys.exit(f"error: {e}")
+        print(f"error: {e}", file=sys.stderr)
+        # The SDK's threads have started: leave as a stopped worker does.
+        exit_now(1)
     finally:
         loop.close()
     log.info("worker_stopped")

@@ -76,11 +76,21 @@ async def test_a_worker_registers_what_its_namespace_lacks_before_it_polls(tmp_p
         await env.shutdown()
 
 
+# worker.py run as its own process does, with a hook that says whether CPython's finalization ran: after the Temporal
+# SDK's native threads have started, it can crash ("Fatal Python error: PyGILState_Release", SIGABRT) and turn the
+# worker's one-line refusal into an abort.
+FINALIZED = "finalized"
+WATCHED_WORKER = (
+    f"import atexit, runpy; atexit.register(print, {FINALIZED!r}); "
+    f"runpy.run_path({str(ROOT / 'worker.py')!r}, run_name='__main__')"
+)
+
+
 async def test_a_worker_on_a_namespace_with_an_attribute_of_another_type_does_not_start(tmp_path):
     env = await bare_dev_server("DroverStatus=Text")
     try:
         done = subprocess.run(
-            [sys.executable, str(ROOT / "worker.py")],
+            [sys.executable, "-c", WATCHED_WORKER],
             cwd=ROOT,
             env=worker_env(env, tmp_path),
             capture_output=True,
@@ -94,6 +104,8 @@ async def test_a_worker_on_a_namespace_with_an_attribute_of_another_type_does_no
             "not set it. Use a namespace of Drover's own"
         ), done.stderr
         assert "Traceback" not in done.stderr + done.stdout
+        # It left without finalization, which the SDK's threads can crash.
+        assert FINALIZED not in done.stdout, done.stdout
         # Nothing was registered beside it.
         assert set(await custom_attributes(env)) == {"DroverStatus"}
     finally:
