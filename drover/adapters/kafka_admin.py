@@ -209,7 +209,7 @@ class KafkaAdmin:
         while True:
             try:
                 states = self.describe_topics([name])
-                whole = len(states) == len(assignment) or (exist_ok and states)
+                whole = bool(states) if exist_ok else len(states) == len(assignment)
                 if whole and all(s.leader is not None for s in states):
                     return
             except KafkaAdminError:
