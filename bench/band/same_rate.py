@@ -12,7 +12,8 @@ round to round:
   the rate), the latency read by the worker's canary: every reading probes each broker as the real band does;
 - **metrics**: the same, the latency read from the brokers' metrics (their JMX exporter pages alone, no canary).
 The band runs between the migration's floor (at least ``bench.band.run``'s BAND_FLOOR) and --rate, so its runs copy
-no faster than the fixed one. A quiet run of the load alone before round 1 sets the target: twice its produce p99.
+no faster than the fixed one. Before round 1, a run of the load alone warms the stack, and a second sets the target:
+twice its produce p99.
 Prints each run's produce p50 and p99 and the share of 5 s windows whose p99 is over the target, then the medians
 of the shares over the rounds. Asserts nothing about time.
 """
