@@ -21,11 +21,12 @@ of the shares over the rounds. Asserts nothing about time.
 import argparse
 import asyncio
 import statistics
-import time
 import uuid
+from dataclasses import replace
 
-from bench.band.latency import windows_over
-from bench.band.run import ChangingLoad, migrate, set_band
+from bench.band import latency
+from bench.band.latency import Bench, windows_over
+from bench.band.run import set_band
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.temporal import connect
 from drover.cli.rates import parse_rate
@@ -47,43 +48,33 @@ async def main_async(args) -> None:
     client = await connect(settings)
     cluster_id = admin.describe_cluster().cluster_id or ""
     canary = BandSettings(ceiling=rate, capacity=10**9, latency_max=UNREACHED, latency_from="canary")
-    bands = {"fixed": None, "canary": canary, "metrics": canary.model_copy(update={"latency_from": "metrics"})}
+    bands = {"canary": canary, "metrics": canary.model_copy(update={"latency_from": "metrics"})}
     loaded = f"bench-same-rate-{uuid.uuid4().hex[:6]}"
     admin.create_topic(loaded, [[1, 3], [2, 4]])
-    loads = [parse_rate(args.low), parse_rate(args.high), parse_rate(args.low)]
+    # bench.band.latency's runs read these: its phases, and its cap (the band's ceiling and the bound).
+    args.phase_s, args.cap = PHASE_S, args.rate
 
-    async def one_run(name: str | None) -> tuple[ChangingLoad, dict]:
-        load = ChangingLoad(settings, loaded, loads, PHASE_S)
-        load.start()
-        try:
-            if name is None:
-                await asyncio.sleep(5.0)
-                began = load.began = time.monotonic()
-                await asyncio.sleep(3 * PHASE_S)
-                return load, {"began": began, "ended": time.monotonic()}
-            await set_band(client, settings, cluster_id, bands[name])
-            fixed = rate if name == "fixed" else None
-            return load, await migrate(settings, admin, load, args.mb, rate, banded=fixed is None, fixed=fixed)
-        finally:
-            load.stopped.set()
-            load.join()
+    ctx = Bench(args, settings, admin, client, cluster_id, loaded, canary)
+
+    async def one_run(name: str) -> dict:
+        """bench.band.latency's run: the load alone (quiet), or the migration at the fixed rate or under a band."""
+        banded = replace(ctx, band=bands.get(name) or canary)
+        return await latency.one_run(banded, name, rate if name == "fixed" else None)
 
     shares: dict[str, list[float]] = {name: [] for name in RUNS}
     try:
-        await one_run(None)  # warms the stack
-        load, run = await one_run(None)
-        p50, p99, _ = load.percentiles(run["began"], run["ended"])
-        target = 2 * p99
-        print(f"quiet: produce p50/p99 {p50:.1f}/{p99:.1f} ms: target {target:.1f} ms", flush=True)
+        await one_run("quiet")  # warms the stack
+        quiet = await one_run("quiet")
+        target = 2 * quiet["p99"]
+        print(f"quiet: produce p50/p99 {quiet['p50']:.1f}/{quiet['p99']:.1f} ms: target {target:.1f} ms", flush=True)
         for number in range(1, args.rounds + 1):
             for name in RUNS if number % 2 else RUNS[::-1]:
-                load, run = await one_run(name)
-                p50, p99, _ = load.percentiles(run["began"], run["ended"])
-                share, windows = windows_over(load, run["began"], run["ended"], target)
+                run = await one_run(name)
+                share, windows = windows_over(run["load"], run["began"], run["ended"], target)
                 shares[name].append(share)
                 print(
-                    f"round {number} {name:>7}: produce p50/p99 {p50:.1f}/{p99:.1f} ms; {share:.0%} of {windows} "
-                    f"windows over the target; moving {run['moving_s']:.0f} s",
+                    f"round {number} {name:>7}: produce p50/p99 {run['p50']:.1f}/{run['p99']:.1f} ms; {share:.0%} of "
+                    f"{windows} windows over the target; moving {run['moving_s']:.0f} s",
                     flush=True,
                 )
     finally:
