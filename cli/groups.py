@@ -182,7 +182,7 @@ class BandOptions:
         "metrics",
         "--latency-from",
         help="Where the clients' latency is read: metrics (each broker's produce p99 inside Kafka, from "
-        "DROVER_BROKER_METRICS) or canary (the worker produces 100 small acks=all messages a second to a "
+        "DROVER_BROKER_METRICS) or canary (the worker produces 20 small acks=all messages a second to a "
         "partition of the topic drover-canary led by each broker and times their round trip: what a client waits "
         "on, host CPU and network included, with no metrics at all; the worker needs Create, Describe and Write "
         "on that topic)",
