@@ -2,7 +2,7 @@
 probing as the band's readings do, side by side on the local sandbox.
 
     .venv/bin/drover sandbox up && eval "$(.venv/bin/drover sandbox env)" && \\
-        .venv/bin/python -m bench.band.canary_cost [--rates 100,25] [--segment-s 40] [--rounds 2] [--copy 1.25MB/s]
+        .venv/bin/python -m bench.band.canary_cost [--rates 20,5] [--segment-s 40] [--rounds 2] [--copy 1.25MB/s]
 
 The client load is ``bench.band.run``'s at --load (acks=all, 10 kB messages, on partitions led by brokers 1 and 2
 and followed on 3 and 4), steady. Each round runs segments of --segment-s seconds: the load alone, then with a canary
@@ -41,7 +41,7 @@ PROBING = """
 import sys, time
 import drover.adapters.canary as canary
 from drover.adapters.kafka_admin import KafkaAdmin, client_configs
-from drover.settings import Settings, load_settings
+from drover.settings import load_settings
 settings = load_settings()
 canary.PROBES_PER_S = int(sys.argv[1])
 probe = canary.Canary(KafkaAdmin(settings), client_configs(settings)[0])
@@ -144,7 +144,9 @@ def main() -> None:
     finally:
         if copy is not None:
             copy.join()
-            print(f"the copy: {copy.result!r}", flush=True)
+            moved = copy.result
+            said = f"moved for {moved['moving_s']:.0f} s" if isinstance(moved, dict) else f"failed: {moved!r}"
+            print(f"the copy {said}", flush=True)
         load.stopped.set()
         load.join()
         admin.delete_topics([topic])
