@@ -18,6 +18,7 @@ end before its last move count, and the bench stops with the copy. Asserts nothi
 
 import argparse
 import asyncio
+import itertools
 import statistics
 import subprocess
 import sys
@@ -69,12 +70,11 @@ def segment(load: ChangingLoad, seconds: float, rate: int | None) -> tuple[float
 
 
 class Copy(threading.Thread):
-    """``bench.band.run``'s migration under a fixed throttle, in a thread of its own; ``done`` once it ended."""
+    """``bench.band.run``'s migration under a fixed throttle, in a thread of its own: its result, or what it raised."""
 
     def __init__(self, settings: Settings, admin: KafkaAdmin, load: ChangingLoad, mb: int, rate: int):
         super().__init__(daemon=True)
         self.settings, self.admin, self.load, self.mb, self.rate = settings, admin, load, mb, rate
-        self.done = threading.Event()
         self.result: dict | BaseException | None = None
 
     def run(self) -> None:
@@ -82,8 +82,6 @@ class Copy(threading.Thread):
             self.result = asyncio.run(self._copy())
         except BaseException as e:  # reported by the bench's main thread
             self.result = e
-        finally:
-            self.done.set()
 
     async def _copy(self) -> dict:
         client = await connect(self.settings)
@@ -120,27 +118,24 @@ def main() -> None:
             filled = load.began
             copy.start()
             # The migration marks its first move on the load.
-            while load.began == filled and not copy.done.wait(0.5):
-                pass
+            while load.began == filled and copy.is_alive():
+                copy.join(0.5)
             print(f"copying at {args.copy} from {time.strftime('%H:%M:%S')}", flush=True)
-        for number in range(1, args.rounds + 1):
-            for rate in rates:
-                alone = load.percentiles(*segment(load, args.segment_s, None))
-                began, ended = segment(load, args.segment_s, rate)
-                if copy is not None and copy.done.is_set():
-                    print("the copy ended before this segment did: it does not count", flush=True)
-                    break
-                p50, p99, _ = load.percentiles(began, ended)
-                share, windows = windows_over(load, began, ended, 2 * alone[1])
-                ratios[rate].append(p99 / alone[1])
-                mark = " (Drover's)" if rate == PROBES_PER_S else ""
-                print(
-                    f"round {number}: alone p50/p99 {alone[0]:.1f}/{alone[1]:.1f} ms; canary at {rate}/s{mark} "
-                    f"{p50:.1f}/{p99:.1f} ms, {share:.0%} of {windows} windows over {2 * alone[1]:.1f} ms",
-                    flush=True,
-                )
-            if copy is not None and copy.done.is_set():
+        for number, rate in itertools.product(range(1, args.rounds + 1), rates):
+            alone = load.percentiles(*segment(load, args.segment_s, None))
+            began, ended = segment(load, args.segment_s, rate)
+            if copy is not None and not copy.is_alive():
+                print("the copy ended before this segment did: it does not count", flush=True)
                 break
+            p50, p99, _ = load.percentiles(began, ended)
+            share, windows = windows_over(load, began, ended, 2 * alone[1])
+            ratios[rate].append(p99 / alone[1])
+            mark = " (Drover's)" if rate == PROBES_PER_S else ""
+            print(
+                f"round {number}: alone p50/p99 {alone[0]:.1f}/{alone[1]:.1f} ms; canary at {rate}/s{mark} "
+                f"{p50:.1f}/{p99:.1f} ms, {share:.0%} of {windows} windows over {2 * alone[1]:.1f} ms",
+                flush=True,
+            )
     finally:
         if copy is not None:
             copy.join()
