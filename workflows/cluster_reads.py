@@ -34,6 +34,9 @@ with workflow.unsafe.imports_passed_through():
 BUSY_READINGS_TOLD = "band-quiet-not-while-estimating"
 # Under a latency target, a broker's first moves start low and climb (coordinators started before: at the ceiling).
 SLOW_START = "band-slow-start"
+# Once a broker's moves were over its latency target, its rate climbs by a share of itself (coordinators started
+# before: by a step of the ceiling).
+EASED_CLIMB = "band-climb-eases"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -135,7 +138,9 @@ class TrafficReader:
             request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds(), canary=canary)
             # A migration that has joined but not yet asked for moves is estimating.
             estimating = any(h.demand is None for h in s.holders.values())
-            s.band.begin(estimating and workflow.patched(BUSY_READINGS_TOLD), workflow.patched(SLOW_START))
+            # (In this order, as the markers were recorded.)
+            busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
+            s.band.begin(busy, workflow.patched(SLOW_START), workflow.patched(EASED_CLIMB))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

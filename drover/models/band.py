@@ -197,6 +197,8 @@ class BrokerBand(BaseModel):
     latency_cap: int | None = None
     moves_cap: int | None = None
     stale: int = 0
+    # A reading of its moves was over the target since they began: the rate climbs by a share of itself.
+    gone_over: bool = False
 
     def text(self) -> str:
         """How it reads in `drover cluster status`."""

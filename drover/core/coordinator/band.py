@@ -29,7 +29,7 @@ from datetime import datetime, timedelta
 
 from pydantic import BaseModel
 
-from drover.core.coordinator.band_latency import BUSY_READINGS, STALE_READINGS, follow_latency
+from drover.core.coordinator.band_latency import BUSY_READINGS, STALE_READINGS, Law, follow_latency
 from drover.models.admission import MoveSpec
 from drover.models.band import BandSettings, BrokerBand, ClientLatency, ProduceLatency
 from drover.models.throttle import Rates, Throttle
@@ -93,13 +93,22 @@ class ThrottleBand(BaseModel):
     busy: bool = False
     busy_readings: int = 0
     waiting_quiet: bool = False
-    # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``).
+    # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``); once over
+    # the target, the climb eases (``band_latency.LATENCY_EASE``).
     slow_start: bool = False
+    eased: bool = False
 
-    def begin(self, busy: bool, slow_start: bool = False) -> None:
+    def begin(self, busy: bool, slow_start: bool = False, eased: bool = False) -> None:
         """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts);
-        ``slow_start``, as the coordinator's code does (one started before it replays without)."""
-        self.busy, self.slow_start = busy, slow_start
+        ``slow_start`` and ``eased``, as the coordinator's code does (one started before them replays without)."""
+        self.busy, self.slow_start, self.eased = busy, slow_start, eased
+
+    @property
+    def law(self) -> Law:
+        """The latency law this coordinator runs."""
+        if not self.slow_start:
+            return Law.CEILING_START
+        return Law.EASED if self.eased else Law.SLOW_START
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -155,9 +164,7 @@ class ThrottleBand(BaseModel):
             )
             why = ""
             if target is not None and not latency_off:
-                why = follow_latency(
-                    self.settings, now_band, was, (latency or {}).get(b), since, quiet, self.slow_start
-                )
+                why = follow_latency(self.settings, now_band, was, (latency or {}).get(b), since, quiet, self.law)
             allowed = room if now_band.latency_cap is None else tuple(min(r, now_band.latency_cap) for r in room)
             if now_band.stale and (now_band.stale >= STALE_READINGS or now_band.p99_ms is None):
                 wanted_rates = floor

@@ -16,7 +16,10 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   halve (a broker read with no move through it starts so again: every broker, once no banded move is in flight;
   while some are, only their brokers are read, and the others keep their rates);
 - over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
-  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading; between them it holds (no flapping);
+  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading until a reading of the broker's moves was
+  over the target, then by LATENCY_EASE of the rates in force (at least LATENCY_EASE_MIN of the ceiling), as a
+  congestion window leaves slow start: a step of the ceiling from half the rate that went over is back over it in a
+  reading or two; between them it holds (no flapping);
 - the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
   flight remain; under it, one more is let through a reading, up to the operator's limits;
 - never below the floor: where the floor itself is over the target, the broker is starved (as by headroom);
@@ -25,6 +28,8 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
 - where the worker reads no broker metrics at all (Kafka's Admin API has no latency), the band follows bytes alone
   and says so once.
 """
+
+from enum import IntEnum
 
 from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
 
@@ -35,6 +40,10 @@ LATENCY_DECREASE = 0.5
 # Under LATENCY_CALM of the target: it rises by this share of the ceiling a reading (between: it holds).
 LATENCY_STEP = 0.10
 LATENCY_CALM = 0.8
+# Once a reading of its moves was over the target: it rises by this share of the rates in force a reading instead, by
+# at least LATENCY_EASE_MIN of the ceiling (above band.STEADY, the change the band writes at the least).
+LATENCY_EASE = 0.15
+LATENCY_EASE_MIN = 0.01
 # The produce time the law follows under a ratio target, where it can: the mean time of the requests of the reading
 # plus this many standard deviations of it (a normal distribution's 99th percentile), against its quiet value; no
 # target on it is below MIN_WINDOW_TARGET_MS (a millisecond or two is noise).
@@ -44,6 +53,18 @@ MIN_WINDOW_TARGET_MS = 2.0
 STALE_READINGS = 2
 # Readings in a row taken while a migration estimated before one of them counts as quiet all the same.
 BUSY_READINGS = 6
+
+
+class Law(IntEnum):
+    """The latency law as the coordinator's code had it, each keeping the one before's changes: a coordinator replays
+    with the law it ran."""
+
+    # A broker's first moves start at the ceiling.
+    CEILING_START = 0
+    # They start at LATENCY_START and climb.
+    SLOW_START = 1
+    # Once over the target, the climb is LATENCY_EASE of the rates in force.
+    EASED = 2
 
 
 def p99_of(reading: ProduceLatency | None) -> float | None:
@@ -60,16 +81,18 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    slow_start: bool = True,
+    law: Law = Law.EASED,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker
-    with no move through it takes a reading that is not ``quiet`` for its last p99 alone. Without ``slow_start``
-    (coordinators started before it), a broker's first moves start at the ceiling."""
+    with no move through it takes a reading that is not ``quiet`` for its last p99 alone. ``law``: the one the
+    coordinator runs (before slow start, a broker's first moves start at the ceiling)."""
     assert settings.latency_max is not None
     if was is not None:
-        for kept in ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap"):
-            setattr(band, kept, getattr(was, kept))
+        kept = ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap", "gone_over")
+        for name in kept:
+            setattr(band, name, getattr(was, name))
+    slow_start = law >= Law.SLOW_START
     first = _started(settings, band, was, slow_start)
     p99 = p99_of(reading)
     if p99 is None:
@@ -93,7 +116,7 @@ def follow_latency(
     signal, limit, what = take_window(settings, band, reading, p99, goal)
     if not band.moving and slow_start:
         return ""
-    return _act(settings, band, in_force, (signal, limit, what))
+    return _act(settings, band, in_force, (signal, limit, what), law)
 
 
 def start_rate(settings: BandSettings) -> int:
@@ -108,7 +131,7 @@ def _started(settings: BandSettings, band: BrokerBand, was: BrokerBand | None, s
     if not slow_start:
         return False
     if not band.moving:
-        band.latency_cap, band.moves_cap = start_rate(settings), None
+        band.latency_cap, band.moves_cap, band.gone_over = start_rate(settings), None, False
         return False
     if was is not None and was.moving:
         return False
@@ -128,22 +151,28 @@ def _missed(
         return ""
     # Read again, it climbs from its start, as a first move does.
     band.latency_cap, band.moves_cap = max(start_rate(settings), *band.floor) if slow_start else None, None
+    band.gone_over = False
     missing = reading.missing if reading is not None else "not in the reading"
     times = f" {band.stale} times in a row" if band.stale > 1 else ""
     return f"produce latency not read{times} ({missing}): back to the floor"
 
 
-def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[float, float, str]) -> str:
+def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[float, float, str], law: Law) -> str:
     """The law on the rate and the moves, from the rates ``in_force`` and what it holds under which target, and its
-    name (``read``): halved over the target, a step up under its calm share, held between. Why, or ""."""
+    name (``read``): halved over the target, a step up under its calm share (eased once over it, under ``law``),
+    held between. Why, or ""."""
     signal, limit, what = read
     if signal > limit:
         band.latency_cap = int(in_force * LATENCY_DECREASE)
         band.moves_cap = max(band.moves // 2, 1)
+        band.gone_over = law >= Law.EASED
         return f"{what} {ms(signal)} over the {ms(limit)} target"
     if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
         # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
-        raised = in_force + int(LATENCY_STEP * settings.ceiling)
+        step = LATENCY_STEP * settings.ceiling
+        if band.gone_over:
+            step = max(LATENCY_EASE * in_force, LATENCY_EASE_MIN * settings.ceiling)
+        raised = in_force + int(step)
         band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
         if band.moves_cap is not None:
             more = band.moves_cap + 1

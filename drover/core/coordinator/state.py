@@ -359,7 +359,8 @@ class ClusterState(BaseModel):
         self.disk.limits, self.windows = settings.disk_max or DiskLimits(), settings.windows or Windows()
         if settings.band != self.band.settings:
             kept = {"brokers": self.band.brokers, "last_at": self.band.read_at} if settings.band else {}
-            self.band = ThrottleBand(settings=settings.band, slow_start=self.band.slow_start, **kept)
+            law = {"slow_start": self.band.slow_start, "eased": self.band.eased}
+            self.band = ThrottleBand(settings=settings.band, **law, **kept)
 
     def setting(self, change: ClusterSetting, now: datetime) -> None:
         """An operator's cluster-wide setting, audited with what it is now."""

@@ -10,6 +10,8 @@ import pytest
 from drover.core.coordinator.band import MIN_RATE, STEADY, ThrottleBand, through
 from drover.core.coordinator.band_latency import (
     BUSY_READINGS,
+    LATENCY_EASE,
+    LATENCY_EASE_MIN,
     LATENCY_START,
     LATENCY_STEP,
     STALE_READINGS,
@@ -38,7 +40,7 @@ def band(target=TWICE, when_starved="floor") -> ThrottleBand:
     settings = BandSettings(
         ceiling=CEILING, capacity=1000 * MB, headroom=0, when_starved=when_starved, latency_max=target
     )
-    return ThrottleBand(settings=settings, slow_start=True)
+    return ThrottleBand(settings=settings, slow_start=True, eased=True)
 
 
 class Clock:
@@ -72,7 +74,7 @@ def started(target=TWICE, quiet_ms=15.0, when_starved="floor") -> tuple[Throttle
     return b, clock
 
 
-def test_a_brokers_first_moves_start_low_and_climb_a_step_a_calm_reading():
+def test_a_brokers_first_moves_start_low_climb_a_step_a_calm_reading_and_once_over_the_target_a_share_of_the_rate():
     b, clock = band(), Clock()
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     start, step = START, STEP
@@ -86,10 +88,15 @@ def test_a_brokers_first_moves_start_low_and_climb_a_step_a_calm_reading():
     assert moving(b, clock, 27.0) == [] and b.brokers[3].rates == (start + step, start + step)
     moving(b, clock, 41.0)
     assert b.brokers[3].rates == (start, start)
+    # Once over the target, a calm reading raises it by LATENCY_EASE of the rate in force, not a step of the ceiling
+    # (from half the rate that went over, a step or two is back over it).
+    climbed = start
     for _ in range(3):
-        moving(b, clock, 15.0)
-    assert b.brokers[3].rates == (start + 3 * step, start + 3 * step)
-    # Its moves all ended, it starts low again at its next.
+        (told,) = moving(b, clock, 15.0)
+        climbed += int(LATENCY_EASE * climbed)
+        assert b.brokers[3].rates == (climbed, climbed)
+    assert told.endswith("follower rate 2.6 MB/s → 3.0 MB/s; leader rate 2.6 MB/s → 3.0 MB/s")
+    # Its moves all ended, it starts low again at its next, and climbs by steps until it is over the target again.
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     assert b.brokers[3].rates == (start, start)
     moving(b, clock, 15.0)
@@ -105,6 +112,17 @@ def test_a_coordinator_started_before_the_slow_start_starts_first_moves_at_the_c
     assert b.brokers[3].rates == (CEILING, CEILING) and b.brokers[3].latency_cap is None
     moving(b, clock, 41.0)
     assert b.brokers[3].rates == (CEILING // 2, CEILING // 2)
+
+
+def test_a_coordinator_started_before_the_eased_climb_climbs_a_step_of_the_ceiling_after_a_reading_over_the_target():
+    b, clock = band(), Clock()
+    b.begin(busy=False, slow_start=True, eased=False)  # its history has no band-climb-eases marker
+    b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
+    moving(b, clock, 41.0)
+    assert b.brokers[3].rates == (START // 2, START // 2) and not b.brokers[3].gone_over
+    for climbed in (1, 2):
+        moving(b, clock, 15.0)
+        assert b.brokers[3].rates == (START // 2 + climbed * STEP,) * 2
 
 
 def test_a_first_move_whose_floor_is_over_the_start_rate_starts_at_its_floor_and_is_not_starved():
@@ -132,12 +150,11 @@ def test_over_the_target_the_rate_halves_at_the_next_reading_and_the_audit_says_
     # Between the calm share of the target and the target: held, nothing told.
     assert moving(b, clock, 27.0) == []
     assert b.brokers[3].rates == (5 * MB, 5 * MB)
-    # Under it: up by a step of the ceiling a reading, until the ceiling lifts the bound.
-    step = int(LATENCY_STEP * CEILING)
+    # Under it: up by a share of the rate a reading (it went over the target), until the ceiling lifts the bound.
     (told,) = moving(b, clock, 12.0)
-    assert b.brokers[3].rates == (5 * MB + step, 5 * MB + step)
+    assert b.brokers[3].rates == (5_750_000, 5_750_000)
     # (A reading under the quiet value, 15 ms, is the quiet value from then on: the target is twice 12 ms.)
-    assert told.startswith("broker 3: produce p99 12 ms under the 24 ms target; follower rate 5.0 MB/s → 7.0 MB/s")
+    assert told.startswith("broker 3: produce p99 12 ms under the 24 ms target; follower rate 5.0 MB/s → 5.8 MB/s")
     for _ in range(10):
         moving(b, clock, 12.0)
     # (A rate within STEADY of the ceiling is not rewritten.)
@@ -145,6 +162,19 @@ def test_over_the_target_the_rate_halves_at_the_next_reading_and_the_audit_says_
     # The report: quiet, the highest while moving, and the time over the target (two readings 10 s apart).
     assert (b.brokers[3].quiet_ms, b.brokers[3].peak_ms, b.brokers[3].over_s) == (12.0, 41.0, 20.0)
     assert "produce p99 12 ms (quiet 12 ms, target 24 ms, over it 20s)" in b.brokers[3].text()
+
+
+def test_once_over_the_target_a_rate_at_the_floor_climbs_by_at_least_a_small_share_of_the_ceiling():
+    b, clock = started(quiet_ms=15.0)
+    for _ in range(6):
+        moving(b, clock, 90.0)
+    assert b.brokers[3].rates == FLOOR and b.brokers[3].gone_over
+    # A share of 1 MB/s is under LATENCY_EASE_MIN of the ceiling; either is more than the band's dead band (STEADY:
+    # a change it does not write).
+    (told,) = moving(b, clock, 10.0)
+    rose = FLOOR[0] + int(LATENCY_EASE_MIN * CEILING)
+    assert b.brokers[3].rates == (rose, rose) and "leader rate 1.0 MB/s → 1.2 MB/s;" in told
+    assert LATENCY_EASE > STEADY
 
 
 def test_the_rate_never_goes_under_the_floor_and_a_floor_over_the_target_starves_the_broker():
@@ -194,7 +224,7 @@ def test_a_moves_leader_counts_among_the_brokers_it_goes_through():
 
 def test_the_latency_bound_is_lifted_once_headroom_binds_tighter():
     settings = BandSettings(ceiling=CEILING, capacity=10 * MB, headroom=0, latency_max=TWICE)
-    b, clock = ThrottleBand(settings=settings, slow_start=True), Clock()
+    b, clock = ThrottleBand(settings=settings, slow_start=True, eased=True), Clock()
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     # From the start, 2 MB/s, up 2 MB/s a calm reading: 4, 6 and 8 are under the 10 MB/s headroom leaves; 10 reaches
     # it: lifted.
@@ -266,14 +296,14 @@ def test_time_over_the_target_counts_across_a_change_of_the_bands_settings():
     s = ClusterState(name="c")
     settings = BandSettings(ceiling=CEILING, capacity=1000 * MB, headroom=0, latency_max=TWICE)
     s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
-    s.band.begin(busy=False, slow_start=True)
+    s.band.begin(busy=False, slow_start=True, eased=True)
     s.band.read(QUIET, "metrics", {3: FLOOR}, T0, latency=p99(15.0), moves={3: 1})
     lower = settings.model_copy(update={"latency_max": LatencyTarget(ms=5)})
     s.setting(ClusterBandChange(band=lower, actor="ops", reason="clients complain"), T0)
     s.band.read(QUIET, "metrics", {3: FLOOR}, T0 + timedelta(seconds=10), latency=p99(15.0), moves={3: 1})
     assert s.band.brokers[3].over_s == 10.0
-    # (The band anew keeps the slow start the reading under way began with.)
-    assert s.band.slow_start
+    # (The band anew keeps the law the reading under way began with.)
+    assert s.band.slow_start and s.band.eased
 
 
 def test_with_a_latency_target_estimated_moves_wait_for_the_bands_first_reading_and_fixed_ones_do_not():
