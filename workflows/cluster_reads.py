@@ -37,6 +37,9 @@ SLOW_START = "band-slow-start"
 # Once a broker's moves were over its latency target, its rate climbs by a share of itself (coordinators started
 # before: by a step of the ceiling).
 EASED_CLIMB = "band-climb-eases"
+# A broker's quiet value is the median of its last quiet readings, and its moves are cut only once its rate is at its
+# floor (coordinators started before: the latest quiet reading or a lower one since; cut at the first reading over).
+STEADY_LAW = "band-law-steady"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -140,7 +143,8 @@ class TrafficReader:
             estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
-            s.band.begin(busy, workflow.patched(SLOW_START), workflow.patched(EASED_CLIMB))
+            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW)]
+            s.band.begin(busy, *law)
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

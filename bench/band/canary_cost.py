@@ -87,7 +87,7 @@ class Copy(threading.Thread):
         client = await connect(self.settings)
         cluster_id = self.admin.describe_cluster().cluster_id or ""
         await set_band(client, self.settings, cluster_id, None)
-        return await migrate(self.settings, self.admin, self.load, self.mb, self.rate, banded=False)
+        return await migrate(self.settings, self.admin, self.load, self.mb, self.rate, self.rate)
 
 
 def main() -> None:

@@ -14,7 +14,8 @@ order that alternates from round to round:
 - **safe**: the same under the highest fixed throttle of C/2, C/4, C/8 and C/16 whose produce p99 in the heavy phase
   stays within the target: found in the first round by trying each from the top, then kept (or given, --safe);
 - **band**: the same with `--throttle auto` under the band, capped at C, with --latency-max, reading the latency from
-  --latency-from (the brokers' metrics, or the worker's canary).
+  --latency-from (the brokers' metrics, or the worker's canary), set BAND_SETTLE_S before the migration starts,
+  once its topic is filled and rested.
 
 A quiet run before round 1 warms the stack and is not counted. Prints for each run the clients' produce p50 and p99
 (quiet, and during the moves; librdkafka's latency of each message, and the p99 as the bench's own thread saw it,
@@ -43,6 +44,8 @@ from drover.settings import Settings, load_settings
 
 WINDOW_S = 5.0
 SAFE_SHARES = (2, 4, 8, 16)
+# Seconds the band reads the brokers under the clients' load before a banded run's migration starts (not counted).
+BAND_SETTLE_S = 30.0
 
 
 def windows_over(load: ChangingLoad, since: float, until: float, target_ms: float) -> tuple[float, int]:
@@ -100,9 +103,18 @@ async def one_run(b: Bench, name: str, rate: int | None) -> dict:
             await asyncio.sleep(3 * args.phase_s)
             run: dict = {"began": began, "ended": time.monotonic()}
         else:
-            await set_band(client, settings, cluster_id, band if rate is None else None)
+            await set_band(client, settings, cluster_id, None)
+
+            async def banded() -> None:
+                # Set once the migration's topic is filled and rested, and left to read the brokers under the clients'
+                # load a while, as on a cluster where it was set long before: its quiet values are the clients'
+                # alone, not the bench's own fill of hundreds of MB a few seconds before the first move.
+                await set_band(client, settings, cluster_id, band)
+                await asyncio.sleep(BAND_SETTLE_S)
+
             cap = parse_rate(args.cap)
-            run = await migrate(settings, admin, load, args.mb, cap, banded=rate is None, fixed=rate)
+            ready = banded if rate is None else None
+            run = await migrate(settings, admin, load, args.mb, cap, rate, ready)
     finally:
         load.stopped.set()
         load.join()

@@ -31,6 +31,7 @@ import statistics
 import threading
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 
 from confluent_kafka import Producer
 from temporalio.client import WithStartWorkflowOperation
@@ -138,11 +139,13 @@ async def migrate(
     load: "ChangingLoad",
     mb: int,
     ceiling: int,
-    banded: bool,
-    fixed: int | None = None,
+    fixed: int | None,
+    ready: Callable[[], Awaitable[None]] | None = None,
 ) -> dict:
-    """One migration of a fresh topic, under the band (its estimate the floor) or a fixed throttle of ``fixed``
-    (else ``ceiling``); the clients' latency counts from its first move, and its bound is at ``ceiling``."""
+    """One migration of a fresh topic, under the band (``fixed`` None; its estimate the floor) or a fixed throttle of
+    ``fixed``; the clients' latency counts from its first move, and its bound is at ``ceiling``. ``ready`` is awaited
+    once the topic is filled and rested, before the migration starts."""
+    banded = fixed is None
     topic = f"bench-band-{uuid.uuid4().hex[:6]}"
     original = [[1, 2] if p % 2 == 0 else [2, 1] for p in range(PARTITIONS)]
     target = [[3, 4] if p % 2 == 0 else [4, 3] for p in range(PARTITIONS)]
@@ -152,6 +155,8 @@ async def migrate(
         # The sandbox's brokers share this machine's disk: its dirty pages written now, not during the moves.
         await asyncio.to_thread(os.sync)
         await asyncio.sleep(FILL_REST_S)
+        if ready is not None:
+            await ready()
         sizes = {r.partition: r.size_bytes for r in admin.describe_log_dirs([1, 2]) if r.topic == topic}
         # Each partition copies to two new replicas from its leader: brokers 3 and 4 receive everything, each
         # leader serves its partitions twice.
@@ -169,7 +174,7 @@ async def migrate(
             cluster=settings.cluster_name,
             moves=plan,
             limits=LIMITS,
-            throttle_bytes_per_s=None if banded else fixed or ceiling,
+            throttle_bytes_per_s=fixed,
             estimate=estimate,
         )
         client = await connect(settings)
@@ -240,7 +245,8 @@ async def main_async(args) -> None:
                         run, until = None, time.monotonic()
                     else:
                         await set_band(client, settings, cluster_id, band if name == "band" else None)
-                        run = await migrate(settings, admin, load, args.mb, ceiling, banded=name == "band")
+                        fixed = None if name == "band" else ceiling
+                        run = await migrate(settings, admin, load, args.mb, ceiling, fixed)
                         began, until = run["began"], run["ended"]
                 finally:
                     load.stopped.set()

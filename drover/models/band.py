@@ -177,8 +177,8 @@ class BrokerBand(BaseModel):
     starved: bool = False
     # A banded move goes through it (else it was read ahead of one, as if its floor were nothing).
     moving: bool = True
-    # The clients' produce p99 (ms): quiet (the last reading before a banded move went through it), the last
-    # reading, the highest while moves went through it, the target, and the time over it while they did.
+    # The clients' produce p99 (ms): quiet (the median of the last readings with no banded move through it), the
+    # last reading, the highest while moves went through it, the target, and the time over it while they did.
     quiet_ms: float | None = None
     p99_ms: float | None = None
     peak_ms: float | None = None
@@ -199,6 +199,9 @@ class BrokerBand(BaseModel):
     stale: int = 0
     # A reading of its moves was over the target since they began: the rate climbs by a share of itself.
     gone_over: bool = False
+    # Its last quiet readings' p99 and produce time (ms), whose medians are its quiet values.
+    quiet_p99s: list[float] = []
+    quiet_windows: list[float] = []
 
     def text(self) -> str:
         """How it reads in `drover cluster status`."""

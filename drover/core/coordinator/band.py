@@ -94,21 +94,26 @@ class ThrottleBand(BaseModel):
     busy_readings: int = 0
     waiting_quiet: bool = False
     # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``); once over
-    # the target, the climb eases (``band_latency.LATENCY_EASE``).
+    # the target, the climb eases (``band_latency.LATENCY_EASE``); the quiet value is a median, and the moves are cut
+    # at the floor only (``steady``).
     slow_start: bool = False
     eased: bool = False
+    steady: bool = False
 
-    def begin(self, busy: bool, slow_start: bool = False, eased: bool = False) -> None:
+    def begin(self, busy: bool, slow_start: bool = False, eased: bool = False, steady: bool = False) -> None:
         """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts);
-        ``slow_start`` and ``eased``, as the coordinator's code does (one started before them replays without)."""
-        self.busy, self.slow_start, self.eased = busy, slow_start, eased
+        ``slow_start``, ``eased`` and ``steady``, as the coordinator's code does (one started before them replays
+        without)."""
+        self.busy, self.slow_start, self.eased, self.steady = busy, slow_start, eased, steady
 
     @property
     def law(self) -> Law:
-        """The latency law this coordinator runs."""
+        """The latency law this coordinator runs (each keeps the changes of those before)."""
         if not self.slow_start:
             return Law.CEILING_START
-        return Law.EASED if self.eased else Law.SLOW_START
+        if not self.eased:
+            return Law.SLOW_START
+        return Law.STEADY if self.steady else Law.EASED
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)

@@ -1,11 +1,13 @@
 """The throttle band's latency law (``drover.core.coordinator.band``). Pure.
 
 With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
-- a broker's **quiet** p99 is its latest reading while no banded move went through it, or a lower one read since
-  (a quiet value read during a burst of the clients' own would let the copies take all it leaves): the target is a
-  ratio of it, or a value in ms. A reading that began while a migration estimated (its job and its sampling load the
-  hosts, never the clients' quiet) is not taken for quiet, and the banded moves wait for one that is (at most
-  BUSY_READINGS readings in a row: then a busy reading counts as quiet);
+- a broker's **quiet** p99 is the median of its last QUIET_READINGS readings while no banded move went through it
+  (one reading's p99 of a quiet cluster spreads twofold and more: a quiet value of one reading in a lull sets a
+  target the clients' own bursts pass, one in a burst lets the copies take all it leaves); the target is a ratio of
+  it, or a value in ms (coordinators started before it: the latest such reading, or a lower one read since). A
+  reading that began while a migration estimated (its job and its sampling load the hosts, never the clients' quiet)
+  is not taken for quiet, and the banded moves wait for one that is (at most BUSY_READINGS readings in a row: then a
+  busy reading counts as quiet);
 - what is held under the target: with a ratio target, where the broker's metrics have the count, mean and standard
   deviation of produce requests' time (the JMX exporter's TotalTimeMs Count, Mean and StdDev, kept by Kafka over
   all time), the requests since the reading before, their mean plus TAIL_SDS deviations, against the ratio times its
@@ -20,8 +22,10 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   over the target, then by LATENCY_EASE of the rates in force (at least LATENCY_EASE_MIN of the ceiling), as a
   congestion window leaves slow start: a step of the ceiling from half the rate that went over is back over it in a
   reading or two; between them it holds (no flapping);
-- the moves through a broker follow the same law: over the target, new moves wait until fewer than half of those in
-  flight remain; under it, one more is let through a reading, up to the operator's limits;
+- the moves through a broker follow the same law once its rate is at its floor (the throttle already bounds its
+  bytes across all its moves; capping them as well, sooner, runs moves that share brokers one at a time): over the
+  target, new moves wait until fewer than half of those in flight remain; under it, one more is let through a
+  reading, up to the operator's limits (coordinators started before it: from the first reading over);
 - never below the floor: where the floor itself is over the target, the broker is starved (as by headroom);
 - a broker whose latency was not read STALE_READINGS times in a row runs at its floor, never at nothing, with a
   warning, until it is read again;
@@ -29,6 +33,7 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   and says so once.
 """
 
+import statistics
 from enum import IntEnum
 
 from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
@@ -53,6 +58,8 @@ MIN_WINDOW_TARGET_MS = 2.0
 STALE_READINGS = 2
 # Readings in a row taken while a migration estimated before one of them counts as quiet all the same.
 BUSY_READINGS = 6
+# The quiet readings whose median is a broker's quiet value.
+QUIET_READINGS = 5
 
 
 class Law(IntEnum):
@@ -65,6 +72,8 @@ class Law(IntEnum):
     SLOW_START = 1
     # Once over the target, the climb is LATENCY_EASE of the rates in force.
     EASED = 2
+    # The quiet value is the median of the last QUIET_READINGS quiet readings; the moves are cut only at the floor.
+    STEADY = 3
 
 
 def p99_of(reading: ProduceLatency | None) -> float | None:
@@ -81,7 +90,7 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    law: Law = Law.EASED,
+    law: Law = Law.STEADY,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker
@@ -90,7 +99,7 @@ def follow_latency(
     assert settings.latency_max is not None
     if was is not None:
         kept = ("quiet_ms", "quiet_window_ms", "p99_ms", "peak_ms", "over_s", "latency_cap", "moves_cap", "gone_over")
-        for name in kept:
+        for name in (*kept, "quiet_p99s", "quiet_windows"):
             setattr(band, name, getattr(was, name))
     slow_start = law >= Law.SLOW_START
     first = _started(settings, band, was, slow_start)
@@ -101,10 +110,7 @@ def follow_latency(
     if not band.moving and not quiet:
         band.target_ms = settings.latency_max.of(band.quiet_ms)
         return ""
-    if not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
-        # Quiet: the reading before the first move; or, lower, one while moves run (the quiet value was read
-        # during a burst of the clients' own: the clients are quieter than that even with the copies).
-        band.quiet_ms = p99
+    _take_quiet(band, p99, law)
     band.target_ms = goal = settings.latency_max.of(band.quiet_ms)
     # What its moves ran at since the reading before: on its first, the start rate or their floor.
     in_force = max(was.rates) if was is not None else 0 if first else settings.ceiling
@@ -113,10 +119,27 @@ def follow_latency(
     if band.moving:
         band.peak_ms = max(band.peak_ms or 0.0, p99)
         band.over_s += since if p99 > goal else 0.0
-    signal, limit, what = take_window(settings, band, reading, p99, goal)
+    signal, limit, what = take_window(settings, band, reading, (p99, goal), law)
     if not band.moving and slow_start:
         return ""
     return _act(settings, band, in_force, (signal, limit, what), law)
+
+
+def _take_quiet(band: BrokerBand, p99: float, law: Law) -> None:
+    """The reading's p99 taken into ``band``'s quiet value: with no move through it, the median of its last quiet
+    readings. Under laws before STEADY: the reading before the first move; or, lower, one while moves run (the quiet
+    value was read during a burst of the clients' own: the clients are quieter than that even with the copies)."""
+    if law >= Law.STEADY:
+        if not band.moving:
+            band.quiet_p99s, band.quiet_ms = quiet_median(band.quiet_p99s, p99)
+    elif not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
+        band.quiet_ms = p99
+
+
+def quiet_median(kept: list[float], reading: float) -> tuple[list[float], float]:
+    """The last QUIET_READINGS quiet readings with ``reading``, and their median."""
+    last = [*kept, reading][-QUIET_READINGS:]
+    return last, statistics.median(last)
 
 
 def start_rate(settings: BandSettings) -> int:
@@ -159,12 +182,13 @@ def _missed(
 
 def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[float, float, str], law: Law) -> str:
     """The law on the rate and the moves, from the rates ``in_force`` and what it holds under which target, and its
-    name (``read``): halved over the target, a step up under its calm share (eased once over it, under ``law``),
-    held between. Why, or ""."""
+    name (``read``): halved over the target (and the moves, once the rate was at the floor, under ``law``), a step
+    up under its calm share (eased once over it), held between. Why, or ""."""
     signal, limit, what = read
     if signal > limit:
         band.latency_cap = int(in_force * LATENCY_DECREASE)
-        band.moves_cap = max(band.moves // 2, 1)
+        if law < Law.STEADY or in_force <= max(band.floor):
+            band.moves_cap = max(band.moves // 2, 1)
         band.gone_over = law >= Law.EASED
         return f"{what} {ms(signal)} over the {ms(limit)} target"
     if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
@@ -182,12 +206,17 @@ def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[fl
 
 
 def take_window(
-    settings: BandSettings, band: BrokerBand, reading: ProduceLatency | None, p99: float, goal: float
+    settings: BandSettings,
+    band: BrokerBand,
+    reading: ProduceLatency | None,
+    read: tuple[float, float],
+    law: Law = Law.STEADY,
 ) -> tuple[float, float, str]:
-    """The reading's window taken into ``band`` (its produce time, the quiet readings' running mean while nothing
-    moves through it, the target on it), then what the law holds under which target, and its name: under a ratio
-    target, that produce time against the quiet one's where the broker's metrics have it, as Kafka's p99 lags the
-    clients by a minute or more; else the p99 (``p99`` and ``goal``, worked out by the caller)."""
+    """The reading's window taken into ``band`` (its produce time, the quiet value of it while nothing moves through
+    it, the target on it), then what the law holds under which target, and its name: under a ratio target, that
+    produce time against the quiet one's where the broker's metrics have it, as Kafka's p99 lags the clients by a
+    minute or more; else the p99 and its target (``read``, worked out by the caller)."""
+    p99, goal = read
     assert settings.latency_max is not None
     band.window_ms = window = band.window_target_ms = None
     what = f"produce time (the reading's requests' mean + {TAIL_SDS:g} sd)"
@@ -199,7 +228,10 @@ def take_window(
         band.window_ms = window = reading.window_ms + TAIL_SDS * (reading.window_sd_ms or 0.0)
     ratio = settings.latency_max.ratio
     quiet = band.quiet_window_ms
-    if not band.moving and window is not None:
+    if law >= Law.STEADY:
+        if not band.moving and window is not None:
+            band.quiet_windows, band.quiet_window_ms = quiet_median(band.quiet_windows, window)
+    elif not band.moving and window is not None:
         band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
     elif window is not None and quiet is not None and 0 < window < quiet:
         band.quiet_window_ms = window
