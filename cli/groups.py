@@ -19,6 +19,7 @@ from pathlib import Path
 import typer
 
 from drover.cli.errors import DroverError
+from drover.core.coordinator.band_latency import QUIET_READINGS
 from drover.models.admission import Limits
 from drover.models.band import DEFAULT_HEADROOM, DEFAULT_LATENCY_MAX, BandSettings
 
@@ -171,11 +172,12 @@ class BandOptions:
     latency_max: str = typer.Option(
         DEFAULT_LATENCY_MAX,
         "--latency-max",
-        help="The clients' produce p99 each broker is held under: a ratio of its quiet value, measured before the "
-        "first move through it (2x), or a time (50ms); off: the band follows bytes alone. Under a ratio, where the "
-        "metrics have TotalTimeMs' Count, Mean and StdDev, it follows each reading's own requests (mean + 2.33 sd), "
-        "as Kafka's p99 lags by minutes. Needs the brokers' metrics (DROVER_BROKER_METRICS on the worker) or "
-        "--latency-from canary; without either the band says so and follows bytes",
+        help="The clients' produce p99 each broker is held under: a ratio of its quiet value (the median of its "
+        f"last {QUIET_READINGS} readings with no move through it: 2x), or a time (50ms); off: the band follows bytes "
+        "alone. Under a ratio, where the metrics have TotalTimeMs' Count, Mean and StdDev, it follows each reading's "
+        "own requests (mean + 2.33 sd), as Kafka's p99 lags by minutes. Needs the brokers' metrics "
+        "(DROVER_BROKER_METRICS on the worker) or --latency-from canary; without either the band says so and follows "
+        "bytes",
     )
 
     latency_from: str = typer.Option(
