@@ -33,6 +33,7 @@ PURE_ALLOWED = {
     "itertools",
     "math",
     "operator",
+    "statistics",
     "typing",
     "pydantic",
     "models",
