@@ -173,11 +173,11 @@ class BandOptions:
         DEFAULT_LATENCY_MAX,
         "--latency-max",
         help="The clients' produce p99 each broker is held under: a ratio of its quiet value (the median of its "
-        f"last {QUIET_READINGS} readings with no move through it: 2x), or a time (50ms); off: the band follows bytes "
-        "alone. Under a ratio, where the metrics have TotalTimeMs' Count, Mean and StdDev, it follows each reading's "
-        "own requests (mean + 2.33 sd), as Kafka's p99 lags by minutes. Needs the brokers' metrics "
-        "(DROVER_BROKER_METRICS on the worker) or --latency-from canary; without either the band says so and follows "
-        "bytes",
+        f"last {QUIET_READINGS} readings with no move through it, or under it during the moves: 2x), or a time "
+        "(50ms); off: the band follows bytes alone. Under a ratio, where the metrics have TotalTimeMs' Count, Mean "
+        "and StdDev, it follows each reading's own requests (mean + 2.33 sd), as Kafka's p99 lags by minutes. Needs "
+        "the brokers' metrics (DROVER_BROKER_METRICS on the worker) or --latency-from canary; without either the band "
+        "says so and follows bytes",
     )
 
     latency_from: str = typer.Option(

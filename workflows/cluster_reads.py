@@ -40,6 +40,10 @@ EASED_CLIMB = "band-climb-eases"
 # A broker's quiet value is the median of its last quiet readings, and its moves are cut only once its rate is at its
 # floor (coordinators started before: the latest quiet reading or a lower one since; cut at the first reading over).
 STEADY_LAW = "band-law-steady"
+# A broker's first moves climb by a share of their rate, not by a step of the ceiling, and a reading under its quiet
+# value while moves run is taken among its quiet readings (coordinators started before: a step of the ceiling until
+# a reading over the target; the quiet readings are those with no move through the broker).
+FROM_BELOW = "band-law-from-below"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -143,7 +147,7 @@ class TrafficReader:
             estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
-            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW)]
+            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW)]
             s.band.begin(busy, *law)
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())

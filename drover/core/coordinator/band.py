@@ -95,16 +95,21 @@ class ThrottleBand(BaseModel):
     waiting_quiet: bool = False
     # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``); once over
     # the target, the climb eases (``band_latency.LATENCY_EASE``); the quiet value is a median, and the moves are cut
-    # at the floor only (``steady``).
+    # at the floor only (``steady``); the climb eases from the first move, and readings under the quiet value while
+    # moves run are taken among the quiet ones (``from_below``).
     slow_start: bool = False
     eased: bool = False
     steady: bool = False
+    from_below: bool = False
 
-    def begin(self, busy: bool, slow_start: bool = False, eased: bool = False, steady: bool = False) -> None:
+    def begin(
+        self, busy: bool, slow_start: bool = False, eased: bool = False, steady: bool = False, from_below: bool = False
+    ) -> None:
         """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts);
-        ``slow_start``, ``eased`` and ``steady``, as the coordinator's code does (one started before them replays
-        without)."""
+        ``slow_start``, ``eased``, ``steady`` and ``from_below``, as the coordinator's code does (one started before
+        them replays without)."""
         self.busy, self.slow_start, self.eased, self.steady = busy, slow_start, eased, steady
+        self.from_below = from_below
 
     @property
     def law(self) -> Law:
@@ -113,7 +118,9 @@ class ThrottleBand(BaseModel):
             return Law.CEILING_START
         if not self.eased:
             return Law.SLOW_START
-        return Law.STEADY if self.steady else Law.EASED
+        if not self.steady:
+            return Law.EASED
+        return Law.FROM_BELOW if self.from_below else Law.STEADY
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -176,11 +183,7 @@ class ThrottleBand(BaseModel):
             else:
                 wanted_rates = (self._target(allowed[0], floor[0]), self._target(allowed[1], floor[1]))
                 now_band.starved = allowed[0] < floor[0] or allowed[1] < floor[1]
-            now_band.rates = (
-                wanted_rates
-                if was is None
-                else (_steady(was.rates[0], wanted_rates[0]), _steady(was.rates[1], wanted_rates[1]))
-            )
+            now_band.rates = wanted_rates if was is None else self._written(was.rates, wanted_rates)
             # What a move through it ran at until now: its floor, or (read ahead of it) the band's rates then.
             began = self.rates_for(b, floor)
             self.brokers[b] = now_band
@@ -265,6 +268,16 @@ class ThrottleBand(BaseModel):
         if self.settings is None or self.settings.latency_max is None or self.latency_off:
             return False
         return (self.read_at is None and self.last_at is None) or self.waiting_quiet
+
+    def _written(self, was: Rates, wanted: Rates) -> Rates:
+        """The rates written, from those in force: unchanged within STEADY of them; under the law from below, the
+        ceiling once reached (a climb by a share of the rate ends within STEADY of it, short of it for good)."""
+        assert self.settings is not None
+        ceiling = self.settings.ceiling if self.law >= Law.FROM_BELOW else None
+        return (
+            wanted[0] if wanted[0] == ceiling else _steady(was[0], wanted[0]),
+            wanted[1] if wanted[1] == ceiling else _steady(was[1], wanted[1]),
+        )
 
     def _target(self, room: int, floor: int) -> int:
         assert self.settings is not None

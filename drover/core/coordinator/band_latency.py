@@ -18,10 +18,12 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   halve (a broker read with no move through it starts so again: every broker, once no banded move is in flight;
   while some are, only their brokers are read, and the others keep their rates);
 - over the target, the rate the latency allows drops to LATENCY_DECREASE of the rates in force; under
-  LATENCY_CALM of it, it rises by LATENCY_STEP of the ceiling a reading until a reading of the broker's moves was
-  over the target, then by LATENCY_EASE of the rates in force (at least LATENCY_EASE_MIN of the ceiling), as a
-  congestion window leaves slow start: a step of the ceiling from half the rate that went over is back over it in a
-  reading or two; between them it holds (no flapping);
+  LATENCY_CALM of it, it rises by LATENCY_EASE of the rates in force a reading (at least LATENCY_EASE_MIN of the
+  ceiling): a step of the ceiling a reading takes the copies to several times what the clients bear before a
+  reading says so, and one from half the rate that went over is back over it in a reading or two; between them it
+  holds (no flapping). Coordinators started before it climb by LATENCY_STEP of the ceiling until a reading of the
+  broker's moves was over the target, and by the share from then on; climbing so, a rate reaches the ceiling
+  itself, not one within the band's dead band of it;
 - the moves through a broker follow the same law once its rate is at its floor (the throttle already bounds its
   bytes across all its moves; capping them as well, sooner, runs moves that share brokers one at a time): over the
   target, new moves wait until fewer than half of those in flight remain; under it, one more is let through a
@@ -74,6 +76,9 @@ class Law(IntEnum):
     EASED = 2
     # The quiet value is the median of the last QUIET_READINGS quiet readings; the moves are cut only at the floor.
     STEADY = 3
+    # The climb is LATENCY_EASE of the rates in force from the first move on; a reading under the quiet value while
+    # moves run is taken among the quiet readings.
+    FROM_BELOW = 4
 
 
 def p99_of(reading: ProduceLatency | None) -> float | None:
@@ -90,7 +95,7 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    law: Law = Law.STEADY,
+    law: Law = Law.FROM_BELOW,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker
@@ -126,14 +131,20 @@ def follow_latency(
 
 
 def _take_quiet(band: BrokerBand, p99: float, law: Law) -> None:
-    """The reading's p99 taken into ``band``'s quiet value: with no move through it, the median of its last quiet
-    readings. Under laws before STEADY: the reading before the first move; or, lower, one while moves run (the quiet
-    value was read during a burst of the clients' own: the clients are quieter than that even with the copies)."""
+    """The reading's p99 taken into ``band``'s quiet value: with no move through it (under FROM_BELOW, or under the
+    quiet value while moves run), the median of its last quiet readings. Under laws before STEADY: the reading before
+    the first move; or, lower, one while moves run (the quiet value was read during a burst of the clients' own: the
+    clients are quieter than that even with the copies)."""
     if law >= Law.STEADY:
-        if not band.moving:
+        if not band.moving or (law >= Law.FROM_BELOW and _under(p99, band.quiet_ms)):
             band.quiet_p99s, band.quiet_ms = quiet_median(band.quiet_p99s, p99)
     elif not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
         band.quiet_ms = p99
+
+
+def _under(reading: float, quiet: float | None) -> bool:
+    """A reading while moves run that says the quiet value is too high: the copies only add to the clients' time."""
+    return quiet is not None and 0 < reading < quiet
 
 
 def quiet_median(kept: list[float], reading: float) -> tuple[list[float], float]:
@@ -194,7 +205,7 @@ def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[fl
     if signal < LATENCY_CALM * limit and (band.latency_cap is not None or band.moves_cap is not None):
         # Lifted once it no longer binds: above what the ceiling and headroom allow, above the moves in flight.
         step = LATENCY_STEP * settings.ceiling
-        if band.gone_over:
+        if band.gone_over or law >= Law.FROM_BELOW:
             step = max(LATENCY_EASE * in_force, LATENCY_EASE_MIN * settings.ceiling)
         raised = in_force + int(step)
         band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
@@ -229,7 +240,8 @@ def take_window(
     ratio = settings.latency_max.ratio
     quiet = band.quiet_window_ms
     if law >= Law.STEADY:
-        if not band.moving and window is not None:
+        lower = law >= Law.FROM_BELOW and window is not None and _under(window, quiet)
+        if window is not None and (not band.moving or lower):
             band.quiet_windows, band.quiet_window_ms = quiet_median(band.quiet_windows, window)
     elif not band.moving and window is not None:
         band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
