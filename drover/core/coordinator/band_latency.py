@@ -1,10 +1,12 @@
 """The throttle band's latency law (``drover.core.coordinator.band``). Pure.
 
 With a latency target (``BandSettings.latency_max``), the clients' produce p99 on each broker bounds it too, AIMD:
-- a broker's **quiet** p99 is the median of its last QUIET_READINGS readings while no banded move went through it
-  (one reading's p99 of a quiet cluster spreads twofold and more: a quiet value of one reading in a lull sets a
-  target the clients' own bursts pass, one in a burst lets the copies take all it leaves); the target is a ratio of
-  it, or a value in ms (coordinators started before it: the latest such reading, or a lower one read since). A
+- a broker's **quiet** p99 is the median of its last QUIET_READINGS readings while no banded move went through it,
+  or under it while moves did (one reading's p99 of a quiet cluster spreads twofold and more: a quiet value of one
+  reading in a lull sets a target the clients' own bursts pass, one in a burst lets the copies take all it leaves;
+  the copies only add to the clients' time, so a reading under it during the moves says it was read high); the
+  target is a ratio of it, or a value in ms (coordinators started before FROM_BELOW: only readings with no move
+  through it; before STEADY: the latest such reading, or a lower one read since). A
   reading that began while a migration estimated (its job and its sampling load the hosts, never the clients' quiet)
   is not taken for quiet, and the banded moves wait for one that is (at most BUSY_READINGS readings in a row: then a
   busy reading counts as quiet);
@@ -21,9 +23,9 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   LATENCY_CALM of it, it rises by LATENCY_EASE of the rates in force a reading (at least LATENCY_EASE_MIN of the
   ceiling): a step of the ceiling a reading takes the copies to several times what the clients bear before a
   reading says so, and one from half the rate that went over is back over it in a reading or two; between them it
-  holds (no flapping). Coordinators started before it climb by LATENCY_STEP of the ceiling until a reading of the
-  broker's moves was over the target, and by the share from then on; climbing so, a rate reaches the ceiling
-  itself, not one within the band's dead band of it;
+  holds (no flapping); climbing so, a rate reaches the ceiling itself, not one within the band's dead band of it.
+  Coordinators started before FROM_BELOW climb by LATENCY_STEP of the ceiling until a reading of the broker's moves
+  was over the target, and by the share from then on;
 - the moves through a broker follow the same law once its rate is at its floor (the throttle already bounds its
   bytes across all its moves; capping them as well, sooner, runs moves that share brokers one at a time): over the
   target, new moves wait until fewer than half of those in flight remain; under it, one more is let through a
