@@ -188,7 +188,7 @@ async def test_the_first_move_waits_for_a_quiet_reading_begun_after_its_migratio
 
 async def test_a_coordinator_started_now_records_the_band_law_markers_in_their_order(local_env):
     """A coordinator started with this code runs the latest latency law: its history records the band's version
-    markers (``workflow.patched``) in the order they were added, the eased start's last; one started before replays
+    markers (``workflow.patched``) in the order they were added, the law from below's last; one started before replays
     without it (``tests/replay``)."""
     fake = shared_cluster(partitions=4, ticks=12)
     band = BandSettings(ceiling=50_000, capacity=100_000, headroom=30)

@@ -274,10 +274,8 @@ class ThrottleBand(BaseModel):
         ceiling once reached (a climb by a share of the rate ends within STEADY of it, short of it for good)."""
         assert self.settings is not None
         ceiling = self.settings.ceiling if self.law >= Law.FROM_BELOW else None
-        return (
-            wanted[0] if wanted[0] == ceiling else _steady(was[0], wanted[0]),
-            wanted[1] if wanted[1] == ceiling else _steady(was[1], wanted[1]),
-        )
+        leader, follower = (new if new == ceiling else _steady(old, new) for old, new in zip(was, wanted, strict=True))
+        return leader, follower
 
     def _target(self, room: int, floor: int) -> int:
         assert self.settings is not None

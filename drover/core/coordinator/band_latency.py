@@ -138,15 +138,17 @@ def _take_quiet(band: BrokerBand, p99: float, law: Law) -> None:
     the first move; or, lower, one while moves run (the quiet value was read during a burst of the clients' own: the
     clients are quieter than that even with the copies)."""
     if law >= Law.STEADY:
-        if not band.moving or (law >= Law.FROM_BELOW and _under(p99, band.quiet_ms)):
+        if _quiet(band, p99, band.quiet_ms, law):
             band.quiet_p99s, band.quiet_ms = quiet_median(band.quiet_p99s, p99)
     elif not band.moving or (band.quiet_ms is not None and 0 < p99 < band.quiet_ms):
         band.quiet_ms = p99
 
 
-def _under(reading: float, quiet: float | None) -> bool:
-    """A reading while moves run that says the quiet value is too high: the copies only add to the clients' time."""
-    return quiet is not None and 0 < reading < quiet
+def _quiet(band: BrokerBand, reading: float, quiet: float | None, law: Law) -> bool:
+    """Whether ``reading`` is a quiet one (under STEADY and after): no move through the broker, or (under FROM_BELOW)
+    one under its ``quiet`` value while moves run, which says that value is too high: the copies only add to the
+    clients' time."""
+    return not band.moving or (law >= Law.FROM_BELOW and quiet is not None and 0 < reading < quiet)
 
 
 def quiet_median(kept: list[float], reading: float) -> tuple[list[float], float]:
@@ -242,8 +244,7 @@ def take_window(
     ratio = settings.latency_max.ratio
     quiet = band.quiet_window_ms
     if law >= Law.STEADY:
-        lower = law >= Law.FROM_BELOW and window is not None and _under(window, quiet)
-        if window is not None and (not band.moving or lower):
+        if window is not None and _quiet(band, window, quiet, law):
             band.quiet_windows, band.quiet_window_ms = quiet_median(band.quiet_windows, window)
     elif not band.moving and window is not None:
         band.quiet_window_ms = window if quiet is None else (quiet + window) / 2
