@@ -2,6 +2,7 @@
 its lost last run held (taking over), the disks its moves copy onto (the disk gate) and the brokers' traffic (the
 throttle band)."""
 
+import itertools
 from collections.abc import Callable
 from datetime import datetime
 
@@ -13,6 +14,7 @@ with workflow.unsafe.imports_passed_through():
     from drover.activities.traffic import TrafficActivities
     from drover.core.coordinator import gates
     from drover.core.coordinator.band import floors, through
+    from drover.core.coordinator.band_latency import Law
     from drover.core.coordinator.state import ClusterState
     from drover.core.coordinator.takeover import TakeoverWait
     from drover.models.band import TrafficReading, TrafficRequest
@@ -44,6 +46,9 @@ STEADY_LAW = "band-law-steady"
 # value while moves run is taken among its quiet readings (coordinators started before: a step of the ceiling until
 # a reading over the target; the quiet readings are those with no move through the broker).
 FROM_BELOW = "band-law-from-below"
+# Under a latency target, a reading of the brokers starts as the one before is taken in (coordinators started before:
+# BAND_READ_EVERY after it).
+BACK_TO_BACK = "band-reads-back-to-back"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -109,7 +114,7 @@ class TrafficReader:
         """When the next reading is to start (None: not while nothing is banded, or one is under way)."""
         if self._reading is not None or self._brokers(s) is None:
             return None
-        return s.band.read_at + BAND_READ_EVERY if s.band.read_at is not None else workflow.now()
+        return s.band.read_at + s.band.gap(BAND_READ_EVERY) if s.band.read_at is not None else workflow.now()
 
     def read(self, s: ClusterState) -> list[AuditEntry]:
         """A reading that has ended taken in: the band's changes, each with its reason, noted in the coordinator's
@@ -147,8 +152,9 @@ class TrafficReader:
             estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
-            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW)]
-            s.band.begin(busy, *law)
+            markers = (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW, BACK_TO_BACK)
+            law = [workflow.patched(marker) for marker in markers]
+            s.band.begin(busy, Law(len(list(itertools.takewhile(bool, law)))))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

@@ -24,6 +24,7 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
 A fixed throttle (a migration's own ``--throttle RATE``, or the operator's cluster-wide rate) is not banded.
 """
 
+import itertools
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -96,34 +97,37 @@ class ThrottleBand(BaseModel):
     # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``); once over
     # the target, the climb eases (``band_latency.LATENCY_EASE``); the quiet value is a median, and the moves are cut
     # at the floor only (``steady``); the climb eases from the first move, and readings under the quiet value while
-    # moves run are taken among the quiet ones (``from_below``).
+    # moves run are taken among the quiet ones (``from_below``). (``law`` names them.)
     slow_start: bool = False
     eased: bool = False
     steady: bool = False
     from_below: bool = False
+    # Under a latency target, a reading starts as the one before is taken in (``back_to_back``).
+    back_to_back: bool = False
 
-    def begin(
-        self, busy: bool, slow_start: bool = False, eased: bool = False, steady: bool = False, from_below: bool = False
-    ) -> None:
-        """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts);
-        ``slow_start``, ``eased``, ``steady`` and ``from_below``, as the coordinator's code does (one started before
-        them replays without)."""
-        self.busy, self.slow_start, self.eased, self.steady = busy, slow_start, eased, steady
-        self.from_below = from_below
+    def begin(self, busy: bool, law: Law = Law.CEILING_START) -> None:
+        """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts); under
+        ``law``, as the coordinator's code has it (one started before a law replays with the one before)."""
+        self.busy = busy
+        self.slow_start, self.eased, self.steady = law >= Law.SLOW_START, law >= Law.EASED, law >= Law.STEADY
+        self.from_below, self.back_to_back = law >= Law.FROM_BELOW, law >= Law.BACK_TO_BACK
 
     @property
     def law(self) -> Law:
         """The latency law this coordinator runs (each keeps the changes of those before)."""
-        if not self.slow_start:
-            return Law.CEILING_START
-        if not self.eased:
-            return Law.SLOW_START
-        if not self.steady:
-            return Law.EASED
-        return Law.FROM_BELOW if self.from_below else Law.STEADY
+        kept = (self.slow_start, self.eased, self.steady, self.from_below, self.back_to_back)
+        return Law(len(list(itertools.takewhile(bool, kept))))
+
+    def gap(self, every: timedelta) -> timedelta:
+        """The time from a reading taken in to the next one's start: ``every``; none under a latency target from
+        BACK_TO_BACK on (a load step of the clients' is seen a reading later, and each reading's lag is copies at
+        the rate before it, at their cost)."""
+        latency = self.settings is not None and self.settings.latency_max is not None
+        return timedelta(0) if latency and self.law >= Law.BACK_TO_BACK else every
 
     def due(self, now: datetime, every: timedelta) -> bool:
-        return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
+        """Whether a reading is to start: ``gap(every)`` after the last was taken in."""
+        return self.settings is not None and (self.read_at is None or now - self.read_at >= self.gap(every))
 
     def read(
         self,

@@ -81,6 +81,8 @@ class Law(IntEnum):
     # The climb is LATENCY_EASE of the rates in force from the first move on; a reading under the quiet value while
     # moves run is taken among the quiet readings.
     FROM_BELOW = 4
+    # A reading starts as the one before is taken in (``ThrottleBand.gap``), not BAND_READ_EVERY after it.
+    BACK_TO_BACK = 5
 
 
 def p99_of(reading: ProduceLatency | None) -> float | None:
@@ -97,7 +99,7 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    law: Law = Law.FROM_BELOW,
+    law: Law = Law.BACK_TO_BACK,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker

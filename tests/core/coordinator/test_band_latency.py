@@ -17,6 +17,7 @@ from drover.core.coordinator.band_latency import (
     QUIET_READINGS,
     STALE_READINGS,
     TAIL_SDS,
+    Law,
 )
 from drover.core.coordinator.state import ClusterState
 from drover.models.admission import Limits, MoveSpec
@@ -43,7 +44,9 @@ def band(target=TWICE, when_starved="floor", steady=True) -> ThrottleBand:
     settings = BandSettings(
         ceiling=CEILING, capacity=1000 * MB, headroom=0, when_starved=when_starved, latency_max=target
     )
-    return ThrottleBand(settings=settings, slow_start=True, eased=True, steady=steady, from_below=steady)
+    b = ThrottleBand(settings=settings)
+    b.begin(busy=False, law=Law.BACK_TO_BACK if steady else Law.EASED)
+    return b
 
 
 class Clock:
@@ -113,7 +116,7 @@ def test_a_brokers_first_moves_start_low_and_climb_by_a_share_of_their_rate_a_ca
 
 def test_a_coordinator_started_before_the_from_below_climbs_a_step_of_the_ceiling_until_over_the_target():
     b, clock = band(), Clock()
-    b.begin(busy=False, slow_start=True, eased=True, steady=True)  # no band-climb-eases-from-start marker
+    b.begin(busy=False, law=Law.STEADY)  # no band-law-from-below marker
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     for climbed in (1, 2):
         moving(b, clock, 15.0)
@@ -127,7 +130,7 @@ def test_a_coordinator_started_before_the_from_below_climbs_a_step_of_the_ceilin
 
 def test_a_coordinator_started_before_the_slow_start_starts_first_moves_at_the_ceiling():
     b, clock = band(), Clock()
-    b.begin(busy=False, slow_start=False)  # its history has no band-slow-start marker
+    b.begin(busy=False, law=Law.CEILING_START)  # its history has no band-slow-start marker
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     assert b.brokers[3].rates == (CEILING, CEILING)
     moving(b, clock, 15.0)
@@ -138,7 +141,7 @@ def test_a_coordinator_started_before_the_slow_start_starts_first_moves_at_the_c
 
 def test_a_coordinator_started_before_the_eased_climb_climbs_a_step_of_the_ceiling_after_a_reading_over_the_target():
     b, clock = band(), Clock()
-    b.begin(busy=False, slow_start=True, eased=False)  # its history has no band-climb-eases marker
+    b.begin(busy=False, law=Law.SLOW_START)  # its history has no band-climb-eases marker
     b.read(QUIET, "metrics", {}, clock(), latency=p99(15.0))
     moving(b, clock, 41.0)
     assert b.brokers[3].rates == (START // 2, START // 2) and not b.brokers[3].gone_over
@@ -244,7 +247,7 @@ def test_the_moves_through_a_broker_follow_the_same_law_once_its_rate_is_at_its_
 
 def test_a_coordinator_started_before_the_steady_law_cuts_the_moves_at_the_first_reading_over_the_target():
     b, clock = started(quiet_ms=15.0, steady=False)
-    b.begin(busy=False, slow_start=True, eased=True, steady=False)  # its history has no band-law-steady marker
+    b.begin(busy=False, law=Law.EASED)  # its history has no band-law-steady marker
     (told,) = moving(b, clock, 50.0, moves=6)
     assert b.brokers[3].rates == (CEILING // 2, CEILING // 2) and b.brokers[3].moves_cap == 3
     assert told.endswith("moves through it at most 3")
@@ -335,7 +338,7 @@ def test_time_over_the_target_counts_across_a_change_of_the_bands_settings():
     s = ClusterState(name="c")
     settings = BandSettings(ceiling=CEILING, capacity=1000 * MB, headroom=0, latency_max=TWICE)
     s.setting(ClusterBandChange(band=settings, actor="ops", reason="r"), T0)
-    s.band.begin(busy=False, slow_start=True, eased=True)
+    s.band.begin(busy=False, law=Law.EASED)
     s.band.read(QUIET, "metrics", {3: FLOOR}, T0, latency=p99(15.0), moves={3: 1})
     lower = settings.model_copy(update={"latency_max": LatencyTarget(ms=5)})
     s.setting(ClusterBandChange(band=lower, actor="ops", reason="clients complain"), T0)
@@ -540,7 +543,7 @@ def test_the_quiet_value_is_the_median_of_the_last_quiet_readings_and_readings_u
     moving(b, clock, 8.0)
     assert (b.brokers[3].quiet_ms, b.brokers[3].target_ms) == (8.0, 16.0)
     # A coordinator started before the law from below leaves it.
-    b.begin(busy=False, slow_start=True, eased=True, steady=True)
+    b.begin(busy=False, law=Law.STEADY)
     moving(b, clock, 2.0)
     assert (b.brokers[3].quiet_ms, b.brokers[3].target_ms) == (8.0, 16.0)
 
