@@ -125,7 +125,8 @@ def test_a_new_shell_reads_the_sandbox_layout_from_its_state_folder(tmp_path):
             }
         )
     )
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DROVER_")} | {
+    # (Nothing exported: neither Drover's settings nor the temporal CLI's, which `sandbox env` exports too.)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("DROVER_", "TEMPORAL_"))} | {
         "DROVER_SANDBOX_STATE_DIR": str(state)
     }
     exported = drover("sandbox", "env", env=env)
