@@ -2,7 +2,6 @@
 its lost last run held (taking over), the disks its moves copy onto (the disk gate) and the brokers' traffic (the
 throttle band)."""
 
-import itertools
 from collections.abc import Callable
 from datetime import datetime
 
@@ -46,9 +45,6 @@ STEADY_LAW = "band-law-steady"
 # value while moves run is taken among its quiet readings (coordinators started before: a step of the ceiling until
 # a reading over the target; the quiet readings are those with no move through the broker).
 FROM_BELOW = "band-law-from-below"
-# Under a latency target, a reading of the brokers starts as the one before is taken in (coordinators started before:
-# BAND_READ_EVERY after it).
-BACK_TO_BACK = "band-reads-back-to-back"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -114,7 +110,7 @@ class TrafficReader:
         """When the next reading is to start (None: not while nothing is banded, or one is under way)."""
         if self._reading is not None or self._brokers(s) is None:
             return None
-        return s.band.read_at + s.band.gap(BAND_READ_EVERY) if s.band.read_at is not None else workflow.now()
+        return s.band.read_at + BAND_READ_EVERY if s.band.read_at is not None else workflow.now()
 
     def read(self, s: ClusterState) -> list[AuditEntry]:
         """A reading that has ended taken in: the band's changes, each with its reason, noted in the coordinator's
@@ -152,9 +148,8 @@ class TrafficReader:
             estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
-            markers = (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW, BACK_TO_BACK)
-            law = [workflow.patched(marker) for marker in markers]
-            s.band.begin(busy, Law(len(list(itertools.takewhile(bool, law)))))
+            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW)]
+            s.band.begin(busy, Law.of(law))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []

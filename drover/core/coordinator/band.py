@@ -24,7 +24,6 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
 A fixed throttle (a migration's own ``--throttle RATE``, or the operator's cluster-wide rate) is not banded.
 """
 
-import itertools
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 
@@ -102,32 +101,21 @@ class ThrottleBand(BaseModel):
     eased: bool = False
     steady: bool = False
     from_below: bool = False
-    # Under a latency target, a reading starts as the one before is taken in (``back_to_back``).
-    back_to_back: bool = False
 
     def begin(self, busy: bool, law: Law = Law.CEILING_START) -> None:
         """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts); under
         ``law``, as the coordinator's code has it (one started before a law replays with the one before)."""
         self.busy = busy
         self.slow_start, self.eased, self.steady = law >= Law.SLOW_START, law >= Law.EASED, law >= Law.STEADY
-        self.from_below, self.back_to_back = law >= Law.FROM_BELOW, law >= Law.BACK_TO_BACK
+        self.from_below = law >= Law.FROM_BELOW
 
     @property
     def law(self) -> Law:
         """The latency law this coordinator runs (each keeps the changes of those before)."""
-        kept = (self.slow_start, self.eased, self.steady, self.from_below, self.back_to_back)
-        return Law(len(list(itertools.takewhile(bool, kept))))
-
-    def gap(self, every: timedelta) -> timedelta:
-        """The time from a reading taken in to the next one's start: ``every``; none under a latency target from
-        BACK_TO_BACK on (a load step of the clients' is seen a reading later, and each reading's lag is copies at
-        the rate before it, at their cost)."""
-        latency = self.settings is not None and self.settings.latency_max is not None
-        return timedelta(0) if latency and self.law >= Law.BACK_TO_BACK else every
+        return Law.of((self.slow_start, self.eased, self.steady, self.from_below))
 
     def due(self, now: datetime, every: timedelta) -> bool:
-        """Whether a reading is to start: ``gap(every)`` after the last was taken in."""
-        return self.settings is not None and (self.read_at is None or now - self.read_at >= self.gap(every))
+        return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
 
     def read(
         self,

@@ -37,7 +37,9 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   and says so once.
 """
 
+import itertools
 import statistics
+from collections.abc import Iterable
 from enum import IntEnum
 
 from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
@@ -81,8 +83,12 @@ class Law(IntEnum):
     # The climb is LATENCY_EASE of the rates in force from the first move on; a reading under the quiet value while
     # moves run is taken among the quiet readings.
     FROM_BELOW = 4
-    # A reading starts as the one before is taken in (``ThrottleBand.gap``), not BAND_READ_EVERY after it.
-    BACK_TO_BACK = 5
+
+    @classmethod
+    def of(cls, recorded: Iterable[bool]) -> "Law":
+        """The law of a coordinator whose history ``recorded`` each law's version marker, in their order: the last of
+        those recorded in a row from the first."""
+        return cls(len(list(itertools.takewhile(bool, recorded))))
 
 
 def p99_of(reading: ProduceLatency | None) -> float | None:
@@ -99,7 +105,7 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    law: Law = Law.BACK_TO_BACK,
+    law: Law = Law.FROM_BELOW,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker

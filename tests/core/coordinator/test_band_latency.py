@@ -45,7 +45,7 @@ def band(target=TWICE, when_starved="floor", steady=True) -> ThrottleBand:
         ceiling=CEILING, capacity=1000 * MB, headroom=0, when_starved=when_starved, latency_max=target
     )
     b = ThrottleBand(settings=settings)
-    b.begin(busy=False, law=Law.BACK_TO_BACK if steady else Law.EASED)
+    b.begin(busy=False, law=Law.FROM_BELOW if steady else Law.EASED)
     return b
 
 
