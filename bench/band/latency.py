@@ -20,11 +20,10 @@ order that alternates from round to round:
 A quiet run before round 1 warms the stack and is not counted. Prints for each run the clients' produce p50 and p99
 (quiet, and during the moves; librdkafka's latency of each message, and the p99 as the bench's own thread saw it,
 which adds this process's waits), the share of 5 s windows whose p99 is over the target (and the quiet run's own,
-with no move), and the makespan over the
-bound at C (the bytes the busiest broker receives or serves ÷ C); then the medians over the rounds, and whether each
-goal is met: the band's share of windows over the target is no higher than the safe run's, its makespan is at most 0.8x
-the safe run's, and it is the only run of the three that meets both. The migrations run on the sandbox's worker,
-which reads the brokers' metrics. Asserts nothing about time.
+with no move), and the makespan over the bound at C (the bytes the busiest broker receives or serves ÷ C); then the
+medians over the rounds, and whether each goal is met: the band's share of windows over the target is no higher than
+the safe run's, its makespan is at most 0.8x the safe run's, and it is the only run of the three that meets both. The
+migrations run on the sandbox's worker, which reads the brokers' metrics. Asserts nothing about time.
 """
 
 import argparse
