@@ -234,7 +234,8 @@ async def test_the_band_follows_the_clients_produce_latency(
     sampler = ConfigSampler(admin, [1, 2, 3])
     band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
     run = Run(metrics, "the clients first", latency="1000ms")
-    moving = banded_move(real_client, admin, real_settings, topic_name, DATA_MB, run)
+    # Enough data to climb past 4 MB/s from the start rate, fall and rise again before the move ends, and no more.
+    moving = banded_move(real_client, admin, real_settings, topic_name, 320, run)
     async with moving as (handle, coordinator, _, tp, cli):
         sampler.start()
         try:
@@ -301,7 +302,7 @@ async def test_a_dead_metrics_page_puts_its_broker_at_the_floor_with_a_warning(
     metrics = ",".join(f"{b}={u}" for b, u in urls.items())
     sampler = ConfigSampler(admin, [1, 3])
     floor = 1 * MB
-    moving = banded_move(real_client, admin, real_settings, topic_name, 60, Run(metrics, "page down", "2x", floor))
+    moving = banded_move(real_client, admin, real_settings, topic_name, 36, Run(metrics, "page down", "2x", floor))
     async with moving as (handle, coordinator, *_):
         sampler.start()
         try:
@@ -334,7 +335,7 @@ async def test_a_lost_coordinators_part_of_the_cost_to_the_clients_stays_in_the_
     p99 never reaches."""
     metrics = stack.s.client_env()["DROVER_BROKER_METRICS"]
     band = ["--throttle-max", "20MB/s", "--broker-capacity", "12MB/s", "--headroom", f"{HEADROOM}%"]
-    moving = banded_move(real_client, admin, real_settings, topic_name, 200, Run(metrics, "strict", latency="0.5ms"))
+    moving = banded_move(real_client, admin, real_settings, topic_name, 120, Run(metrics, "strict", latency="0.5ms"))
     async with moving as (handle, coordinator, _, tp, cli):
 
         async def told() -> ClientLatency | None:

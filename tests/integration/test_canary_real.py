@@ -71,7 +71,7 @@ async def test_with_no_broker_metrics_the_canary_drives_the_band(
     migration's result keeps what its moves cost the clients, as the canary measured it."""
     sampler = ConfigSampler(admin, [1, 3])
     run = Run(None, "the clients first", latency="0.5ms", floor=1 * MB, latency_from="canary")
-    async with banded_move(real_client, admin, real_settings, topic_name, 150, run) as (handle, coordinator, *_):
+    async with banded_move(real_client, admin, real_settings, topic_name, 60, run) as (handle, coordinator, *_):
         sampler.start()
         try:
             result = await asyncio.wait_for(handle.result(), 600)
