@@ -60,6 +60,18 @@ class Canary:
             leads, named = self._leaders(brokers)
         except (KafkaAdminError, KafkaException) as e:
             return {b: ProduceLatency(missing=f"canary topic {self.topic}: {e}") for b in brokers}
+        probed = self._probed(leads, seconds)
+        found = {b: probed[b].reading() for b in leads}
+        unled = f"leads no partition of the canary topic {self.topic} (a preferred leader election gives it back)"
+        return found | {b: ProduceLatency(missing=unled) for b in named if b not in leads}
+
+    def round_trips(self, seconds: float) -> dict[int, list[float]]:
+        """Every broker's produce round trips (ms) over ``seconds``, one by one, as a reading takes its p99 from them
+        (``bench.band.canary_signal``). Raises where the canary topic cannot be made or described."""
+        leads, _ = self._leaders([])
+        return {b: probed.times for b, probed in self._probed(leads, seconds).items()}
+
+    def _probed(self, leads: dict[int, int], seconds: float) -> dict[int, "Probed"]:
         with self._lock:
             if self._producer is None:
                 self._producer = Producer(self._config, logger=rdkafka_logger())
@@ -67,10 +79,7 @@ class Canary:
                 for partition in leads.values():
                     self._producer.produce(self.topic, PAYLOAD, partition=partition)
                 self._producer.flush(DRAIN_S)
-            probed = _probe(self._producer, self.topic, leads, seconds)
-        found = {b: probed[b].reading() for b in leads}
-        unled = f"leads no partition of the canary topic {self.topic} (a preferred leader election gives it back)"
-        return found | {b: ProduceLatency(missing=unled) for b in named if b not in leads}
+            return _probe(self._producer, self.topic, leads, seconds)
 
     def _leaders(self, brokers: Sequence[int]) -> tuple[dict[int, int], list[int]]:
         """A partition of the canary topic led by each of ``brokers`` (every broker when none are named) that leads

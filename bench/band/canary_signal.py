@@ -1,0 +1,143 @@
+"""How well each statistic of the canary's round trips tells a copy from the clients' own noise, on the local sandbox.
+
+    .venv/bin/drover sandbox up && eval "$(.venv/bin/drover sandbox env)" && \\
+        .venv/bin/python -m bench.band.canary_signal [--blocks 3] [--copy 2.5MB/s] [--quiet-s 60]
+
+The band reads each broker's canary (``drover.adapters.canary``) for a 5 s window and, under a ratio target, halves
+its rate when the window's p99 passes the ratio times its quiet value. Each block runs ``bench.band.run``'s client
+load at --load, steady: first --quiet-s seconds of the load alone, then ``bench.band.run``'s migration (8 partitions
+of --mb MB from brokers 1 and 2 to 3 and 4) under a fixed throttle of --copy; the canary probes every broker in 5 s
+windows throughout, as a reading does (windows with no move in flight are not counted during the copy).
+
+Per statistic of a window's round trips (p99, as the band reads it; p95, p90, p50; the mean plus 2.33 standard
+deviations) and per broker, it prints the quiet median, the quiet spread (standard deviation ÷ median), the median
+during the copy ÷ the quiet one, their signal to noise ((that ratio − 1) ÷ the spread), and the share of windows over
+--ratio times the quiet median, quiet (a halving on noise) and during the copy (one the copy earned); then the same
+shares for the p99 of two windows' round trips together, and for two windows in a row both over. Asserts nothing about
+time.
+"""
+
+import argparse
+import asyncio
+import statistics
+import time
+import uuid
+from collections.abc import Callable
+
+from bench.band.run import ChangingLoad, migrate, set_band
+from drover.adapters.canary import Canary
+from drover.adapters.kafka_admin import KafkaAdmin
+from drover.adapters.temporal import connect
+from drover.cli.rates import parse_rate
+from drover.settings import load_settings
+
+WINDOW_S = 5.0
+Windows = list[dict[int, list[float]]]
+
+
+def quantile(times: list[float], share: float) -> float:
+    """As a canary reading takes its p99: the round trip at ``share`` of them, in order."""
+    ordered = sorted(times)
+    return ordered[max(int(len(ordered) * share + 0.5) - 1, 0)]
+
+
+STATISTICS: dict[str, Callable[[list[float]], float]] = {
+    "p99": lambda t: quantile(t, 0.99),
+    "p95": lambda t: quantile(t, 0.95),
+    "p90": lambda t: quantile(t, 0.90),
+    "p50": lambda t: quantile(t, 0.50),
+    "mean+2.33sd": lambda t: statistics.mean(t) + 2.33 * statistics.pstdev(t),
+}
+
+
+def probed(canary: Canary, seconds: float) -> Windows:
+    """The canary's round trips, WINDOW_S windows for ``seconds``."""
+    found: Windows = []
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        found.append(canary.round_trips(WINDOW_S))
+    return found
+
+
+def share_over(values: list[float], limit: float) -> float:
+    return sum(v > limit for v in values) / len(values) if values else float("nan")
+
+
+def broker_line(quiet: list[list[float]], copy: list[list[float]], ratio: float) -> str:
+    """One broker's windows (round trips each), quiet and during the copy: every statistic's figures."""
+    parts = []
+    for name, of in STATISTICS.items():
+        q, c = [of(t) for t in quiet], [of(t) for t in copy]
+        median, spread = statistics.median(q), statistics.pstdev(q) / statistics.median(q)
+        rise = statistics.median(c) / median if c else float("nan")
+        parts.append(
+            f"{name} quiet {median:.1f} ms (spread {spread:.2f}), copy {rise:.2f}x, signal/noise "
+            f"{(rise - 1) / spread:.1f}, over {ratio:g}x {share_over(q, ratio * median):.0%} quiet / "
+            f"{share_over(c, ratio * median):.0%} copy"
+        )
+    p99 = STATISTICS["p99"]
+    limit = ratio * statistics.median(p99(t) for t in quiet)
+    for rule, pair in (
+        ("p99 of two windows", lambda a, b: p99(a + b)),
+        ("two p99s in a row", lambda a, b: min(p99(a), p99(b))),
+    ):
+        q2 = [pair(a, b) for a, b in zip(quiet, quiet[1:], strict=False)]
+        c2 = [pair(a, b) for a, b in zip(copy, copy[1:], strict=False)]
+        parts.append(f"{rule}: over {share_over(q2, limit):.0%} quiet / {share_over(c2, limit):.0%} copy")
+    return "\n    ".join(parts)
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    settings = load_settings()
+    admin = KafkaAdmin(settings)
+    client = await connect(settings)
+    cluster_id = admin.describe_cluster().cluster_id or ""
+    await set_band(client, settings, cluster_id, None)
+    canary = Canary(admin, admin.client_config())
+    loaded = f"bench-signal-load-{uuid.uuid4().hex[:6]}"
+    admin.create_topic(loaded, [[1, 3], [2, 4]])
+    load_rate, copy_rate = parse_rate(args.load), parse_rate(args.copy)
+    quiet: Windows = []
+    copy: Windows = []
+    try:
+        for block in range(1, args.blocks + 1):
+            load = ChangingLoad(settings, loaded, [load_rate] * 3, 1e9)
+            load.start()
+            try:
+                await asyncio.sleep(WINDOW_S)
+                quiet += await asyncio.to_thread(probed, canary, args.quiet_s)
+                moving = asyncio.create_task(migrate(settings, admin, load, args.mb, copy_rate, copy_rate))
+                while not moving.done():
+                    window = await asyncio.to_thread(probed, canary, WINDOW_S)
+                    if admin.list_reassignments():
+                        copy += window
+                await moving
+            finally:
+                load.stopped.set()
+                load.join()
+            print(f"block {block}: {len(quiet)} quiet windows, {len(copy)} during the copy", flush=True)
+    finally:
+        admin.delete_topics([loaded])
+        admin.close()
+    for b in sorted({b for w in quiet for b in w}):
+        q = [w[b] for w in quiet if w.get(b)]
+        c = [w[b] for w in copy if w.get(b)]
+        print(
+            f"broker {b} ({len(q)} quiet windows, {len(c)} during the copy at {args.copy}):\n    "
+            + broker_line(q, c, args.ratio)
+        )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--blocks", type=int, default=3, help="blocks of quiet windows then a copy")
+    parser.add_argument("--quiet-s", type=float, default=60.0, help="seconds of the load alone in each block")
+    parser.add_argument("--copy", default="2.5MB/s", help="the copy's fixed throttle")
+    parser.add_argument("--load", default="1MB/s", help="the clients' steady load")
+    parser.add_argument("--mb", type=int, default=20, help="MB in each of the migration's 8 partitions")
+    parser.add_argument("--ratio", type=float, default=2.0, help="the ratio target (--latency-max 2x)")
+    asyncio.run(main_async(parser.parse_args()))
+
+
+if __name__ == "__main__":
+    main()
