@@ -25,7 +25,7 @@ import uuid
 from collections.abc import Callable
 
 from bench.band.run import ChangingLoad, migrate, set_band
-from drover.adapters.canary import Canary
+from drover.adapters.canary import Canary, percentile
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.temporal import connect
 from drover.cli.rates import parse_rate
@@ -35,17 +35,11 @@ WINDOW_S = 5.0
 Windows = list[dict[int, list[float]]]
 
 
-def quantile(times: list[float], share: float) -> float:
-    """As a canary reading takes its p99: the round trip at ``share`` of them, in order."""
-    ordered = sorted(times)
-    return ordered[max(int(len(ordered) * share + 0.5) - 1, 0)]
-
-
 STATISTICS: dict[str, Callable[[list[float]], float]] = {
-    "p99": lambda t: quantile(t, 0.99),
-    "p95": lambda t: quantile(t, 0.95),
-    "p90": lambda t: quantile(t, 0.90),
-    "p50": lambda t: quantile(t, 0.50),
+    "p99": lambda t: percentile(t, 0.99),
+    "p95": lambda t: percentile(t, 0.95),
+    "p90": lambda t: percentile(t, 0.90),
+    "p50": lambda t: percentile(t, 0.50),
     "mean+2.33sd": lambda t: statistics.mean(t) + 2.33 * statistics.pstdev(t),
 }
 
@@ -68,7 +62,8 @@ def broker_line(quiet: list[list[float]], copy: list[list[float]], ratio: float)
     parts = []
     for name, of in STATISTICS.items():
         q, c = [of(t) for t in quiet], [of(t) for t in copy]
-        median, spread = statistics.median(q), statistics.pstdev(q) / statistics.median(q)
+        median = statistics.median(q)
+        spread = statistics.pstdev(q) / median
         rise = statistics.median(c) / median if c else float("nan")
         parts.append(
             f"{name} quiet {median:.1f} ms (spread {spread:.2f}), copy {rise:.2f}x, signal/noise "

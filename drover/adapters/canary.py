@@ -99,6 +99,12 @@ class Canary:
         return leads, named
 
 
+def percentile(times: list[float], share: float) -> float:
+    """The round trip at ``share`` of ``times`` (none empty), in order: the nearest rank, as a reading takes its p99."""
+    ordered = sorted(times)
+    return ordered[max(int(len(ordered) * share + 0.5) - 1, 0)]
+
+
 @dataclass
 class Probed:
     """One broker's probe: the round trips (ms), the messages still out (their send times), the first refusal."""
@@ -112,9 +118,8 @@ class Probed:
             return ProduceLatency(missing=f"the canary's messages were refused: {self.refused}")
         if not self.times:
             return ProduceLatency(missing="the canary sent it nothing")
-        ordered = sorted(self.times)
-        p99 = ordered[max(int(len(ordered) * 0.99 + 0.5) - 1, 0)]
-        return ProduceLatency(p99_ms=p99, requests=float(len(ordered)), tail_ms=p99)
+        p99 = percentile(self.times, 0.99)
+        return ProduceLatency(p99_ms=p99, requests=float(len(self.times)), tail_ms=p99)
 
 
 def _probe(producer: Producer, topic: str, leads: dict[int, int], seconds: float) -> dict[int, Probed]:
