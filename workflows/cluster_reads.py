@@ -45,9 +45,6 @@ STEADY_LAW = "band-law-steady"
 # value while moves run is taken among its quiet readings (coordinators started before: a step of the ceiling until
 # a reading over the target; the quiet readings are those with no move through the broker).
 FROM_BELOW = "band-law-from-below"
-# A broker's rate climbs only where its copies took half of it at least (coordinators started before: wherever the
-# clients' latency allows).
-VALIDATED_CLIMB = "band-climb-validated"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -151,8 +148,7 @@ class TrafficReader:
             estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
-            markers = (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW, VALIDATED_CLIMB)
-            law = [workflow.patched(marker) for marker in markers]
+            law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW)]
             s.band.begin(busy, Law.of(law))
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())

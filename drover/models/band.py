@@ -202,9 +202,6 @@ class BrokerBand(BaseModel):
     # Its last quiet readings' p99 and produce time (ms), whose medians are its quiet values.
     quiet_p99s: list[float] = []
     quiet_windows: list[float] = []
-    # Bytes per second its moves' copies took through it since the reading before, the more of in and out (None: the
-    # traffic was read without Kafka's reassignment counters).
-    copied: float | None = None
 
     def text(self) -> str:
         """How it reads in `drover cluster status`."""

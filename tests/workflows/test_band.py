@@ -188,7 +188,7 @@ async def test_the_first_move_waits_for_a_quiet_reading_begun_after_its_migratio
 
 async def test_a_coordinator_started_now_records_the_band_law_markers_in_their_order(local_env):
     """A coordinator started with this code runs the latest latency law: its history records the band's version
-    markers (``workflow.patched``) in the order they were added, the validated climb's last; one started before
+    markers (``workflow.patched``) in the order they were added, the law from below's last; one started before
     replays without it (``tests/replay``)."""
     fake = shared_cluster(partitions=4, ticks=12)
     band = BandSettings(ceiling=50_000, capacity=100_000, headroom=30)
@@ -207,7 +207,6 @@ async def test_a_coordinator_started_now_records_the_band_law_markers_in_their_o
         "band-climb-eases",
         "band-law-steady",
         "band-law-from-below",
-        "band-climb-validated",
     ]
     first = {n: next((i for i, m in enumerate(markers) if n.encode() in m), None) for n in names}
     assert None not in first.values() and sorted(first, key=lambda n: first[n]) == names, first

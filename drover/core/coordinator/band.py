@@ -55,13 +55,6 @@ def other_traffic(rates: dict[str, float]) -> tuple[float, float]:
     return inward, outward
 
 
-def copy_traffic(rates: dict[str, float]) -> float | None:
-    """Bytes per second a broker's moves' copies took, the more of in and out (Kafka's reassignment bytes); None when
-    the traffic was read without those counters."""
-    copied = [rates[key] for key in ("reassignment_in", "reassignment_out") if key in rates]
-    return max(copied) if copied else None
-
-
 def banded(asked: Asked) -> Asked:
     """The moves whose migration asks for estimated rates (per broker), not one fixed rate."""
     return [(m, t) for m, t in asked if t.estimated]
@@ -103,25 +96,23 @@ class ThrottleBand(BaseModel):
     # Under a latency target, a broker's first moves start low and climb (``band_latency.LATENCY_START``); once over
     # the target, the climb eases (``band_latency.LATENCY_EASE``); the quiet value is a median, and the moves are cut
     # at the floor only (``steady``); the climb eases from the first move, and readings under the quiet value while
-    # moves run are taken among the quiet ones (``from_below``); the rate climbs only from one its copies used
-    # (``validated``). (``law`` names them.)
+    # moves run are taken among the quiet ones (``from_below``). (``law`` names them.)
     slow_start: bool = False
     eased: bool = False
     steady: bool = False
     from_below: bool = False
-    validated: bool = False
 
     def begin(self, busy: bool, law: Law = Law.CEILING_START) -> None:
         """A reading begins: ``busy``, while a migration estimates (its job and its sampling load the hosts); under
         ``law``, as the coordinator's code has it (one started before a law replays with the one before)."""
         self.busy = busy
         self.slow_start, self.eased, self.steady = law >= Law.SLOW_START, law >= Law.EASED, law >= Law.STEADY
-        self.from_below, self.validated = law >= Law.FROM_BELOW, law >= Law.VALIDATED
+        self.from_below = law >= Law.FROM_BELOW
 
     @property
     def law(self) -> Law:
         """The latency law this coordinator runs (each keeps the changes of those before)."""
-        return Law.of((self.slow_start, self.eased, self.steady, self.from_below, self.validated))
+        return Law.of((self.slow_start, self.eased, self.steady, self.from_below))
 
     def due(self, now: datetime, every: timedelta) -> bool:
         return self.settings is not None and (self.read_at is None or now - self.read_at >= every)
@@ -175,7 +166,6 @@ class ThrottleBand(BaseModel):
             now_band = BrokerBand(
                 rates=(0, 0), floor=floor, room=room, traffic=smooth, moving=moving, moves=(moves or {}).get(b, 0)
             )
-            now_band.copied = copy_traffic(traffic[b])
             why = ""
             if target is not None and not latency_off:
                 why = follow_latency(self.settings, now_band, was, (latency or {}).get(b), since, quiet, self.law)

@@ -23,10 +23,7 @@ With a latency target (``BandSettings.latency_max``), the clients' produce p99 o
   LATENCY_CALM of it, it rises by LATENCY_EASE of the rates in force a reading (at least LATENCY_EASE_MIN of the
   ceiling): a step of the ceiling a reading takes the copies to several times what the clients bear before a
   reading says so, and one from half the rate that went over is back over it in a reading or two; between them it
-  holds (no flapping); climbing so, a rate reaches the ceiling itself, not one within the band's dead band of it. It
-  rises only where the broker's copies took LATENCY_USED of the rate in force at least, by Kafka's reassignment byte
-  counters (coordinators started before VALIDATED, or traffic read without them: whatever they took): a rate the
-  copies do not reach is not one the clients were shown to bear, and halving it would not slow them;
+  holds (no flapping); climbing so, a rate reaches the ceiling itself, not one within the band's dead band of it.
   Coordinators started before FROM_BELOW climb by LATENCY_STEP of the ceiling until a reading of the broker's moves
   was over the target, and by the share from then on;
 - the moves through a broker follow the same law once its rate is at its floor (the throttle already bounds its
@@ -46,7 +43,6 @@ from collections.abc import Iterable
 from enum import IntEnum
 
 from drover.models.band import BandSettings, BrokerBand, ProduceLatency, ms
-from drover.models.units import human_bytes
 
 # A broker's first banded moves run at this share of the ceiling, then climb (or fall) by the law.
 LATENCY_START = 0.10
@@ -59,10 +55,6 @@ LATENCY_CALM = 0.8
 # at least LATENCY_EASE_MIN of the ceiling (above band.STEADY, the change the band writes at the least).
 LATENCY_EASE = 0.15
 LATENCY_EASE_MIN = 0.01
-# A calm reading raises the rate only where the broker's copies took this share of the rate in force at least (from
-# Kafka's reassignment byte counters): a rate its copies do not reach was never shown to be borne, and a halving from
-# it would not slow them (RFC 7661's validated congestion window, whose test is half the window).
-LATENCY_USED = 0.5
 # The produce time the law follows under a ratio target, where it can: the mean time of the requests of the reading
 # plus this many standard deviations of it (a normal distribution's 99th percentile), against its quiet value; no
 # target on it is below MIN_WINDOW_TARGET_MS (a millisecond or two is noise).
@@ -91,8 +83,6 @@ class Law(IntEnum):
     # The climb is LATENCY_EASE of the rates in force from the first move on; a reading under the quiet value while
     # moves run is taken among the quiet readings.
     FROM_BELOW = 4
-    # The rate climbs only from one its copies used, LATENCY_USED of it at least.
-    VALIDATED = 5
 
     @classmethod
     def of(cls, recorded: Iterable[bool]) -> "Law":
@@ -115,7 +105,7 @@ def follow_latency(
     reading: ProduceLatency | None,
     since: float,
     quiet: bool = True,
-    law: Law = Law.VALIDATED,
+    law: Law = Law.FROM_BELOW,
 ) -> str:
     """The latency law on ``band`` (being worked out, ``was`` the broker's band before, ``since`` seconds ago): its
     quiet and current p99, the target, the rate and the moves the latency allows. Why they changed, or "". A broker
@@ -147,15 +137,7 @@ def follow_latency(
     signal, limit, what = take_window(settings, band, reading, (p99, goal), law)
     if not band.moving and slow_start:
         return ""
-    return _act(settings, band, (in_force, _unused(band, in_force, first, law)), (signal, limit, what), law)
-
-
-def _unused(band: BrokerBand, in_force: int, first: bool, law: Law) -> str:
-    """Under VALIDATED, why the rate ``in_force`` may not climb: its copies took less than LATENCY_USED of it since
-    the reading before (not on their first reading, which they ran part of, nor without the counters); "" if it may."""
-    if law < Law.VALIDATED or first or band.copied is None or band.copied >= LATENCY_USED * in_force:
-        return ""
-    return f"its copies took {human_bytes(band.copied)}/s of the {human_bytes(in_force)}/s in force: the rate holds"
+    return _act(settings, band, in_force, (signal, limit, what), law)
 
 
 def _take_quiet(band: BrokerBand, p99: float, law: Law) -> None:
@@ -221,14 +203,11 @@ def _missed(
     return f"produce latency not read{times} ({missing}): back to the floor"
 
 
-def _act(
-    settings: BandSettings, band: BrokerBand, rate: tuple[int, str], read: tuple[float, float, str], law: Law
-) -> str:
-    """The law on the rate and the moves, from the rates in force and why they may not climb ("": they may;
-    ``rate``), and what it holds under which target, and its name (``read``): halved over the target (and the moves,
-    once the rate was at the floor, under ``law``), a step up under its calm share (eased once over it; held where its
-    copies did not use it, while one more move is let through), held between. Why, or ""."""
-    (in_force, unused), (signal, limit, what) = rate, read
+def _act(settings: BandSettings, band: BrokerBand, in_force: int, read: tuple[float, float, str], law: Law) -> str:
+    """The law on the rate and the moves, from the rates ``in_force`` and what it holds under which target, and its
+    name (``read``): halved over the target (and the moves, once the rate was at the floor, under ``law``), a step
+    up under its calm share (eased once over it), held between. Why, or ""."""
+    signal, limit, what = read
     if signal > limit:
         band.latency_cap = int(in_force * LATENCY_DECREASE)
         if law < Law.STEADY or in_force <= max(band.floor):
@@ -241,15 +220,11 @@ def _act(
         if band.gone_over or law >= Law.FROM_BELOW:
             step = max(LATENCY_EASE * in_force, LATENCY_EASE_MIN * settings.ceiling)
         raised = in_force + int(step)
-        if not unused:
-            band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
-        elif band.latency_cap is not None:
-            # Held at the rates in force (a broker at its floor is no longer starved by the clients' latency).
-            band.latency_cap = max(band.latency_cap, in_force)
+        band.latency_cap = None if raised >= min(settings.ceiling, max(band.room)) else raised
         if band.moves_cap is not None:
             more = band.moves_cap + 1
             band.moves_cap = None if band.latency_cap is None or more > band.moves else more
-        return f"{what} {ms(signal)} under the {ms(limit)} target" + (f"; {unused}" if unused else "")
+        return f"{what} {ms(signal)} under the {ms(limit)} target"
     return ""
 
 

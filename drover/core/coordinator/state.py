@@ -359,9 +359,7 @@ class ClusterState(BaseModel):
         self.disk.limits, self.windows = settings.disk_max or DiskLimits(), settings.windows or Windows()
         if settings.band != self.band.settings:
             kept = {"brokers": self.band.brokers, "last_at": self.band.read_at} if settings.band else {}
-            law = {
-                name: getattr(self.band, name) for name in ("slow_start", "eased", "steady", "from_below", "validated")
-            }
+            law = {name: getattr(self.band, name) for name in ("slow_start", "eased", "steady", "from_below")}
             self.band = ThrottleBand(settings=settings.band, **law, **kept)
 
     def setting(self, change: ClusterSetting, now: datetime) -> None:

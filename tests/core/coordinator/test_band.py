@@ -231,4 +231,4 @@ def test_the_law_a_reading_begins_with_is_the_one_the_band_runs_and_keeps_across
     assert Law.of([True, True, False, True]) == Law.EASED
     lower = band(ceiling=50 * MB).settings
     s.setting(ClusterBandChange(band=lower, actor="ops", reason="slower"), T0)
-    assert s.band.law == max(Law)
+    assert s.band.law == Law.FROM_BELOW
