@@ -3,7 +3,7 @@ its lost last run held (taking over), the disks its moves copy onto (the disk ga
 throttle band)."""
 
 from collections.abc import Callable
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from temporalio import workflow
 from temporalio.exceptions import ActivityError
@@ -45,6 +45,9 @@ STEADY_LAW = "band-law-steady"
 # value while moves run is taken among its quiet readings (coordinators started before: a step of the ceiling until
 # a reading over the target; the quiet readings are those with no move through the broker).
 FROM_BELOW = "band-law-from-below"
+# Once the estimates have ended, the reading the banded moves wait for (their brokers' quiet one) starts at once, not
+# when the next is due (coordinators started before: when it is due).
+QUIET_AT_ONCE = "band-quiet-read-at-once"
 
 
 async def wrong_workers(cluster_id: str) -> str | None:
@@ -140,12 +143,12 @@ class TrafficReader:
         for text in told:
             s.note("band", text, workflow.now())
         brokers = self._brokers(s)
-        if self._reading is None and brokers is not None and s.band.due(workflow.now(), BAND_READ_EVERY):
+        # A migration that has joined but not yet asked for moves is estimating.
+        estimating = any(h.demand is None for h in s.holders.values())
+        if self._reading is None and brokers is not None and s.band.due(workflow.now(), self._every(s, estimating)):
             chosen = s.band.settings
             canary = chosen is not None and chosen.latency_max is not None and chosen.latency_from == "canary"
             request = TrafficRequest(brokers=brokers, window_s=BAND_WINDOW.total_seconds(), canary=canary)
-            # A migration that has joined but not yet asked for moves is estimating.
-            estimating = any(h.demand is None for h in s.holders.values())
             # (In this order, as the markers were recorded.)
             busy = estimating and workflow.patched(BUSY_READINGS_TOLD)
             law = [workflow.patched(marker) for marker in (SLOW_START, EASED_CLIMB, STEADY_LAW, FROM_BELOW)]
@@ -153,6 +156,14 @@ class TrafficReader:
             self._reading = workflow.start_activity_method(TrafficActivities.read_traffic, request, **TRAFFIC_CALL)
             self._reading.add_done_callback(lambda _: self._wake())
         return s.actions[len(s.actions) - len(told) :] if told else []
+
+    @staticmethod
+    def _every(s: ClusterState, estimating: bool) -> timedelta:
+        """Time between readings: none while banded moves wait for a quiet reading and no migration estimates (a
+        reading begun now is a quiet one), else BAND_READ_EVERY."""
+        if s.band.unread() and s.band.waiting_quiet and not estimating and workflow.patched(QUIET_AT_ONCE):
+            return timedelta(0)
+        return BAND_READ_EVERY
 
     @staticmethod
     def _brokers(s: ClusterState) -> list[int] | None:

@@ -132,13 +132,14 @@ async def test_the_band_turned_off_while_a_reading_is_under_way_drops_the_readin
 class EstimatingCluster:
     """An estimate that takes ESTIMATE_S, and readings of the brokers' traffic that find a produce p99 of 500 ms on
     every broker when asked for before it ended (as its Spark job beside the sandbox's brokers lifts it) and 10 ms
-    after; each reading's end, and whether it was asked for before the estimate ended."""
+    after; each reading's start and end, and whether it was asked for before the estimate ended."""
 
     ESTIMATE_S = 3.0
 
     def __init__(self) -> None:
         self.estimated: datetime | None = None
         self.reads: list[tuple[datetime, bool]] = []
+        self.started: list[datetime] = []
 
     def activities(self) -> dict:
         @activity.defn(name="estimate")
@@ -149,7 +150,9 @@ class EstimatingCluster:
 
         @activity.defn(name="read_traffic")
         def read_traffic(req: TrafficRequest) -> TrafficReading:
-            busy = self.estimated is None or activity.info().scheduled_time < self.estimated
+            started = activity.info().scheduled_time
+            busy = self.estimated is None or started < self.estimated
+            self.started.append(started)
             time.sleep(0.5)
             p99 = ProduceLatency(p99_ms=500.0 if busy else 10.0, requests=100.0)
             self.reads.append((datetime.now(UTC), busy))
@@ -184,6 +187,26 @@ async def test_the_first_move_waits_for_a_quiet_reading_begun_after_its_migratio
     assert quiet and quiet[0] < moved[0], (cluster.reads, moved[0])
     quiets = {b: band.quiet_ms for b, band in moving.band_brokers.items() if band.moving}
     assert set(quiets.values()) == {10.0}, quiets
+
+
+async def test_the_quiet_reading_the_first_move_waits_for_starts_once_the_estimate_ends(local_env):
+    """The moves wait for a quiet reading; one that begins as soon as the estimate has ended, not when the next reading
+    is due (BAND_READ_EVERY after the busy one ended), lets them start that much sooner."""
+    fake = shared_cluster(partitions=2, ticks=40)
+    cluster = EstimatingCluster()
+    band = BandSettings(ceiling=50_000, capacity=100_000, latency_max=LatencyTarget(ratio=2))
+    async with banded_migration(local_env, fake, band, cluster.activities()) as (handle, coordinator, _, _):
+        await wait_for_status(coordinator, lambda st: any(b.moving for b in st.band_brokers.values()), 60)
+        result = await handle.result()
+        history = await coordinator.fetch_history()
+    assert result.verified
+    # The estimate ends between two readings: the busy one before it ended, and the quiet one after.
+    first_quiet = next(i for i, (_, busy) in enumerate(cluster.reads) if not busy)
+    busy_ended = cluster.reads[first_quiet - 1][0]
+    assert cluster.estimated is not None and busy_ended < cluster.estimated, (cluster.reads, cluster.estimated)
+    assert cluster.started[first_quiet] < busy_ended + BAND_READ_EVERY, (cluster.started, busy_ended)
+    markers = [e for e in history.events if e.HasField("marker_recorded_event_attributes")]
+    assert any(b"band-quiet-read-at-once" in e.marker_recorded_event_attributes.SerializeToString() for e in markers)
 
 
 async def test_a_coordinator_started_now_records_the_band_law_markers_in_their_order(local_env):
