@@ -21,16 +21,12 @@ import asyncio
 import json
 import statistics
 import time
-import uuid
 from dataclasses import asdict, dataclass, field
 
-from bench.band.canary_signal import WINDOW_S
-from bench.band.run import ChangingLoad, migrate, set_band
+from bench.band.canary_signal import WINDOW_S, block, lab
+from bench.band.run import ChangingLoad
 from drover.adapters.canary import Canary, percentile
-from drover.adapters.kafka_admin import KafkaAdmin
-from drover.adapters.temporal import connect
 from drover.cli.rates import parse_rate
-from drover.settings import load_settings
 
 
 @dataclass
@@ -41,7 +37,7 @@ class Window:
     canary: dict[int, float] = field(default_factory=dict)
 
 
-def probed(canary: Canary, load: ChangingLoad, seconds: float) -> list[tuple[float, dict[int, list[float]]]]:
+def probed(canary: Canary, seconds: float) -> list[tuple[float, dict[int, list[float]]]]:
     """The canary's round trips in WINDOW_S windows for ``seconds``, each with its start."""
     found = []
     end = time.monotonic() + seconds
@@ -98,40 +94,18 @@ def block_lines(label: str, quiet: list[Window], copy: list[Window], ratio: floa
 
 
 async def main_async(args: argparse.Namespace) -> None:
-    settings = load_settings()
-    admin = KafkaAdmin(settings)
-    client = await connect(settings)
-    cluster_id = admin.describe_cluster().cluster_id or ""
-    await set_band(client, settings, cluster_id, None)
-    canary = Canary(admin, admin.client_config())
-    loaded = f"bench-agree-load-{uuid.uuid4().hex[:6]}"
-    admin.create_topic(loaded, [[1, 3], [2, 4]])
+    at = await lab("bench-agree-load")
     blocks: list[tuple[str, list[Window], list[Window]]] = []
     try:
         for load_text in args.loads.split(","):
             for copy_text in args.copies.split(","):
-                load = ChangingLoad(settings, loaded, [parse_rate(load_text)] * 3, 1e9)
-                load.start()
-                try:
-                    await asyncio.sleep(WINDOW_S)
-                    quiet = await asyncio.to_thread(probed, canary, load, args.quiet_s)
-                    moving = asyncio.create_task(
-                        migrate(settings, admin, load, args.mb, parse_rate(copy_text), parse_rate(copy_text))
-                    )
-                    copy = []
-                    while not moving.done():
-                        window = await asyncio.to_thread(probed, canary, load, WINDOW_S)
-                        if admin.list_reassignments():
-                            copy += window
-                    await moving
-                finally:
-                    load.stopped.set()
-                    load.join()
+                load_rate, copy_rate = parse_rate(load_text), parse_rate(copy_text)
+                load, quiet, copy = await block(at, load_rate, copy_rate, args.quiet_s, args.mb, probed)
                 blocks.append((f"load {load_text}, copy {copy_text}", windows(load, quiet), windows(load, copy)))
                 print(f"{blocks[-1][0]}: {len(quiet)} quiet windows, {len(copy)} during the copy", flush=True)
     finally:
-        admin.delete_topics([loaded])
-        admin.close()
+        at.admin.delete_topics([at.loaded])
+        at.admin.close()
     if args.save:
         with open(args.save, "w") as out:
             json.dump([[label, [asdict(w) for w in q], [asdict(w) for w in c]] for label, q, c in blocks], out)

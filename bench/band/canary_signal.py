@@ -23,16 +23,19 @@ import statistics
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
 
 from bench.band.run import ChangingLoad, migrate, set_band
 from drover.adapters.canary import Canary, percentile
 from drover.adapters.kafka_admin import KafkaAdmin
 from drover.adapters.temporal import connect
 from drover.cli.rates import parse_rate
-from drover.settings import load_settings
+from drover.settings import Settings, load_settings
 
 WINDOW_S = 5.0
 Windows = list[dict[int, list[float]]]
+T = TypeVar("T")
 
 
 STATISTICS: dict[str, Callable[[list[float]], float]] = {
@@ -82,38 +85,63 @@ def broker_line(quiet: list[list[float]], copy: list[list[float]], ratio: float)
     return "\n    ".join(parts)
 
 
-async def main_async(args: argparse.Namespace) -> None:
+@dataclass
+class Lab:
+    """What every block shares: the sandbox's settings, its admin, the canary and the load topic."""
+
+    settings: Settings
+    admin: KafkaAdmin
+    canary: Canary
+    loaded: str
+
+
+async def lab(prefix: str) -> Lab:
+    """The sandbox's clients, its band taken off, and a load topic led on brokers 1 and 2, followed on 3 and 4."""
     settings = load_settings()
     admin = KafkaAdmin(settings)
     client = await connect(settings)
-    cluster_id = admin.describe_cluster().cluster_id or ""
-    await set_band(client, settings, cluster_id, None)
-    canary = Canary(admin, admin.client_config())
-    loaded = f"bench-signal-load-{uuid.uuid4().hex[:6]}"
+    await set_band(client, settings, admin.describe_cluster().cluster_id or "", None)
+    loaded = f"{prefix}-{uuid.uuid4().hex[:6]}"
     admin.create_topic(loaded, [[1, 3], [2, 4]])
+    return Lab(settings, admin, Canary(admin, admin.client_config()), loaded)
+
+
+async def block(
+    at: Lab, load_rate: int, copy_rate: int, quiet_s: float, mb: int, probe: Callable[[Canary, float], list[T]]
+) -> tuple[ChangingLoad, list[T], list[T]]:
+    """The client load at ``load_rate``, steady: ``quiet_s`` seconds alone, then the migration under a fixed throttle
+    of ``copy_rate``; ``probe``'s windows, quiet and while a reassignment was in flight, and the load."""
+    load = ChangingLoad(at.settings, at.loaded, [load_rate] * 3, 1e9)
+    load.start()
+    copy: list[T] = []
+    try:
+        await asyncio.sleep(WINDOW_S)
+        quiet = await asyncio.to_thread(probe, at.canary, quiet_s)
+        moving = asyncio.create_task(migrate(at.settings, at.admin, load, mb, copy_rate, copy_rate))
+        while not moving.done():
+            window = await asyncio.to_thread(probe, at.canary, WINDOW_S)
+            if at.admin.list_reassignments():
+                copy += window
+        await moving
+    finally:
+        load.stopped.set()
+        load.join()
+    return load, quiet, copy
+
+
+async def main_async(args: argparse.Namespace) -> None:
+    at = await lab("bench-signal-load")
     load_rate, copy_rate = parse_rate(args.load), parse_rate(args.copy)
     quiet: Windows = []
     copy: Windows = []
     try:
-        for block in range(1, args.blocks + 1):
-            load = ChangingLoad(settings, loaded, [load_rate] * 3, 1e9)
-            load.start()
-            try:
-                await asyncio.sleep(WINDOW_S)
-                quiet += await asyncio.to_thread(probed, canary, args.quiet_s)
-                moving = asyncio.create_task(migrate(settings, admin, load, args.mb, copy_rate, copy_rate))
-                while not moving.done():
-                    window = await asyncio.to_thread(probed, canary, WINDOW_S)
-                    if admin.list_reassignments():
-                        copy += window
-                await moving
-            finally:
-                load.stopped.set()
-                load.join()
-            print(f"block {block}: {len(quiet)} quiet windows, {len(copy)} during the copy", flush=True)
+        for number in range(1, args.blocks + 1):
+            _, q, c = await block(at, load_rate, copy_rate, args.quiet_s, args.mb, probed)
+            quiet, copy = quiet + q, copy + c
+            print(f"block {number}: {len(quiet)} quiet windows, {len(copy)} during the copy", flush=True)
     finally:
-        admin.delete_topics([loaded])
-        admin.close()
+        at.admin.delete_topics([at.loaded])
+        at.admin.close()
     for b in sorted({b for w in quiet for b in w}):
         q = [w[b] for w in quiet if w.get(b)]
         c = [w[b] for w in copy if w.get(b)]
