@@ -20,12 +20,11 @@ import argparse
 import asyncio
 import json
 import statistics
-import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
-from bench.band.canary_signal import WINDOW_S, block, lab
+from bench.band.canary_signal import WINDOW_S, block, lab, timed
 from bench.band.run import ChangingLoad
-from drover.adapters.canary import Canary, percentile
+from drover.adapters.canary import percentile
 from drover.cli.rates import parse_rate
 
 
@@ -34,16 +33,7 @@ class Window:
     """One 5 s window: the clients' p99 (nan with too few messages) and each broker's canary p99, in ms."""
 
     clients: float
-    canary: dict[int, float] = field(default_factory=dict)
-
-
-def probed(canary: Canary, seconds: float) -> list[tuple[float, dict[int, list[float]]]]:
-    """The canary's round trips in WINDOW_S windows for ``seconds``, each with its start."""
-    found = []
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        found.append((time.monotonic(), canary.round_trips(WINDOW_S)))
-    return found
+    canary: dict[int, float]
 
 
 def windows(load: ChangingLoad, probes: list[tuple[float, dict[int, list[float]]]]) -> list[Window]:
@@ -100,7 +90,7 @@ async def main_async(args: argparse.Namespace) -> None:
         for load_text in args.loads.split(","):
             for copy_text in args.copies.split(","):
                 load_rate, copy_rate = parse_rate(load_text), parse_rate(copy_text)
-                load, quiet, copy = await block(at, load_rate, copy_rate, args.quiet_s, args.mb, probed)
+                load, quiet, copy = await block(at, load_rate, copy_rate, args.quiet_s, args.mb, timed)
                 blocks.append((f"load {load_text}, copy {copy_text}", windows(load, quiet), windows(load, copy)))
                 print(f"{blocks[-1][0]}: {len(quiet)} quiet windows, {len(copy)} during the copy", flush=True)
     finally:

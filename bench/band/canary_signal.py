@@ -47,13 +47,18 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-def probed(canary: Canary, seconds: float) -> Windows:
-    """The canary's round trips, WINDOW_S windows for ``seconds``."""
-    found: Windows = []
+def timed(canary: Canary, seconds: float) -> list[tuple[float, dict[int, list[float]]]]:
+    """The canary's round trips, WINDOW_S windows for ``seconds``, each with its start (``time.monotonic``)."""
+    found = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
-        found.append(canary.round_trips(WINDOW_S))
+        found.append((time.monotonic(), canary.round_trips(WINDOW_S)))
     return found
+
+
+def probed(canary: Canary, seconds: float) -> Windows:
+    """The canary's round trips, WINDOW_S windows for ``seconds``."""
+    return [trips for _, trips in timed(canary, seconds)]
 
 
 def share_over(values: list[float], limit: float) -> float:
