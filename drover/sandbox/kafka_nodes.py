@@ -2,6 +2,7 @@
 controller and brokers over racks) and the command line that starts it."""
 
 import base64
+import fcntl
 import hashlib
 import re
 import shutil
@@ -36,13 +37,24 @@ def jmx_agent(libs: Path) -> Path:
 
 def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: str, say=lambda msg: None) -> Path:
     """The runtime jars of ``pom`` copied into ``libs`` by Maven (its repository under ``cache_dir``), once: a
-    ``.complete`` marker says they are all there."""
+    ``.complete`` marker says they are all there. Sandboxes sharing the cache folder that start at the same time take
+    turns: the first resolves, the others find its marker."""
     marker = libs / ".complete"
     if marker.exists():
         return libs
     mvn = shutil.which("mvn")
     if not mvn:
         raise SandboxError("Maven (mvn) is not installed; install it (apt-get install maven) and run again")
+    libs.parent.mkdir(parents=True, exist_ok=True)
+    with open(libs.parent / f".{libs.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if marker.exists():
+            return libs
+        return _resolve(mvn, pom, libs, cache_dir, what, properties, say)
+
+
+def _resolve(mvn: str, pom: Path, libs: Path, cache_dir: Path, what: str, properties: tuple[str, ...], say) -> Path:
+    marker = libs / ".complete"
     say(f"resolving {what} jars from Maven Central into {libs}")
     shutil.rmtree(libs, ignore_errors=True)
     argv = [
