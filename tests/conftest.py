@@ -63,8 +63,11 @@ def pytest_configure(config):
 def pytest_collection_modifyitems(config, items):
     # A test that uses the real stack, directly or through a fixture, is an integration test whether or not it says
     # so: `make test` runs those in a process of their own beside the rest (tests/run), which must never start it.
+    # A test marked own_stack runs in that other process, so it must not use the shared stack.
     for item in items:
         if "stack" in getattr(item, "fixturenames", ()):
+            if item.get_closest_marker("own_stack"):
+                pytest.exit(f"{item.nodeid} is marked own_stack but uses the shared stack", returncode=4)
             item.add_marker(pytest.mark.integration)
 
 

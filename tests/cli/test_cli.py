@@ -201,7 +201,7 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
         "cluster_id": "AAAAAAAAAAAAAAAAAAAAAA",
         "brokers": 4,
         "racks": 2,
-        "port_base": 22092,
+        "port_base": 23592,
         "kafka_version": "4.4.0",
     }
     (state / "data" / "broker-1").mkdir(parents=True)
@@ -212,9 +212,9 @@ def test_a_broker_that_does_not_come_up_is_named_and_the_rest_is_stopped(stack, 
     env = os.environ | {
         "DROVER_SANDBOX_STATE_DIR": str(state),
         "DROVER_SANDBOX_CACHE_DIR": str(stack.s.cache_dir),
-        "DROVER_SANDBOX_PORT_BASE": "22092",
-        "DROVER_SANDBOX_TEMPORAL_PORT": "22233",
-        "DROVER_SANDBOX_UI_PORT": "22234",
+        "DROVER_SANDBOX_PORT_BASE": "23592",
+        "DROVER_SANDBOX_TEMPORAL_PORT": "23833",
+        "DROVER_SANDBOX_UI_PORT": "23834",
     }
     done = drover("sandbox", "up", "--no-worker", env=env, timeout=300)
     assert_one_line_error(

@@ -41,7 +41,7 @@ from tests.integration.cloud_costs import (
 )
 from tests.integration.helpers import consume_all, produce, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 # Ports below Linux's ephemeral range, apart from the other test stacks'.
 TIERED = SandboxSettings(

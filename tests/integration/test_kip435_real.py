@@ -25,7 +25,7 @@ from drover.workflows import MigrationWorkflow
 from tests.conftest import ROOT, worker_for
 from tests.integration.helpers import StepObserver, consume_all, produce, wait_until
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 # Ports below the kernel's ephemeral range (32768+ here), where a client socket could take one between the
 # sandbox's port check and a broker binding it.

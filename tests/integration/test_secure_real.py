@@ -34,7 +34,7 @@ from tests.integration.test_faults_real import start_worker
 from tests.integration.test_migration_real import cli_against
 from tests.integration.test_temporal_server_real import left_on_kafka
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 BROKERS = [1, 2, 3, 4]
 # Ports below Linux's ephemeral range, apart from the other test stacks'.

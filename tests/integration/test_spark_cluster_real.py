@@ -18,7 +18,7 @@ import pytest
 
 from tests.cli.test_cli import drover
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 SPARK_HOME = Path(pyspark.__file__).parent
 

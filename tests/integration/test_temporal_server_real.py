@@ -31,7 +31,7 @@ from tests.integration.test_faults_real import start_worker
 from tests.integration.test_migration_real import cli_against
 from tests.integration.test_system_real import SteadyProducer
 
-pytestmark = pytest.mark.integration
+pytestmark = [pytest.mark.integration, pytest.mark.own_stack]
 
 BROKERS = [1, 2, 3, 4]
 PARTITIONS = 20
