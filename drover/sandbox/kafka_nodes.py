@@ -50,31 +50,26 @@ def maven_libs(pom: Path, libs: Path, cache_dir: Path, what: str, *properties: s
         fcntl.flock(lock, fcntl.LOCK_EX)
         if marker.exists():
             return libs
-        return _resolve(mvn, pom, libs, cache_dir, what, properties, say)
-
-
-def _resolve(mvn: str, pom: Path, libs: Path, cache_dir: Path, what: str, properties: tuple[str, ...], say) -> Path:
-    marker = libs / ".complete"
-    say(f"resolving {what} jars from Maven Central into {libs}")
-    shutil.rmtree(libs, ignore_errors=True)
-    argv = [
-        mvn,
-        "-q",
-        "-B",
-        "-f",
-        str(pom),
-        "dependency:copy-dependencies",
-        *properties,
-        f"-DoutputDirectory={libs}",
-        "-DincludeScope=runtime",
-        f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
-    ]
-    done = subprocess.run(argv, capture_output=True, text=True)
-    if done.returncode != 0:
-        errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
-        raise SandboxError(f"Maven could not resolve {what}: {' '.join(errors) or done.stderr[-300:]}")
-    marker.write_text(what)
-    return libs
+        say(f"resolving {what} jars from Maven Central into {libs}")
+        shutil.rmtree(libs, ignore_errors=True)
+        argv = [
+            mvn,
+            "-q",
+            "-B",
+            "-f",
+            str(pom),
+            "dependency:copy-dependencies",
+            *properties,
+            f"-DoutputDirectory={libs}",
+            "-DincludeScope=runtime",
+            f"-Dmaven.repo.local={cache_dir.resolve() / 'm2'}",
+        ]
+        done = subprocess.run(argv, capture_output=True, text=True)
+        if done.returncode != 0:
+            errors = [line for line in done.stdout.splitlines() if "ERROR" in line][:1]
+            raise SandboxError(f"Maven could not resolve {what}: {' '.join(errors) or done.stderr[-300:]}")
+        marker.write_text(what)
+        return libs
 
 
 def remote_storage_jar(kafka_libs: Path, cache_dir: Path, say=lambda msg: None) -> Path:
