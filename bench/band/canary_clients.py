@@ -22,7 +22,7 @@ import json
 import statistics
 from dataclasses import asdict, dataclass
 
-from bench.band.canary_signal import WINDOW_S, block, lab, timed
+from bench.band.canary_signal import WINDOW_S, TimedWindows, block, lab, timed
 from bench.band.run import ChangingLoad
 from drover.adapters.canary import percentile
 from drover.cli.rates import parse_rate
@@ -36,7 +36,7 @@ class Window:
     canary: dict[int, float]
 
 
-def windows(load: ChangingLoad, probes: list[tuple[float, dict[int, list[float]]]]) -> list[Window]:
+def windows(load: ChangingLoad, probes: TimedWindows) -> list[Window]:
     """Each probe window with the clients' p99 of the messages they sent in it."""
     return [
         Window(load.percentiles(start, start + WINDOW_S)[1], {b: percentile(t, 0.99) for b, t in trips.items() if t})

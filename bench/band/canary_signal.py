@@ -35,6 +35,8 @@ from drover.settings import Settings, load_settings
 
 WINDOW_S = 5.0
 Windows = list[dict[int, list[float]]]
+# The same, each with its start (time.monotonic).
+TimedWindows = list[tuple[float, dict[int, list[float]]]]
 T = TypeVar("T")
 
 
@@ -47,9 +49,9 @@ STATISTICS: dict[str, Callable[[list[float]], float]] = {
 }
 
 
-def timed(canary: Canary, seconds: float) -> list[tuple[float, dict[int, list[float]]]]:
+def timed(canary: Canary, seconds: float) -> TimedWindows:
     """The canary's round trips, WINDOW_S windows for ``seconds``, each with its start (``time.monotonic``)."""
-    found = []
+    found: TimedWindows = []
     end = time.monotonic() + seconds
     while time.monotonic() < end:
         found.append((time.monotonic(), canary.round_trips(WINDOW_S)))
